@@ -1,0 +1,293 @@
+"""memoryd's one config object.
+
+Layering, lowest first:
+
+1. built-in defaults: the dataclasses below (``config/memoryd.toml`` documents
+   exactly these values, and a test keeps the two equal);
+2. a TOML file: ``--config FILE``, else ``$XDG_CONFIG_HOME/memoryd/memoryd.toml``
+   when it exists;
+3. command-line flags (``--root``, ``--data-dir``, ``--socket``), applied by the
+   CLI with :func:`with_overrides`.
+
+Construction is cheap; :func:`load` is the only place that validates, and it
+names the bad key (``section.key``) in every error. This module is also the only
+one that looks at environment variables (the XDG directories): everything else
+receives a :class:`Config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from indexer.errors import ConfigError
+
+PROVIDERS = ("e5-small", "minilm", "onnx", "hash")
+POOLINGS = ("mean", "cls")
+SEARCH_MODES = ("hybrid", "vector", "keyword")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("auto", "json", "console")
+INDEX_TYPES = ("auto", "flat", "hnsw")
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """What to watch. Globs are matched against the path relative to its root."""
+
+    roots: tuple[Path, ...] = ()  # empty: the built-in default root (see Config.effective_roots)
+    include: tuple[str, ...] = ("*.md", "*.markdown")
+    exclude: tuple[str, ...] = (".git/*", "node_modules/*", ".obsidian/*", ".trash/*")
+    debounce_ms: int = 1500
+    max_delay_ms: int = 5000
+    max_file_bytes: int = 10_000_000
+    follow_symlinks: bool = True
+    poll_fallback_s: int = 30
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    data_dir: Path | None = None  # None: $XDG_STATE_HOME/memoryd
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """The embedding model. ``provider`` picks a built-in; ``onnx`` takes any model file."""
+
+    provider: str = "e5-small"
+    model_path: Path | None = None  # provider "onnx": the .onnx file
+    tokenizer_path: Path | None = None  # provider "onnx": its tokenizer.json
+    pooling: str = "mean"
+    query_prefix: str | None = None  # None: the provider's default
+    passage_prefix: str | None = None
+    max_tokens: int = 512
+    batch_size: int = 16
+    threads: int = 0  # 0: all cores
+    cache_entries: int = 50_000
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    max_tokens: int = 400
+    overlap_tokens: int = 80
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    mode: str = "hybrid"
+    k: int = 8
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+    candidates: int = 50
+    index_type: str = "auto"
+    hnsw_threshold: int = 200_000
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    socket: Path | None = None  # None: $XDG_RUNTIME_DIR/memoryd/memoryd.sock
+    allowed_uids: tuple[int, ...] = ()
+    max_request_bytes: int = 1_048_576
+    max_clients: int = 64
+    idle_timeout_s: float = 300.0
+    read_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    reconcile_interval_s: int = 600
+    snapshot_interval_s: int = 30
+    maintenance_interval_s: int = 3600
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    level: str = "info"
+    format: str = "auto"
+
+
+@dataclass(frozen=True)
+class Config:
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    # Resolved XDG directories (filled by load(); defaults are for in-process use).
+    state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
+    data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
+    runtime_dir: Path | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.storage.data_dir or self.state_home / "memoryd"
+
+    @property
+    def socket_path(self) -> Path:
+        if self.server.socket:
+            return self.server.socket
+        base = self.runtime_dir or Path(f"/tmp/memoryd-{os.getuid()}")
+        return base / "memoryd" / "memoryd.sock"
+
+    @property
+    def default_root(self) -> Path:
+        """Where memoryd looks when no root is configured: ``$XDG_DATA_HOME/memoryd/memory``."""
+        return self.data_home / "memoryd" / "memory"
+
+    @property
+    def effective_roots(self) -> tuple[Path, ...]:
+        return self.watch.roots or (self.default_root,)
+
+
+def default_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
+    return Path(base) / "memoryd" / "memoryd.toml"
+
+
+def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Build the config from defaults and a TOML file, validating every key.
+
+    ``path`` None means the default location, which may be absent; an explicit
+    path must exist. Raises :class:`ConfigError` naming the file and key.
+    """
+    env = os.environ if env is None else env
+    explicit = path is not None
+    path = path or default_config_path(env)
+    raw: dict[str, Any] = {}
+    if path.exists() or explicit:
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    cfg = _build(Config, raw, prefix="", source=str(path))
+    home = Path(env.get("HOME", str(Path.home())))
+    cfg = dataclasses.replace(
+        cfg,
+        state_home=Path(env.get("XDG_STATE_HOME") or home / ".local" / "state"),
+        data_home=Path(env.get("XDG_DATA_HOME") or home / ".local" / "share"),
+        runtime_dir=Path(env["XDG_RUNTIME_DIR"]) if env.get("XDG_RUNTIME_DIR") else None,
+    )
+    validate(cfg)
+    return cfg
+
+
+def with_overrides(
+    cfg: Config,
+    *,
+    roots: list[Path] | None = None,
+    data_dir: Path | None = None,
+    socket: Path | None = None,
+) -> Config:
+    """Apply command-line flags on top of a loaded config (roots replace, not extend)."""
+    if roots:
+        cfg = dataclasses.replace(
+            cfg, watch=dataclasses.replace(cfg.watch, roots=tuple(_abs(r) for r in roots))
+        )
+    if data_dir:
+        cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, data_dir=_abs(data_dir)))
+    if socket:
+        cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=_abs(socket)))
+    return cfg
+
+
+def _abs(p: Path) -> Path:
+    return Path(os.path.abspath(os.path.expanduser(p)))
+
+
+_SECTIONS = frozenset(k for k, t in get_type_hints(Config).items() if dataclasses.is_dataclass(t))
+
+
+def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    known = names & _SECTIONS if cls is Config else names
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = f"{prefix}{key}"
+        if key not in known:
+            raise ConfigError(f"{source}: unknown config key '{name}'")
+        typ = hints[key]
+        if dataclasses.is_dataclass(typ):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: '{name}' must be a table ([{name}])")
+            kwargs[key] = _build(typ, value, prefix=f"{name}.", source=source)  # type: ignore[arg-type]
+        else:
+            kwargs[key] = _coerce(value, typ, name, source)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, typ: Any, name: str, source: str) -> Any:
+    args = get_args(typ)
+    if get_origin(typ) is not None and type(None) in args:  # Optional[X]
+        if value == "" or value is None:
+            return None
+        typ = next(a for a in args if a is not type(None))
+    if get_origin(typ) is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: '{name}' must be a list, got {value!r}")
+        return tuple(_coerce(v, get_args(typ)[0], name, source) for v in value)
+    if typ is Path:
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: '{name}' must be a path string, got {value!r}")
+        return _abs(Path(value))
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if typ in (int, float, str, bool) and (type(value) is not typ):
+        raise ConfigError(f"{source}: '{name}' must be {typ.__name__}, got {value!r}")
+    return value
+
+
+def _check(ok: bool, key: str, value: object, why: str) -> None:
+    if not ok:
+        raise ConfigError(f"config '{key}' = {value!r}: {why}")
+
+
+def validate(cfg: Config) -> None:
+    """Check ranges and choices; raises :class:`ConfigError` naming the key."""
+    w, e, c, s, srv = cfg.watch, cfg.embedding, cfg.chunking, cfg.search, cfg.server
+    _check(w.debounce_ms >= 0, "watch.debounce_ms", w.debounce_ms, "must be >= 0")
+    _check(w.max_delay_ms >= w.debounce_ms, "watch.max_delay_ms", w.max_delay_ms, "must be >= debounce_ms")
+    _check(w.max_file_bytes > 0, "watch.max_file_bytes", w.max_file_bytes, "must be > 0")
+    _check(w.poll_fallback_s > 0, "watch.poll_fallback_s", w.poll_fallback_s, "must be > 0")
+    _check(e.provider in PROVIDERS, "embedding.provider", e.provider, f"must be one of {PROVIDERS}")
+    if e.provider == "onnx":
+        _check(e.model_path is not None, "embedding.model_path", e.model_path, "required for provider 'onnx'")
+        _check(e.tokenizer_path is not None, "embedding.tokenizer_path", e.tokenizer_path,
+               "required for provider 'onnx'")
+    _check(e.pooling in POOLINGS, "embedding.pooling", e.pooling, f"must be one of {POOLINGS}")
+    _check(16 <= e.max_tokens <= 8192, "embedding.max_tokens", e.max_tokens, "must be in 16..8192")
+    _check(1 <= e.batch_size <= 256, "embedding.batch_size", e.batch_size, "must be in 1..256")
+    _check(e.threads >= 0, "embedding.threads", e.threads, "must be >= 0 (0 = all cores)")
+    _check(e.cache_entries >= 100, "embedding.cache_entries", e.cache_entries, "must be >= 100")
+    _check(c.max_tokens >= 32, "chunking.max_tokens", c.max_tokens, "must be >= 32")
+    _check(c.max_tokens <= e.max_tokens - 16, "chunking.max_tokens", c.max_tokens,
+           f"must leave room for the prefix within embedding.max_tokens ({e.max_tokens})")
+    _check(0 <= c.overlap_tokens <= c.max_tokens // 2, "chunking.overlap_tokens", c.overlap_tokens,
+           "must be in 0..max_tokens/2")
+    _check(s.mode in SEARCH_MODES, "search.mode", s.mode, f"must be one of {SEARCH_MODES}")
+    _check(1 <= s.k <= 1000, "search.k", s.k, "must be in 1..1000")
+    _check(s.vector_weight >= 0 and s.text_weight >= 0 and s.vector_weight + s.text_weight > 0,
+           "search.vector_weight", (s.vector_weight, s.text_weight), "weights must be >= 0, not both 0")
+    _check(s.candidates >= 1, "search.candidates", s.candidates, "must be >= 1")
+    _check(s.index_type in INDEX_TYPES, "search.index_type", s.index_type, f"must be one of {INDEX_TYPES}")
+    _check(s.hnsw_threshold >= 1000, "search.hnsw_threshold", s.hnsw_threshold, "must be >= 1000")
+    _check(srv.max_request_bytes >= 1024, "server.max_request_bytes", srv.max_request_bytes, "must be >= 1024")
+    _check(srv.max_clients >= 1, "server.max_clients", srv.max_clients, "must be >= 1")
+    _check(srv.idle_timeout_s > 0, "server.idle_timeout_s", srv.idle_timeout_s, "must be > 0")
+    _check(srv.read_timeout_s > 0, "server.read_timeout_s", srv.read_timeout_s, "must be > 0")
+    for key in ("reconcile_interval_s", "snapshot_interval_s", "maintenance_interval_s"):
+        val = getattr(cfg.schedule, key)
+        _check(val >= 1, f"schedule.{key}", val, "must be >= 1")
+    _check(cfg.log.level in LOG_LEVELS, "log.level", cfg.log.level, f"must be one of {LOG_LEVELS}")
+    _check(cfg.log.format in LOG_FORMATS, "log.format", cfg.log.format, f"must be one of {LOG_FORMATS}")
