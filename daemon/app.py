@@ -1,0 +1,264 @@
+"""``memoryd run``: start-up → main loop → time-limited shutdown.
+
+Start-up order matters and is chosen so that no change is ever lost:
+
+1. take the data-directory lock (one writer per index), open the index;
+2. queue the start-up reconcile *first* on the worker's queue;
+3. start the socket server (queries are answered during reconcile;
+   ``status`` says ``reconciling``), then the debouncer and the watchers —
+   events seen while reconciling queue up behind it;
+4. start the worker, tell systemd ``READY=1``, start the scheduler.
+
+Signals only set flags (uvicorn's pattern): the first SIGTERM/SIGINT asks for
+a clean shutdown (finish the batch in hand, save, remove the socket, exit 0
+within ~10 s); a second one exits at once. SIGHUP reloads the config (roots
+added or removed are watched/dropped and reconciled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from daemon.datalock import DataDirLock
+from daemon.debouncer import Debouncer
+from daemon.logs import configure_logging
+from daemon.methods import build_handlers
+from daemon.oneshot import ensure_roots, open_index
+from daemon.pathfilter import PathFilter
+from daemon.roots import RootMap
+from daemon.scheduler import Scheduler
+from daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
+from daemon.server import SocketServer
+from daemon.watcher import Watcher
+from daemon.worker import IndexWorker
+from indexer.config import Config
+from indexer.engine import MemoryIndex
+from indexer.errors import MemorydError
+
+EXIT_OK = 0
+EXIT_STARTUP = 3
+SHUTDOWN_BUDGET_S = 9.0
+
+log = structlog.get_logger("memoryd")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memoryd")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class Daemon:
+    """The running process: owns every thread, the socket and the signals."""
+
+    def __init__(self, cfg: Config, env: Mapping[str, str], reload: Callable[[], Config] | None = None) -> None:
+        self.cfg = cfg
+        self.env = env
+        self.version = _version()
+        self.started = time.monotonic()
+        self.log = log
+        self._reload = reload
+        self.notifier = SystemdNotifier(env)
+        self.should_exit = threading.Event()
+        self._hup = threading.Event()
+        self.path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)
+        self.roots = RootMap(cfg.effective_roots)
+        self._lock: DataDirLock | None = None
+        self.index: MemoryIndex = None  # type: ignore[assignment]  # set in startup()
+        self.worker: IndexWorker = None  # type: ignore[assignment]
+        self.server: SocketServer | None = None
+        self.debouncer: Debouncer | None = None
+        self.watcher: Watcher | None = None
+        self.scheduler: Scheduler | None = None
+        self.last_failure: str | None = None
+
+    # -- start-up ---------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Bring everything up; raises MemorydError (after undoing what started) on failure."""
+        try:
+            self._startup()
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _startup(self) -> None:
+        cfg = self.cfg
+        roots = ensure_roots(cfg)
+        self.roots = RootMap(roots)
+        self._lock = DataDirLock(cfg.data_dir)
+        self._lock.acquire()
+        self.notifier.status("loading the embedding model")
+        self.index = open_index(cfg)
+        self.worker = IndexWorker(self.index, self.roots, self.path_filter, self.path_filter.accept_dir,
+                                  on_status=self.notifier.status, should_stop=self.should_exit.is_set)
+        self.worker.request_reconcile("start-up")
+        fds = listen_fds(self.env)
+        srv = cfg.server
+        self.server = SocketServer(
+            cfg.socket_path, build_handlers(self), allowed_uids=srv.allowed_uids,
+            max_request_bytes=srv.max_request_bytes, max_clients=srv.max_clients,
+            idle_timeout_s=srv.idle_timeout_s, read_timeout_s=srv.read_timeout_s,
+            listen_fd=fds[0] if fds else None,
+        )
+        self.server.start()
+        self.debouncer = Debouncer(self.worker.submit_changes, quiet_ms=cfg.watch.debounce_ms,
+                                   max_delay_ms=cfg.watch.max_delay_ms)
+        self.debouncer.start()
+        self.watcher = Watcher(self.roots.roots, self.path_filter, self.debouncer.submit, self._watch_failed,
+                               poll_interval_s=cfg.watch.poll_fallback_s)
+        self.watcher.start()
+        self.worker.start()
+        self.notifier.ready("reconciling")
+        self.scheduler = Scheduler(self)
+        self.scheduler.start()
+        log.info("daemon.ready", socket=str(self.server.address), roots=[str(r) for r in self.roots.roots],
+                 data_dir=str(cfg.data_dir), model=self.index.embedder.model_id, pid=os.getpid(),
+                 startup_s=round(time.monotonic() - self.started, 2))
+        print(f"memoryd {self.version} listening on {self.server.address}\n"
+              f"  try: memoryd search --socket {self.server.address} \"what did we decide\"\n"
+              f"  or:  echo '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"}}' | "
+              f"socat - UNIX-CONNECT:{self.server.address}", file=sys.stderr, flush=True)
+
+    def _watch_failed(self, root: Any, reason: str) -> None:
+        """The watcher lost events (overflow, observer died): only a full reconcile is safe."""
+        self.last_failure = f"{root}: {reason}"
+        log.error("watcher.failed", root=str(root), reason=reason, action="observer restarted; full reconcile")
+        if self.worker is not None:
+            self.worker.request_reconcile(f"watcher failure on {root}")
+
+    # -- main loop --------------------------------------------------------------
+
+    def main_loop(self) -> None:
+        interval = watchdog_interval_s(self.env)
+        tick = min(interval, 1.0) if interval else 1.0
+        while not self.should_exit.wait(tick):
+            if self._hup.is_set():
+                self._hup.clear()
+                self.reload_config()
+            if interval and self.healthy():
+                self.notifier.watchdog_ping()
+
+    def healthy(self) -> bool:
+        """Worker thread alive: the watchdog stops being fed when it is not, and systemd restarts us."""
+        return self.worker is not None and self.worker.alive
+
+    def reload_config(self) -> None:
+        if self._reload is None:
+            return
+        try:
+            new = self._reload()
+        except MemorydError as exc:
+            log.error("config.reload_failed", error=str(exc), action="keeping the running config")
+            return
+        old_roots = set(self.roots.roots)
+        roots = RootMap(ensure_roots(new))
+        if set(roots.roots) == old_roots:
+            log.info("config.reloaded", roots_changed=False, note="settings other than roots apply at restart")
+            return
+        self.roots = roots
+        self.worker.set_roots(roots)
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.watcher = Watcher(roots.roots, self.path_filter, self.debouncer.submit if self.debouncer else print,
+                               self._watch_failed, poll_interval_s=new.watch.poll_fallback_s)
+        self.watcher.start()
+        self.worker.request_reconcile("roots changed")
+        log.info("config.reloaded", roots_changed=True, roots=[str(r) for r in roots.roots])
+
+    # -- status -----------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        st = self.index.status()
+        watch = self.watcher.status() if self.watcher else {}
+        roots = [{"path": str(r), **watch.get(str(r), {"alive": False})} for r in self.roots.roots]
+        pending = self.worker.pending + (self.debouncer.pending_count if self.debouncer else 0)
+        last_events = [r["last_event"] for r in roots if r.get("last_event")]
+        return {
+            "version": self.version, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 3),
+            **st, "pending": pending, "reconciling": self.worker.reconciling,
+            "reconcile_progress": list(self.worker.reconcile_progress), "roots": roots,
+            "last_event": max(last_events) if last_events else None,
+            "last_reconcile": _iso(self.worker.last_reconcile),
+            "last_error": self.worker.last_error, "last_watch_failure": self.last_failure,
+            "socket": str(self.cfg.socket_path), "data_dir": str(self.cfg.data_dir),
+        }
+
+    # -- shutdown ---------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop in reverse order within ~10 s; safe to call on a half-started daemon."""
+        deadline = time.monotonic() + SHUTDOWN_BUDGET_S
+        self.should_exit.set()
+        self.notifier.stopping()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        if self.server is not None:
+            self.server.stop(timeout=2.0)
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.debouncer is not None:
+            self.debouncer.flush()
+            self.debouncer.stop()
+        if self.worker is not None and not self.worker.stop(timeout=max(0.5, deadline - time.monotonic() - 1)):
+            log.warning("shutdown.worker_busy", action="exiting without waiting; the next start reconciles")
+        if self.index is not None and (self.worker is None or not self.worker.alive):
+            self.index.close()
+        if self._lock is not None:
+            self._lock.release()
+        log.info("daemon.stopped", uptime_s=round(time.monotonic() - self.started, 1))
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def run_daemon(cfg: Config, reload: Callable[[], Config] | None = None) -> int:
+    """The body of ``memoryd run``; returns the exit status."""
+    configure_logging(cfg.log.level, cfg.log.format)
+    d = Daemon(cfg, os.environ, reload)
+    with _signals(d):
+        try:
+            d.startup()
+        except MemorydError as exc:
+            log.error("daemon.startup_failed", error=str(exc))
+            print(f"memoryd: cannot start: {exc}", file=sys.stderr)
+            return EXIT_STARTUP
+        d.main_loop()
+        d.shutdown()
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _signals(d: Daemon) -> Any:
+    def on_exit(signum: int, frame: FrameType | None) -> None:
+        if d.should_exit.is_set():
+            log.warning("daemon.forced_exit", signal=signal.Signals(signum).name)
+            os._exit(128 + signum)
+        log.info("daemon.stopping", signal=signal.Signals(signum).name)
+        d.should_exit.set()
+
+    def on_hup(signum: int, frame: FrameType | None) -> None:
+        d._hup.set()
+
+    handlers: dict[int, Any] = {signal.SIGTERM: on_exit, signal.SIGINT: on_exit, signal.SIGHUP: on_hup}
+    previous = {sig: signal.signal(sig, h) for sig, h in handlers.items()}
+    try:
+        yield
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)

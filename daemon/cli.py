@@ -1,0 +1,209 @@
+"""The ``memoryd`` command line.
+
+Client commands (``search``, ``status``, ``reindex``, ``get``) talk to the
+daemon over its socket and import nothing heavy: editors run ``memoryd
+reindex`` on every save, so start-up cost matters. ``run``, ``index`` and
+``search --offline`` load the model stack lazily, inside their functions.
+
+Exit codes: 0 ok, 1 error reported by the daemon or a bad argument, 2 usage,
+3 start-up failed (config, socket in use, model), 4 the daemon is not running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from indexer import config as configmod
+from indexer.errors import ConfigError, MemorydError, NotRunningError
+
+EXIT_ERROR = 1
+EXIT_STARTUP = 3
+EXIT_NOT_RUNNING = 4
+
+
+def _common(p: argparse.ArgumentParser, daemon_side: bool = False) -> None:
+    p.add_argument("--config", type=Path, help="config file (default: $XDG_CONFIG_HOME/memoryd/memoryd.toml)")
+    p.add_argument("--socket", type=Path, help="socket path (default: $XDG_RUNTIME_DIR/memoryd/memoryd.sock)")
+    if daemon_side:
+        p.add_argument("--root", type=Path, action="append", help="memory folder to index (repeatable; "
+                       "replaces the configured roots)")
+        p.add_argument("--data-dir", type=Path, help="index directory (default: $XDG_STATE_HOME/memoryd)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description="Live hybrid search over Markdown memory files.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run the daemon in the foreground (what systemd starts)")
+    _common(p, daemon_side=True)
+
+    p = sub.add_parser("index", help="index/reconcile the roots once, then exit")
+    _common(p, daemon_side=True)
+
+    p = sub.add_parser("search", help="search the memory")
+    _common(p, daemon_side=True)
+    p.add_argument("query", nargs="+")
+    p.add_argument("-k", type=int, default=None, help="number of hits (default from config: 8)")
+    p.add_argument("--mode", choices=configmod.SEARCH_MODES, default=None)
+    p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
+    p.add_argument("--min-score", type=float, default=None)
+    p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
+    p.add_argument("--json", action="store_true", help="print the socket's JSON result")
+
+    p = sub.add_parser("status", help="show the daemon's state")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("reindex", help="re-index files now (editor on-save hook)")
+    _common(p)
+    p.add_argument("paths", nargs="*", type=Path, help="files or folders (none: everything)")
+    p.add_argument("--wait", action="store_true", help="return only when indexed")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("get", help="print lines of a memory file: PATH[:START[-END]]")
+    _common(p)
+    p.add_argument("target")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from importlib.metadata import version
+
+        print(f"memoryd {version('memoryd')}")
+        return 0
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        cfg = _load_config(args)
+    except ConfigError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    handler = _COMMANDS[args.command]
+    try:
+        return handler(cfg, args)
+    except NotRunningError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    except MemorydError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _load_config(args: argparse.Namespace) -> configmod.Config:
+    cfg = configmod.load(args.config)
+    return configmod.with_overrides(
+        cfg, roots=getattr(args, "root", None), data_dir=getattr(args, "data_dir", None), socket=args.socket
+    )
+
+
+# -- daemon-side commands (heavy imports inside) ------------------------------
+
+
+def cmd_run(cfg: configmod.Config, args: argparse.Namespace) -> int:
+    from daemon.app import run_daemon
+
+    return run_daemon(cfg, reload=lambda: _load_config(args))
+
+
+def cmd_index(cfg: configmod.Config, args: argparse.Namespace) -> int:
+    from daemon.oneshot import run_index
+
+    return run_index(cfg)
+
+
+# -- client commands ----------------------------------------------------------
+
+
+def _client(cfg: configmod.Config) -> Any:
+    from daemon.client import Client
+
+    return Client(cfg.socket_path)
+
+
+def cmd_search(cfg: configmod.Config, args: argparse.Namespace) -> int:
+    query = " ".join(args.query)
+    params: dict[str, Any] = {"query": query}
+    for key in ("k", "mode", "path_prefix", "min_score"):
+        if getattr(args, key) is not None:
+            params[key] = getattr(args, key)
+    if args.offline:
+        from daemon.oneshot import offline_search
+
+        result = offline_search(cfg, params)
+    else:
+        with _client(cfg) as client:
+            result = client.call("search", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        from daemon.render import render_hits
+
+        print(render_hits(result))
+    return 0
+
+
+def cmd_status(cfg: configmod.Config, args: argparse.Namespace) -> int:
+    with _client(cfg) as client:
+        result = client.call("status")
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        from daemon.render import render_status
+
+        print(render_status(result))
+    return 0
+
+
+def cmd_reindex(cfg: configmod.Config, args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"wait": bool(args.wait)}
+    if args.paths:
+        params["paths"] = [str(p.expanduser().absolute()) for p in args.paths]
+    with _client(cfg) as client:
+        result = client.call("reindex", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        from daemon.render import render_reindex
+
+        print(render_reindex(result))
+    return 0
+
+
+def cmd_get(cfg: configmod.Config, args: argparse.Namespace) -> int:
+    from daemon.render import parse_target
+
+    params = parse_target(args.target)
+    with _client(cfg) as client:
+        result = client.call("get", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        sys.stdout.write(result.get("text", ""))
+        if result.get("text") and not result["text"].endswith("\n"):
+            sys.stdout.write("\n")
+    return 0
+
+
+_COMMANDS = {
+    "run": cmd_run,
+    "index": cmd_index,
+    "search": cmd_search,
+    "status": cmd_status,
+    "reindex": cmd_reindex,
+    "get": cmd_get,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())

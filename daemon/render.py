@@ -1,0 +1,75 @@
+"""Human-readable output of the client commands (``--json`` bypasses all this)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from typing import Any
+
+_TARGET = re.compile(r"^(?P<path>.+?)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?$")
+
+
+def parse_target(target: str) -> dict[str, Any]:
+    """``PATH[:START[-END]]`` → ``get`` params."""
+    m = _TARGET.match(target)
+    params: dict[str, Any] = {"path": target}
+    if m:
+        params["path"] = m["path"]
+        if m["start"]:
+            params["start_line"] = int(m["start"])
+            params["end_line"] = int(m["end"] or m["start"])
+    return params
+
+
+def _snippet(text: str, width: int, lines: int = 3) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            out.append("    " + (line if len(line) <= width - 4 else line[: width - 5] + "…"))
+        if len(out) == lines:
+            break
+    return out
+
+
+def render_hits(result: dict[str, Any]) -> str:
+    hits = result.get("hits", [])
+    if not hits:
+        return f"no match ({result.get('took_ms', 0):.0f} ms)"
+    width = shutil.get_terminal_size((100, 20)).columns
+    out = []
+    for h in hits:
+        head = f"{h['path']}:{h['start_line']}-{h['end_line']}  {h['score']:.3f}"
+        if h.get("heading"):
+            head += f"  [{h['heading']}]"
+        out.append(head)
+        out += _snippet(h.get("text", ""), width)
+    out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")
+    return "\n".join(out)
+
+
+def render_status(st: dict[str, Any]) -> str:
+    rows = [
+        ("version", st.get("version", "")),
+        ("uptime", f"{st.get('uptime_s', 0):.0f} s"),
+        ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
+        ("pending", str(st.get("pending"))),
+        ("reconciling", str(st.get("reconciling"))),
+        ("model", f"{st.get('model', {}).get('id')} ({st.get('model', {}).get('dim')} d)"),
+        ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
+        ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
+        ("last reconcile", str(st.get("last_reconcile"))),
+    ]
+    for root in st.get("roots", []):
+        state = "watching" if root.get("alive") else "NOT WATCHING"
+        rows.append((f"root {root.get('path')}", f"{state} ({root.get('backend')}), last event "
+                     f"{root.get('last_event')}" + (f", error: {root['error']}" if root.get("error") else "")))
+    for sk in st.get("skipped", []):
+        rows.append(("skipped", f"{sk['path']}: {sk['reason']}"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def render_reindex(result: dict[str, Any]) -> str:
+    if result.get("done"):
+        return f"reindexed {result.get('files', 0)} files ({result.get('took_ms', 0):.0f} ms)"
+    return f"queued {result.get('queued', 0)} paths"

@@ -1,0 +1,39 @@
+"""Which root a path belongs to, and its path relative to that root."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class RootMap:
+    """The configured roots, longest first, for locating absolute paths.
+
+    Roots are compared both as given and resolved (a root reached through a
+    symlink still matches the paths watchdog reports under its real path).
+    """
+
+    def __init__(self, roots: Iterable[Path]) -> None:
+        self.roots: list[Path] = list(dict.fromkeys(Path(os.path.abspath(r)) for r in roots))
+        pairs = [(r, r) for r in self.roots] + [(Path(os.path.realpath(r)), r) for r in self.roots]
+        self._by_prefix = sorted(set(pairs), key=lambda p: -len(str(p[0])))
+
+    def locate(self, path: Path | str) -> tuple[Path, str] | None:
+        """(root, relative posix path) for a path inside a root; None outside every root."""
+        p = Path(os.path.abspath(path))
+        for prefix, root in self._by_prefix:
+            try:
+                rel = p.relative_to(prefix)
+            except ValueError:
+                continue
+            if rel.parts:
+                return root, rel.as_posix()
+        return None
+
+    def root_of(self, rel_or_abs: str) -> list[tuple[Path, str]]:
+        """Candidates for a user-given path: absolute → its root; relative → every root holding it."""
+        if os.path.isabs(rel_or_abs):
+            loc = self.locate(rel_or_abs)
+            return [loc] if loc else []
+        return [(r, Path(rel_or_abs).as_posix()) for r in self.roots if (r / rel_or_abs).exists()]

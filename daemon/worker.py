@@ -1,0 +1,250 @@
+"""The index worker: the one thread that writes to the index.
+
+Everything that changes the index — debounced file changes, reconcile sweeps,
+``reindex`` requests, snapshots and maintenance — arrives here as a task on
+one queue and runs in order, so writes never race each other. Searches do not
+go through this thread: they run on the server's threads against the index's
+read side, and only wait for the short commit lock, never for embedding.
+
+A failing task is logged and dropped; the periodic reconcile sweep repairs
+whatever it left behind (disk full included: nothing is marked indexed until
+it is committed).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from daemon.debouncer import Change
+from daemon.roots import RootMap
+from indexer.engine import IndexStats, MemoryIndex
+from indexer.errors import DiskFullError, MemorydError
+from indexer.reconcile import reconcile
+
+log = structlog.get_logger(__name__)
+
+Accept = Callable[[str], bool]
+
+
+@dataclass
+class Task:
+    kind: str  # "changes" | "reconcile" | "index" | "save" | "maintain" | "call"
+    changes: list[Change] = field(default_factory=list)
+    files: list[tuple[Path, str]] = field(default_factory=list)
+    reason: str = ""
+    fn: Callable[[], Any] | None = None
+    done: threading.Event | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+_STOP = Task("stop")
+
+
+class ReconcileCancelled(Exception):
+    """Raised inside a sweep when the daemon is shutting down (committed files stay committed)."""
+
+
+class IndexWorker:
+    """Owns the write side of a :class:`MemoryIndex` on one thread."""
+
+    def __init__(
+        self, index: MemoryIndex, roots: RootMap, accept: Accept, accept_dir: Accept,
+        on_status: Callable[[str], None] = lambda text: None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.index = index
+        self.roots = roots
+        self._accept = accept
+        self._accept_dir = accept_dir
+        self._on_status = on_status
+        self._should_stop = should_stop
+        self._queue: queue.Queue[Task] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._queued_files = 0
+        self._count_lock = threading.Lock()
+        self.reconciling = False
+        self.reconcile_progress: tuple[int, int] = (0, 0)
+        self.last_reconcile: float | None = None
+        self.last_error: str | None = None
+        self._disk_full = False
+
+    # -- feeding ----------------------------------------------------------------
+
+    def submit_changes(self, changes: list[Change]) -> None:
+        """Debouncer callback: a batch of ready changes."""
+        self._put(Task("changes", changes=list(changes)), len(changes))
+
+    def request_reconcile(self, reason: str) -> Task:
+        self.reconciling = True  # visible at once: status must not look idle before the sweep starts
+        task = Task("reconcile", reason=reason, done=threading.Event())
+        self._put(task, 0)
+        return task
+
+    def index_now(self, files: list[tuple[Path, str]]) -> Task:
+        task = Task("index", files=files, done=threading.Event())
+        self._put(task, len(files))
+        return task
+
+    def call(self, fn: Callable[[], Any]) -> Task:
+        """Run ``fn`` on the worker thread (snapshots, maintenance, root changes)."""
+        task = Task("call", fn=fn, done=threading.Event())
+        self._put(task, 0)
+        return task
+
+    def _put(self, task: Task, files: int) -> None:
+        with self._count_lock:
+            self._queued_files += files
+        self._queue.put(task)
+
+    def set_roots(self, roots: RootMap) -> None:
+        """New roots (config reload); takes effect from the next task."""
+        self.roots = roots
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def pending(self) -> int:
+        """Files (or changes) queued and not yet indexed."""
+        return self._queued_files
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="memoryd-index-worker", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 8.0) -> bool:
+        """Finish the task in hand (and what is queued before the sentinel); True if it stopped."""
+        if self._thread is None:
+            return True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def drain_pending(self) -> None:
+        """Drop every queued task (used when shutdown must be fast)."""
+        while True:
+            try:
+                task = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if task.done:
+                task.done.set()
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            if task is _STOP:
+                return
+            n = len(task.changes) + len(task.files)
+            try:
+                self._execute(task)
+                if self._disk_full:
+                    log.info("disk.recovered")
+                    self._disk_full = False
+            except ReconcileCancelled as exc:
+                log.info("reconcile.cancelled", detail=str(exc))
+            except DiskFullError as exc:
+                if not self._disk_full:
+                    log.error("disk.full", error=str(exc), action="serving reads; retrying at the next sweep")
+                self._disk_full = True
+                task.result["error"] = str(exc)
+            except MemorydError as exc:
+                log.error("task.failed", kind=task.kind, error=str(exc))
+                task.result["error"] = str(exc)
+                self.last_error = str(exc)
+            except Exception as exc:  # the worker must survive anything a file can throw at it
+                log.exception("task.crashed", kind=task.kind)
+                task.result["error"] = f"internal error: {exc}"
+                self.last_error = str(exc)
+            finally:
+                with self._count_lock:
+                    self._queued_files = max(0, self._queued_files - n)
+                if task.kind == "reconcile":
+                    self.reconciling = self._another_reconcile_queued()
+                if task.done:
+                    task.done.set()
+
+    def _another_reconcile_queued(self) -> bool:
+        with self._queue.mutex:
+            return any(t.kind == "reconcile" for t in self._queue.queue)
+
+    # -- tasks ------------------------------------------------------------------
+
+    def _execute(self, task: Task) -> None:
+        if task.kind == "changes":
+            task.result.update(self._apply_changes(task.changes))
+        elif task.kind == "index":
+            task.result.update(_stats_dict(self.index.index_files(task.files)))
+        elif task.kind == "reconcile":
+            task.result.update(self._reconcile(task.reason))
+        elif task.kind == "call" and task.fn is not None:
+            task.result["value"] = task.fn()
+
+    def _reconcile(self, reason: str) -> dict[str, Any]:
+        self.reconciling = True
+        self._on_status(f"reconciling ({reason})")
+        log.info("reconcile.start", reason=reason, roots=[str(r) for r in self.roots.roots])
+
+        def progress(done: int, total: int, stats: IndexStats) -> None:
+            if self._should_stop():
+                raise ReconcileCancelled(f"stopped after {done}/{total} files")
+            self.reconcile_progress = (done, total)
+            if done == total or done % 50 == 0:
+                self._on_status(f"reconciling: {done}/{total} files")
+
+        stats = reconcile(self.index, self.roots.roots, self._accept, self._accept_dir, progress=progress)
+        self.last_reconcile = time.time()
+        self._on_status(f"watching {len(self.roots.roots)} roots")
+        return _stats_dict(stats)
+
+    def _apply_changes(self, changes: Sequence[Change]) -> dict[str, Any]:
+        """Apply changes in order; consecutive upserts are indexed as one batch."""
+        total = IndexStats()
+        upserts: list[tuple[Path, str]] = []
+        for ch in changes:
+            if ch.kind == "upsert":
+                loc = self.roots.locate(ch.path)
+                if loc and self._accept(loc[1]):
+                    upserts.append(loc)
+                continue
+            if upserts:
+                total.merge(self.index.index_files(upserts))
+                upserts = []
+            self._apply_one(ch, total)
+        if upserts:
+            total.merge(self.index.index_files(upserts))
+        return _stats_dict(total)
+
+    def _apply_one(self, ch: Change, total: IndexStats) -> None:
+        loc = self.roots.locate(ch.path)
+        if ch.kind == "delete" and loc:
+            total.chunks_removed += self.index.remove_file(*loc)
+        elif ch.kind == "move" and ch.dest is not None:
+            dest = self.roots.locate(ch.dest)
+            moved = bool(loc and dest and self.index.move_file(loc[0], loc[1], dest[0], dest[1]))
+            if loc and not dest:
+                total.chunks_removed += self.index.remove_file(*loc)
+            if dest and self._accept(dest[1]):
+                total.merge(self.index.index_files([dest]))  # unchanged content: a hash check, no embedding
+            log.info("file.moved", src=str(ch.path), dest=str(ch.dest), kept_chunks=moved)
+        elif ch.kind == "rescan":
+            total.merge(reconcile(self.index, self.roots.roots, self._accept, self._accept_dir))
+
+
+def _stats_dict(stats: IndexStats) -> dict[str, Any]:
+    return {
+        "files": stats.files_indexed, "unchanged": stats.files_unchanged, "removed": stats.files_removed,
+        "skipped": stats.files_skipped, "chunks_added": stats.chunks_added, "chunks_removed": stats.chunks_removed,
+        "embedded": stats.embedded, "cache_hits": stats.cache_hits, "seconds": round(stats.seconds, 3),
+    }

@@ -1,0 +1,297 @@
+"""``MemoryIndex``: the index as one object — open, index, reconcile, search, save.
+
+Usable in-process without the daemon (a test, a notebook, ``memoryd index``).
+It starts no threads; it is safe to call ``search`` from several threads while
+one thread indexes, because every commit (SQLite + FAISS) and every search
+holds the same lock (the embedding work happens outside it).
+
+On open, the stored identity (model id, dimension, chunk settings, text rules)
+is compared with the current one; a difference drops every chunk once, with a
+single log line, so vectors of two models are never mixed. The FAISS snapshot
+is then checked against the chunk table and repaired from the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from indexer import keyword
+from indexer.cache import EmbeddingCache
+from indexer.config import Config
+from indexer.embedtext import EMBED_TEXT_VERSION
+from indexer.errors import FileSkipped, StoreError
+from indexer.files import read_memory_file
+from indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_reason
+from indexer.search import HybridSearcher, ReaderPool
+from indexer.store import Store
+from indexer.types import Embedder
+from indexer.vectors import VectorIndex
+
+log = structlog.get_logger(__name__)
+
+DB_NAME = "index.sqlite3"
+VECTORS_NAME = "vectors.faiss"
+EMBED_GROUP = 256  # new chunks gathered before one embedding pass
+
+
+@dataclass
+class IndexStats:
+    """What one indexing call did (summed over its files)."""
+
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_removed: int = 0
+    files_skipped: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    chunks_kept: int = 0
+    embedded: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def merge(self, other: IndexStats) -> None:
+        for name in self.__dataclass_fields__:
+            mine = getattr(self, name)
+            if isinstance(mine, dict):
+                mine.update(getattr(other, name))
+            else:
+                setattr(self, name, mine + getattr(other, name))
+
+
+Progress = Callable[[int, int, IndexStats], None]  # (files done, files total, stats so far)
+
+
+class MemoryIndex:
+    """The whole index: store, cache, vectors, searcher, under one lock."""
+
+    def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False) -> None:
+        self.cfg = cfg
+        self.embedder = embedder
+        self.read_only = read_only
+        self.data_dir = cfg.data_dir
+        if not read_only:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        elif not (self.data_dir / DB_NAME).exists():
+            raise StoreError(f"no index in {self.data_dir} (run `memoryd index` first)")
+        self.lock = threading.Lock()
+        self.store = Store(self.data_dir / DB_NAME, read_only=read_only)
+        self.cache = EmbeddingCache(self.store.conn, embedder.dimension, cfg.embedding.cache_entries)
+        self.cache.hits = int(self.store.meta("cache_hits") or 0)
+        self.cache.misses = int(self.store.meta("cache_misses") or 0)
+        self.skipped: dict[str, str] = {}
+        self._check_identity()
+        self.vectors = self._load_vectors()
+        self.readers = ReaderPool(self.store.reader)
+        self.searcher = HybridSearcher(self.readers, self.vectors, embedder, self.lock, cfg.search)
+
+    # -- identity and vectors -------------------------------------------------
+
+    def identity(self) -> dict[str, str]:
+        c = self.cfg.chunking
+        return {"model_id": self.embedder.model_id, "dimension": str(self.embedder.dimension),
+                "chunking": f"{c.max_tokens}/{c.overlap_tokens}", "embed_text": EMBED_TEXT_VERSION,
+                "keyword": keyword.ANALYZER_VERSION}
+
+    def _check_identity(self) -> None:
+        want = self.identity()
+        stored = self.store.meta("identity")
+        have = json.loads(stored) if stored else None
+        if have == want:
+            return
+        if self.read_only:
+            if have is not None and have.get("model_id") != want["model_id"]:
+                raise StoreError(f"index in {self.data_dir} was built with model {have.get('model_id')}, "
+                                 f"not {want['model_id']}: run `memoryd index` to rebuild it")
+            return
+        if have is not None:
+            changed = sorted(k for k in want if have.get(k) != want[k])
+            log.warning("index.identity_changed", changed=changed, old=have, new=want,
+                        action="dropping all chunks; files will be re-indexed (cached vectors reused)")
+            self.store.forget_everything()
+            with contextlib.suppress(FileNotFoundError):
+                (self.data_dir / VECTORS_NAME).unlink()
+        self.store.set_meta({"identity": json.dumps(want, sort_keys=True)})
+
+    def _load_vectors(self) -> VectorIndex:
+        path = self.data_dir / VECTORS_NAME
+        vectors = VectorIndex.load(path, self.embedder.dimension) or VectorIndex(self.embedder.dimension)
+        self._sync_vectors(vectors)
+        return vectors
+
+    def _sync_vectors(self, vectors: VectorIndex) -> None:
+        """Make the vector index hold exactly the chunk table's ids (repair after a crash)."""
+        want = dict(self.store.chunk_keys())
+        want_ids = np.fromiter(want, dtype=np.int64, count=len(want))
+        have = vectors.ids()
+        extra = np.setdiff1d(have, want_ids)
+        missing = np.setdiff1d(want_ids, have).tolist()
+        if extra.size:
+            vectors.remove(extra.tolist())
+        if missing:
+            found = self.cache.get_many([want[i] for i in missing], count=False)
+            lost = [i for i in missing if want[i] not in found]
+            ok = [i for i in missing if want[i] in found]
+            if ok:
+                vectors.add(ok, np.stack([found[want[i]] for i in ok]))
+            if lost:
+                self._reembed(vectors, lost, want)
+        if extra.size or missing:
+            log.info("vectors.repaired", removed=int(extra.size), added=len(missing), total=vectors.size)
+
+    def _reembed(self, vectors: VectorIndex, ids: list[int], keys: dict[int, bytes]) -> None:
+        """Last resort: chunks whose vector left the cache (should not happen) are embedded again."""
+        from indexer.embedtext import embedding_text
+        from indexer.store import fetch_chunks
+
+        rows = fetch_chunks(self.store.conn, ids)
+        texts = [embedding_text(rows[i].text) or rows[i].text for i in ids if i in rows]
+        present = [i for i in ids if i in rows]
+        if not present:
+            return
+        mat = self.embedder.embed_passages(texts)
+        vectors.add(present, mat)
+        if not self.read_only:
+            with self.store.transaction() as t:
+                self.cache.put_many(t, {keys[i]: v for i, v in zip(present, mat, strict=True)})
+        log.warning("vectors.reembedded", chunks=len(present))
+
+    # -- indexing -------------------------------------------------------------
+
+    def index_files(self, items: Sequence[tuple[Path, str]], progress: Progress | None = None) -> IndexStats:
+        """Index (or re-index) files given as (root, relative path); vanished files are removed."""
+        stats = IndexStats()
+        t0 = time.perf_counter()
+        group: list[PreparedFile] = []
+        pending = 0
+        for n, (root, rel) in enumerate(items, 1):
+            prepared = self._prepare(root, rel, stats)
+            if prepared is not None:
+                group.append(prepared)
+                pending += len(prepared.chunks)
+            if pending >= EMBED_GROUP or n == len(items):
+                self._commit_group(group, stats)
+                group, pending = [], 0
+            if progress:
+                progress(n, len(items), stats)
+        stats.seconds = time.perf_counter() - t0
+        return stats
+
+    def _prepare(self, root: Path, rel: str, stats: IndexStats) -> PreparedFile | None:
+        key = f"{root}/{rel}"
+        root_id = self.store.root_id(root)
+        row = self.store.file(root_id, rel)
+        try:
+            content = read_memory_file(root / rel, root, self.cfg.watch.max_file_bytes)
+        except FileSkipped as exc:
+            stats.files_skipped += 1
+            if exc.reason == "vanished":
+                self._remove(root_id, rel, stats)
+            else:
+                stats.skipped[key] = self.skipped[key] = skip_reason(exc)
+                log.warning("file.skipped", root=str(root), path=rel, reason=exc.reason, detail=exc.detail)
+            return None
+        self.skipped.pop(key, None)
+        if row is not None and row.sha256 == content.sha256:
+            if (row.size, row.mtime_ns) != (content.size, content.mtime_ns):
+                self.store.touch_file(row.id, content.size, content.mtime_ns)
+            stats.files_unchanged += 1
+            return None
+        prepared = prepare_file(root, rel, content, self.embedder, self.cfg.chunking)
+        for w in prepared.warnings:
+            log.warning("file.warning", root=str(root), path=rel, warning=w)
+        return prepared
+
+    def _commit_group(self, group: list[PreparedFile], stats: IndexStats) -> None:
+        if not group:
+            return
+        emb = embed_missing(group, self.embedder, self.cache)
+        stats.embedded += emb.embedded
+        stats.cache_hits += emb.cache_hits
+        for f in group:
+            root_id = self.store.root_id(f.root)
+            keys = {c.embed_key for c in f.chunks}
+            new = {k: emb.vectors[k] for k in keys}
+
+            def cache_write(conn: Any, new: dict[bytes, Any] = new) -> None:
+                self.cache.put_many(conn, new)
+
+            with self.lock:
+                change = self.store.replace_file(
+                    root_id, f.rel, f.content.size, f.content.mtime_ns, f.content.sha256, f.front_matter,
+                    f.chunks, in_transaction=cache_write,
+                )
+                self.vectors.remove(change.removed)
+                if change.added:
+                    self.vectors.add([i for i, _ in change.added], np.stack([emb.vectors[k] for _, k in change.added]))
+            stats.files_indexed += 1
+            stats.chunks_added += len(change.added)
+            stats.chunks_removed += len(change.removed)
+            stats.chunks_kept += change.kept
+            log.debug("file.indexed", root=str(f.root), path=f.rel, chunks=len(f.chunks), added=len(change.added))
+
+    def remove_file(self, root: Path, rel: str) -> int:
+        """Drop a file from the index; returns the number of chunks removed."""
+        stats = IndexStats()
+        self._remove(self.store.root_id(root), rel, stats)
+        self.skipped.pop(f"{root}/{rel}", None)
+        return stats.chunks_removed
+
+    def _remove(self, root_id: int, rel: str, stats: IndexStats) -> None:
+        with self.lock:
+            removed = self.store.delete_file(root_id, rel)
+            self.vectors.remove(removed)
+        stats.files_removed += 1 if removed else 0
+        stats.chunks_removed += len(removed)
+
+    def move_file(self, root: Path, rel: str, dest_root: Path, dest_rel: str) -> bool:
+        """Rename a file in the index: no chunk is re-embedded. False if ``rel`` was not indexed."""
+        with self.lock:
+            return self.store.move_file(self.store.root_id(root), rel, self.store.root_id(dest_root), dest_rel)
+
+    # -- the rest -------------------------------------------------------------
+
+    def search(self, query: str, **kw: Any) -> dict[str, Any]:
+        return self.searcher.search(query, **kw)
+
+    def save(self, force: bool = False) -> bool:
+        """Snapshot the vector index if it changed (or ``force``); persist cache counters."""
+        if self.read_only:
+            return False
+        with self.lock:
+            if not (self.vectors.dirty or force):
+                return False
+            self.vectors.save(self.data_dir / VECTORS_NAME)
+        self.store.set_meta({"cache_hits": str(self.cache.hits), "cache_misses": str(self.cache.misses)})
+        return True
+
+    def evict_cache(self) -> int:
+        with self.lock, self.store.transaction() as t:
+            return self.cache.evict(t)
+
+    def status(self) -> dict[str, Any]:
+        files, chunks = self.store.counts()
+        return {
+            "files": files, "chunks": chunks,
+            "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension},
+            "cache": {"entries": self.cache.entries(), "hits": self.cache.hits, "misses": self.cache.misses,
+                      "capacity": self.cache.capacity},
+            "index": {"type": self.vectors.kind, "vectors": self.vectors.size},
+            "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
+        }
+
+    def close(self) -> None:
+        with contextlib.suppress(StoreError):
+            self.save()
+        self.readers.close()
+        self.store.close()

@@ -1,0 +1,88 @@
+"""From files on disk to rows ready to commit: read → chunk → key → embed.
+
+Work is done in batches of files so that embedding runs in full, length-sorted
+batches even when every file holds one chunk; only texts missing from the
+cache reach the model. Nothing here writes: :mod:`indexer.engine` commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from indexer import keyword
+from indexer.cache import EmbeddingCache, cache_key
+from indexer.chunker import chunk_markdown
+from indexer.config import ChunkingConfig
+from indexer.embedtext import embedding_text, keyword_text
+from indexer.errors import FileSkipped
+from indexer.files import FileContent
+from indexer.store import NewChunk
+from indexer.types import Embedder
+
+if TYPE_CHECKING:
+    from indexer.types import FloatArray
+
+
+@dataclass
+class PreparedFile:
+    """A file read and chunked, with the vectors its new chunks need."""
+
+    root: Path
+    rel: str
+    content: FileContent
+    front_matter: str
+    chunks: list[NewChunk]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EmbedResult:
+    vectors: dict[bytes, FloatArray]
+    embedded: int
+    cache_hits: int
+
+
+def prepare_file(
+    root: Path, rel: str, content: FileContent, embedder: Embedder, chunking: ChunkingConfig
+) -> PreparedFile:
+    """Chunk one file's content and compute each chunk's cache key and keyword terms."""
+    doc = chunk_markdown(content.text, embedder.count_tokens, chunking.max_tokens, chunking.overlap_tokens)
+    chunks = []
+    for ch in doc.chunks:
+        etext = embedding_text(ch.text) or ch.text
+        chunks.append(NewChunk(
+            start_line=ch.start_line, end_line=ch.end_line, heading=ch.heading, text=ch.text,
+            sha256=hashlib.sha256(ch.text.encode()).hexdigest(),
+            embed_key=cache_key(embedder.model_id, etext),
+            terms=keyword.document_terms(keyword_text(ch.heading, ch.text)),
+        ))
+    return PreparedFile(root, rel, content, doc.front_matter, chunks, [*content.warnings, *doc.warnings])
+
+
+def embed_missing(
+    files: Sequence[PreparedFile], embedder: Embedder, cache: EmbeddingCache
+) -> EmbedResult:
+    """Vectors for every chunk key of ``files``: from the cache, else from the model."""
+    keys = list(dict.fromkeys(c.embed_key for f in files for c in f.chunks))
+    found = cache.get_many(keys)
+    todo: dict[bytes, str] = {}
+    for f in files:
+        for c in f.chunks:
+            if c.embed_key not in found and c.embed_key not in todo:
+                todo[c.embed_key] = embedding_text(c.text) or c.text
+    vectors = dict(found)
+    if todo:
+        mat = embedder.embed_passages(list(todo.values()))
+        for key, vec in zip(todo, np.asarray(mat, dtype=np.float32), strict=True):
+            vectors[key] = vec
+    return EmbedResult(vectors, embedded=len(todo), cache_hits=len(keys) - len(todo))
+
+
+def skip_reason(exc: FileSkipped) -> str:
+    return exc.reason + (f": {exc.detail}" if exc.detail else "")

@@ -1,0 +1,75 @@
+"""Reconcile: make the index match the roots as they are on disk now.
+
+Used at start-up, by the periodic sweep, after a watcher failure and by
+``memoryd index``. Cheap when nothing changed: size + mtime are compared
+first, and only files that differ are read (their sha256 then decides whether
+anything is re-chunked). Files of roots that are no longer configured are
+dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from indexer.engine import IndexStats, MemoryIndex, Progress
+from indexer.files import walk_root
+
+log = structlog.get_logger(__name__)
+
+Accept = Callable[[str], bool]
+
+
+@dataclass
+class ReconcilePlan:
+    to_index: list[tuple[Path, str]] = field(default_factory=list)
+    to_remove: list[tuple[Path, str]] = field(default_factory=list)
+    unchanged: int = 0
+
+
+def plan(
+    index: MemoryIndex, roots: Sequence[Path], accept: Accept, accept_dir: Accept | None = None
+) -> ReconcilePlan:
+    """Compare disk and index without reading any file's content."""
+    result = ReconcilePlan()
+    for root in roots:
+        known = index.store.files(index.store.root_id(root))
+        seen: set[str] = set()
+        if root.is_dir():
+            for rel, st in walk_root(root, accept, accept_dir or (lambda rel: True)):
+                seen.add(rel)
+                row = known.get(rel)
+                if row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns:
+                    result.unchanged += 1
+                else:
+                    result.to_index.append((root, rel))
+        else:
+            log.warning("root.missing", root=str(root))
+        result.to_remove += [(root, rel) for rel in known if rel not in seen]
+    wanted = {str(r) for r in roots}
+    for root_id, root in index.store.roots().items():
+        if str(root) not in wanted:
+            result.to_remove += [(root, rel) for rel in index.store.files(root_id)]
+    return result
+
+
+def reconcile(
+    index: MemoryIndex, roots: Sequence[Path], accept: Accept, accept_dir: Accept | None = None,
+    progress: Progress | None = None,
+) -> IndexStats:
+    """Bring the index in line with ``roots``; returns what was done."""
+    p = plan(index, roots, accept, accept_dir)
+    stats = IndexStats()
+    for root, rel in p.to_remove:
+        stats.chunks_removed += index.remove_file(root, rel)
+        stats.files_removed += 1
+    stats.merge(index.index_files(p.to_index, progress=progress))
+    stats.files_unchanged += p.unchanged
+    index.save()
+    log.info("reconcile.done", roots=len(roots), indexed=stats.files_indexed, removed=stats.files_removed,
+             unchanged=stats.files_unchanged, skipped=stats.files_skipped, embedded=stats.embedded,
+             seconds=round(stats.seconds, 2))
+    return stats

@@ -1,0 +1,226 @@
+"""Hybrid search: vector similarity and BM25, fused per query.
+
+Each leg proposes its top candidates; every candidate then gets *both* scores
+(the vector score by reconstructing its vector, the keyword score by a BM25
+query restricted to the candidate ids), each leg is min-max normalised to
+[0, 1] over the candidate set, and the final score is their weighted sum.
+FTS5's ``bm25()`` is negative and unbounded, so it is negated before
+normalising; a leg that cannot tell candidates apart (all equal) gives all of
+them the same score instead of silently dominating.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from queue import Empty, Queue
+from typing import Any
+
+from indexer import keyword
+from indexer.config import SEARCH_MODES, SearchConfig
+from indexer.errors import MemorydError, StoreClosedError
+from indexer.store import ChunkRow, fetch_chunks
+from indexer.types import Embedder
+from indexer.vectors import VectorIndex
+
+QUERY_TIME_LIMIT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Hit:
+    root: str
+    path: str
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    score: float
+    vector_score: float
+    text_score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def minmax(scores: dict[int, float], ids: Sequence[int]) -> dict[int, float]:
+    """Normalise to [0, 1] over ``ids``; ids without a score get 0.
+
+    If every scored candidate has the same raw score, they all get 1.0 (they
+    are equally good); candidates without a score stay at 0.
+    """
+    present = [scores[i] for i in ids if i in scores]
+    if not present:
+        return dict.fromkeys(ids, 0.0)
+    lo, hi = min(present), max(present)
+    span = hi - lo
+    out: dict[int, float] = {}
+    for i in ids:
+        if i not in scores:
+            out[i] = 0.0
+        else:
+            out[i] = 1.0 if span <= 1e-12 else (scores[i] - lo) / span
+    return out
+
+
+class ReaderPool:
+    """A few read-only SQLite connections shared by searching threads."""
+
+    def __init__(self, factory: Callable[[], sqlite3.Connection], size: int = 4) -> None:
+        self._factory = factory
+        self._idle: Queue[sqlite3.Connection] = Queue()
+        self._size = size
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        if self._closed:
+            raise StoreClosedError("searcher is closed")
+        try:
+            conn = self._idle.get_nowait()
+        except Empty:
+            conn = self._factory()
+        deadline = time.monotonic() + QUERY_TIME_LIMIT_S
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            yield conn
+        finally:
+            conn.set_progress_handler(None, 0)
+            if self._closed or self._idle.qsize() >= self._size:
+                conn.close()
+            else:
+                self._idle.put(conn)
+
+    def close(self) -> None:
+        self._closed = True
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except Empty:
+                return
+
+
+class SearchError(MemorydError):
+    """A query that cannot be run (bad mode, query too slow)."""
+
+
+class HybridSearcher:
+    """Runs queries against a store's read connections and a vector index.
+
+    ``lock`` is the index's write lock: holding it while reading both legs
+    means a search never sees a file half-replaced between SQLite and FAISS.
+    """
+
+    def __init__(
+        self, readers: ReaderPool, vectors: VectorIndex, embedder: Embedder | None,
+        lock: threading.Lock, cfg: SearchConfig,
+    ) -> None:
+        self._readers = readers
+        self._vectors = vectors
+        self._embedder = embedder
+        self._lock = lock
+        self._cfg = cfg
+
+    def set_vectors(self, vectors: VectorIndex) -> None:
+        self._vectors = vectors
+
+    def search(
+        self, query: str, k: int | None = None, mode: str | None = None,
+        path_prefix: str | None = None, min_score: float | None = None,
+    ) -> dict[str, Any]:
+        """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``."""
+        t0 = time.perf_counter()
+        k = k or self._cfg.k
+        mode = mode or self._cfg.mode
+        if mode not in SEARCH_MODES:
+            raise SearchError(f"unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}")
+        if mode != "keyword" and self._embedder is None:
+            mode = "keyword"
+        qvec = self._embedder.embed_query(query) if mode != "keyword" and self._embedder else None
+        expr = keyword.fts_match_expression(query) if mode != "vector" else None
+        n_cand = max(self._cfg.candidates, k)
+        try:
+            with self._readers.connection() as conn, self._lock:
+                allowed = _allowed_ids(conn, path_prefix) if path_prefix else None
+                vec = self._vector_leg(qvec, n_cand, allowed)
+                kw = _keyword_leg(conn, expr, n_cand, allowed)
+                cands = list(dict.fromkeys([*vec, *kw]))
+                if mode == "hybrid" and qvec is not None:
+                    vec.update(self._vectors.scores_for(qvec, [i for i in cands if i not in vec]))
+                    kw.update(_keyword_scores(conn, expr, [i for i in cands if i not in kw]))
+                rows = fetch_chunks(conn, cands)
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
+            raise
+        hits = self._fuse(mode, cands, vec, kw, rows)
+        if min_score is not None:
+            hits = [h for h in hits if h.score >= min_score]
+        return {"hits": [h.to_dict() for h in hits[:k]], "took_ms": (time.perf_counter() - t0) * 1000,
+                "mode": mode}
+
+    def _vector_leg(self, qvec: Any, n: int, allowed: set[int] | None) -> dict[int, float]:
+        if qvec is None:
+            return {}
+        if allowed is None:
+            return dict(self._vectors.search(qvec, n))
+        scores = self._vectors.scores_for(qvec, allowed)
+        return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:n])
+
+    def _fuse(
+        self, mode: str, cands: list[int], vec: dict[int, float], kw: dict[int, float],
+        rows: dict[int, ChunkRow],
+    ) -> list[Hit]:
+        ids = [i for i in cands if i in rows]
+        nv, nk = minmax(vec, ids), minmax(kw, ids)
+        wv, wk = self._cfg.vector_weight, self._cfg.text_weight
+        hits = []
+        for i in ids:
+            if mode == "vector":
+                score = vec.get(i, 0.0)
+            elif mode == "keyword":
+                score = nk[i]
+            else:
+                score = (wv * nv[i] + wk * nk[i]) / (wv + wk)
+            r = rows[i]
+            hits.append(Hit(r.root, r.path, r.start_line, r.end_line, r.heading, r.text,
+                            round(score, 6), round(vec.get(i, 0.0), 6), round(nk[i], 6)))
+        hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
+        return hits
+
+
+def _keyword_leg(conn: sqlite3.Connection, expr: str | None, n: int, allowed: set[int] | None) -> dict[int, float]:
+    if not expr:
+        return {}
+    rows = conn.execute(
+        "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+        (expr, n if allowed is None else max(n * 20, 1000)),
+    ).fetchall()
+    out = {int(i): -float(s) for i, s in rows if allowed is None or int(i) in allowed}
+    return dict(list(out.items())[:n])
+
+
+def _keyword_scores(conn: sqlite3.Connection, expr: str | None, ids: Sequence[int]) -> dict[int, float]:
+    """BM25 of specific chunks (those not matching any query term get no score)."""
+    if not expr or not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
+        (expr, *ids),
+    )
+    return {int(i): -float(s) for i, s in rows}
+
+
+def _allowed_ids(conn: sqlite3.Connection, prefix: str) -> set[int]:
+    """Chunk ids whose path (relative, or absolute with its root) starts with ``prefix``."""
+    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = conn.execute(
+        "SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
+        " WHERE f.path LIKE ?1 ESCAPE '\\' OR (r.path || '/' || f.path) LIKE ?1 ESCAPE '\\'",
+        (like,),
+    )
+    return {int(r[0]) for r in rows}
