@@ -41,6 +41,7 @@ class VectorIndex:
         self.dimension = dimension
         self._index = index if index is not None else faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
         self.dirty = False
+        self._owner: Any = None
 
     @property
     def size(self) -> int:
@@ -117,7 +118,9 @@ class VectorIndex:
         if index.d != dimension or not hasattr(index, "id_map"):
             log.warning("vectors.snapshot_mismatch", path=str(path), dimension=index.d)
             return None
-        return cls(dimension, faiss.downcast_index(index))
+        loaded = cls(dimension, faiss.downcast_index(index))
+        loaded._owner = index  # the downcast wrapper does not own the C++ object: keep its owner alive
+        return loaded
 
 
 def _fsync_dir(directory: Path) -> None:
