@@ -1,0 +1,169 @@
+"""The light JSON-RPC client of memoryd's socket.
+
+The CLI imports this for every editor save (``memoryd reindex PATH``), so it
+must cost ~0 ms to import: stdlib ``json``/``os``/``socket`` only, plus the
+import-light ``indexer.errors``; not even ``typing`` or ``pathlib`` at run time.
+
+Errors: ``NotRunningError`` when no daemon listens on the path (its message
+names the path and how to start one), ``RpcClientError`` for an error response
+(``code``, ``message``, ``data``), ``DaemonError`` for a timeout or a broken
+connection. A ``Client`` reuses one connection for many calls (reconnecting
+transparently if the daemon closed it while idle); it is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+
+from indexer.errors import DaemonError, NotRunningError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Any
+
+START_HINT = "Start it with `memoryd run` or `systemctl --user start memoryd`."
+_RECV_BYTES = 65536
+
+
+class RpcClientError(DaemonError):
+    """The daemon answered with a JSON-RPC error; ``str()`` is its message."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class Client:
+    """Calls methods on the daemon at ``path``; ``timeout`` (seconds) bounds each connect and call."""
+
+    def __init__(self, path: str | os.PathLike[str], timeout: float = 30.0) -> None:
+        self.path = os.fspath(path)
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+        self._buf = bytearray()
+        self._next_id = 0
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (a later call reconnects)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._buf.clear()
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Call ``method`` and return its result; raises as described in the module docstring."""
+        self._next_id += 1
+        rid = self._next_id
+        response = self._exchange(method, _request(method, params, rid), rid)
+        error = response.get("error")
+        if error is None:
+            return response.get("result")
+        if response.get("id") is None:  # a connection-level refusal: the daemon closes after it
+            self.close()
+        if not isinstance(error, dict):
+            raise DaemonError(f"memoryd on {self.path} sent a malformed error: {error!r}")
+        raise RpcClientError(int(error.get("code", 0)), str(error.get("message", "")), error.get("data"))
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification (no reply, errors are not reported): fire and forget."""
+        sock = self._connection()
+        try:
+            sock.sendall(_request(method, params, None))
+        except OSError as exc:
+            self.close()
+            raise DaemonError(f"lost the connection to memoryd on {self.path}: {exc}") from None
+
+    def _exchange(self, method: str, payload: bytes, rid: int) -> dict[str, Any]:
+        sock = self._connection()
+        try:
+            sock.sendall(payload)
+            while True:
+                response = self._read_response(sock)
+                if response.get("id") in (rid, None):
+                    return response
+        except TimeoutError:
+            self.close()
+            raise DaemonError(
+                f"memoryd on {self.path} did not answer {method!r} within {self.timeout:g} s"
+            ) from None
+        except OSError as exc:
+            self.close()
+            raise DaemonError(f"lost the connection to memoryd on {self.path}: {exc}") from None
+        except DaemonError:
+            self.close()  # out of sync with the daemon: start afresh next call
+            raise
+
+    def _read_response(self, sock: socket.socket) -> dict[str, Any]:
+        while (end := self._buf.find(b"\n")) < 0:
+            data = sock.recv(_RECV_BYTES)
+            if not data:
+                raise ConnectionError("the daemon closed the connection")
+            self._buf += data
+        line = bytes(self._buf[:end])
+        del self._buf[: end + 1]
+        try:
+            response = json.loads(line)
+        except ValueError:
+            raise DaemonError(f"memoryd on {self.path} sent an invalid response: {line[:200]!r}") from None
+        if not isinstance(response, dict):
+            raise DaemonError(f"memoryd on {self.path} sent an invalid response: {line[:200]!r}")
+        return response
+
+    def _connection(self) -> socket.socket:
+        if self._sock is not None and not _closed_by_peer(self._sock):
+            return self._sock
+        self.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError as exc:
+            sock.close()
+            raise self._connect_error(exc) from None
+        self._sock = sock
+        return sock
+
+    def _connect_error(self, exc: OSError) -> DaemonError:
+        if isinstance(exc, FileNotFoundError):
+            return NotRunningError(f"memoryd is not running (no socket at {self.path}). {START_HINT}")
+        if isinstance(exc, ConnectionRefusedError):
+            return NotRunningError(f"memoryd is not running (nothing listens on {self.path}). {START_HINT}")
+        if isinstance(exc, TimeoutError):
+            return DaemonError(f"memoryd on {self.path} did not accept within {self.timeout:g} s")
+        return DaemonError(f"cannot connect to memoryd on {self.path}: {exc.strerror or exc}")
+
+
+def _request(method: str, params: dict[str, Any] | None, rid: int | None) -> bytes:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    if rid is not None:
+        msg["id"] = rid
+    try:
+        return json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:  # lone surrogates: \u escapes keep the line valid UTF-8
+        return json.dumps(msg, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """True if the daemon closed this idle connection (EOF or error pending), without blocking."""
+    try:
+        # select first: a socket with a timeout would wait in recv even with MSG_DONTWAIT
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True

@@ -1,0 +1,214 @@
+"""The Unix-socket JSON-RPC server: one accept thread plus one thread per client.
+
+Contract (DESIGN.md, "Socket protocol"): the socket's directory is 0700 and the
+socket 0600, both set by a restrictive umask *at creation*, so there is no window
+in which another user could connect. Only peers whose ``SO_PEERCRED`` uid is the
+owner's (default: our effective uid) or in ``allowed_uids`` are served; others
+get one -32001 error line and are closed. Beyond ``max_clients`` live
+connections a newcomer gets one -32002 "server busy" line and is closed.
+
+Per connection (see ``_Connection``): requests are answered in order; a line over
+``max_request_bytes`` gets one -32600 error and the connection is closed; a
+connection with no complete request for ``idle_timeout_s`` is closed, and so is
+one whose current line is not complete ``read_timeout_s`` after its first byte
+(a slow-loris cannot hold a thread forever). Writes use ``sendall`` with a
+``write_timeout_s`` socket timeout, so a client that never reads only ever
+blocks its own thread. Every wait is on a selector that also watches a stop
+pipe, so ``stop()`` returns promptly without polling.
+
+Linux only (``SO_PEERCRED``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+import structlog
+
+from daemon.connection import Connection, Limits
+from daemon.jsonrpc import PERMISSION_DENIED, SERVER_BUSY, Handler, Peer, encode_error
+from daemon.sockpath import (
+    adopt_listening_socket,
+    bind_unix_socket,
+    peer_credentials,
+    socket_identity,
+    unlink_if_same,
+)
+from indexer.errors import DaemonError
+
+log = structlog.get_logger(__name__)
+
+
+class SocketServer:
+    """Serve ``handlers`` over JSON-RPC on a Unix socket until ``stop()``.
+
+    ``owner_uid`` (default: our effective uid) plus ``allowed_uids`` may talk to
+    the server; tests pass a foreign ``owner_uid`` to see their own connection
+    denied. ``listen_fd`` adopts a listening socket passed by systemd instead of
+    binding ``path`` (the file is then systemd's: ``stop()`` leaves it).
+    Timeouts are in seconds, sizes in bytes. Not restartable: one ``start``,
+    one ``stop``.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        handlers: Mapping[str, Handler],
+        *,
+        allowed_uids: Iterable[int] = (),
+        max_request_bytes: int = 1_048_576,
+        max_clients: int = 64,
+        idle_timeout_s: float = 300.0,
+        read_timeout_s: float = 10.0,
+        write_timeout_s: float = 10.0,
+        listen_fd: int | None = None,
+        owner_uid: int | None = None,
+    ) -> None:
+        self._path = Path(path)
+        self._handlers = dict(handlers)
+        owner = os.geteuid() if owner_uid is None else owner_uid
+        self._trusted = frozenset({owner, *allowed_uids})
+        self._limits = Limits(max_request_bytes, idle_timeout_s, read_timeout_s, write_timeout_s)
+        self._max_clients = max_clients
+        self._listen_fd = listen_fd
+        self._listener: socket.socket | None = None
+        self._identity: tuple[int, int] | None = None  # (dev, ino) of the file we bound
+        self._stopping = threading.Event()
+        self._stop_r, self._stop_w = -1, -1
+        # guards _conns/_threads; held while aborting, so no closed fd is reused under us
+        self._lock = threading.Lock()
+        self._conns: dict[threading.Thread, Connection] = {}  # open connections (max_clients counts these)
+        self._threads: list[threading.Thread] = []  # every connection thread not yet seen dead, for stop()
+        self._accept_thread: threading.Thread | None = None
+        self._serial = 0
+
+    @property
+    def address(self) -> Path:
+        """The socket path clients connect to."""
+        return self._path
+
+    def start(self) -> None:
+        """Bind (or adopt ``listen_fd``) and start accepting; raises SocketInUseError/DaemonError."""
+        if self._listener is not None or self._stopping.is_set():
+            raise DaemonError(f"the server on {self._path} was already started")
+        if self._listen_fd is not None:
+            self._listener = adopt_listening_socket(self._listen_fd)
+            name = self._listener.getsockname()
+            if isinstance(name, str) and name:  # abstract names (bytes) keep the configured path
+                self._path = Path(name)
+        else:
+            self._listener = bind_unix_socket(self._path)
+            self._identity = socket_identity(self._path)
+        self._stop_r, self._stop_w = os.pipe()
+        self._accept_thread = threading.Thread(target=self._accept_loop, name="memoryd-accept", daemon=True)
+        self._accept_thread.start()
+        log.info("server.listening", path=str(self._path), adopted=self._listen_fd is not None)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, let in-flight requests finish for up to half of ``timeout`` seconds,
+        then cut the remaining connections, join every thread and remove our socket file."""
+        if self._listener is None or self._stopping.is_set():
+            return
+        self._stopping.set()
+        os.write(self._stop_w, b"x")  # never drained: stays readable for every selector
+        deadline = time.monotonic() + timeout
+        if self._accept_thread is not None:
+            self._accept_thread.join(timeout)
+        self._listener.close()  # newcomers now get "connection refused", not a silent backlog
+        self._join_conns(time.monotonic() + timeout / 2)
+        with self._lock:
+            for conn in self._conns.values():
+                conn.abort()
+        left = self._join_conns(deadline)
+        unlink_if_same(self._path, self._identity)
+        if left:
+            log.warning("server.stop_incomplete", threads=[t.name for t in left])
+        else:
+            os.close(self._stop_r)
+            os.close(self._stop_w)
+        log.info("server.stopped", path=str(self._path))
+
+    def __enter__(self) -> SocketServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _join_conns(self, deadline: float) -> list[threading.Thread]:
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [t for t in threads if t.is_alive()]
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._listener, selectors.EVENT_READ)
+            sel.register(self._stop_r, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                for key, _ in sel.select():
+                    if key.fd == self._stop_r:
+                        return
+                    self._accept_one(self._listener)
+
+    def _accept_one(self, listener: socket.socket) -> None:
+        try:
+            sock, _ = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # EMFILE and friends: back off instead of spinning on a ready listener
+            log.error("server.accept_failed", error=str(exc))
+            self._stopping.wait(0.1)
+            return
+        peer = Peer(*peer_credentials(sock))
+        if peer.uid not in self._trusted:
+            log.warning("peer.denied", uid=peer.uid, pid=peer.pid)
+            _refuse(sock, PERMISSION_DENIED, f"permission denied: uid {peer.uid} is not allowed")
+            return
+        with self._lock:
+            if len(self._conns) >= self._max_clients:
+                log.warning("server.busy", pid=peer.pid, max_clients=self._max_clients)
+                _refuse(sock, SERVER_BUSY, f"server busy: {self._max_clients} clients connected, try again")
+                return
+            conn = Connection(sock, peer, self._handlers, self._limits, self._stop_r, self._stopping)
+            self._serial += 1
+            name = f"memoryd-conn-{self._serial}"
+            thread = threading.Thread(target=self._run_conn, args=(conn,), name=name, daemon=True)
+            self._conns[thread] = conn
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+            try:
+                thread.start()
+            except RuntimeError as exc:  # out of threads: refuse this client, keep serving others
+                del self._conns[thread]
+                self._threads.remove(thread)
+                log.error("server.thread_failed", error=str(exc))
+                _refuse(sock, SERVER_BUSY, "server busy: cannot start a thread for this client")
+
+    def _run_conn(self, conn: Connection) -> None:
+        log.debug("client.connected", pid=conn.peer.pid, uid=conn.peer.uid)
+        reason = conn.serve()
+        with self._lock:
+            del self._conns[threading.current_thread()]
+        conn.sock.close()
+        log.debug("client.closed", pid=conn.peer.pid, reason=reason)
+
+
+def _refuse(sock: socket.socket, code: int, message: str) -> None:
+    """Send one error line without blocking the accept thread, then close."""
+    with contextlib.suppress(OSError):
+        sock.setblocking(False)
+        sock.send(encode_error(None, code, message))
+    sock.close()
