@@ -143,12 +143,13 @@ def _is_under(path: Path, root: Path) -> bool:
 
 def walk_root(
     root: Path, accept: Callable[[str], bool], accept_dir: Callable[[str], bool] = lambda rel: True
-) -> Iterator[tuple[str, os.stat_result]]:
-    """Yield ``(relative posix path, stat)`` for every accepted regular file under ``root``.
+) -> Iterator[tuple[str, os.stat_result | None]]:
+    """Yield ``(relative posix path, stat)`` for every accepted non-directory under ``root``.
 
-    Directory symlinks are not descended (no loops, no escaping the root); file
-    symlinks are yielded and checked when read. Unreadable directories are
-    skipped silently here (the watcher reports them).
+    Directory symlinks are not descended (no loops, no escaping the root).
+    Entries that are not regular files (FIFOs, sockets, dangling or looping
+    symlinks: stat None) are yielded too, so that reading them records *why*
+    they are skipped. Unreadable directories are skipped here.
     """
     stack = [root]
     while stack:
@@ -160,14 +161,18 @@ def walk_root(
         for entry in entries:
             rel = Path(entry.path).relative_to(root).as_posix()
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    if accept_dir(rel):
-                        stack.append(Path(entry.path))
-                    continue
-                if not accept(rel):
-                    continue
-                st = entry.stat(follow_symlinks=True)
+                is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISREG(st.st_mode):
+            if is_dir:
+                if accept_dir(rel):
+                    stack.append(Path(entry.path))
+                continue
+            if not accept(rel):
+                continue
+            try:
+                st: os.stat_result | None = entry.stat(follow_symlinks=True)
+            except OSError:
+                st = None
+            if st is None or not stat.S_ISDIR(st.st_mode):
                 yield rel, st

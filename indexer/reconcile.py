@@ -42,7 +42,7 @@ def plan(
             for rel, st in walk_root(root, accept, accept_dir or (lambda rel: True)):
                 seen.add(rel)
                 row = known.get(rel)
-                if row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns:
+                if row is not None and st is not None and (row.size, row.mtime_ns) == (st.st_size, st.st_mtime_ns):
                     result.unchanged += 1
                 else:
                     result.to_index.append((root, rel))

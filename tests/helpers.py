@@ -32,7 +32,7 @@ class CountingEmbedder:
         return self.inner.embed_query(text)
 
 
-def test_config(root: Path | list[Path], data_dir: Path, **watch: Any) -> Config:
+def make_config(root: Path | list[Path], data_dir: Path, **watch: Any) -> Config:
     roots = root if isinstance(root, list) else [root]
     cfg = with_overrides(Config(), roots=roots, data_dir=data_dir)
     return dataclasses.replace(
@@ -42,4 +42,4 @@ def test_config(root: Path | list[Path], data_dir: Path, **watch: Any) -> Config
     )
 
 
-__all__ = ["CountingEmbedder", "WatchConfig", "test_config"]
+__all__ = ["CountingEmbedder", "WatchConfig", "make_config"]
