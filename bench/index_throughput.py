@@ -31,13 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from daemon.pathfilter import PathFilter  # noqa: E402
-from indexer.config import Config, EmbeddingConfig, with_overrides  # noqa: E402
-from indexer.embedding import load_embedder  # noqa: E402
-from indexer.embedtext import embedding_text  # noqa: E402
-from indexer.engine import MemoryIndex  # noqa: E402
-from indexer.reconcile import reconcile  # noqa: E402
-from tests.helpers import CountingEmbedder  # noqa: E402
+from daemon.pathfilter import PathFilter
+from indexer.config import Config, EmbeddingConfig, with_overrides
+from indexer.embedding import load_embedder
+from indexer.embedtext import embedding_text
+from indexer.engine import MemoryIndex
+from indexer.reconcile import reconcile
+from tests.helpers import CountingEmbedder
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 

@@ -18,6 +18,7 @@ added or removed are watched/dropped and reconciled).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -230,6 +231,7 @@ def _iso(ts: float | None) -> str | None:
 def run_daemon(cfg: Config, reload: Callable[[], Config] | None = None) -> int:
     """The body of ``memoryd run``; returns the exit status."""
     configure_logging(cfg.log.level, cfg.log.format)
+    logging.captureWarnings(True)  # library warnings (watchdog's included) go to the log, formatted
     d = Daemon(cfg, os.environ, reload)
     with _signals(d):
         try:

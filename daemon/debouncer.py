@@ -179,10 +179,7 @@ class Debouncer:
         with self._cond:
             if self._stopping:
                 return
-            if change.kind == "rescan":
-                group = self._rescan_group(change.path, now)
-            else:
-                group = self._merge(change, now)
+            group = self._rescan_group(change.path, now) if change.kind == "rescan" else self._merge(change, now)
             group.last = now
 
     def _merge(self, change: Change, now: float) -> _Group:

@@ -63,8 +63,7 @@ def render_status(st: dict[str, Any]) -> str:
         state = "watching" if root.get("alive") else "NOT WATCHING"
         rows.append((f"root {root.get('path')}", f"{state} ({root.get('backend')}), last event "
                      f"{root.get('last_event')}" + (f", error: {root['error']}" if root.get("error") else "")))
-    for sk in st.get("skipped", []):
-        rows.append(("skipped", f"{sk['path']}: {sk['reason']}"))
+    rows += [("skipped", f"{sk['path']}: {sk['reason']}") for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 

@@ -57,7 +57,7 @@ class IndexWorker:
 
     def __init__(
         self, index: MemoryIndex, roots: RootMap, accept: Accept, accept_dir: Accept,
-        on_status: Callable[[str], None] = lambda text: None,
+        on_status: Callable[[str], object] = lambda text: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.index = index

@@ -78,9 +78,8 @@ def embed_missing(
                 todo[c.embed_key] = embedding_text(c.text) or c.text
     vectors = dict(found)
     if todo:
-        mat = embedder.embed_passages(list(todo.values()))
-        for key, vec in zip(todo, np.asarray(mat, dtype=np.float32), strict=True):
-            vectors[key] = vec
+        mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
+        vectors.update(zip(todo, mat, strict=True))
     return EmbedResult(vectors, embedded=len(todo), cache_hits=len(keys) - len(todo))
 
 

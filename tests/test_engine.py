@@ -40,7 +40,7 @@ def env(tmp_path: Path):
 
 
 def test_index_then_search_finds_the_line(env) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, emb, idx = env
     stats = reconcile(idx, [root], FILTER)
     assert stats.files_indexed == 2 and emb.embedded == stats.chunks_added > 2
     res = idx.search("which editor does the user prefer", k=3)
@@ -52,7 +52,7 @@ def test_index_then_search_finds_the_line(env) -> None:
 
 
 def test_unchanged_rerun_embeds_nothing_and_one_line_edit_few(env) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, emb, idx = env
     reconcile(idx, [root], FILTER)
     first = emb.embedded
     again = reconcile(idx, [root], FILTER)
@@ -68,7 +68,7 @@ def test_unchanged_rerun_embeds_nothing_and_one_line_edit_few(env) -> None:
 
 
 def test_touch_without_change_reads_but_does_not_rechunk(env) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
     f = root / "MEMORY.md"
     os.utime(f, ns=(1, 1))
@@ -78,7 +78,7 @@ def test_touch_without_change_reads_but_does_not_rechunk(env) -> None:
 
 
 def test_rename_and_delete(env) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, emb, idx = env
     reconcile(idx, [root], FILTER)
     before = emb.embedded
     assert idx.move_file(root, "MEMORY.md", root, "notes/MEMORY.md")
@@ -143,7 +143,7 @@ def test_model_change_drops_chunks_once(env) -> None:
 
 
 def test_bad_files_are_skipped_with_reasons_and_do_not_stop_the_rest(env) -> None:
-    root, cfg, emb, idx = env
+    root, cfg, _emb, idx = env
     (root / "bin.md").write_bytes(b"abc\x00def")
     (root / "latin1.md").write_bytes("caf\xe9 au lait notes".encode("latin-1"))
     (root / "empty.md").write_text("")
@@ -172,14 +172,14 @@ def test_bad_files_are_skipped_with_reasons_and_do_not_stop_the_rest(env) -> Non
 
 @pytest.mark.parametrize("query", ['"unbalanced', "a AND", "NEAR(a b", "terms:x", "*", "(((", "\x00", "", "-"])
 def test_nasty_queries_never_raise(env, query: str) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
     for mode in ("hybrid", "keyword", "vector"):
         assert isinstance(idx.search(query or " ", k=3, mode=mode)["hits"], list)
 
 
 def test_hybrid_scores_are_normalised_and_explainable(env) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
     hits = idx.search("violin Caroline", k=8)["hits"]
     assert hits and all(0.0 <= h["score"] <= 1.0 and 0.0 <= h["text_score"] <= 1.0 for h in hits)
@@ -190,7 +190,7 @@ def test_hybrid_scores_are_normalised_and_explainable(env) -> None:
 
 
 def test_path_prefix_filter(env) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
     hits = idx.search("garden", k=8, path_prefix="memory/")["hits"]
     assert hits and all(h["path"].startswith("memory/") for h in hits)
@@ -200,7 +200,7 @@ def test_path_prefix_filter(env) -> None:
 
 
 def test_searches_run_while_indexing(env) -> None:
-    root, cfg, emb, idx = env
+    root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -211,7 +211,7 @@ def test_searches_run_while_indexing(env) -> None:
                 res = idx.search("violin", k=5)
                 for h in res["hits"]:
                     assert h["text"]
-            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            except BaseException as exc:
                 errors.append(exc)
                 return
 

@@ -23,7 +23,7 @@ def test_replace_file_keeps_ids_of_unchanged_chunks(tmp_path: Path) -> None:
     rid = st.root_id(tmp_path)
     first = st.replace_file(rid, "a.md", 1, 1, "h1", "", [_chunk("alpha", 1), _chunk("beta", 2)])
     assert len(first.added) == 2 and first.removed == []
-    ids = dict((k, i) for i, k in first.added)
+    ids = {k: i for i, k in first.added}
     second = st.replace_file(rid, "a.md", 1, 2, "h2", "", [_chunk("new top", 1), _chunk("alpha", 2),
                                                            _chunk("beta", 3)])
     assert second.kept == 2 and len(second.added) == 1 and second.removed == []
