@@ -102,6 +102,11 @@ def ensure_roots(cfg: Config) -> list[Path]:
 
 
 def offline_search(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
+    """Search an index in-process, read-only; logs only warnings (stdout is for the result)."""
+    from daemon.logs import configure_logging
+
+    level = cfg.log.level if cfg.log.level in ("warning", "error") else "warning"
+    configure_logging(level, cfg.log.format)
     index = open_index(cfg, read_only=True)
     try:
         query = params.pop("query")

@@ -93,7 +93,7 @@ class VectorIndex:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as fh:
-                fh.write(data.tobytes())
+                data.tofile(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
