@@ -118,7 +118,7 @@ class Daemon:
         )
         self.server.start()
         self.debouncer = Debouncer(self.worker.submit_changes, quiet_ms=cfg.watch.debounce_ms,
-                                   max_delay_ms=cfg.watch.max_delay_ms)
+                                   max_delay_ms=cfg.watch.max_delay_ms, settle_ms=cfg.watch.settle_ms)
         self.debouncer.start()
         self.watcher = Watcher(self.roots.roots, self.path_filter, self.debouncer.submit, self._watch_failed,
                                poll_interval_s=cfg.watch.poll_fallback_s)

@@ -61,6 +61,9 @@ class Change:
     kind: ChangeKind
     path: Path
     dest: Path | None = None
+    #: The writer is done with the path (it closed the file after writing, or renamed a finished
+    #: file into place): the path is ready after ``settle_ms`` instead of the full quiet window.
+    settled: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if (self.kind == "move") != (self.dest is not None):
@@ -85,6 +88,7 @@ class _Group:
     state: dict[Path, _Slot | None] = field(default_factory=dict)  # None: nothing at that path
     rescan: Path | None = None
     alive: bool = True
+    settled: bool = False  # the latest event said the writer is done
 
     def apply(self, ch: Change) -> None:
         if ch.kind == "upsert":
@@ -144,16 +148,20 @@ class Debouncer:
         quiet_ms: int = 1500,
         max_delay_ms: int = 5000,
         clock: Callable[[], float] = time.monotonic,
-        batch_window_ms: int = 100,
+        batch_window_ms: int = 50,
         max_batch: int = 256,
+        settle_ms: int | None = None,
     ) -> None:
-        if not 0 <= quiet_ms <= max_delay_ms or batch_window_ms < 0 or max_batch < 1:
+        settle_ms = quiet_ms if settle_ms is None else min(settle_ms, quiet_ms)
+        if not 0 <= quiet_ms <= max_delay_ms or batch_window_ms < 0 or max_batch < 1 or settle_ms < 0:
             raise ValueError(
                 f"Debouncer: need 0 <= quiet_ms ({quiet_ms}) <= max_delay_ms ({max_delay_ms}), "
-                f"batch_window_ms ({batch_window_ms}) >= 0 and max_batch ({max_batch}) >= 1"
+                f"batch_window_ms ({batch_window_ms}) >= 0, settle_ms ({settle_ms}) >= 0 "
+                f"and max_batch ({max_batch}) >= 1"
             )
         self._on_ready = on_ready
         self._quiet = quiet_ms / 1000
+        self._settle = settle_ms / 1000
         self._max_delay = max_delay_ms / 1000
         self._window = batch_window_ms / 1000
         self._max_batch = max_batch
@@ -181,6 +189,10 @@ class Debouncer:
                 return
             group = self._rescan_group(change.path, now) if change.kind == "rescan" else self._merge(change, now)
             group.last = now
+            if change.settled and not group.settled:
+                group.settled = True
+                self._push(group)  # its deadline moved earlier than the one already in the heap
+            group.settled = change.settled
 
     def _merge(self, change: Change, now: float) -> _Group:
         touched = _touched(change)
@@ -206,7 +218,8 @@ class Debouncer:
         return group
 
     def _deadline(self, g: _Group) -> float:
-        return min(g.last + self._quiet, g.first + self._max_delay)
+        quiet = self._settle if g.settled else self._quiet
+        return min(g.last + quiet, g.first + self._max_delay)
 
     def _push(self, g: _Group) -> None:
         heapq.heappush(self._heap, (self._deadline(g), next(self._seq), g))

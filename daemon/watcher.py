@@ -91,16 +91,18 @@ def translate(event: FileSystemEvent, real_root: str, root: Path, accept: PathFi
     if src is None or not src:
         return []
     if event.event_type in _UPSERT_EVENTS:
-        return [Change("upsert", root / src)] if accept(src) else []
+        # "closed" is IN_CLOSE_WRITE: the writer finished, no need to wait out the quiet window.
+        return [Change("upsert", root / src, settled=event.event_type == "closed")] if accept(src) else []
     if event.event_type == "deleted":
         return [Change("delete", root / src)] if accept.accept_delete(src) else []
     if event.event_type != "moved":
         return []  # opened, closed without writing
     kept = dest if dest and accept(dest) else None  # the destination is a memory file
     if kept is not None and accept(src):
-        return [Change("move", root / src, root / kept)]
+        return [Change("move", root / src, root / kept, settled=True)]
     out = [Change("delete", root / src)] if accept.accept_delete(src) else []
-    return [*out, Change("upsert", root / kept)] if kept is not None else out
+    # A finished file renamed into place (an editor's atomic save) is settled at once.
+    return [*out, Change("upsert", root / kept, settled=True)] if kept is not None else out
 
 
 def _dir_ok(rel: str, accept: PathFilter) -> bool:

@@ -43,6 +43,7 @@ class WatchConfig:
     include: tuple[str, ...] = ("*.md", "*.markdown")
     exclude: tuple[str, ...] = (".git/*", "node_modules/*", ".obsidian/*", ".trash/*")
     debounce_ms: int = 1500
+    settle_ms: int = 200
     max_delay_ms: int = 5000
     max_file_bytes: int = 10_000_000
     follow_symlinks: bool = True
@@ -257,6 +258,7 @@ def validate(cfg: Config) -> None:
     """Check ranges and choices; raises :class:`ConfigError` naming the key."""
     w, e, c, s, srv = cfg.watch, cfg.embedding, cfg.chunking, cfg.search, cfg.server
     _check(w.debounce_ms >= 0, "watch.debounce_ms", w.debounce_ms, "must be >= 0")
+    _check(0 <= w.settle_ms <= w.debounce_ms, "watch.settle_ms", w.settle_ms, "must be in 0..debounce_ms")
     _check(w.max_delay_ms >= w.debounce_ms, "watch.max_delay_ms", w.max_delay_ms, "must be >= debounce_ms")
     _check(w.max_file_bytes > 0, "watch.max_file_bytes", w.max_file_bytes, "must be > 0")
     _check(w.poll_fallback_s > 0, "watch.poll_fallback_s", w.poll_fallback_s, "must be > 0")

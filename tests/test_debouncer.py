@@ -316,3 +316,24 @@ def test_random_histories_leave_the_index_equal_to_the_disk(strict):
         deb.flush()
         model.drain()
         assert model.index == model.disk, f"seed {seed}"
+
+
+def test_a_settled_write_is_ready_after_settle_ms_not_the_quiet_window():
+    deb, clock, rec = make(quiet_ms=1500, settle_ms=200)
+    deb.submit(up(A))
+    deb.submit(Change("upsert", A, settled=True))  # the writer closed the file
+    clock.advance(199)
+    assert deb.poll() == 0
+    clock.advance(2)
+    assert deb.poll() == 1 and rec.changes == [up(A)]
+
+
+def test_a_write_after_the_close_brings_back_the_full_quiet_window():
+    deb, clock, _rec = make(quiet_ms=1500, settle_ms=200)
+    deb.submit(Change("upsert", A, settled=True))
+    clock.advance(100)
+    deb.submit(up(A))  # written again, not closed yet
+    clock.advance(300)
+    assert deb.poll() == 0
+    clock.advance(1300)
+    assert deb.poll() == 1

