@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from indexer import config as configmod
 from indexer.errors import ConfigError, MemorydError, NotRunningError
+from indexer.paths import client_socket_path
+
+if TYPE_CHECKING:
+    from indexer.config import Config
 
 EXIT_ERROR = 1
 EXIT_STARTUP = 3
@@ -49,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, daemon_side=True)
     p.add_argument("query", nargs="+")
     p.add_argument("-k", type=int, default=None, help="number of hits (default from config: 8)")
-    p.add_argument("--mode", choices=configmod.SEARCH_MODES, default=None)
+    p.add_argument("--mode", default=None, help="hybrid (default), vector or keyword")
     p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
     p.add_argument("--min-score", type=float, default=None)
     p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
@@ -83,14 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    handler = _COMMANDS[args.command]
     try:
-        cfg = _load_config(args)
+        return handler(args)
     except ConfigError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_STARTUP
-    handler = _COMMANDS[args.command]
-    try:
-        return handler(cfg, args)
     except NotRunningError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_NOT_RUNNING
@@ -101,38 +103,48 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _load_config(args: argparse.Namespace) -> configmod.Config:
+def _load_config(args: argparse.Namespace) -> Config:
+    """The full, validated config (daemon-side commands only: it costs an import of the machinery)."""
+    from indexer import config as configmod
+
     cfg = configmod.load(args.config)
     return configmod.with_overrides(
         cfg, roots=getattr(args, "root", None), data_dir=getattr(args, "data_dir", None), socket=args.socket
     )
 
 
+def _socket(args: argparse.Namespace) -> Path:
+    """The daemon's socket, found without loading the full config (client commands must start fast)."""
+    if args.socket:
+        return Path(os.path.abspath(os.path.expanduser(args.socket)))
+    return client_socket_path(args.config, os.environ)
+
+
 # -- daemon-side commands (heavy imports inside) ------------------------------
 
 
-def cmd_run(cfg: configmod.Config, args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from daemon.app import run_daemon
 
-    return run_daemon(cfg, reload=lambda: _load_config(args))
+    return run_daemon(_load_config(args), reload=lambda: _load_config(args))
 
 
-def cmd_index(cfg: configmod.Config, args: argparse.Namespace) -> int:
+def cmd_index(args: argparse.Namespace) -> int:
     from daemon.oneshot import run_index
 
-    return run_index(cfg)
+    return run_index(_load_config(args))
 
 
 # -- client commands ----------------------------------------------------------
 
 
-def _client(cfg: configmod.Config) -> Any:
+def _client(args: argparse.Namespace) -> Any:
     from daemon.client import Client
 
-    return Client(cfg.socket_path)
+    return Client(_socket(args))
 
 
-def cmd_search(cfg: configmod.Config, args: argparse.Namespace) -> int:
+def cmd_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     params: dict[str, Any] = {"query": query}
     for key in ("k", "mode", "path_prefix", "min_score"):
@@ -141,9 +153,9 @@ def cmd_search(cfg: configmod.Config, args: argparse.Namespace) -> int:
     if args.offline:
         from daemon.oneshot import offline_search
 
-        result = offline_search(cfg, params)
+        result = offline_search(_load_config(args), params)
     else:
-        with _client(cfg) as client:
+        with _client(args) as client:
             result = client.call("search", params)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -154,8 +166,8 @@ def cmd_search(cfg: configmod.Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(cfg: configmod.Config, args: argparse.Namespace) -> int:
-    with _client(cfg) as client:
+def cmd_status(args: argparse.Namespace) -> int:
+    with _client(args) as client:
         result = client.call("status")
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -166,11 +178,11 @@ def cmd_status(cfg: configmod.Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_reindex(cfg: configmod.Config, args: argparse.Namespace) -> int:
+def cmd_reindex(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"wait": bool(args.wait)}
     if args.paths:
         params["paths"] = [str(p.expanduser().absolute()) for p in args.paths]
-    with _client(cfg) as client:
+    with _client(args) as client:
         result = client.call("reindex", params)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -181,11 +193,11 @@ def cmd_reindex(cfg: configmod.Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_get(cfg: configmod.Config, args: argparse.Namespace) -> int:
+def cmd_get(args: argparse.Namespace) -> int:
     from daemon.render import parse_target
 
     params = parse_target(args.target)
-    with _client(cfg) as client:
+    with _client(args) as client:
         result = client.call("get", params)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))

@@ -90,7 +90,12 @@ class Client:
     def _exchange(self, method: str, payload: bytes, rid: int) -> dict[str, Any]:
         sock = self._connection()
         try:
-            sock.sendall(payload)
+            try:
+                sock.sendall(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                # The daemon refused us before reading (peer denied, server busy): its one error
+                # line may already be waiting; read it so the caller gets the real reason.
+                return self._read_response(sock)
             while True:
                 response = self._read_response(sock)
                 if response.get("id") in (rid, None):

@@ -32,6 +32,7 @@ from indexer.reconcile import reconcile
 log = structlog.get_logger(__name__)
 
 Accept = Callable[[str], bool]
+MAX_COALESCED = 2048  # changes applied as one batch at most
 
 
 @dataclass
@@ -146,6 +147,7 @@ class IndexWorker:
             task = self._queue.get()
             if task is _STOP:
                 return
+            self._coalesce(task)
             n = len(task.changes) + len(task.files)
             try:
                 self._execute(task)
@@ -174,6 +176,15 @@ class IndexWorker:
                     self.reconciling = self._another_reconcile_queued()
                 if task.done:
                     task.done.set()
+
+    def _coalesce(self, task: Task) -> None:
+        """Fold change batches queued right behind this one into it: a burst is embedded in full batches."""
+        if task.kind != "changes":
+            return
+        with self._queue.mutex:
+            queued = self._queue.queue
+            while queued and queued[0].kind == "changes" and len(task.changes) < MAX_COALESCED:
+                task.changes += queued.popleft().changes
 
     def _another_reconcile_queued(self) -> bool:
         with self._queue.mutex:

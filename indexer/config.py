@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
+from indexer import paths
 from indexer.errors import ConfigError
 
 PROVIDERS = ("e5-small", "minilm", "onnx", "hash")
@@ -132,10 +133,7 @@ class Config:
 
     @property
     def socket_path(self) -> Path:
-        if self.server.socket:
-            return self.server.socket
-        base = self.runtime_dir or Path(f"/tmp/memoryd-{os.getuid()}")
-        return base / "memoryd" / "memoryd.sock"
+        return self.server.socket or paths.default_socket_path(self.runtime_dir)
 
     @property
     def default_root(self) -> Path:
@@ -147,11 +145,6 @@ class Config:
         return self.watch.roots or (self.default_root,)
 
 
-def default_config_path(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
-    return Path(base) / "memoryd" / "memoryd.toml"
-
-
 def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Build the config from defaults and a TOML file, validating every key.
 
@@ -160,7 +153,7 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
     """
     env = os.environ if env is None else env
     explicit = path is not None
-    path = path or default_config_path(env)
+    path = path or paths.default_config_path(env)
     raw: dict[str, Any] = {}
     if path.exists() or explicit:
         try:
@@ -172,12 +165,12 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     cfg = _build(Config, raw, prefix="", source=str(path))
-    home = Path(env.get("HOME", str(Path.home())))
+    home = paths.home(env)
     cfg = dataclasses.replace(
         cfg,
         state_home=Path(env.get("XDG_STATE_HOME") or home / ".local" / "state"),
         data_home=Path(env.get("XDG_DATA_HOME") or home / ".local" / "share"),
-        runtime_dir=Path(env["XDG_RUNTIME_DIR"]) if env.get("XDG_RUNTIME_DIR") else None,
+        runtime_dir=paths.runtime_dir(env),
     )
     validate(cfg)
     return cfg

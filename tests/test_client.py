@@ -174,9 +174,9 @@ def test_round_trip_latency(serve: Callable[..., SocketServer]) -> None:
 @pytest.mark.slow
 def test_import_is_light() -> None:
     code = (
-        "import sys, daemon.client; "
+        "import sys; before = set(sys.modules); import daemon.client; "
         "heavy = [m for m in ('numpy', 'structlog', 'typing', 'pathlib', 'indexer.config', 'daemon.server') "
-        "if m in sys.modules]; print(heavy)"
+        "if m in sys.modules and m not in before]; print(heavy)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30, check=True

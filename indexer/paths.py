@@ -1,0 +1,57 @@
+"""Where memoryd's files live by default (XDG), in one import-light module.
+
+Shared by :mod:`indexer.config` and the CLI's client commands, which must find
+the socket without loading the full config machinery (editors run ``memoryd
+reindex`` on every save). Functions take the environment as a parameter: only
+the CLI's entry point passes ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from indexer.errors import ConfigError
+
+
+def home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def default_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(home(env) / ".config")
+    return Path(base) / "memoryd" / "memoryd.toml"
+
+
+def default_socket_path(runtime_dir: Path | None) -> Path:
+    """``$XDG_RUNTIME_DIR/memoryd/memoryd.sock``, or a per-uid folder in /tmp without one."""
+    base = runtime_dir or Path(f"/tmp/memoryd-{os.getuid()}")
+    return base / "memoryd" / "memoryd.sock"
+
+
+def runtime_dir(env: Mapping[str, str]) -> Path | None:
+    return Path(env["XDG_RUNTIME_DIR"]) if env.get("XDG_RUNTIME_DIR") else None
+
+
+def client_socket_path(config: Path | None, env: Mapping[str, str]) -> Path:
+    """The socket a client should use: ``[server] socket`` of the config file, else the default.
+
+    Reads only that one key (the daemon validates the whole file at start).
+    Raises :class:`ConfigError` when an explicit config file is missing or the
+    file is not valid TOML.
+    """
+    path = config or default_config_path(env)
+    if path.exists():
+        import tomllib
+
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+        sock = data.get("server", {}).get("socket") if isinstance(data.get("server"), dict) else None
+        if isinstance(sock, str) and sock:
+            return Path(os.path.abspath(os.path.expanduser(sock)))
+    elif config is not None:
+        raise ConfigError(f"config file {config} does not exist")
+    return default_socket_path(runtime_dir(env))
