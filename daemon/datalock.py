@@ -26,7 +26,7 @@ class DataDirLock:
     def acquire(self) -> None:
         """Take the lock or raise DaemonError naming the pid that holds it."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise StoreError(f"cannot create the lock file {self.path}: {exc.strerror or exc}") from None

@@ -81,7 +81,7 @@ class MemoryIndex:
         self.read_only = read_only
         self.data_dir = cfg.data_dir
         if not read_only:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         elif not (self.data_dir / DB_NAME).exists():
             raise StoreError(f"no index in {self.data_dir} (run `memoryd index` first)")
         self.lock = threading.Lock()
