@@ -41,7 +41,9 @@ from indexer.errors import ConfigError
 from indexer.markdown_blocks import HEADING, LINE, Outline, parse_outline, split_long_texts
 from indexer.types import Chunk, Document, TokenCounter
 
-RADIUS = 0.45  # of the core budget: a cut is the best boundary within this many tokens either side
+#: Part of the index identity: bump it when windows change, so every file is re-chunked once.
+CHUNKER_VERSION = "2"
+RADIUS = 0.75  # of the core budget: a cut is the best boundary within this many tokens either side
 OVERLAP_RESERVE = 0.25  # of overlap_tokens kept out of the core budget; bigger cores get less overlap
 _HASH_SPAN = float(2**64)
 

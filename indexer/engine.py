@@ -27,6 +27,7 @@ import structlog
 
 from indexer import keyword
 from indexer.cache import EmbeddingCache
+from indexer.chunker import CHUNKER_VERSION
 from indexer.config import Config
 from indexer.embedtext import EMBED_TEXT_VERSION
 from indexer.errors import FileSkipped, StoreError
@@ -100,7 +101,7 @@ class MemoryIndex:
     def identity(self) -> dict[str, str]:
         c = self.cfg.chunking
         return {"model_id": self.embedder.model_id, "dimension": str(self.embedder.dimension),
-                "chunking": f"{c.max_tokens}/{c.overlap_tokens}", "embed_text": EMBED_TEXT_VERSION,
+                "chunking": f"{c.max_tokens}/{c.overlap_tokens}/v{CHUNKER_VERSION}", "embed_text": EMBED_TEXT_VERSION,
                 "keyword": keyword.ANALYZER_VERSION}
 
     def _check_identity(self) -> None:

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Retrieval quality on the shared evaluation data, with memoryd's own code at default settings.
+
+    python bench/eval_retrieval.py [EVAL_DIR] [--modes hybrid,vector,keyword] [--k 10] [--work DIR]
+
+For each folder under EVAL_DIR (default ../shared/eval) holding ``queries.jsonl``:
+copy its Markdown files into a root, index it with the default config (400/80
+chunks, default model; ``--provider`` to change), run every query in each
+mode, write results in the scorer's format, and run the scorer. Prints the
+scorer's overall line per folder and per data-set group (LoCoMo, MADial),
+then one JSON line. Indexes are kept under ``--work`` (default
+/tmp/memoryd-eval) so that a re-run reuses the embedding cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from daemon.pathfilter import PathFilter
+from indexer.config import Config, EmbeddingConfig, with_overrides
+from indexer.embedding import load_embedder
+from indexer.engine import MemoryIndex
+from indexer.reconcile import reconcile
+
+DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+GROUPS = ("locomo", "madial")
+
+
+def prepare_root(src: Path, dst: Path) -> None:
+    """Only the Markdown files: the index must never see queries.jsonl and its answers."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    for f in src.rglob("*.md"):
+        (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dst / f.relative_to(src))
+
+
+def score(scorer: Path, queries: Path, results: Path) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(scorer), str(queries), str(results)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["overall"]
+
+
+def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list[str], k: int,
+               out: Path) -> dict[str, list[dict[str, Any]]]:
+    root = work / "roots" / folder.name
+    prepare_root(folder, root)
+    fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
+    index = MemoryIndex(fcfg, embedder)
+    pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
+    reconcile(index, [root], pf, pf.accept_dir)
+    queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
+    per_mode: dict[str, list[dict[str, Any]]] = {}
+    for mode in modes:
+        rows = []
+        for q in queries:
+            res = index.search(q["question"], k=k, mode=mode)
+            rows.append({"qid": q["qid"], "hits": [{"path": h["path"], "start_line": h["start_line"],
+                                                    "end_line": h["end_line"]} for h in res["hits"]]})
+        per_mode[mode] = rows
+        (out / f"{folder.name}.{mode}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    index.close()
+    return per_mode
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("--modes", default="hybrid,vector,keyword")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--provider", default="e5-small")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
+    args = ap.parse_args()
+    modes = args.modes.split(",")
+    scorer = args.eval_dir / "score.py"
+    folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
+    cfg = dataclasses.replace(Config(), embedding=EmbeddingConfig(provider=args.provider))
+    embedder = load_embedder(cfg.embedding, args.work / "model")
+    out = args.work / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for folder in folders:
+        results[folder.name] = run_folder(folder, args.work, cfg, embedder, modes, args.k, out)
+    summary: dict[str, dict[str, Any]] = {}
+    print(f"{'data':<20} {'mode':<8} {'n':>4} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} {'lines@10':>8}")
+    for group in GROUPS:
+        names = [f.name for f in folders if f.name.startswith(group)]
+        if not names:
+            continue
+        qfile, summary[group] = out / f"{group}.queries.jsonl", {}
+        qfile.write_text("".join((args.eval_dir / n / "queries.jsonl").read_text() for n in names))
+        for mode in modes:
+            rfile = out / f"{group}.{mode}.jsonl"
+            rfile.write_text("".join(json.dumps(r) + "\n" for n in names for r in results[n][mode]))
+            s = score(scorer, qfile, rfile)
+            summary[group][mode] = {key: round(s[key], 4) for key in ("n", "R@1", "R@5", "R@10", "MRR@10", "lines@10")}
+            m = summary[group][mode]
+            print(f"{group:<20} {mode:<8} {m['n']:>4} {m['R@1']:>6.3f} {m['R@5']:>6.3f} {m['R@10']:>6.3f} "
+                  f"{m['MRR@10']:>7.3f} {m['lines@10']:>8.1f}")
+    print(json.dumps({"model": embedder.model_id, "seconds": round(time.perf_counter() - t0, 1), **summary}))
+
+
+if __name__ == "__main__":
+    main()
