@@ -92,7 +92,7 @@ def main() -> None:
     index_rate = cold_chunks / cold_s
 
     # (a) bare model on the same texts, same batch size and threads
-    texts = [embedding_text(t) or t for (t,) in index.store.conn.execute("SELECT text FROM chunks ORDER BY id")]
+    texts = [embedding_text(h, t) for h, t in index.store.conn.execute("SELECT heading, text FROM chunks ORDER BY id")]
     texts = list(dict.fromkeys(texts))
     inner = embedder.inner
     t0 = time.perf_counter()

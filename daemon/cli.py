@@ -69,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="return only when indexed")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("context", help="the best memories for a query as a Markdown block within a token budget")
+    _common(p)
+    p.add_argument("query", nargs="+")
+    p.add_argument("--max-tokens", type=int, default=1000, help="token budget (model tokens; default 1000)")
+    p.add_argument("-k", type=int, default=None, help="hits considered (default 20)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("get", help="print lines of a memory file: PATH[:START[-END]]")
     _common(p)
     p.add_argument("target")
@@ -193,6 +200,19 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_context(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"query": " ".join(args.query), "max_tokens": args.max_tokens}
+    if args.k is not None:
+        params["k"] = args.k
+    with _client(args) as client:
+        result = client.call("context", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        print(result["text"] or "no relevant memories", end="\n" if not result["text"].endswith("\n") else "")
+    return 0
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     from daemon.render import parse_target
 
@@ -215,6 +235,7 @@ _COMMANDS = {
     "status": cmd_status,
     "reindex": cmd_reindex,
     "get": cmd_get,
+    "context": cmd_context,
 }
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def build_handlers(d: Daemon) -> dict[str, Callable[[dict[str, Any], Peer], Any]
         "search": lambda p, peer: search(d, p),
         "get": lambda p, peer: get(d, p),
         "reindex": lambda p, peer: reindex(d, p),
+        "context": lambda p, peer: context(d, p),
     }
 
 
@@ -47,13 +48,18 @@ def status(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
     return d.status()
 
 
-def search(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
-    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score"})
+def _query(params: dict[str, Any]) -> str:
     query = param(params, "query", str)
     if not query.strip():
         raise InvalidParams("param 'query' must not be empty")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidParams(f"param 'query' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    return query
+
+
+def search(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
+    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score"})
+    query = _query(params)
     k = param(params, "k", int, d.cfg.search.k)
     if not 1 <= k <= 1000:
         raise InvalidParams(f"param 'k' must be in 1..1000, got {k}")
@@ -66,6 +72,24 @@ def search(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
     )
     d.log.debug("search.done", mode=mode, k=k, hits=len(result["hits"]), took_ms=round(result["took_ms"], 2))
     return result
+
+
+def context(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
+    """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
+    from indexer.context import build_context
+
+    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix"})
+    query = _query(params)
+    budget = param(params, "max_tokens", int)
+    if not 16 <= budget <= 100_000:
+        raise InvalidParams(f"param 'max_tokens' must be in 16..100000, got {budget}")
+    k = param(params, "k", int, 20)
+    if not 1 <= k <= 200:
+        raise InvalidParams(f"param 'k' must be in 1..200, got {k}")
+    t0 = time.perf_counter()
+    found = d.index.search(query, k=k, path_prefix=param(params, "path_prefix", str, None))
+    block = build_context(query, found["hits"], budget, d.index.embedder.count_tokens)
+    return {**block, "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
 
 def get(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-EMBED_TEXT_VERSION = "1"
+EMBED_TEXT_VERSION = "2"
 
 _LIST_MARKER = re.compile(r"^\s{0,8}(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
@@ -34,10 +34,14 @@ def clean_line(line: str) -> str:
     return _SPACES.sub(" ", line).strip()
 
 
-def embedding_text(text: str) -> str:
-    """The cleaned chunk text given to the embedding model (blank lines dropped)."""
+def embedding_text(heading: str, text: str) -> str:
+    """What the embedding model sees for a chunk: its heading path, then its cleaned lines.
+
+    Never empty: a chunk made only of decoration falls back to its raw text.
+    """
     lines = (clean_line(x) for x in text.split("\n"))
-    return "\n".join(x for x in lines if x)
+    body = "\n".join(x for x in lines if x) or text
+    return f"{heading}\n{body}" if heading else body
 
 
 def keyword_text(heading: str, text: str) -> str:

@@ -156,7 +156,7 @@ class MemoryIndex:
         from indexer.store import fetch_chunks
 
         rows = fetch_chunks(self.store.conn, ids)
-        texts = [embedding_text(rows[i].text) or rows[i].text for i in ids if i in rows]
+        texts = [embedding_text(rows[i].heading, rows[i].text) for i in ids if i in rows]
         present = [i for i in ids if i in rows]
         if not present:
             return

@@ -38,6 +38,7 @@ class PreparedFile:
     content: FileContent
     front_matter: str
     chunks: list[NewChunk]
+    embed_texts: dict[bytes, str] = field(default_factory=dict)  # cache key → text the model sees
     warnings: list[str] = field(default_factory=list)
 
 
@@ -54,15 +55,19 @@ def prepare_file(
     """Chunk one file's content and compute each chunk's cache key and keyword terms."""
     doc = chunk_markdown(content.text, embedder.count_tokens, chunking.max_tokens, chunking.overlap_tokens)
     chunks = []
+    embed_texts: dict[bytes, str] = {}
     for ch in doc.chunks:
-        etext = embedding_text(ch.text) or ch.text
+        etext = embedding_text(ch.heading, ch.text)
+        key = cache_key(embedder.model_id, etext)
+        embed_texts[key] = etext
         chunks.append(NewChunk(
             start_line=ch.start_line, end_line=ch.end_line, heading=ch.heading, text=ch.text,
             sha256=hashlib.sha256(ch.text.encode()).hexdigest(),
-            embed_key=cache_key(embedder.model_id, etext),
+            embed_key=key,
             terms=keyword.document_terms(keyword_text(ch.heading, ch.text)),
         ))
-    return PreparedFile(root, rel, content, doc.front_matter, chunks, [*content.warnings, *doc.warnings])
+    return PreparedFile(root, rel, content, doc.front_matter, chunks, embed_texts,
+                        [*content.warnings, *doc.warnings])
 
 
 def embed_missing(
@@ -71,11 +76,7 @@ def embed_missing(
     """Vectors for every chunk key of ``files``: from the cache, else from the model."""
     keys = list(dict.fromkeys(c.embed_key for f in files for c in f.chunks))
     found = cache.get_many(keys)
-    todo: dict[bytes, str] = {}
-    for f in files:
-        for c in f.chunks:
-            if c.embed_key not in found and c.embed_key not in todo:
-                todo[c.embed_key] = embedding_text(c.text) or c.text
+    todo = {key: text for f in files for key, text in f.embed_texts.items() if key not in found}
     vectors = dict(found)
     if todo:
         mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)

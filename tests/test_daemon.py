@@ -191,3 +191,14 @@ def test_startup_failure_has_its_own_exit_code(tmp_path: Path, short_dir: Path) 
     r = subprocess.run([sys.executable, "-m", "daemon.cli", "run", "--config", str(conf)], cwd=REPO,
                        env=_env(), capture_output=True, text=True, timeout=30)
     assert r.returncode == 3 and "watch.debounce_ms" in r.stderr
+
+
+def test_context_over_the_socket_fits_the_budget(running) -> None:
+    _d, client, _root = running
+    out = client.call("context", {"query": "budget Alice", "max_tokens": 60})
+    assert out["text"].startswith("## Relevant memories") and out["tokens"] <= 60
+    assert any(s["path"] == "memory/2024-01-02.md" for s in out["sources"])
+    assert "### memory/2024-01-02.md:" in out["text"]
+    with pytest.raises(RpcClientError) as err:
+        client.call("context", {"query": "x", "max_tokens": 2})
+    assert err.value.code == -32602 and "max_tokens" in err.value.message
