@@ -21,14 +21,17 @@ class RootMap:
 
     def locate(self, path: Path | str) -> tuple[Path, str] | None:
         """(root, relative posix path) for a path inside a root; None outside every root."""
-        p = Path(os.path.abspath(path))
-        for prefix, root in self._by_prefix:
-            try:
-                rel = p.relative_to(prefix)
-            except ValueError:
-                continue
-            if rel.parts:
-                return root, rel.as_posix()
+        given = Path(os.path.abspath(path))
+        # The path as given first (watchdog reports paths under the root as configured), then its
+        # parent resolved (an editor may name the file through a symlinked folder).
+        for p in (given, Path(os.path.realpath(given.parent)) / given.name):
+            for prefix, root in self._by_prefix:
+                try:
+                    rel = p.relative_to(prefix)
+                except ValueError:
+                    continue
+                if rel.parts:
+                    return root, rel.as_posix()
         return None
 
     def root_of(self, rel_or_abs: str) -> list[tuple[Path, str]]:

@@ -34,6 +34,8 @@ SEARCH_MODES = ("hybrid", "vector", "keyword")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("auto", "json", "console")
 INDEX_TYPES = ("auto", "flat", "hnsw")
+REDACT_LEVELS = ("off", "secrets", "all")
+FUSIONS = ("zscore", "minmax", "rrf")
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,9 @@ class ChunkingConfig:
 class SearchConfig:
     mode: str = "hybrid"
     k: int = 8
-    vector_weight: float = 0.7
-    text_weight: float = 0.3
+    fusion: str = "zscore"
+    vector_weight: float = 0.5
+    text_weight: float = 0.5
     candidates: int = 50
     index_type: str = "auto"
     hnsw_threshold: int = 200_000
@@ -107,6 +110,33 @@ class ScheduleConfig:
 
 
 @dataclass(frozen=True)
+class WriteConfig:
+    """The write path (``remember``/``forget``): limits, dedup thresholds, audit log, index redaction.
+
+    Thresholds are cosines of the default model (multilingual-e5-small), chosen per
+    language pair on ``tests/data/calibration.jsonl`` by ``bench/calibrate_dedup.py``;
+    another model needs its own (run the script with ``--provider``).
+    """
+
+    enabled: bool = True
+    max_per_turn: int = 3
+    max_per_minute: int = 10
+    max_content_bytes: int = 2048
+    reinforce_threshold: float = 0.92
+    replace_threshold: float = 0.85
+    cjk_reinforce_threshold: float = 0.92
+    cjk_replace_threshold: float = 0.85
+    cross_reinforce_threshold: float = 0.92
+    cross_replace_threshold: float = 0.85
+    candidates: int = 8
+    max_file_entries: int = 300
+    wait_s: float = 30.0
+    audit_max_bytes: int = 5_000_000
+    audit_backups: int = 3
+    redact_index: str = "secrets"
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "info"
     format: str = "auto"
@@ -121,6 +151,7 @@ class Config:
     search: SearchConfig = field(default_factory=SearchConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    write: WriteConfig = field(default_factory=WriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
     # Resolved XDG directories (filled by load(); defaults are for in-process use).
     state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
@@ -271,6 +302,7 @@ def validate(cfg: Config) -> None:
     _check(0 <= c.overlap_tokens <= c.max_tokens // 2, "chunking.overlap_tokens", c.overlap_tokens,
            "must be in 0..max_tokens/2")
     _check(s.mode in SEARCH_MODES, "search.mode", s.mode, f"must be one of {SEARCH_MODES}")
+    _check(s.fusion in FUSIONS, "search.fusion", s.fusion, f"must be one of {FUSIONS}")
     _check(1 <= s.k <= 1000, "search.k", s.k, "must be in 1..1000")
     _check(s.vector_weight >= 0 and s.text_weight >= 0 and s.vector_weight + s.text_weight > 0,
            "search.vector_weight", (s.vector_weight, s.text_weight), "weights must be >= 0, not both 0")
@@ -284,5 +316,21 @@ def validate(cfg: Config) -> None:
     for key in ("reconcile_interval_s", "snapshot_interval_s", "maintenance_interval_s"):
         val = getattr(cfg.schedule, key)
         _check(val >= 1, f"schedule.{key}", val, "must be >= 1")
+    _validate_write(cfg.write)
     _check(cfg.log.level in LOG_LEVELS, "log.level", cfg.log.level, f"must be one of {LOG_LEVELS}")
     _check(cfg.log.format in LOG_FORMATS, "log.format", cfg.log.format, f"must be one of {LOG_FORMATS}")
+
+
+def _validate_write(w: WriteConfig) -> None:
+    for key in ("max_per_turn", "max_per_minute", "candidates", "max_file_entries"):
+        val = getattr(w, key)
+        _check(val >= 1, f"write.{key}", val, "must be >= 1")
+    _check(64 <= w.max_content_bytes <= 65536, "write.max_content_bytes", w.max_content_bytes, "must be in 64..65536")
+    for prefix in ("", "cjk_", "cross_"):
+        rein, rep = getattr(w, f"{prefix}reinforce_threshold"), getattr(w, f"{prefix}replace_threshold")
+        _check(0.0 < rein <= 1.0, f"write.{prefix}reinforce_threshold", rein, "must be in (0, 1]")
+        _check(0.0 < rep <= 1.0, f"write.{prefix}replace_threshold", rep, "must be in (0, 1]")
+    _check(w.wait_s > 0, "write.wait_s", w.wait_s, "must be > 0")
+    _check(w.audit_max_bytes >= 4096, "write.audit_max_bytes", w.audit_max_bytes, "must be >= 4096")
+    _check(0 <= w.audit_backups <= 100, "write.audit_backups", w.audit_backups, "must be in 0..100")
+    _check(w.redact_index in REDACT_LEVELS, "write.redact_index", w.redact_index, f"must be one of {REDACT_LEVELS}")

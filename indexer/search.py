@@ -23,6 +23,7 @@ from typing import Any
 from indexer import keyword
 from indexer.config import SEARCH_MODES, SearchConfig
 from indexer.errors import MemorydError, StoreClosedError
+from indexer.fusion import fuse, minmax
 from indexer.store import ChunkRow, fetch_chunks
 from indexer.types import Embedder
 from indexer.vectors import VectorIndex
@@ -44,26 +45,6 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def minmax(scores: dict[int, float], ids: Sequence[int]) -> dict[int, float]:
-    """Normalise to [0, 1] over ``ids``; ids without a score get 0.
-
-    If every scored candidate has the same raw score, they all get 1.0 (they
-    are equally good); candidates without a score stay at 0.
-    """
-    present = [scores[i] for i in ids if i in scores]
-    if not present:
-        return dict.fromkeys(ids, 0.0)
-    lo, hi = min(present), max(present)
-    span = hi - lo
-    out: dict[int, float] = {}
-    for i in ids:
-        if i not in scores:
-            out[i] = 0.0
-        else:
-            out[i] = 1.0 if span <= 1e-12 else (scores[i] - lo) / span
-    return out
 
 
 class ReaderPool:
@@ -174,20 +155,21 @@ class HybridSearcher:
         self, mode: str, cands: list[int], vec: dict[int, float], kw: dict[int, float],
         rows: dict[int, ChunkRow],
     ) -> list[Hit]:
+        """Rank candidates; ``score`` is the fused value rescaled to [0, 1] over the candidates."""
         ids = [i for i in cands if i in rows]
-        nv, nk = minmax(vec, ids), minmax(kw, ids)
-        wv, wk = self._cfg.vector_weight, self._cfg.text_weight
+        nk = minmax(kw, ids)
+        if mode == "vector":
+            fused = {i: vec.get(i, 0.0) for i in ids}
+        elif mode == "keyword":
+            fused = nk
+        else:
+            fused = fuse(self._cfg.fusion, vec, kw, ids, self._cfg.vector_weight, self._cfg.text_weight)
+        shown = fused if mode == "vector" else minmax(fused, ids)
         hits = []
         for i in ids:
-            if mode == "vector":
-                score = vec.get(i, 0.0)
-            elif mode == "keyword":
-                score = nk[i]
-            else:
-                score = (wv * nv[i] + wk * nk[i]) / (wv + wk)
             r = rows[i]
             hits.append(Hit(r.root, r.path, r.start_line, r.end_line, r.heading, r.text,
-                            round(score, 6), round(vec.get(i, 0.0), 6), round(nk[i], 6)))
+                            round(shown[i], 6), round(vec.get(i, 0.0), 6), round(nk[i], 6)))
         hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
         return hits
 

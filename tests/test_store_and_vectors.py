@@ -8,7 +8,7 @@ import pytest
 
 from indexer.cache import EmbeddingCache, cache_key
 from indexer.errors import StoreClosedError, StoreError
-from indexer.search import minmax
+from indexer.fusion import minmax
 from indexer.store import NewChunk, Store, fetch_chunks
 from indexer.vectors import VectorIndex
 

@@ -1,0 +1,195 @@
+"""The editor on-save hooks in ``editors/`` drive a real daemon.
+
+The daemon runs as a subprocess with a 60 s debounce (``debounce_ms``,
+``settle_ms`` and ``max_delay_ms`` all 60000), so its inotify watcher cannot
+index a save within the test's 10 s bound: only the hook's ``memoryd reindex``
+can make the new text searchable that fast. A control file, written straight
+to disk (no hook), must stay unsearchable meanwhile — proof that the watcher
+did not do the work.
+
+Vim and Neovim run from a shell in tmux (a real terminal, real ``BufWritePost``); Emacs in
+``--batch`` (its hook uses ``call-process`` with destination 0, which outlives
+Emacs). Each editor's test is skipped when the editor (or tmux) is not on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.client import Client, RpcClientError
+
+REPO = Path(__file__).resolve().parent.parent
+EDITORS = REPO / "editors"
+WATCH_DELAY_MS = 60_000
+HOOK_BOUND_S = 10.0
+
+pytestmark = pytest.mark.slow
+
+
+def _poll(pred: Callable[[], Any], timeout: float, what: str) -> float:
+    """Poll ``pred`` every 20 ms until truthy; returns the seconds it took, fails the test after ``timeout``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if pred():
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+@dataclass
+class Env:
+    root: Path
+    note: Path
+    control: Path
+    sock: Path
+    env: dict[str, str]
+    client: Client
+
+    def found(self, word: str) -> list[dict[str, Any]]:
+        return list(self.client.call("search", {"query": word, "mode": "keyword", "k": 5})["hits"])
+
+
+def _wrapper(bin_dir: Path) -> None:
+    """A ``memoryd`` on PATH that runs this checkout's CLI with this interpreter (no install needed)."""
+    bin_dir.mkdir()
+    exe = bin_dir / "memoryd"
+    exe.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m daemon.cli "$@"\n')
+    exe.chmod(0o755)
+
+
+def _ready(client: Client) -> bool:
+    try:
+        st = client.call("status")
+    except (OSError, RpcClientError):
+        return False
+    return st["pending"] == 0 and not st["reconciling"]
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def daemon_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
+    """A running daemon whose watcher waits 60 s; the default socket of ``env`` is its socket."""
+    root = tmp_path / "root"
+    root.mkdir()
+    note, control = root / "note.md", root / "control.md"
+    note.write_text("# Note\n\nFirst line.\n")
+    control.write_text("# Control\n\nWritten without any hook.\n")
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[embedding]\nprovider = "hash"\n[watch]\ndebounce_ms = {WATCH_DELAY_MS}\n'
+                    f"settle_ms = {WATCH_DELAY_MS}\nmax_delay_ms = {WATCH_DELAY_MS}\n")
+    _wrapper(tmp_path / "bin")
+    # XDG_RUNTIME_DIR makes the daemon's socket the CLI's default one: the hooks run unconfigured.
+    sock = short_dir / "memoryd" / "memoryd.sock"
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "TMUX", "PYTHONDONTWRITEBYTECODE")}
+    env.update(XDG_RUNTIME_DIR=str(short_dir), XDG_CONFIG_HOME=str(tmp_path / "noconfig"), HOME=str(tmp_path),
+               PATH=f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    cmd = [sys.executable, "-m", "daemon.cli", "run", "--config", str(conf), "--root", str(root),
+           "--data-dir", str(tmp_path / "data"), "--socket", str(sock)]
+    log = (tmp_path / "daemon.log").open("wb")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    client = Client(sock, timeout=10)
+    try:
+        _poll(lambda: proc.poll() is not None or sock.exists(), 30, "the daemon's socket")
+        assert proc.poll() is None, (tmp_path / "daemon.log").read_text()
+        _poll(lambda: _ready(client), 30, "the start-up reconcile")
+        # Written after the reconcile: only the (60 s) watcher could index it.
+        control.write_text("# Control\n\nWritten without any hook: wombatcontrol.\n")
+        yield Env(root, note, control, sock, env, client)
+        assert not client.call("search", {"query": "wombatcontrol", "mode": "keyword"})["hits"], \
+            "the watcher indexed the control file: the test no longer proves the hook did the work"
+    finally:
+        client.close()
+        _stop(proc)
+        log.close()
+
+
+def _tmux(sock: Path, env: dict[str, str], *args: str) -> str:
+    out = subprocess.run(["tmux", "-S", str(sock), *args], env=env, capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, f"tmux {args}: {out.stderr}"
+    return out.stdout
+
+
+def _needs(*programs: str) -> pytest.MarkDecorator:
+    missing = [p for p in programs if not shutil.which(p)]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {' and '.join(programs)} on PATH (missing: {missing})")
+
+
+@pytest.mark.parametrize("editor", [pytest.param("vim", marks=_needs("vim", "tmux", "bash")),
+                                    pytest.param("nvim", marks=_needs("nvim", "tmux", "bash"))])
+def test_vim_save_is_searchable_through_the_hook(daemon_env: Env, short_dir: Path, editor: str) -> None:
+    """Vim 8+ (``job_start``) and Neovim (``jobstart``) started from a shell in a terminal: ``:w``, then ``:wq``.
+
+    From a shell, as users do: when Vim itself is the terminal's process, ``:wq`` closes the terminal at once
+    and the just-forked job can die of the hang-up before it detaches (see docs/editor-hooks.md).
+    """
+    e = daemon_env
+    vimrc = short_dir / "vimrc"
+    # shortmess-=F: Neovim, like Vim, shows the file message ("3L, 24B") that tells the test it is up.
+    vimrc.write_text(f"set nocompatible shortmess-=F\nsource {EDITORS / 'memoryd.vim'}\n")
+    tsock = short_dir / "tmux.sock"
+    _tmux(tsock, e.env, "new-session", "-d", "-x", "120", "-y", "20", "-s", "hook", "bash --norc --noprofile -i")
+
+    def screen() -> str:
+        return _tmux(tsock, e.env, "capture-pane", "-p", "-t", "hook")
+
+    def keys(*k: str) -> None:
+        _tmux(tsock, e.env, "send-keys", "-t", "hook", *k)
+
+    def saved(word: str) -> bool:
+        return word in e.note.read_text()
+
+    try:
+        keys(f"{editor} -u {vimrc} -i NONE -n {e.note}", "Enter")
+        _poll(lambda: re.search(r"\d+L, \d+B", screen()), 10, f"{editor}'s file message")  # "3L, 24B"
+        keys("Go", "quokkahook000001", "Escape", ":w", "Enter")
+        _poll(lambda: saved("quokkahook000001"), 10, f"{editor} to save")
+        _poll(lambda: e.found("quokkahook000001"), HOOK_BOUND_S, "the hook's re-index after :w")
+        assert "written" in screen()
+        # :wq: the job must outlive the editor (Vim: stoponexit ''; Neovim: detach).
+        keys("Go", "quokkahook000002", "Escape", ":wq", "Enter")
+        _poll(lambda: saved("quokkahook000002"), 10, f"{editor} to save and quit")
+        _poll(lambda: e.found("quokkahook000002"), HOOK_BOUND_S, "the hook's re-index after :wq")
+        assert e.found("quokkahook000002")[0]["path"] == "note.md"
+    finally:
+        subprocess.run(["tmux", "-S", str(tsock), "kill-server"], env=e.env, capture_output=True, timeout=10)
+
+
+@_needs("emacs")
+def test_emacs_save_is_searchable_through_the_hook(daemon_env: Env, short_dir: Path) -> None:
+    """Emacs visits the note through a symlinked folder (~/notes -> ~/Sync/notes): unlike Vim, it keeps that
+    path as the buffer's file name, and the daemon does not resolve the paths it is sent, so the hook must."""
+    e = daemon_env
+    link = short_dir / "notes"
+    link.symlink_to(e.root, target_is_directory=True)
+    # A configured command (explicit --socket), unlike the Vim test's defaults.
+    command = f'(setq memoryd-command (list "memoryd" "reindex" "--socket" "{e.sock}"))'
+    edit = (f'(progn (find-file "{link / e.note.name}") (goto-char (point-max)) (insert "kiwihook000003\\n") '
+            "(save-buffer) (kill-emacs 0))")
+    out = subprocess.run(["emacs", "--batch", "-Q", "-L", str(EDITORS), "--eval", "(require 'memoryd)",
+                          "--eval", "(memoryd-mode 1)", "--eval", command, "--eval", edit],
+                         env={**e.env, "XDG_RUNTIME_DIR": "/nonexistent"}, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "kiwihook000003" in e.note.read_text()
+    _poll(lambda: e.found("kiwihook000003"), HOOK_BOUND_S, "the hook's re-index (emacs)")
+    assert e.found("kiwihook000003")[0]["path"] == "note.md"
