@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=None, help="number of hits (default from config: 8)")
     p.add_argument("--mode", default=None, help="hybrid (default), vector or keyword")
     p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
-    p.add_argument("--min-score", type=float, default=None)
+    p.add_argument("--min-score", type=float, default=None,
+                   help="abstain unless a hit reaches this cosine similarity or matches a keyword")
+    p.add_argument("--explain", action="store_true", help="show each hit's ranks and raw scores in both legs")
     p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
@@ -154,6 +156,8 @@ def _client(args: argparse.Namespace) -> Any:
 def cmd_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     params: dict[str, Any] = {"query": query}
+    if args.explain:
+        params["explain"] = True
     for key in ("k", "mode", "path_prefix", "min_score"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)

@@ -58,7 +58,7 @@ def _query(params: dict[str, Any]) -> str:
 
 
 def search(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
-    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score"})
+    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score", "explain"})
     query = _query(params)
     k = param(params, "k", int, d.cfg.search.k)
     if not 1 <= k <= 1000:
@@ -68,7 +68,7 @@ def search(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
         raise InvalidParams(f"param 'mode' must be one of {list(SEARCH_MODES)}, got {mode!r}")
     result = d.index.search(
         query, k=k, mode=mode, path_prefix=param(params, "path_prefix", str, None),
-        min_score=param(params, "min_score", float, None),
+        min_score=param(params, "min_score", float, None), explain=param(params, "explain", bool, False),
     )
     d.log.debug("search.done", mode=mode, k=k, hits=len(result["hits"]), took_ms=round(result["took_ms"], 2))
     return result

@@ -34,7 +34,7 @@ def _snippet(text: str, width: int, lines: int = 3) -> list[str]:
 def render_hits(result: dict[str, Any]) -> str:
     hits = result.get("hits", [])
     if not hits:
-        return f"no match ({result.get('took_ms', 0):.0f} ms)"
+        return result.get("reason") or f"no match ({result.get('took_ms', 0):.0f} ms)"
     width = shutil.get_terminal_size((100, 20)).columns
     out = []
     for h in hits:
@@ -42,6 +42,10 @@ def render_hits(result: dict[str, Any]) -> str:
         if h.get("heading"):
             head += f"  [{h['heading']}]"
         out.append(head)
+        if "explain" in h:
+            e = h["explain"]
+            out.append(f"    [{e['fusion']}] vector rank {e['vector_rank']} (cosine {e['cosine']:.3f}), "
+                       f"keyword rank {e['keyword_rank']} (bm25 {e['bm25']}), keyword norm {h['text_score']:.3f}")
         out += _snippet(h.get("text", ""), width)
     out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")
     return "\n".join(out)

@@ -33,6 +33,7 @@ QUERY_TIME_LIMIT_S = 2.0
 
 @dataclass(frozen=True)
 class Hit:
+    chunk_id: int
     root: str
     path: str
     start_line: int
@@ -44,7 +45,9 @@ class Hit:
     text_score: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        del d["chunk_id"]  # internal: ids change across re-indexing, paths and lines do not
+        return d
 
 
 class ReaderPool:
@@ -110,9 +113,16 @@ class HybridSearcher:
 
     def search(
         self, query: str, k: int | None = None, mode: str | None = None,
-        path_prefix: str | None = None, min_score: float | None = None,
+        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
     ) -> dict[str, Any]:
-        """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``."""
+        """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``.
+
+        ``min_score`` is the abstention threshold, on the *absolute* cosine
+        similarity (``vector_score``): a hit is kept when its cosine reaches it
+        or when it matches a query keyword. If no hit is left, the result says
+        ``abstained`` and why, instead of returning noise. ``explain`` adds each
+        hit's ranks in both legs and its fused value.
+        """
         t0 = time.perf_counter()
         k = k or self._cfg.k
         mode = mode or self._cfg.mode
@@ -138,10 +148,19 @@ class HybridSearcher:
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
             raise
         hits = self._fuse(mode, cands, vec, kw, rows)
-        if min_score is not None:
-            hits = [h for h in hits if h.score >= min_score]
-        return {"hits": [h.to_dict() for h in hits[:k]], "took_ms": (time.perf_counter() - t0) * 1000,
-                "mode": mode}
+        out: dict[str, Any] = {"mode": mode}
+        if min_score is not None and qvec is not None:
+            best = max(vec.values(), default=0.0)
+            hits = [h for h in hits if h.vector_score >= min_score or h.chunk_id in kw]
+            if not hits:
+                out["abstained"] = True
+                out["reason"] = (f"no confident match: best cosine {best:.3f} < min_score {min_score:g} "
+                                 "and no keyword match")
+        dicts = [h.to_dict() for h in hits[:k]]
+        if explain:
+            _add_explanations(dicts, hits[:k], vec, kw, self._cfg.fusion if mode == "hybrid" else mode)
+        out.update(hits=dicts, took_ms=(time.perf_counter() - t0) * 1000)
+        return out
 
     def _vector_leg(self, qvec: Any, n: int, allowed: set[int] | None) -> dict[int, float]:
         if qvec is None:
@@ -168,10 +187,25 @@ class HybridSearcher:
         hits = []
         for i in ids:
             r = rows[i]
-            hits.append(Hit(r.root, r.path, r.start_line, r.end_line, r.heading, r.text,
+            hits.append(Hit(i, r.root, r.path, r.start_line, r.end_line, r.heading, r.text,
                             round(shown[i], 6), round(vec.get(i, 0.0), 6), round(nk[i], 6)))
         hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
         return hits
+
+
+def _ranks(scores: dict[int, float]) -> dict[int, int]:
+    return {i: rank for rank, i in enumerate(sorted(scores, key=lambda i: -scores[i]), 1)}
+
+
+def _add_explanations(
+    dicts: list[dict[str, Any]], hits: Sequence[Hit], vec: dict[int, float], kw: dict[int, float], how: str,
+) -> None:
+    """Why each hit ranks where it does: its rank and raw score in each leg, and the fusion used."""
+    vr, kr = _ranks(vec), _ranks(kw)
+    for d, h in zip(dicts, hits, strict=True):
+        d["explain"] = {"fusion": how, "vector_rank": vr.get(h.chunk_id), "keyword_rank": kr.get(h.chunk_id),
+                        "cosine": round(vec.get(h.chunk_id, 0.0), 6),
+                        "bm25": round(kw[h.chunk_id], 6) if h.chunk_id in kw else None}
 
 
 def _keyword_leg(conn: sqlite3.Connection, expr: str | None, n: int, allowed: set[int] | None) -> dict[int, float]:

@@ -236,3 +236,15 @@ def test_read_only_open_needs_an_index(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, tmp_path / "nodata")
     with pytest.raises(StoreError, match="memoryd index"):
         MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir), read_only=True)
+
+
+def test_abstention_and_explain(env) -> None:
+    root, cfg, emb, idx = env
+    reconcile(idx, [root], FILTER)
+    res = idx.search("xylophone quasar", k=3, min_score=0.99)
+    assert res["hits"] == [] and res["abstained"] and "no confident match" in res["reason"]
+    kept = idx.search("Neovim", k=3, min_score=0.99)  # a keyword match is confident whatever its cosine
+    assert kept["hits"] and kept["hits"][0]["path"] == "MEMORY.md" and "abstained" not in kept
+    ex = idx.search("Neovim editor", k=2, explain=True)["hits"][0]["explain"]
+    assert ex["fusion"] == cfg.search.fusion and ex["keyword_rank"] == 1 and ex["bm25"] > 0
+    assert ex["vector_rank"] >= 1 and -1.0 <= ex["cosine"] <= 1.0
