@@ -23,6 +23,7 @@ import faiss
 import numpy as np
 import structlog
 
+from indexer.atomic import fsync_dir
 from indexer.errors import StoreError
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class VectorIndex:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink()
@@ -122,11 +123,3 @@ class VectorIndex:
         loaded._owner = index  # the downcast wrapper does not own the C++ object: keep its owner alive
         return loaded
 
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
