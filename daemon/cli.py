@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daemon import cli_bank, cli_write
 from indexer.errors import ConfigError, MemorydError, NotRunningError
 from indexer.paths import client_socket_path
 
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("target")
     p.add_argument("--json", action="store_true")
+
+    cli_bank.add_parsers(sub)
+    cli_write.add_parsers(sub)
     return parser
 
 
@@ -240,7 +244,9 @@ _COMMANDS = {
     "reindex": cmd_reindex,
     "get": cmd_get,
     "context": cmd_context,
+    **cli_write.COMMANDS,
 }
+_COMMANDS.update(cli_bank.COMMANDS)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
+from daemon.read_access import SESSION_PARAM, check_read, namespace_scope
+from daemon.write_methods import build_write_handlers
 from indexer.config import SEARCH_MODES
 from indexer.errors import FileSkipped
 from indexer.files import read_memory_file
@@ -31,11 +33,11 @@ def build_handlers(d: Daemon) -> dict[str, Callable[[dict[str, Any], Peer], Any]
     return {
         "ping": lambda p, peer: ping(d, p),
         "status": lambda p, peer: status(d, p),
-        "search": lambda p, peer: search(d, p),
-        "get": lambda p, peer: get(d, p),
+        "search": lambda p, peer: search(d, p, peer),
+        "get": lambda p, peer: get(d, p, peer),
         "reindex": lambda p, peer: reindex(d, p),
-        "context": lambda p, peer: context(d, p),
-    }
+        "context": lambda p, peer: context(d, p, peer),
+    } | build_write_handlers(d)
 
 
 def ping(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
@@ -57,8 +59,8 @@ def _query(params: dict[str, Any]) -> str:
     return query
 
 
-def search(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
-    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score", "explain"})
+def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score", "explain", "namespace", SESSION_PARAM})
     query = _query(params)
     k = param(params, "k", int, d.cfg.search.k)
     if not 1 <= k <= 1000:
@@ -66,19 +68,22 @@ def search(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
     mode = param(params, "mode", str, d.cfg.search.mode)
     if mode not in SEARCH_MODES:
         raise InvalidParams(f"param 'mode' must be one of {list(SEARCH_MODES)}, got {mode!r}")
+    scope = namespace_scope(d, params, peer)
+    if scope is None:
+        return {"hits": [], "took_ms": 0.0, "mode": mode}
     result = d.index.search(
-        query, k=k, mode=mode, path_prefix=param(params, "path_prefix", str, None),
+        query, k=k, mode=mode, path_prefix=scope[0], exclude_prefixes=scope[1],
         min_score=param(params, "min_score", float, None), explain=param(params, "explain", bool, False),
     )
     d.log.debug("search.done", mode=mode, k=k, hits=len(result["hits"]), took_ms=round(result["took_ms"], 2))
     return result
 
 
-def context(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
+def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
     from indexer.context import build_context
 
-    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix"})
+    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "namespace", SESSION_PARAM})
     query = _query(params)
     budget = param(params, "max_tokens", int)
     if not 16 <= budget <= 100_000:
@@ -87,14 +92,16 @@ def context(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
     if not 1 <= k <= 200:
         raise InvalidParams(f"param 'k' must be in 1..200, got {k}")
     t0 = time.perf_counter()
-    found = d.index.search(query, k=k, path_prefix=param(params, "path_prefix", str, None))
+    scope = namespace_scope(d, params, peer)
+    found = d.index.search(query, k=k, path_prefix=scope[0], exclude_prefixes=scope[1]) if scope \
+        else {"hits": []}
     block = build_context(query, found["hits"], budget, d.index.embedder.count_tokens)
     return {**block, "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
 
-def get(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
+def get(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """Lines of a file inside a root (read-only; nothing outside the roots is served)."""
-    reject_unknown(params, {"path", "start_line", "end_line"})
+    reject_unknown(params, {"path", "start_line", "end_line", SESSION_PARAM})
     raw = param(params, "path", str)
     start = param(params, "start_line", int, 1)
     end = param(params, "end_line", int, None)
@@ -104,6 +111,7 @@ def get(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
     if not cands:
         raise RpcError(NOT_INDEXED, f"{raw} is not a file inside a memory root")
     root, rel = cands[0]
+    check_read(d, params, peer, root, rel)
     path = root / rel
     if not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
         raise RpcError(NOT_INDEXED, f"{raw} resolves outside its root")

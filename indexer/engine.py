@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,13 +31,14 @@ from indexer.cache import EmbeddingCache
 from indexer.chunker import CHUNKER_VERSION
 from indexer.config import Config
 from indexer.embedtext import EMBED_TEXT_VERSION
-from indexer.errors import FileSkipped, StoreError
+from indexer.errors import FileSkipped, StoreCorruptError, StoreError
 from indexer.files import read_memory_file
 from indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_reason
 from indexer.search import HybridSearcher, ReaderPool
 from indexer.store import Store
 from indexer.types import Embedder
 from indexer.vectors import VectorIndex
+from indexer.write.privacy import REDACT_VERSION
 
 log = structlog.get_logger(__name__)
 
@@ -86,7 +88,7 @@ class MemoryIndex:
         elif not (self.data_dir / DB_NAME).exists():
             raise StoreError(f"no index in {self.data_dir} (run `memoryd index` first)")
         self.lock = threading.Lock()
-        self.store = Store(self.data_dir / DB_NAME, read_only=read_only)
+        self.store = self._open_store()
         self.cache = EmbeddingCache(self.store.conn, embedder.dimension, cfg.embedding.cache_entries)
         self.cache.hits = int(self.store.meta("cache_hits") or 0)
         self.cache.misses = int(self.store.meta("cache_misses") or 0)
@@ -96,13 +98,35 @@ class MemoryIndex:
         self.readers = ReaderPool(self.store.reader)
         self.searcher = HybridSearcher(self.readers, self.vectors, embedder, self.lock, cfg.search)
 
+    def _open_store(self) -> Store:
+        """Open the database; a corrupt one is moved aside (kept for inspection) and rebuilt.
+
+        The Markdown files are the real source: a fresh database re-indexes them
+        (embedding again, since the cache lived in the broken file).
+        """
+        path = self.data_dir / DB_NAME
+        try:
+            return Store(path, read_only=self.read_only)
+        except StoreCorruptError as exc:
+            if self.read_only:
+                raise
+            aside = path.with_name(f"{DB_NAME}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+            with contextlib.suppress(FileNotFoundError):
+                (self.data_dir / VECTORS_NAME).unlink()
+            log.error("index.corrupt", error=str(exc), kept_as=str(aside),
+                      action="rebuilding the index from the Markdown files")
+            return Store(path)
+
     # -- identity and vectors -------------------------------------------------
 
     def identity(self) -> dict[str, str]:
         c = self.cfg.chunking
         return {"model_id": self.embedder.model_id, "dimension": str(self.embedder.dimension),
                 "chunking": f"{c.max_tokens}/{c.overlap_tokens}/v{CHUNKER_VERSION}", "embed_text": EMBED_TEXT_VERSION,
-                "keyword": keyword.ANALYZER_VERSION}
+                "keyword": keyword.ANALYZER_VERSION, "redact": f"{self.cfg.write.redact_index}/v{REDACT_VERSION}"}
 
     def _check_identity(self) -> None:
         want = self.identity()
@@ -208,7 +232,7 @@ class MemoryIndex:
                 self.store.touch_file(row.id, content.size, content.mtime_ns)
             stats.files_unchanged += 1
             return None
-        prepared = prepare_file(root, rel, content, self.embedder, self.cfg.chunking)
+        prepared = prepare_file(root, rel, content, self.embedder, self.cfg.chunking, self.cfg.write.redact_index)
         for w in prepared.warnings:
             log.warning("file.warning", root=str(root), path=rel, warning=w)
         return prepared

@@ -9,6 +9,7 @@ at fault, so that it can be shown to a user as it is.
     ├── ModelError           embedding model files missing, corrupt or unusable
     ├── StoreError           the on-disk index cannot be opened or written
     │   ├── StoreClosedError use of a store after ``close()``
+    │   ├── StoreCorruptError the database file fails its integrity check
     │   └── DiskFullError    the data directory has no space left
     ├── FileSkipped          a memory file that cannot be indexed (binary, too big, ...)
     └── DaemonError          process-level failures (socket in use, daemon not running)
@@ -37,6 +38,10 @@ class StoreError(MemorydError):
 
 class StoreClosedError(StoreError):
     """A store (or searcher) was used after ``close()``."""
+
+
+class StoreCorruptError(StoreError):
+    """The index database is not a valid SQLite file or fails ``quick_check``."""
 
 
 class DiskFullError(StoreError):

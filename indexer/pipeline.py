@@ -24,6 +24,7 @@ from indexer.errors import FileSkipped
 from indexer.files import FileContent
 from indexer.store import NewChunk
 from indexer.types import Embedder
+from indexer.write.privacy import redact
 
 if TYPE_CHECKING:
     from indexer.types import FloatArray
@@ -50,23 +51,25 @@ class EmbedResult:
 
 
 def prepare_file(
-    root: Path, rel: str, content: FileContent, embedder: Embedder, chunking: ChunkingConfig
+    root: Path, rel: str, content: FileContent, embedder: Embedder, chunking: ChunkingConfig,
+    redact_level: str = "secrets",
 ) -> PreparedFile:
     """Chunk one file's content and compute each chunk's cache key and keyword terms."""
     doc = chunk_markdown(content.text, embedder.count_tokens, chunking.max_tokens, chunking.overlap_tokens)
     chunks = []
     embed_texts: dict[bytes, str] = {}
     for ch in doc.chunks:
-        etext = embedding_text(ch.heading, ch.text)
+        heading, text = redact(ch.heading, redact_level), redact(ch.text, redact_level)
+        etext = embedding_text(heading, text)
         key = cache_key(embedder.model_id, etext)
         embed_texts[key] = etext
         chunks.append(NewChunk(
-            start_line=ch.start_line, end_line=ch.end_line, heading=ch.heading, text=ch.text,
-            sha256=hashlib.sha256(ch.text.encode()).hexdigest(),
+            start_line=ch.start_line, end_line=ch.end_line, heading=heading, text=text,
+            sha256=hashlib.sha256(text.encode()).hexdigest(),
             embed_key=key,
-            terms=keyword.document_terms(keyword_text(ch.heading, ch.text)),
+            terms=keyword.document_terms(keyword_text(heading, text)),
         ))
-    return PreparedFile(root, rel, content, doc.front_matter, chunks, embed_texts,
+    return PreparedFile(root, rel, content, redact(doc.front_matter, redact_level), chunks, embed_texts,
                         [*content.warnings, *doc.warnings])
 
 

@@ -114,6 +114,7 @@ class HybridSearcher:
     def search(
         self, query: str, k: int | None = None, mode: str | None = None,
         path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
+        exclude_prefixes: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``.
 
@@ -121,7 +122,8 @@ class HybridSearcher:
         similarity (``vector_score``): a hit is kept when its cosine reaches it
         or when it matches a query keyword. If no hit is left, the result says
         ``abstained`` and why, instead of returning noise. ``explain`` adds each
-        hit's ranks in both legs and its fused value.
+        hit's ranks in both legs and its fused value. ``exclude_prefixes``
+        (root-relative) drops whole folders, e.g. other namespaces.
         """
         t0 = time.perf_counter()
         k = k or self._cfg.k
@@ -135,7 +137,8 @@ class HybridSearcher:
         n_cand = max(self._cfg.candidates, k)
         try:
             with self._readers.connection() as conn, self._lock:
-                allowed = _allowed_ids(conn, path_prefix) if path_prefix else None
+                allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
+                    if path_prefix or exclude_prefixes else None
                 vec = self._vector_leg(qvec, n_cand, allowed)
                 kw = _keyword_leg(conn, expr, n_cand, allowed)
                 cands = list(dict.fromkeys([*vec, *kw]))
@@ -231,12 +234,17 @@ def _keyword_scores(conn: sqlite3.Connection, expr: str | None, ids: Sequence[in
     return {int(i): -float(s) for i, s in rows}
 
 
-def _allowed_ids(conn: sqlite3.Connection, prefix: str) -> set[int]:
-    """Chunk ids whose path (relative, or absolute with its root) starts with ``prefix``."""
-    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = conn.execute(
-        "SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
-        " WHERE f.path LIKE ?1 ESCAPE '\\' OR (r.path || '/' || f.path) LIKE ?1 ESCAPE '\\'",
-        (like,),
-    )
-    return {int(r[0]) for r in rows}
+def _like(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence[str] = ()) -> set[int]:
+    """Chunk ids whose path (relative, or absolute with its root) starts with ``prefix``,
+    and whose relative path starts with none of ``exclude``."""
+    sql = ("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
+           " WHERE (?1 IS NULL OR f.path LIKE ?1 ESCAPE '\\' OR (r.path || '/' || f.path) LIKE ?1 ESCAPE '\\')")
+    args: list[str | None] = [_like(prefix) if prefix else None]
+    for ex in exclude:
+        sql += f" AND f.path NOT LIKE ?{len(args) + 1} ESCAPE '\\'"
+        args.append(_like(ex))
+    return {int(r[0]) for r in conn.execute(sql, args)}

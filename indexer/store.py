@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexer.errors import DiskFullError, StoreClosedError, StoreError
+from indexer.errors import DiskFullError, StoreClosedError, StoreCorruptError, StoreError
 
 SCHEMA_VERSION = "1"
 
@@ -116,7 +116,15 @@ def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA busy_timeout=10000")
         return conn
     except sqlite3.Error as exc:
+        if is_corruption(exc):
+            raise StoreCorruptError(f"index database {path} is corrupt: {exc}") from None
         raise StoreError(f"cannot open index database {path}: {exc}") from None
+
+
+def is_corruption(exc: sqlite3.Error) -> bool:
+    """SQLite's words for a damaged file (as opposed to a missing, locked or unwritable one)."""
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "quick_check" in text
 
 
 def raise_store_error(exc: BaseException, what: str) -> None:
@@ -136,10 +144,15 @@ class Store:
         self._conn: sqlite3.Connection | None = connect(path, read_only)
         if not read_only:
             try:
+                check = self._conn.execute("PRAGMA quick_check(1)").fetchone()
+                if check is None or check[0] != "ok":
+                    raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
                 self._conn.executescript(_SCHEMA)
             except sqlite3.DatabaseError as exc:
                 self.close()
-                raise StoreError(f"index database {path} is corrupt or unreadable: {exc}") from None
+                if is_corruption(exc):
+                    raise StoreCorruptError(f"index database {path} is corrupt: {exc}") from None
+                raise StoreError(f"cannot prepare index database {path}: {exc}") from None
             if self.meta("schema_version") is None:
                 self.set_meta({"schema_version": SCHEMA_VERSION})
 

@@ -202,3 +202,33 @@ def test_context_over_the_socket_fits_the_budget(running) -> None:
     with pytest.raises(RpcClientError) as err:
         client.call("context", {"query": "x", "max_tokens": 2})
     assert err.value.code == -32602 and "max_tokens" in err.value.message
+
+
+def test_namespaces_never_leak(running) -> None:
+    _d, client, root = running
+    for rel, text in {"peers/alice/MEMORY.md": "- Alice keeps her kayak in the garage.\n",
+                      "groups/rowing/MEMORY.md": "- The rowing club keeps a kayak at the lake.\n",
+                      "notes.md": "- The owner sold the old kayak.\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    client.call("reindex", {"wait": True})
+
+    def paths(**params: Any) -> set[str]:
+        res = client.call("search", {"query": "kayak", "k": 10, "mode": "keyword", **params})
+        return {h["path"] for h in res["hits"]}
+
+    assert paths() == {"peers/alice/MEMORY.md", "groups/rowing/MEMORY.md", "notes.md"}
+    assert paths(namespace="peer:alice") == {"peers/alice/MEMORY.md"}
+    assert paths(namespace="group:rowing") == {"groups/rowing/MEMORY.md"}
+    assert paths(namespace="default") == {"notes.md"}
+    assert paths(namespace="peer:bob") == set()
+    hybrid = client.call("search", {"query": "kayak", "k": 10, "namespace": "peer:alice"})["hits"]
+    assert {h["path"] for h in hybrid} == {"peers/alice/MEMORY.md"}  # the vector leg is confined too
+    bob = {"kind": "direct", "peer": "bob"}
+    assert paths(session=bob) == set()  # a peer session reads only its own folder
+    assert paths(session=bob, namespace="peer:alice") == set()
+    ctx = client.call("context", {"query": "kayak", "max_tokens": 200, "namespace": "group:rowing"})
+    assert [s["path"] for s in ctx["sources"]] == ["groups/rowing/MEMORY.md"]
+    with pytest.raises(RpcClientError) as err:
+        client.call("search", {"query": "kayak", "namespace": "../etc"})
+    assert err.value.code == -32602

@@ -239,7 +239,7 @@ def test_read_only_open_needs_an_index(tmp_path: Path) -> None:
 
 
 def test_abstention_and_explain(env) -> None:
-    root, cfg, emb, idx = env
+    root, cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
     res = idx.search("xylophone quasar", k=3, min_score=0.99)
     assert res["hits"] == [] and res["abstained"] and "no confident match" in res["reason"]
@@ -248,3 +248,22 @@ def test_abstention_and_explain(env) -> None:
     ex = idx.search("Neovim editor", k=2, explain=True)["hits"][0]["explain"]
     assert ex["fusion"] == cfg.search.fusion and ex["keyword_rank"] == 1 and ex["bm25"] > 0
     assert ex["vector_rank"] >= 1 and -1.0 <= ex["cosine"] <= 1.0
+
+
+def test_corrupt_database_is_kept_aside_and_rebuilt_from_the_files(env) -> None:
+    root, cfg, emb, idx = env
+    reconcile(idx, [root], FILTER)
+    idx.close()
+    db = cfg.data_dir / "index.sqlite3"
+    data = bytearray(db.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # smash the header and the first page
+    db.write_bytes(bytes(data))
+    idx2 = MemoryIndex(cfg, emb)
+    try:
+        assert list(cfg.data_dir.glob("index.sqlite3.corrupt-*"))  # kept for inspection
+        assert idx2.status()["files"] == 0
+        reconcile(idx2, [root], FILTER)
+        assert idx2.search("Neovim", k=1, mode="keyword")["hits"][0]["path"] == "MEMORY.md"
+    finally:
+        idx2.close()
+    idx.store._conn = None

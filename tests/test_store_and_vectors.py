@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from indexer.cache import EmbeddingCache, cache_key
-from indexer.errors import StoreClosedError, StoreError
+from indexer.errors import StoreClosedError, StoreCorruptError
 from indexer.fusion import minmax
 from indexer.store import NewChunk, Store, fetch_chunks
 from indexer.vectors import VectorIndex
@@ -58,7 +58,7 @@ def test_closed_store_raises_named_error(tmp_path: Path) -> None:
 
 def test_corrupt_database_is_a_store_error(tmp_path: Path) -> None:
     (tmp_path / "i.db").write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(StoreError, match=r"i\.db"):
+    with pytest.raises(StoreCorruptError, match=r"i\.db"):
         Store(tmp_path / "i.db")
 
 

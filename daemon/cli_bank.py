@@ -1,0 +1,75 @@
+"""``memoryd bank detect|plan|apply PATH [--json]``: Memory Bank maintenance (seed 002), in-process.
+
+PATH is the project folder (the bank is ``PATH/memory-bank``) or the
+``memory-bank`` folder itself. No daemon is needed; a running daemon sees the
+changed files through its watcher and re-indexes them. ``plan`` changes
+nothing; ``apply`` computes the same plan and carries it out, printing the
+seed's execution summary. Exit status: 0 done (or nothing to do), 1 refused
+or failed (the message says why; with ``--json`` the object has ``error``).
+The heavy part (:mod:`indexer.bank`) is imported only when a bank command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXIT_ERROR = 1
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bank`` and its three actions to the top-level ``memoryd`` sub-command parsers."""
+    p = subparsers.add_parser("bank", help="detect, plan and apply Memory Bank maintenance (init/upgrade/migrate/"
+                              "refresh)")
+    actions = p.add_subparsers(dest="bank_action", metavar="ACTION", required=True)
+    for name, help_text in (("detect", "say which flow the folder needs, and why"),
+                            ("plan", "list the operations apply would carry out; changes nothing"),
+                            ("apply", "carry out the plan and print a summary")):
+        q = actions.add_parser(name, help=help_text)
+        q.add_argument("path", type=Path, metavar="PATH", help="project folder, or its memory-bank folder")
+        q.add_argument("--json", action="store_true", help="print a JSON object")
+
+
+def _emit(args: argparse.Namespace, text: str, obj: dict[str, Any]) -> None:
+    print(json.dumps(obj, ensure_ascii=False) if args.json else text)
+
+
+def cmd_bank(args: argparse.Namespace) -> int:
+    from daemon.logs import configure_logging
+    from indexer.errors import MemorydError
+
+    configure_logging("warning", "auto")  # stdout is for the report
+    try:
+        return _run(args)
+    except MemorydError as exc:
+        if args.json:
+            print(json.dumps({"error": str(exc), "status": "refused"}, ensure_ascii=False))
+        print(f"memoryd bank {args.bank_action}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace) -> int:
+    from indexer import bank
+
+    if args.bank_action == "detect":
+        det = bank.detect(args.path)
+        _emit(args, bank.render_detection(det), det.to_json())
+        return 0
+    plan = bank.make_plan(args.path)
+    if args.bank_action == "plan":
+        _emit(args, bank.render_plan(plan), plan.to_json())
+        return 0
+    try:
+        done = bank.apply_plan(plan)
+    except bank.BankApplyError as exc:
+        _emit(args, bank.render_summary(plan, exc.done, str(exc)), bank.summary_json(plan, exc.done, str(exc)))
+        return EXIT_ERROR
+    _emit(args, bank.render_summary(plan, done), bank.summary_json(plan, done))
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"bank": cmd_bank}

@@ -1,0 +1,121 @@
+"""The write commands of the ``memoryd`` CLI: ``remember``, ``forget`` and ``audit``.
+
+Clients of the running daemon, like ``search``: they import nothing heavy. ``daemon.cli`` adds the parsers
+with :func:`add_parsers` and dispatches through :data:`COMMANDS`.
+
+Exit codes: 0 written (or listed), 1 rejected by the quality gate or privacy
+filter, or an error reported by the daemon (message on stderr, by ``daemon.cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from indexer.paths import client_socket_path
+
+EXIT_REJECTED = 1
+# indexer.write.router.TYPES, spelled out: compiling the router's regexes costs ~10 ms
+# that every `memoryd reindex` (editor on-save hook) would pay. A test keeps the two equal.
+TYPES = ("instruction", "decision", "pattern", "preference", "entity", "journal")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="config file (default: $XDG_CONFIG_HOME/memoryd/memoryd.toml)")
+    p.add_argument("--socket", type=Path, help="socket path (default: $XDG_RUNTIME_DIR/memoryd/memoryd.sock)")
+    p.add_argument("--json", action="store_true", help="print the socket's JSON result")
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``remember``, ``forget`` and ``audit`` to the ``memoryd`` sub-command parsers."""
+    p = sub.add_parser("remember", help="write a memory (quality gate, privacy filter, router, dedup)")
+    _common(p)
+    p.add_argument("text", nargs="+", help="the memory, one fact")
+    p.add_argument("--type", choices=TYPES, help="skip the router's keyword rules")
+    p.add_argument("--namespace", help="default (the root), agent:ID, peer:ID or group:ID")
+
+    p = sub.add_parser("forget", help="remove one memory entry: PATH:LINE (path relative to the first root)")
+    _common(p)
+    p.add_argument("target", help="PATH:LINE, as printed by `memoryd remember`")
+    p.add_argument("--text", help="only if the entry on that line has this text")
+
+    p = sub.add_parser("audit", help="show the write audit log")
+    _common(p)
+    p.add_argument("--tail", type=int, default=20, help="number of records (default 20)")
+
+
+def _socket(args: argparse.Namespace) -> Path:
+    """The daemon's socket, found without loading the full config (as ``daemon.cli`` does)."""
+    if args.socket:
+        return Path(os.path.abspath(os.path.expanduser(args.socket)))
+    return client_socket_path(args.config, os.environ)
+
+
+def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> Any:
+    from daemon.client import Client
+
+    with Client(_socket(args)) as client:
+        return client.call(method, params)
+
+
+def _print_json(result: Any) -> None:
+    print(json.dumps(result, ensure_ascii=False))
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"content": " ".join(args.text)}
+    if args.type:
+        params["type"] = args.type
+    if args.namespace:
+        params["namespace"] = args.namespace
+    result = _call(args, "remember", params)
+    if args.json:
+        _print_json(result)
+    elif result.get("decision") == "rejected":
+        print(f"rejected ({result.get('rule')}): {result.get('reason')}")
+    else:
+        print(f"{result['decision']}: {result['path']}:{result['line']} ({result.get('reason', '')})")
+    return EXIT_REJECTED if result.get("decision") == "rejected" else 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    path, sep, line = args.target.rpartition(":")
+    if not sep or not path or not line.isdigit():
+        print(f"memoryd: forget needs PATH:LINE, got {args.target!r}", file=sys.stderr)
+        return 2
+    params: dict[str, Any] = {"path": path, "line": int(line)}
+    if args.text:
+        params["text"] = args.text
+    result = _call(args, "forget", params)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"removed: {result['path']}:{result['line']}: {result.get('previous', '')}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    result = _call(args, "audit", {"tail": args.tail})
+    if args.json:
+        _print_json(result)
+        return 0
+    for e in result.get("entries", []):
+        session = e.get("session", {})
+        who = session.get("kind", "?") + (f":{session.get('peer') or session.get('group')}"
+                                          if session.get("peer") or session.get("group") else "")
+        where = f"{e.get('path', '-')}" + (f":{e['line']}" if e.get("line") else "")
+        print(f"{e.get('time', '?')}  uid={e.get('uid', '?')} {who:<16} {e.get('action', '?'):<8} "
+              f"{e.get('decision', '?'):<10} {where}  {e.get('bytes', '-')}B  {e.get('reason', '')}")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "remember": cmd_remember,
+    "forget": cmd_forget,
+    "audit": cmd_audit,
+}

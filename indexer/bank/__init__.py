@@ -1,0 +1,36 @@
+"""Memory Bank maintenance (seed 002): detect, plan and apply init / upgrade / migrate / refresh.
+
+A pure library: :func:`detect` classifies a folder, :func:`make_plan` lists
+typed operations without changing anything, :func:`apply_plan` carries them
+out with seed 002's guards (only ``.md``, only inside ``memory-bank/``, USER
+blocks byte-identical, no deletes but migration's, no secrets, atomic writes).
+Applying a fresh plan right after an apply finds nothing to do.
+"""
+
+from __future__ import annotations
+
+from indexer.bank.apply import apply_plan
+from indexer.bank.detect import detect, locate
+from indexer.bank.model import (
+    Archive,
+    BankApplyError,
+    BankError,
+    Change,
+    Create,
+    Delete,
+    Detection,
+    Mkdir,
+    Move,
+    Op,
+    Plan,
+    Rmdir,
+    Update,
+)
+from indexer.bank.plan import make_plan
+from indexer.bank.report import plan_steps, render_detection, render_plan, render_summary, summary_json
+
+__all__ = [
+    "Archive", "BankApplyError", "BankError", "Change", "Create", "Delete", "Detection", "Mkdir", "Move", "Op",
+    "Plan", "Rmdir", "Update", "apply_plan", "detect", "locate", "make_plan", "plan_steps", "render_detection",
+    "render_plan", "render_summary", "summary_json",
+]

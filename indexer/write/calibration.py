@@ -1,0 +1,139 @@
+"""Calibrating the dedup thresholds on a labelled set of memory pairs.
+
+The set (``tests/data/calibration.jsonl``) holds (existing, new) pairs in five
+classes; each class has one right action for the writer:
+
+==================== ==========
+class                action
+==================== ==========
+duplicate            reinforce
+paraphrase           reinforce
+conflicting_update   replace
+related_other_fact   append
+unrelated            append
+==================== ==========
+
+Mistakes do not cost the same: reinforcing or replacing when the new memory is
+a different fact loses information (cost 3 / 4), appending a duplicate only
+adds a redundant line (cost 1), and replacing an entry by its own paraphrase
+changes nothing that matters (0.5). :func:`search` picks, per pair kind, the
+thresholds with the lowest total cost on the ``tune`` split; the ``heldout``
+split is only ever evaluated. Pure: cosines are computed by the caller.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from indexer.write.dedup import APPEND, KINDS, REINFORCE, REPLACE, Candidate, Thresholds, judge
+from indexer.write.lexical import Features, features, pair_kind
+
+EXPECTED = {"duplicate": REINFORCE, "paraphrase": REINFORCE, "conflicting_update": REPLACE,
+            "related_other_fact": APPEND, "unrelated": APPEND}
+CLASSES = tuple(EXPECTED)
+ACTIONS = (REINFORCE, REPLACE, APPEND)
+COST = {  # (right action, chosen action) → cost
+    (REINFORCE, REPLACE): 0.5, (REINFORCE, APPEND): 1.0,
+    (REPLACE, REINFORCE): 3.0, (REPLACE, APPEND): 1.0,
+    (APPEND, REINFORCE): 3.0, (APPEND, REPLACE): 4.0,
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: str
+    cls: str
+    lang: str
+    split: str
+    existing: str
+    new: str
+
+    @property
+    def kind(self) -> str:
+        return pair_kind(self.existing, self.new)
+
+    @property
+    def features(self) -> Features:
+        cached: Features | None = _FEATURES.get(self)
+        if cached is None:
+            cached = _FEATURES[self] = features(self.existing, self.new)
+        return cached
+
+
+_FEATURES: dict[Pair, Features] = {}  # pairs are immutable: their features never change
+
+
+def load_pairs(path: Path) -> list[Pair]:
+    """Read the JSON-lines set; raises ValueError naming the line for a bad record."""
+    pairs = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r.get("class") not in EXPECTED or r.get("split") not in ("tune", "heldout"):
+            raise ValueError(f"{path}:{n}: bad class or split in {r.get('id')!r}")
+        pairs.append(Pair(r["id"], r["class"], r["lang"], r["split"], r["existing"], r["new"]))
+    return pairs
+
+
+def predict(pair: Pair, cosine: float, th: Thresholds) -> str:
+    return judge(pair.new, Candidate("", 0, pair.existing, cosine), th, pair.features).action
+
+
+def confusion(pairs: Iterable[Pair], cosines: dict[str, float], th: Thresholds) -> Counter[tuple[str, str]]:
+    """Counts of (class, chosen action)."""
+    return Counter((p.cls, predict(p, cosines[p.id], th)) for p in pairs)
+
+
+def cost(matrix: Counter[tuple[str, str]]) -> float:
+    return sum(COST.get((EXPECTED[c], a), 0.0) * n for (c, a), n in matrix.items())
+
+
+def accuracy(matrix: Counter[tuple[str, str]]) -> float:
+    total = sum(matrix.values())
+    return sum(n for (c, a), n in matrix.items() if EXPECTED[c] == a) / total if total else 0.0
+
+
+def search(pairs: Sequence[Pair], cosines: dict[str, float], base: Thresholds) -> Thresholds:
+    """Per kind, the (reinforce, replace) pair with the lowest cost on ``pairs``.
+
+    Candidates are midpoints between consecutive observed cosines (rounded to
+    0.005); among equally good choices the middle one is taken, which keeps the
+    widest margin to the pairs on either side.
+    """
+    reinforce, replace = dict(base.reinforce), dict(base.replace)
+    for kind in KINDS:
+        sub = [p for p in pairs if p.kind == kind]
+        if not sub:
+            continue
+        grid = _grid(cosines[p.id] for p in sub)
+        scored = []
+        for r in grid:
+            for q in grid:
+                th = Thresholds({**reinforce, kind: r}, {**replace, kind: q})
+                scored.append((cost(confusion(sub, cosines, th)), r, q))
+        best = min(s[0] for s in scored)
+        ties = sorted((r, q) for c, r, q in scored if c == best)
+        reinforce[kind], replace[kind] = ties[len(ties) // 2]
+    return Thresholds(reinforce, replace)
+
+
+def _grid(values: Iterable[float]) -> list[float]:
+    vs = sorted(set(values))
+    mids = {round(round((a + b) / 2 / 0.005) * 0.005, 3) for a, b in itertools.pairwise(vs)}
+    return sorted(mids | {round(vs[0] - 0.005, 3), 1.0})
+
+
+def render(matrix: Counter[tuple[str, str]], title: str) -> str:
+    """The confusion matrix as a Markdown table (rows: classes, columns: chosen actions)."""
+    lines = [f"**{title}** (accuracy {accuracy(matrix):.3f}, cost {cost(matrix):.1f})", "",
+             "| class (right action) | " + " | ".join(ACTIONS) + " | n |", "|---|" + "---|" * (len(ACTIONS) + 1)]
+    for c in CLASSES:
+        row = [matrix.get((c, a), 0) for a in ACTIONS]
+        lines.append(f"| {c} ({EXPECTED[c]}) | " + " | ".join(map(str, row)) + f" | {sum(row)} |")
+    return "\n".join(lines)

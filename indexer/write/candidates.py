@@ -1,0 +1,95 @@
+"""Existing entries a new memory might duplicate or update, with their cosine to it.
+
+Two sources, both inside the plan's namespace of the first root:
+
+* the entries of the target file itself (up to ``max_file_entries``, the most
+  recent last lines first) — the router sends a fact and its update to the same file;
+* the entries inside the chunks the index's vector search ranks nearest
+  (``candidates`` chunks) — a fact may live in another file of the namespace.
+
+Entries are embedded one by one, exactly as the calibration embedded its pairs
+(``passage:`` prefix, Markdown decoration stripped), and their vectors are kept
+in the index's embedding cache, so an unchanged entry is embedded only once.
+Runs on the index's writer thread (it writes the cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from indexer.cache import cache_key
+from indexer.config import WriteConfig
+from indexer.embedtext import clean_line
+from indexer.memblocks import BlockError
+from indexer.write.access import namespace_of
+from indexer.write.dedup import Candidate
+from indexer.write.mdedit import entries
+from indexer.write.pipeline import Plan
+
+if TYPE_CHECKING:
+    from indexer.engine import MemoryIndex
+    from indexer.types import FloatArray
+
+
+def read_text(path: Path) -> str | None:
+    """A file's text decoded strictly (no newline translation); None if absent or not UTF-8."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
+        return None
+
+
+def gather(index: MemoryIndex, root: Path, plan: Plan, cfg: WriteConfig) -> list[Candidate]:
+    """Candidates for ``plan``, each scored against it (cosine of passage embeddings)."""
+    found: dict[tuple[str, int], str] = {}
+    texts: dict[str, str | None] = {}
+
+    def file_entries(rel: str) -> list[tuple[int, str]]:
+        if rel not in texts:
+            texts[rel] = read_text(root / rel)
+        text = texts[rel]
+        try:
+            return entries(text) if text else []
+        except BlockError:  # broken markers: not a candidate source (writing there is refused later)
+            return []
+
+    for line, text in file_entries(plan.target)[-cfg.max_file_entries :]:
+        found[(plan.target, line)] = text
+    for hit in _nearest_chunks(index, root, plan, cfg.candidates):
+        for line, text in file_entries(hit[0]):
+            if hit[1] <= line <= hit[2]:
+                found[(hit[0], line)] = text
+    if not found:
+        return []
+    keys = list(found)
+    vecs = embed_entries(index, [plan.content, *(found[k] for k in keys)])
+    scores = vecs[1:] @ vecs[0]
+    return [Candidate(p, ln, found[(p, ln)], float(s)) for (p, ln), s in zip(keys, scores, strict=True)]
+
+
+def _nearest_chunks(index: MemoryIndex, root: Path, plan: Plan, k: int) -> list[tuple[str, int, int]]:
+    prefix = f"{root}/{plan.namespace.folder}/" if plan.namespace.folder else f"{root}/"
+    hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix)["hits"]
+    return [(h["path"], h["start_line"], h["end_line"]) for h in hits
+            if Path(h["root"]) == root and h["path"].endswith(".md") and namespace_of(h["path"]) == plan.namespace]
+
+
+def embed_entries(index: MemoryIndex, texts: Sequence[str]) -> FloatArray:
+    """Passage vectors for entry texts, through the index's embedding cache (rows in ``texts`` order)."""
+    embedder = index.embedder
+    etexts = [clean_line(t) or t for t in texts]
+    keys = [cache_key(embedder.model_id, t) for t in etexts]
+    have = index.cache.get_many(keys, count=False)
+    todo = {k: t for k, t in zip(keys, etexts, strict=True) if k not in have}
+    if todo:
+        mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
+        new = dict(zip(todo, mat, strict=True))
+        have.update(new)
+        if not index.read_only:
+            with index.lock, index.store.transaction() as t:
+                index.cache.put_many(t, new)
+    return np.stack([have[k] for k in keys])

@@ -1,0 +1,253 @@
+"""Lexical and structural features of two memory entries: what cosine cannot see.
+
+Embedding cosine says "same topic"; it does not say "same value". A conflicting
+update ("prefers Vim" → "prefers Neovim", "every Tuesday" → "every Thursday",
+"drinks coffee" → "no longer drinks coffee") scores as high as a paraphrase.
+This module extracts cheap signals that tell them apart, in English and
+Chinese, without a parser:
+
+* **values** — numbers (digits, English number words, Chinese numerals before a
+  measure word), weekdays and months (canonical across languages: ``周四`` =
+  ``Thursday``), versions, names and identifiers (capitalised, mixed-case or
+  with digits), and Latin words inside Chinese text;
+* **swap** — the two texts are the same frame with one or two content slots
+  exchanged ("prefers *tea*" → "prefers *coffee*", "经理是*陈明*" → "经理是*赵磊*");
+* **negation** — ``not``/``never``/``no longer`` …, ``不``/``没``/``别`` … (the common
+  ``不``-words that negate nothing are ignored);
+* **update cues** in the new text only — ``now``, ``switched``, ``改为``, ``换成`` …;
+* **kind** — ``latin``, ``cjk`` or ``cross``: with multilingual models cosine
+  scales differ per kind, so thresholds are chosen per kind.
+
+Pure and deterministic; see ``tests/data/calibration.jsonl`` for what it is tuned on.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"[{CJK}]")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#.]*[A-Za-z0-9+#]|[A-Za-z]")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_SEQ_TOKEN = re.compile(f"[A-Za-z][A-Za-z0-9_+#]*|\\d+(?:[.:]\\d+)*|[{CJK}]")
+
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    _words("zero one two three four five six seven eight nine ten eleven twelve"))}
+_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_NUMERAL_CHARS = "零一二两三四五六七八九十百"
+_ZH_NUMERAL = re.compile(f"([{_ZH_NUMERAL_CHARS}]+)(?=[个位次天周月年日号人台点分秒小倍遍条项名本份岁])")
+_MONTHS = {m: str(i) for i, m in enumerate(
+    _words("january february march april may june july august september october november december"), 1)}
+_WEEKDAYS = {"monday": "mon", "tuesday": "tue", "wednesday": "wed", "thursday": "thu", "friday": "fri",
+             "saturday": "sat", "sunday": "sun"}
+_ZH_WEEKDAY = re.compile(r"(?:周|星期|礼拜)([一二三四五六日天])")
+_ZH_WEEKDAY_MAP = dict(zip("一二三四五六日天", ["mon", "tue", "wed", "thu", "fri", "sat", "sun", "sun"], strict=True))
+
+# Capitalised words that start sentences or are plain English, never values.
+_COMMON_CAPITALISED = frozenset(_words("""
+a an the this that these those it its we our us i my me you your he she his her they their them user users
+team project always never do don't please use when if in on at for to of by with from and or but all every
+each no not any some there here what which who how after before during new old current now also only
+"""))
+# Words and characters too light to make a "swap" (in/on, 的/了 …).
+_STOP_EN = frozenset(_words("""
+a an the this that these those is are was were be been being am do does did to of in on at by for with from
+and or but as it its their they them we our us you your he she his her i my me so than then there here
+has have had will would should can could may might must just very really also only any each every all s
+"""))
+_STOP_ZH = frozenset("的了在是把被和与及都也就才会要使之个着过吧呢啊吗地得所以而且并")
+
+_NEGATION_EN = re.compile(
+    r"\b(?:not|no|never|none|nobody|nothing|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't"
+    r"|didn't|shouldn't|mustn't|no\s+longer|stop(?:ped)?)\b", re.IGNORECASE)
+_NEGATION_ZH = re.compile(r"不再|不|没|别|无需|勿|未|停止|禁止")
+_NOT_NEGATION_ZH = re.compile(r"不同|不错|不过|不断|不少|不仅|不管|不久|不论|不如|不得不|要不|无论")
+_UPDATE_EN = re.compile(
+    r"\b(?:now|no\s+longer|any\s?more|switched|switching|changed|moved|instead|upgraded|downgraded|updated"
+    r"|replaced|migrated|became|from\s+now\s+on|has\s+become|going\s+forward)\b", re.IGNORECASE)
+_UPDATE_ZH = re.compile(r"改为|改成|改由|改用|改喝|换成|换为|换了|不再|现在|已经|已升级|升级到|升级为|调整为|变为|变成"
+                        r"|搬到|迁移到|从此|今后|以后")
+
+
+@dataclass(frozen=True)
+class Features:
+    """The lexical facts about one (existing, new) pair that the dedup rule uses."""
+
+    kind: str  # "latin" | "cjk" | "cross"
+    same_text: bool  # equal after folding case, width, punctuation and spaces
+    values_old: frozenset[str]
+    values_new: frozenset[str]
+    swap: bool
+    negation_flip: bool
+    update_cue: bool
+
+    @property
+    def substituted(self) -> bool:
+        """Each side has a value the other lacks: a value was exchanged (Vim → Neovim, 45 → 60)."""
+        return bool(self.values_old - self.values_new) and bool(self.values_new - self.values_old)
+
+    @property
+    def changed(self) -> bool:
+        """Some signal says the new entry updates the old one rather than restating it."""
+        return self.substituted or self.swap or self.negation_flip or self.update_cue
+
+    def signals(self) -> list[str]:
+        """The names of the signals that fired (for the decision's reason)."""
+        names = ("substituted", "swap", "negation_flip", "update_cue")
+        return [n for n in names if getattr(self, n)]
+
+
+def fold(text: str) -> str:
+    """Case-, width- and punctuation-insensitive form (NFKC, lowercase, letters/digits/CJK only)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return "".join(ch for ch in text if ch.isalnum())
+
+
+def script_of(text: str) -> str:
+    """``cjk`` when the text has at least as many CJK characters as Latin words, else ``latin``.
+
+    A CJK character carries about as much as a short word, so "前端部署在 Cloudflare
+    Pages 上" is Chinese and "The user's name is 张伟" is English.
+    """
+    cjk = len(_CJK_CHAR.findall(text))
+    return "cjk" if cjk and cjk >= len(_WORD.findall(text)) else "latin"
+
+
+def pair_kind(old: str, new: str) -> str:
+    a, b = script_of(old), script_of(new)
+    return a if a == b else "cross"
+
+
+def values(text: str) -> frozenset[str]:
+    """Canonical values named in ``text`` (see the module docstring)."""
+    text = unicodedata.normalize("NFKC", text)
+    out = {_canon_number(n) for n in _NUMBER.findall(text)}
+    out |= {str(_zh_number(m.group(1))) for m in _ZH_NUMERAL.finditer(text)}
+    out |= {"weekday:" + _ZH_WEEKDAY_MAP[m.group(1)] for m in _ZH_WEEKDAY.finditer(text)}
+    in_cjk = script_of(text) == "cjk"
+    words = list(_WORD.finditer(text))
+    for i, m in enumerate(words):
+        nxt = words[i + 1].group() if i + 1 < len(words) else ""
+        out |= _word_values(m.group(), text[m.end() : m.end() + 2], first=i == 0 or _starts_sentence(text, m.start()),
+                            next_capitalised=nxt[:1].isupper(), in_cjk=in_cjk)
+    return frozenset(out)
+
+
+def _starts_sentence(text: str, pos: int) -> bool:
+    before = text[:pos].rstrip()
+    return not before or before[-1] in ".!?;:。！？；：\n"
+
+
+def _word_values(word: str, after: str, *, first: bool, next_capitalised: bool, in_cjk: bool) -> set[str]:
+    low = word.lower().rstrip(".")
+    base = low[:-1] if low.endswith("s") and low[:-1] in _WEEKDAYS else low
+    if base in _WEEKDAYS:
+        return {"weekday:" + _WEEKDAYS[base]}
+    if low in _MONTHS and (word[0].isupper() or in_cjk):
+        return {_MONTHS[low]}
+    if low in _NUMBER_WORDS:
+        return {_NUMBER_WORDS[low]}
+    if in_cjk:
+        return {low}
+    marked = any(c.isupper() for c in word[1:]) or any(c.isdigit() for c in word)
+    if marked:
+        return {low}
+    if not word[0].isupper() or low in _COMMON_CAPITALISED:
+        return set()
+    # A capitalised sentence opener is usually a plain word ("Standups are ..."), unless it
+    # starts a multi-word name ("Alice Chen") or is possessive ("Bob's").
+    if first and not (next_capitalised or after[:1] in ("'", "’")):
+        return set()
+    return {low}
+
+
+def _canon_number(n: str) -> str:
+    if ":" in n:  # a time: "9:00" is "9", "9:30" stays
+        h, _, m = n.partition(":")
+        return str(int(h)) if m.strip("0:") == "" else f"{int(h)}:{m}"
+    return n.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+", n) else n
+
+
+def _zh_number(s: str) -> int:
+    """Chinese numerals up to the hundreds (十二 = 12, 二十 = 20, 一百零五 = 105)."""
+    total, digit = 0, 0
+    for ch in s:
+        if ch in "百十":
+            total += (digit or 1) * (100 if ch == "百" else 10)
+            digit = 0
+        else:
+            digit = _ZH_DIGITS.get(ch, 0)
+    return total + digit
+
+
+def seq_tokens(text: str) -> list[str]:
+    """Latin words (possessive dropped), numbers and single CJK characters, in order, lowercase."""
+    text = re.sub(r"['’]s\b", "", unicodedata.normalize("NFKC", text))
+    return [t.lower() for t in _SEQ_TOKEN.findall(text)]
+
+
+def _light(tokens: list[str]) -> bool:
+    return all(t in _STOP_EN or t in _STOP_ZH for t in tokens)
+
+
+def _numeric_equal(a: list[str], b: list[str]) -> bool:
+    """``三`` and ``3``, ``十二`` and ``12``: the same number written two ways is not a swap."""
+    def num(tokens: list[str]) -> int | None:
+        s = "".join(tokens)
+        if s.isdigit():
+            return int(s)
+        return _zh_number(s) if s and all(c in _ZH_NUMERAL_CHARS for c in s) else None
+    na, nb = num(a), num(b)
+    return na is not None and na == nb
+
+
+def swapped(old: str, new: str, min_frame: float = 0.6, max_slots: int = 2) -> bool:
+    """Same frame (≥ ``min_frame`` of the tokens aligned) with 1..``max_slots`` content slots exchanged."""
+    a, b = seq_tokens(old), seq_tokens(new)
+    if not a or not b:
+        return False
+    sm = SequenceMatcher(a=a, b=b, autojunk=False)
+    matched = sum(size for _, _, size in sm.get_matching_blocks())
+    if matched / max(len(a), len(b)) < min_frame:
+        return False
+    slots = 0
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op != "replace":
+            continue
+        sa, sb = a[i1:i2], b[j1:j2]
+        if _light(sa) or _light(sb) or _numeric_equal(sa, sb):
+            continue
+        slots += 1
+    return 1 <= slots <= max_slots
+
+
+def negated(text: str) -> bool:
+    if _NEGATION_EN.search(text):
+        return True
+    return bool(_NEGATION_ZH.search(_NOT_NEGATION_ZH.sub("", text)))
+
+
+def update_cue(text: str) -> bool:
+    return bool(_UPDATE_EN.search(text) or _UPDATE_ZH.search(text))
+
+
+def features(old: str, new: str) -> Features:
+    """The features of ``new`` (a memory being written) against ``old`` (an existing entry)."""
+    return Features(
+        kind=pair_kind(old, new),
+        same_text=fold(old) == fold(new),
+        values_old=values(old),
+        values_new=values(new),
+        swap=swapped(old, new),
+        negation_flip=negated(old) != negated(new),
+        update_cue=update_cue(new) and not update_cue(old),
+    )

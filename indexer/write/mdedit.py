@@ -1,0 +1,218 @@
+"""The writer's Markdown edits: append, replace, reinforce, remove — never losing user text.
+
+Every operation works on :class:`~indexer.write.mdlines.MdLines`, touching only
+the lines it means to: the entry line(s) and, when the file has YAML front
+matter, the ``updated:`` line and the ``reinforcement:`` mapping (entry id →
+count, the seed's per-entry reinforcement). A file without front matter gets
+none added (it would shift every line of a user's file); a file memoryd creates
+starts with one. Before returning, each operation proves that every USER block
+is byte-identical (:func:`indexer.memblocks.assert_user_blocks_unchanged`).
+
+Entries are found again by their text, not trusted by line number: the line a
+candidate was seen on is only a hint, so an edit re-applied after a concurrent
+change lands on the right item or reports it gone (``None``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from indexer.memblocks import assert_user_blocks_unchanged
+from indexer.write.lexical import fold
+from indexer.write.mdlines import ITEM, Entry, MdLines
+
+_UPDATED = re.compile(r"^updated[ \t]*:[ \t]*(.*)$")
+_REINFORCEMENT = re.compile(r"^reinforcement[ \t]*:[ \t]*(.*?)[ \t]*$")
+_CHILD = re.compile(r"^[ \t]+[\"']?([0-9a-f]{8})[\"']?[ \t]*:[ \t]*(\d+)[ \t]*$")
+_DATE_ONLY = re.compile(r"^[\"']?\d{4}-\d{2}-\d{2}[\"']?$")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """The new file text, the 1-based line of the entry concerned, and what changed."""
+
+    text: str
+    line: int
+    entry: str
+    previous: str | None = None
+    reinforcement: int | None = None
+
+
+def entry_id(text: str) -> str:
+    """Stable 8-hex id of an entry, insensitive to case, width and punctuation."""
+    return hashlib.sha256(fold(text).encode()).hexdigest()[:8]
+
+
+def entries(text: str) -> list[tuple[int, str]]:
+    """(1-based line, text) of every editable entry (list items outside fences and USER blocks)."""
+    return [(e.index + 1, e.text) for e in MdLines(text).entries]
+
+
+def new_file(now: datetime) -> str:
+    return f"---\nupdated: {_stamp(now, None)}\n---\n"
+
+
+def append(text: str, title: str, level: int, entry: str, now: datetime, where: str) -> Edit:
+    """Add ``- entry`` at the end of section ``title`` (created at the end of the region if missing)."""
+    doc = MdLines(text)
+    _touch(doc, now)
+    doc = MdLines(doc.text())
+    found = doc.section(title)
+    if found is not None:
+        heading, end = found
+        items = [e for e in doc.entries if heading.index < e.index < end]
+        if items:
+            at, block = items[-1].end, [f"- {entry}"]
+        else:
+            at = heading.index + 1
+            block = [f"- {entry}"] if doc.blank(at) else ["", f"- {entry}"]
+            at += 1 if doc.blank(at) else 0
+    else:
+        at = doc.region()[1]
+        block = ["#" * level + f" {title}", "", f"- {entry}"]
+        if at > 0 and not doc.blank(at - 1):
+            block.insert(0, "")
+    if at < len(doc.lines) and not doc.blank(at) and not ITEM.match(doc.content(at)):
+        block.append("")
+    doc.insert(at, block)
+    line = at + block.index(f"- {entry}") + 1
+    return _finish(text, doc, where, Edit(doc.text(), line, entry))
+
+
+def reinforce(text: str, old: str, line: int, now: datetime, where: str) -> Edit | None:
+    """Count one more reinforcement of entry ``old`` (seen on 1-based ``line``); None if it is gone.
+
+    Only the front matter changes (the entry line stays as the user may have edited it).
+    """
+    hint = line - 1
+    doc = MdLines(text)
+    if _find(doc, old, hint) is None:
+        return None
+    count = _touch(doc, now, bump=entry_id(old))
+    doc = MdLines(doc.text())
+    e = _find(doc, old, hint + len(doc.lines) - len(MdLines(text).lines))
+    assert e is not None
+    return _finish(text, doc, where, Edit(doc.text(), e.index + 1, e.text, reinforcement=count))
+
+
+def replace(text: str, old: str, line: int, new: str, now: datetime, where: str) -> Edit | None:
+    """Put ``new`` in place of entry ``old`` (seen on 1-based ``line``), keeping its marker; None if gone."""
+    hint = line - 1
+    before = len(MdLines(text).lines)
+    doc = MdLines(text)
+    if _find(doc, old, hint) is None:
+        return None
+    _touch(doc, now, drop=entry_id(old))
+    doc = MdLines(doc.text())
+    e = _find(doc, old, hint + len(doc.lines) - before)
+    assert e is not None
+    doc.replace_line(e.index, _prefix(doc, e) + new)
+    doc.delete(e.index + 1, e.end)
+    return _finish(text, doc, where, Edit(doc.text(), e.index + 1, new, previous=e.text))
+
+
+def remove(text: str, line: int, expect: str | None, now: datetime, where: str) -> Edit | None:
+    """Delete the entry on 1-based ``line`` (if ``expect`` is given, only if its text matches); else None."""
+    doc = MdLines(text)
+    e = next((x for x in doc.entries if x.index == line - 1), None)
+    if e is None or (expect is not None and fold(expect) != fold(e.text)):
+        return None
+    before = len(doc.lines)
+    _touch(doc, now, drop=entry_id(e.text))
+    doc = MdLines(doc.text())
+    e2 = _find(doc, e.text, line - 1 + len(doc.lines) - before)
+    assert e2 is not None
+    doc.delete(e2.index, e2.end)
+    return _finish(text, doc, where, Edit(doc.text(), e2.index + 1, "", previous=e.text))
+
+
+def _prefix(doc: MdLines, e: Entry) -> str:
+    bom = "\ufeff" if e.index == 0 and doc.lines[0][0].startswith("\ufeff") else ""
+    return bom + e.prefix
+
+
+def _find(doc: MdLines, text: str, hint: int) -> Entry | None:
+    """The entry whose folded text equals ``text``'s, nearest to 0-based line ``hint``."""
+    want = fold(text)
+    same = [e for e in doc.entries if fold(e.text) == want]
+    return min(same, key=lambda e: abs(e.index - hint), default=None)
+
+
+def _finish(before: str, doc: MdLines, where: str, edit: Edit) -> Edit:
+    assert_user_blocks_unchanged(before, doc.text(), where)
+    return edit
+
+
+# -- front matter ---------------------------------------------------------------
+
+
+def _front_matter(doc: MdLines) -> tuple[int, int] | None:
+    """(first line inside, closing delimiter line) of YAML front matter, or None."""
+    if doc.body_start < 2 or doc.content(0).rstrip() != "---":
+        return None
+    return 1, doc.body_start - 1
+
+
+def _touch(doc: MdLines, now: datetime, bump: str | None = None, drop: str | None = None) -> int | None:
+    """Update ``updated:`` and the reinforcement mapping in place; the new count for ``bump``."""
+    fm = _front_matter(doc)
+    if fm is None:
+        return None
+    lo, close = fm
+    top = {m.re: (i, m) for i in range(lo, close) for m in (_UPDATED.match(doc.content(i)),
+                                                            _REINFORCEMENT.match(doc.content(i))) if m}
+    count = _reinforcement(doc, top.get(_REINFORCEMENT), close, bump, drop)
+    if _UPDATED in top:
+        i, m = top[_UPDATED]
+        doc.replace_line(i, f"updated: {_stamp(now, m.group(1).strip())}")
+    else:
+        doc.insert(_front_matter_end(doc), [f"updated: {_stamp(now, None)}"])
+    return count
+
+
+def _front_matter_end(doc: MdLines) -> int:
+    fm = _front_matter(MdLines(doc.text()))
+    assert fm is not None
+    return fm[1]
+
+
+def _reinforcement(doc: MdLines, found: tuple[int, re.Match[str]] | None, close: int, bump: str | None,
+                   drop: str | None) -> int | None:
+    if found is None:
+        if bump is None:
+            return None
+        doc.insert(close, ["reinforcement:", f'  "{bump}": 1'])
+        return 1
+    i, m = found
+    if m.group(1):  # a scalar: the seed's file-level counter; keep its meaning
+        if bump is None or not m.group(1).isdigit():
+            return None
+        doc.replace_line(i, f"reinforcement: {int(m.group(1)) + 1}")
+        return int(m.group(1)) + 1
+    j = i + 1
+    while j < close and (child := _CHILD.match(doc.content(j))):
+        key, n = child.groups()
+        if key == drop:
+            doc.delete(j, j + 1)
+            close -= 1
+            continue
+        if key == bump:
+            doc.replace_line(j, f'  "{key}": {int(n) + 1}')
+            return int(n) + 1
+        j += 1
+    if bump is not None:
+        doc.insert(j, [f'  "{bump}": 1'])
+        return 1
+    if j == i + 1 and (j >= close or not doc.content(j)[:1].isspace()):
+        doc.delete(i, i + 1)  # the mapping is empty now: drop its key too
+    return None
+
+
+def _stamp(now: datetime, previous: str | None) -> str:
+    """``now`` as the previous value was written: a date stays a date, else ISO 8601 UTC seconds."""
+    if previous is not None and _DATE_ONLY.match(previous):
+        return now.date().isoformat()
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,59 @@
+"""The pure front half of ``remember``: quality gate → privacy filter → router → target path.
+
+No I/O and no model: it runs on the caller's thread, so noise and secrets are
+refused at once, without queueing behind indexing. What passes becomes a
+:class:`Plan` that :class:`indexer.write.writer.MemoryWriter` executes (embed →
+dedup → edit → re-index) on the index's one writer thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from indexer.write import privacy
+from indexer.write.access import Namespace, check_relative
+from indexer.write.gate import quality_gate
+from indexer.write.router import Route, route
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A memory that passed the gate and the filter, and the file it is routed to."""
+
+    content: str  # the entry text to write (normalised, one line)
+    route: Route
+    namespace: Namespace
+    target: str  # relative to the first root, posix
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": self.route.memory_type, "section": self.route.section, "scope": self.route.scope,
+                "importance": self.route.importance, "routed_by": self.route.matched}
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Refused before any file was touched: ``stage`` is ``gate`` or ``privacy``."""
+
+    stage: str
+    rule: str
+    reason: str
+
+
+def prepare(content: str, namespace: Namespace, today: date, memory_type: str | None = None) -> Plan | Rejected:
+    """Gate, filter and route ``content``. Raises ``UnknownType`` for a bad ``memory_type``.
+
+    The privacy filter runs on the raw content too (not only the gate's
+    normalised form), so nothing the gate strips can hide a secret.
+    """
+    gate = quality_gate(content)
+    for text in (content, gate.content):
+        secret = privacy.check(text)
+        if not secret.passed:
+            return Rejected("privacy", secret.rule, secret.reason)
+    if not gate.passed:
+        return Rejected("gate", gate.rule, gate.reason)
+    r = route(gate.content, today, memory_type, namespace.layout)
+    target = f"{namespace.folder}/{r.target}" if namespace.folder else r.target
+    return Plan(gate.content, r, namespace, check_relative(target))

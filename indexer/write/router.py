@@ -1,0 +1,99 @@
+"""The smart router (seed 000): which file and section a memory belongs in.
+
+Keyword rules in priority order (first match wins); an explicit ``type`` skips
+them. Targets are relative to the namespace's folder. Two layouts:
+
+* ``files`` (the owner's default namespace and ``agent:…`` namespaces): one file
+  per type, as in the seed — ``user/instructions.md``, ``agent/decisions.md``,
+  …, and the journal in ``memory/YYYY-MM-DD.md`` (OpenClaw's daily notes);
+* ``single`` (``peer:…`` and ``group:…``): everything in the namespace's
+  ``MEMORY.md``, one section per type — seed 003 lets a peer or a group append
+  to its own ``MEMORY.md`` and nothing else.
+
+English keywords match whole words (the seed's bare ``like`` is left out: it is
+mostly a preposition — "looks like a bug"); Chinese ones match anywhere, except
+``模式`` in its "mode" sense (深色模式, 夜间模式, 调试模式 …), which is not a pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+
+from indexer.write.errors import UnknownType
+
+FILES, SINGLE = "files", "single"
+
+
+@dataclass(frozen=True)
+class RouteRule:
+    memory_type: str
+    pattern: re.Pattern[str] | None  # None: the default (journal)
+    target: str  # in the "files" layout; {date} is the day
+    scope: str
+    importance: int
+    section: str  # heading title ({date} is the day)
+
+
+@dataclass(frozen=True)
+class Route:
+    memory_type: str
+    target: str  # relative to the namespace folder, posix
+    scope: str
+    importance: int
+    section: str  # heading title, without the #s
+    section_level: int
+    matched: str  # "type" (explicit), "keyword: <word>" or "default"
+
+
+_EN_ENTITY_STOP = "This|That|It|There|Here|What|Which|Who|The|A|An|We|They|He|She|Our|My|Your|User|Everything|Nothing"
+
+RULES: tuple[RouteRule, ...] = (
+    RouteRule("instruction", re.compile(
+        r"\b(?:always|never|must|do not|don't|rules?|make sure|remember to)\b"
+        r"|必须|不要|务必|禁止|切勿|规则|一定要|千万别",
+        re.IGNORECASE), "user/instructions.md", "global", 5, "Instructions"),
+    RouteRule("decision", re.compile(
+        r"\b(?:decided|decide|decision|chose|chosen|we will use|going with|agreed to|settled on|opted)\b"
+        r"|决定|采用|选定|定下|拍板|选择.*方案", re.IGNORECASE), "agent/decisions.md", "project", 5, "Decisions"),
+    RouteRule("pattern", re.compile(
+        r"\b(?:patterns?|solutions?|solved|workaround|root cause|fixed by|the fix|turns out|lesson learned|gotcha)\b"
+        r"|发现|(?<![色间行试发])模式|解决|原因是|踩坑|规律|经验", re.IGNORECASE),
+        "agent/patterns.md", "project", 3, "Patterns"),
+    RouteRule("preference", re.compile(
+        r"\b(?:prefers?|preferred|preferences?|likes|liked|loves|enjoys|favou?rite|dislikes|hates|rather than)\b"
+        r"|偏好|喜欢|偏爱|讨厌|习惯用|爱用", re.IGNORECASE), "user/preferences.md", "global", 4, "Preferences"),
+    RouteRule("entity", re.compile(
+        rf"(?<![\w'])(?!(?:{_EN_ENTITY_STOP})\b)[A-Z][a-z]+(?: [A-Z][a-z]+)?(?:'s)? "
+        r"(?:is|was|works|role|leads|manages|joined)\b|[\u4e00-\u9fff]{2,4}(?:是|担任)"),
+        "user/entities.md", "global", 3, "Entities"),
+    RouteRule("journal", None, "memory/{date}.md", "project", 1, "{date}"),
+)
+TYPES = tuple(r.memory_type for r in RULES)
+_BY_TYPE = {r.memory_type: r for r in RULES}
+
+
+def route(content: str, today: date, memory_type: str | None = None, layout: str = FILES) -> Route:
+    """Where ``content`` goes. Raises :class:`UnknownType` for a ``memory_type`` not in :data:`TYPES`."""
+    if memory_type is not None:
+        if memory_type not in _BY_TYPE:
+            raise UnknownType(f"unknown memory type {memory_type!r}; use one of {', '.join(TYPES)}")
+        return _build(_BY_TYPE[memory_type], today, layout, "type")
+    for rule in RULES:
+        if rule.pattern is None:
+            return _build(rule, today, layout, "default")
+        m = rule.pattern.search(content)
+        if m:
+            return _build(rule, today, layout, f"keyword: {m.group().strip()}")
+    raise AssertionError("the last rule is the default")  # pragma: no cover
+
+
+def _build(rule: RouteRule, today: date, layout: str, matched: str) -> Route:
+    day = today.isoformat()
+    if layout == SINGLE:
+        section = "Journal" if rule.memory_type == "journal" else rule.section
+        return Route(rule.memory_type, "MEMORY.md", rule.scope, rule.importance, section, 2, matched)
+    level = 1 if rule.memory_type == "journal" else 2
+    return Route(rule.memory_type, rule.target.format(date=day), rule.scope, rule.importance,
+                 rule.section.format(date=day), level, matched)

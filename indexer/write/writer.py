@@ -1,0 +1,153 @@
+"""The back half of ``remember`` and ``forget``: embed → dedup → edit the file → re-index it.
+
+:class:`MemoryWriter` must run on the index's one writer thread (the daemon's
+``IndexWorker``), so a write never races indexing; the edited file is
+re-indexed before the call returns, so the next search sees it.
+
+Every file write is conditional (:func:`indexer.atomic.atomic_write_text` with
+``check=True``): if the user saved the file between our read and our write,
+the file is read again and the edit re-applied to the new text — entries are
+found again by their text — up to :data:`MAX_ATTEMPTS` times; the user's edit is
+never overwritten. Files that are not valid UTF-8 are never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from indexer.atomic import ConcurrentEditError, atomic_write_text
+from indexer.config import WriteConfig
+from indexer.memblocks import BlockError
+from indexer.write import mdedit
+from indexer.write.access import namespace_of, resolve_target
+from indexer.write.candidates import gather
+from indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
+from indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
+from indexer.write.pipeline import Plan
+
+if TYPE_CHECKING:
+    from indexer.engine import MemoryIndex
+
+log = structlog.get_logger(__name__)
+
+MAX_ATTEMPTS = 5
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a write did. ``decision``: appended | reinforced | replaced | removed."""
+
+    decision: str
+    reason: str
+    path: str  # relative to the first root
+    line: int  # 1-based line of the entry now (removed: where it was)
+    namespace: str
+    score: float | None = None
+    previous: str | None = None  # the entry replaced or removed
+    reinforcement: int | None = None  # count after a reinforcement (None: the file has no front matter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+class MemoryWriter:
+    """Executes plans against the files of ``root`` (the first memory root) and ``index``."""
+
+    def __init__(self, index: MemoryIndex, root: Path, cfg: WriteConfig, *, clock: Clock | None = None,
+                 before_write: Callable[[Path], None] | None = None) -> None:
+        self.index = index
+        self.root = root
+        self.cfg = cfg
+        self.thresholds = Thresholds.from_config(cfg)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._before_write = before_write  # test seam: runs between our read and our write
+
+    def remember(self, plan: Plan) -> Outcome:
+        verdict = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
+        outcome = self._execute(plan, verdict)
+        self._reindex(outcome.path)
+        log.info("write.remembered", decision=outcome.decision, path=outcome.path, line=outcome.line,
+                 namespace=outcome.namespace, score=outcome.score)
+        return outcome
+
+    def forget(self, rel: str, line: int, expect: str | None = None) -> Outcome:
+        """Remove the entry on 1-based ``line`` of ``rel``. Raises EntryNotFound, BadTarget, WriteConflict."""
+        path = resolve_target(self.root, rel)
+        if not path.is_file():
+            raise EntryNotFound(f"{rel}: no such memory file")
+        edit = self._write(rel, lambda text: mdedit.remove(text, line, expect, self._clock(), rel))
+        if edit is None:
+            what = "with that text " if expect is not None else ""
+            raise EntryNotFound(f"{rel}:{line}: no memory entry {what}on that line (list items outside USER blocks)")
+        self._reindex(rel)
+        log.info("write.forgotten", path=rel, line=line)
+        return Outcome("removed", "entry removed", rel, edit.line, str(namespace_of(rel)), previous=edit.previous)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _execute(self, plan: Plan, v: Verdict) -> Outcome:
+        ns = str(plan.namespace)
+        c = v.candidate
+        score = None if c is None else round(c.score, 4)
+        if v.action in (REINFORCE, REPLACE) and c is not None:
+            now = self._clock()
+            if v.action == REINFORCE:
+                edit = self._write(c.path, lambda t: mdedit.reinforce(t, c.text, c.line, now, c.path))
+            else:
+                edit = self._write(c.path, lambda t: mdedit.replace(t, c.text, c.line, plan.content, now, c.path))
+            if edit is not None:
+                decision = "reinforced" if v.action == REINFORCE else "replaced"
+                return Outcome(decision, v.reason, c.path, edit.line, ns, score, edit.previous, edit.reinforcement)
+            v = Verdict(APPEND, "the similar entry was edited away meanwhile; appended as new", c)
+        edit = self._write(plan.target, lambda t: self._append(t, plan))
+        assert edit is not None
+        return Outcome("appended", v.reason, plan.target, edit.line, ns, score)
+
+    def _append(self, text: str | None, plan: Plan) -> mdedit.Edit:
+        now = self._clock()
+        base = text if text is not None else mdedit.new_file(now)
+        r = plan.route
+        return mdedit.append(base, r.section, r.section_level, plan.content, now, plan.target)
+
+    def _write(self, rel: str, edit_fn: Callable[[Any], mdedit.Edit | None]) -> mdedit.Edit | None:
+        """Read, edit, write conditionally; on a concurrent change, re-read and re-apply."""
+        path = resolve_target(self.root, rel)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            text, sha = self._read(path, rel)
+            try:
+                edit = edit_fn(text)
+            except BlockError as exc:
+                raise WriteConflict(str(exc)) from None
+            if edit is None or edit.text == text:
+                return edit
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if self._before_write is not None:
+                self._before_write(path)
+            try:
+                atomic_write_text(path, edit.text, sha, check=True)
+                return edit
+            except ConcurrentEditError:
+                log.info("write.concurrent_edit", path=rel, attempt=attempt, action="re-reading and re-applying")
+        raise WriteConflict(f"{rel} changed during each of {MAX_ATTEMPTS} attempts; nothing was written")
+
+    @staticmethod
+    def _read(path: Path, rel: str) -> tuple[str | None, str | None]:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None, None
+        try:
+            return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+        except UnicodeDecodeError:
+            raise BadTarget(f"{rel}: not valid UTF-8; memoryd will not rewrite it") from None
+
+    def _reindex(self, rel: str) -> None:
+        self.index.index_files([(self.root, rel)])

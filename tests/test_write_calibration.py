@@ -1,0 +1,81 @@
+"""With the real default model (multilingual-e5-small): the calibrated thresholds and the writer's decisions."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from indexer.config import EmbeddingConfig, WriteConfig
+from indexer.embedding import load_embedder
+from indexer.embedtext import clean_line
+from indexer.engine import MemoryIndex
+from indexer.types import Embedder
+from indexer.write import calibration as cal
+from indexer.write.access import DEFAULT
+from indexer.write.dedup import Thresholds
+from indexer.write.pipeline import Plan, prepare
+from indexer.write.writer import MemoryWriter
+from tests.helpers import make_config
+
+DATA = Path(__file__).parent / "data" / "calibration.jsonl"
+
+
+@pytest.fixture(scope="module")
+def e5(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return load_embedder(EmbeddingConfig(), tmp_path_factory.mktemp("e5"))
+
+
+@pytest.mark.slow
+def test_default_thresholds_on_the_held_out_pairs(e5: Embedder) -> None:
+    pairs = [p for p in cal.load_pairs(DATA) if p.split == "heldout"]
+    texts = sorted({clean_line(t) for p in pairs for t in (p.existing, p.new)})
+    vecs = dict(zip(texts, e5.embed_passages(texts), strict=True))
+    cos = {p.id: float(vecs[clean_line(p.existing)] @ vecs[clean_line(p.new)]) for p in pairs}
+    m = cal.confusion(pairs, cos, Thresholds.from_config(WriteConfig()))
+    assert cal.accuracy(m) >= 0.88, cal.render(m, "heldout")
+    assert m[("unrelated", "reinforce")] + m[("unrelated", "replace")] == 0
+    assert m[("conflicting_update", "reinforce")] == 0  # an update is never silently dropped
+
+
+@pytest.fixture
+def writer(tmp_path: Path, e5: Embedder) -> Iterator[tuple[MemoryWriter, Path]]:
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = make_config(root, tmp_path / "data")
+    cfg = dataclasses.replace(cfg, embedding=EmbeddingConfig())  # default thresholds, real model
+    index = MemoryIndex(cfg, e5)
+    try:
+        yield MemoryWriter(index, root, cfg.write), root
+    finally:
+        index.close()
+
+
+def _plan(text: str) -> Plan:
+    p = prepare(text, DEFAULT, date(2025, 3, 1))
+    assert isinstance(p, Plan)
+    return p
+
+
+@pytest.mark.slow
+def test_real_model_reinforces_replaces_and_appends(writer: tuple[MemoryWriter, Path]) -> None:
+    w, root = writer
+    steps = [
+        ("The user prefers Vim as their editor.", "appended"),
+        ("The user prefers Vim as their editor", "reinforced"),
+        ("The user prefers Neovim as their editor.", "replaced"),
+        ("The user prefers dark mode in every editor.", "appended"),
+        ("用户偏好使用深色模式。", "appended"),  # a looser translation of the last: cosine 0.81 < 0.83 (cross)
+        ("用户喜欢暗色主题的界面。", "reinforced"),  # a Chinese paraphrase of the Chinese entry: 0.945 >= 0.935
+        ("用户的猫叫味噌，是一只橘猫。", "appended"),
+        ("We decided to deploy on Tuesdays.", "appended"),
+        ("We decided to deploy on Thursdays from now on.", "replaced"),
+        ("团队决定采用 Redis 存储会话数据。", "appended"),
+        ("Redis was chosen by the team to hold session data.", "reinforced"),  # cross-lingual: 0.84 >= 0.83
+    ]
+    assert [w.remember(_plan(text)).decision for text, _ in steps] == [d for _, d in steps]
+    text = (root / "user" / "preferences.md").read_text()
+    assert "Neovim" in text and "prefers Vim" not in text
