@@ -20,8 +20,7 @@ from daemon.cli_write import TYPES
 
 # indexer.write.access's id rule, repeated here so the schema can state it.
 ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
-READ_NAMESPACE = rf"^(agent|peer|group):{ID}$"
-WRITE_NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
+NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
 MODES = ("hybrid", "vector", "keyword")
 MAX_QUERY_CHARS = 8192  # daemon.methods.MAX_QUERY_CHARS
 
@@ -45,6 +44,10 @@ def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str
 
 _QUERY = {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
           "description": "What to look for: a question or keywords, in any language."}
+_READ_NS = {"type": "string", "pattern": NAMESPACE,
+            "description": "Only read one namespace: 'default' (the shared memory, outside the agents/, peers/ "
+                           "and groups/ folders), 'agent:ID' (agents/ID/), 'peer:ID' (peers/ID/) or 'group:ID' "
+                           "(groups/ID/). Omit to read all memory this session may read."}
 
 SEARCH = ToolSpec(
     "memory_search", "Search memory",
@@ -57,13 +60,10 @@ SEARCH = ToolSpec(
     "stored.",
     _obj({
         "query": _QUERY,
-        "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8,
-              "description": "How many snippets to return (1-50, default 8)."},
-        "namespace": {"type": "string", "pattern": READ_NAMESPACE,
-                      "description": "Only search one namespace: 'agent:ID' (folder agents/ID/), 'peer:ID' "
-                                     "(peers/ID/) or 'group:ID' (groups/ID/). Omit to search all memory this "
-                                     "session may read."},
-        "mode": {"type": "string", "enum": list(MODES), "default": "hybrid",
+        "k": {"type": "integer", "minimum": 1, "maximum": 50,
+              "description": "How many snippets to return (1-50; default 8 unless configured otherwise)."},
+        "namespace": _READ_NS,
+        "mode": {"type": "string", "enum": list(MODES),
                  "description": "'hybrid' (default; best for most questions), 'vector' (meaning only, for "
                                 "paraphrases) or 'keyword' (exact words: names, identifiers, error messages)."},
     }, ("query",)),
@@ -95,6 +95,7 @@ CONTEXT = ToolSpec(
         "max_tokens": {"type": "integer", "minimum": 16, "maximum": 100000,
                        "description": "Budget for the whole block in model tokens (16-100000; about 4 "
                                       "characters of English per token). 500-2000 suits most tasks."},
+        "namespace": _READ_NS,
     }, ("query", "max_tokens")),
 )
 
@@ -113,7 +114,7 @@ REMEMBER = ToolSpec(
                     "description": "The memory: one fact, in plain language (at most about 2 KB)."},
         "type": {"type": "string", "enum": list(TYPES),
                  "description": "What kind of memory it is; omit to let memoryd decide from the wording."},
-        "namespace": {"type": "string", "pattern": WRITE_NAMESPACE,
+        "namespace": {"type": "string", "pattern": NAMESPACE,
                       "description": "Where it belongs: 'default' (the shared memory), 'agent:ID', 'peer:ID' "
                                      "or 'group:ID'. Omit to use this session's own namespace."},
     }, ("content",)),

@@ -1,0 +1,224 @@
+"""``memoryd mcp``: the memory tools over the Model Context Protocol (stdio), on the official ``mcp`` SDK.
+
+A thin client of the running daemon: every tool call becomes one JSON-RPC call
+on the daemon's socket (a fresh connection per call, so a daemon restart is
+picked up and calls may overlap); the index is never opened here. The process
+is started by an MCP host (Claude Desktop, Claude Code, Cursor, OpenClaw ...)
+and lives as long as the host keeps its stdin open.
+
+Every failure is an MCP *tool* error (``isError: true``) with a message a model
+can act on: bad arguments name the argument, a stopped daemon names the command
+that starts it, a refusal by the daemon (permission, rate limit, size) keeps
+the daemon's own message. Nothing is ever printed on stdout but protocol
+messages; logs go to stderr.
+
+The SDK is imported by :func:`serve` and :func:`build_server` only: it costs
+most of the start-up time (~0.7 s of CPU for pydantic models) and the rest of
+this module is usable (and testable) without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from daemon.client import Client, RpcClientError
+from daemon.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
+from indexer.errors import MemorydError, NotRunningError
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+log = structlog.get_logger(__name__)
+
+ACCESS_DENIED = -32020  # daemon.write_methods (not imported: it pulls in the write pipeline)
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+CALL_TIMEOUT_S = 90.0  # a remember may wait 2 x write.wait_s for the index worker
+SNIPPET_CHARS = 1200
+INSTRUCTIONS = (
+    "memoryd keeps a live search index over the user's Markdown memory files. Call memory_search (or "
+    "memory_context) before answering questions about prior work, decisions, people, preferences or todos; "
+    "memory_get reads more of a file around a hit; memory_remember saves a durable fact; memory_status says "
+    "whether the index has caught up with recent saves."
+)
+
+Session = dict[str, str]
+Shaped = tuple[str, dict[str, Any]]
+
+
+class DaemonBridge:
+    """Runs tool calls against the daemon at ``socket`` on behalf of one memoryd ``session``.
+
+    ``session`` is ``{"kind": "owner" | "direct" | "group", "peer"?, "group"?}``, sent with
+    every call but ``status``: the daemon confines reads and writes to what it may touch.
+    """
+
+    def __init__(self, socket: str | os.PathLike[str], session: Session | None = None,
+                 timeout: float = CALL_TIMEOUT_S) -> None:
+        self.socket = Path(socket)
+        self.session: Session = dict(session or {"kind": "owner"})
+        self.timeout = timeout
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None) -> Shaped:
+        """``(text, structured)`` for the model; raises :class:`ToolError` with a clear message."""
+        spec = BY_NAME.get(name)
+        if spec is None:
+            raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(t.name for t in TOOLS)}")
+        args = check_arguments(spec, dict(arguments or {}))
+        method, params = self.request(name, args)
+        result = self._call(method, params)
+        return _SHAPERS[name](args, result)
+
+    def request(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The daemon method and params for a tool call whose ``args`` passed the schema."""
+        if name == SEARCH.name:
+            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace")
+        if name == GET.name:
+            start = args.get("from", 1)
+            params: dict[str, Any] = {"path": args["path"], "start_line": start}
+            if "lines" in args:
+                params["end_line"] = start + args["lines"] - 1
+            return "get", self._with(params, args)
+        if name == REMEMBER.name:
+            return "remember", {**args, "session": self.session}
+        if name == STATUS.name:
+            return "status", {}
+        return "context", self._with({"query": args["query"], "max_tokens": args["max_tokens"]}, args, "namespace")
+
+    def _with(self, params: dict[str, Any], args: dict[str, Any], *optional: str) -> dict[str, Any]:
+        return {**params, **{k: args[k] for k in optional if k in args}, "session": self.session}
+
+    def _call(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            with Client(self.socket, timeout=self.timeout) as client:
+                return client.call(method, params)
+        except NotRunningError as exc:
+            raise ToolError(f"{exc} If it runs on another socket, start the MCP server with "
+                            "`memoryd mcp --socket PATH`.") from None
+        except RpcClientError as exc:
+            raise ToolError(self._daemon_refusal(method, exc)) from None
+        except MemorydError as exc:  # timeout, broken connection
+            raise ToolError(f"memoryd error: {exc}") from None
+
+    def _daemon_refusal(self, method: str, exc: RpcClientError) -> str:
+        if exc.code == METHOD_NOT_FOUND:
+            return (f"the memoryd daemon on {self.socket} does not offer {method!r} (it is older than this "
+                    "MCP server): update memoryd and restart the daemon")
+        if exc.code == INVALID_PARAMS:
+            return f"invalid arguments: {exc.message}"
+        if exc.code == ACCESS_DENIED:
+            return f"permission denied: {exc.message} (this MCP server acts as {_describe(self.session)})"
+        return exc.message
+
+
+def _describe(session: Session) -> str:
+    """``an owner session``, ``a direct session (peer alice)``: for messages."""
+    kind = session["kind"]
+    ids = ", ".join(f"{k} {v}" for k, v in session.items() if k != "kind")
+    return f"{'an' if kind == 'owner' else 'a'} {kind} session" + (f" ({ids})" if ids else "")
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=1)
+
+
+def _search(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
+    results = []
+    for h in res.get("hits", []):
+        text = h.get("text", "")
+        snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rstrip() + " …"
+        cite = f"{h['path']}:{h['start_line']}-{h['end_line']}"
+        results.append({"path": h["path"], "startLine": h["start_line"], "endLine": h["end_line"],
+                        "score": round(float(h.get("score", 0.0)), 4), "snippet": snippet,
+                        "heading": h.get("heading") or "", "citation": cite, "root": h.get("root")})
+    out = {"results": results, "mode": res.get("mode", args.get("mode", "hybrid")),
+           "tookMs": round(float(res.get("took_ms") or 0.0), 1)}
+    return _json(out), out
+
+
+def _get(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
+    out = {"path": res["path"], "root": res.get("root"), "from": res["start_line"], "to": res["end_line"],
+           "totalLines": res.get("total_lines"), "text": res.get("text", "")}
+    return _json(out), out
+
+
+def _context(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
+    sources = [{"path": s["path"], "startLine": s["start_line"], "endLine": s["end_line"], "score": s.get("score"),
+                "root": s.get("root")} for s in res.get("sources", [])]
+    out = {"text": res.get("text", ""), "tokens": res.get("tokens"), "maxTokens": args["max_tokens"],
+           "sources": sources, "omitted": res.get("omitted", 0)}
+    return out["text"] or "No stored memory is relevant to this query.", out
+
+
+def _remember(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
+    out = dict(res)
+    if res.get("path") and res.get("line"):
+        out["citation"] = f"{res['path']}:{res['line']}"
+    return _json(out), out
+
+
+def _status(args: dict[str, Any], st: dict[str, Any]) -> Shaped:
+    roots = [{"path": r.get("path"), "watched": bool(r.get("alive")), "error": r.get("error")}
+             for r in st.get("roots", [])]
+    out = {"fresh": st.get("pending", 1) == 0 and not st.get("reconciling", True), "files": st.get("files"),
+           "chunks": st.get("chunks"), "pending": st.get("pending"), "reconciling": st.get("reconciling"),
+           "lastEvent": st.get("last_event"), "lastReconcile": st.get("last_reconcile"),
+           "lastError": st.get("last_error"), "skippedFiles": len(st.get("skipped") or []), "roots": roots,
+           "model": (st.get("model") or {}).get("id"), "version": st.get("version")}
+    return _json(out), out
+
+
+_SHAPERS: dict[str, Callable[[dict[str, Any], Any], Shaped]] = {
+    "memory_search": _search, "memory_get": _get, "memory_context": _context, "memory_remember": _remember,
+    "memory_status": _status,
+}
+
+
+def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
+    """The low-level SDK server: hand-written schemas, our own argument checks and error messages."""
+    import anyio.to_thread
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    server: Server[Any, Any] = Server("memoryd", version=version, instructions=INSTRUCTIONS)
+    tools = [types.Tool(name=t.name, title=t.title, description=t.description, inputSchema=t.schema,
+                        annotations=types.ToolAnnotations(title=t.title, readOnlyHint=t.read_only,
+                                                          destructiveHint=False, openWorldHint=False))
+             for t in TOOLS]
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return tools
+
+    @server.call_tool(validate_input=False)
+    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        try:
+            text, structured = await anyio.to_thread.run_sync(bridge.call_tool, name, arguments)
+        except ToolError as exc:
+            log.info("mcp.tool_error", tool=name, error=str(exc)[:300])
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], isError=True)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structuredContent=structured)
+
+    return server
+
+
+def serve(bridge: DaemonBridge, version: str = "0") -> int:
+    """Serve MCP on stdin/stdout until the host closes stdin; returns the exit status (0)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(bridge, version)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+    return 0
