@@ -105,6 +105,7 @@ class Daemon:
         self._lock.acquire()
         self.notifier.status("loading the embedding model")
         self.index = open_index(cfg)
+        _quiet_faiss_threads()
         self.worker = IndexWorker(self.index, self.roots, self.path_filter, self.path_filter.accept_dir,
                                   on_status=self.notifier.status, should_stop=self.should_exit.is_set)
         self.worker.request_reconcile("start-up")
@@ -222,6 +223,14 @@ class Daemon:
         if self._lock is not None:
             self._lock.release()
         log.info("daemon.stopped", uptime_s=round(time.monotonic() - self.started, 1))
+
+
+def _quiet_faiss_threads() -> None:
+    """One OpenMP thread for FAISS: exact search over a memory-sized index gains nothing from two,
+    and idle OpenMP threads spin and steal the cores the query's embedding needs (bench/query_latency.py)."""
+    import faiss
+
+    faiss.omp_set_num_threads(1)
 
 
 def _iso(ts: float | None) -> str | None:
