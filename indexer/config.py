@@ -88,6 +88,8 @@ class SearchConfig:
     vector_weight: float = 0.5
     text_weight: float = 0.5
     candidates: int = 50
+    mmr_lambda: float = 1.0
+    recency_half_life_days: float = 0.0
     index_type: str = "auto"
     hnsw_threshold: int = 200_000
 
@@ -307,6 +309,9 @@ def validate(cfg: Config) -> None:
     _check(s.vector_weight >= 0 and s.text_weight >= 0 and s.vector_weight + s.text_weight > 0,
            "search.vector_weight", (s.vector_weight, s.text_weight), "weights must be >= 0, not both 0")
     _check(s.candidates >= 1, "search.candidates", s.candidates, "must be >= 1")
+    _check(0.0 <= s.mmr_lambda <= 1.0, "search.mmr_lambda", s.mmr_lambda, "must be in 0..1 (1 = off)")
+    _check(s.recency_half_life_days >= 0, "search.recency_half_life_days", s.recency_half_life_days,
+           "must be >= 0 (0 = off)")
     _check(s.index_type in INDEX_TYPES, "search.index_type", s.index_type, f"must be one of {INDEX_TYPES}")
     _check(s.hnsw_threshold >= 1000, "search.hnsw_threshold", s.hnsw_threshold, "must be >= 1000")
     _check(srv.max_request_bytes >= 1024, "server.max_request_bytes", srv.max_request_bytes, "must be >= 1024")

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from queue import Empty, Queue
 from typing import Any
 
@@ -24,6 +24,7 @@ from indexer import keyword
 from indexer.config import SEARCH_MODES, SearchConfig
 from indexer.errors import MemorydError, StoreClosedError
 from indexer.fusion import fuse, minmax
+from indexer.rerank import mmr_order, recency_factor
 from indexer.store import ChunkRow, fetch_chunks
 from indexer.types import Embedder
 from indexer.vectors import VectorIndex
@@ -150,7 +151,7 @@ class HybridSearcher:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
             raise
-        hits = self._fuse(mode, cands, vec, kw, rows)
+        hits = self._rerank(self._fuse(mode, cands, vec, kw, rows), rows, k, qvec is not None)
         out: dict[str, Any] = {"mode": mode}
         if min_score is not None and qvec is not None:
             best = max(vec.values(), default=0.0)
@@ -164,6 +165,27 @@ class HybridSearcher:
             _add_explanations(dicts, hits[:k], vec, kw, self._cfg.fusion if mode == "hybrid" else mode)
         out.update(hits=dicts, took_ms=(time.perf_counter() - t0) * 1000)
         return out
+
+    def _rerank(self, hits: list[Hit], rows: dict[int, ChunkRow], k: int, has_vectors: bool) -> list[Hit]:
+        """Recency decay and MMR, when configured (both off by default; see :mod:`indexer.rerank`)."""
+        cfg = self._cfg
+        if cfg.recency_half_life_days > 0:
+            now = time.time()
+            hits = sorted(
+                (replace(h, score=round(h.score * recency_factor(h.path, rows[h.chunk_id].mtime_ns,
+                                                                 cfg.recency_half_life_days, now), 6))
+                 for h in hits),
+                key=lambda h: (-h.score, h.path, h.start_line))
+        if cfg.mmr_lambda < 1.0 and has_vectors and len(hits) > 1:
+            head, tail = hits[: max(5 * k, 50)], hits[max(5 * k, 50):]
+
+            def vectors(idx: Sequence[int]) -> Any:
+                with self._lock:
+                    return self._vectors.vectors_of([head[i].chunk_id for i in idx])
+
+            order = mmr_order([h.score for h in head], vectors, cfg.mmr_lambda, len(head))
+            hits = [head[i] for i in order] + tail
+        return hits
 
     def _vector_leg(self, qvec: Any, n: int, allowed: set[int] | None) -> dict[int, float]:
         if qvec is None:

@@ -78,6 +78,7 @@ class ChunkRow:
     end_line: int
     heading: str
     text: str
+    mtime_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -354,7 +355,7 @@ def fetch_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Chun
         part = list(ids[start : start + 500])
         marks = ",".join("?" * len(part))
         rows = conn.execute(
-            "SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text"
+            "SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"
             " FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
             f" WHERE c.id IN ({marks})",
             part,

@@ -88,6 +88,16 @@ class VectorIndex:
                 out[i] = float(self._index.reconstruct(int(i)) @ q)
         return out
 
+    def vectors_of(self, ids: Iterable[int]) -> np.ndarray:
+        """The stored vectors of ``ids`` as rows (a zero row for an id not in the index)."""
+        rows = []
+        for i in ids:
+            try:
+                rows.append(self._index.reconstruct(int(i)))
+            except RuntimeError:
+                rows.append(np.zeros(self.dimension, dtype=np.float32))
+        return np.asarray(rows, dtype=np.float32).reshape(-1, self.dimension)
+
     def save(self, path: Path) -> None:
         """Write a snapshot atomically; clears the dirty flag."""
         data = faiss.serialize_index(self._index)
