@@ -80,11 +80,16 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--provider", default="e5-small")
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
+    ap.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a [search] setting, e.g. --search mmr_lambda=0.7 (numbers or strings)")
     args = ap.parse_args()
     modes = args.modes.split(",")
     scorer = args.eval_dir / "score.py"
     folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
     cfg = dataclasses.replace(Config(), embedding=EmbeddingConfig(provider=args.provider))
+    overrides = dict(kv.split("=", 1) for kv in args.search)
+    typed = {k: type(getattr(cfg.search, k))(v) for k, v in overrides.items()}
+    cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **typed))
     embedder = load_embedder(cfg.embedding, args.work / "model")
     out = args.work / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -108,7 +113,8 @@ def main() -> None:
             m = summary[group][mode]
             print(f"{group:<20} {mode:<8} {m['n']:>4} {m['R@1']:>6.3f} {m['R@5']:>6.3f} {m['R@10']:>6.3f} "
                   f"{m['MRR@10']:>7.3f} {m['lines@10']:>8.1f}")
-    print(json.dumps({"model": embedder.model_id, "seconds": round(time.perf_counter() - t0, 1), **summary}))
+    print(json.dumps({"model": embedder.model_id, "search": dataclasses.asdict(cfg.search),
+                      "seconds": round(time.perf_counter() - t0, 1), **summary}))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,9 @@ def make_session(model: Path, threads: int) -> ort.InferenceSession:
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Worker threads that spin after each run would steal a core from the rest of a daemon that
+    # mostly waits (socket, SQLite, the other legs of a query): block instead.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.log_severity_level = 3  # onnxruntime's own warnings would go to stderr, bypassing our logs
     try:
         return ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
