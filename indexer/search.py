@@ -173,10 +173,14 @@ class HybridSearcher:
         cfg = self._cfg
         if cfg.recency_half_life_days > 0:
             now = time.time()
+            # 6 significant digits, not 6 decimals: years-old files decay far below 1e-6 and must
+            # keep their relative order.
+            def decayed(h: Hit) -> Hit:
+                factor = recency_factor(h.path, rows[h.chunk_id].mtime_ns, cfg.recency_half_life_days, now)
+                return replace(h, score=float(f"{h.score * factor:.6g}"))
+
             hits = sorted(
-                (replace(h, score=round(h.score * recency_factor(h.path, rows[h.chunk_id].mtime_ns,
-                                                                 cfg.recency_half_life_days, now), 6))
-                 for h in hits),
+                (decayed(h) for h in hits),
                 key=lambda h: (-h.score, h.path, h.start_line))
         if cfg.mmr_lambda < 1.0 and has_vectors and len(hits) > 1:
             head, tail = hits[: max(5 * k, 50)], hits[max(5 * k, 50):]
