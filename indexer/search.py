@@ -30,6 +30,7 @@ from indexer.types import Embedder
 from indexer.vectors import VectorIndex
 
 QUERY_TIME_LIMIT_S = 2.0
+KEYWORD_DEPTH = 4  # BM25 scores are read this many times deeper than the candidate count
 
 
 @dataclass(frozen=True)
@@ -143,11 +144,14 @@ class HybridSearcher:
                 allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
                     if path_prefix or exclude_prefixes else None
                 vec = self._vector_leg(qvec, n_cand, allowed)
-                kw = _keyword_leg(conn, expr, n_cand, allowed)
+                kw_deep = _keyword_leg(conn, expr, KEYWORD_DEPTH * n_cand, allowed)
+                kw = dict(list(kw_deep.items())[:n_cand])
                 cands = list(dict.fromkeys([*vec, *kw]))
                 if mode == "hybrid" and qvec is not None:
                     vec.update(self._vectors.scores_for(qvec, [i for i in cands if i not in vec]))
-                    kw.update(_keyword_scores(conn, expr, [i for i in cands if i not in kw]))
+                    # Vector candidates get their BM25 from the deeper keyword list; beyond it a
+                    # chunk scores as "no match" (cheaper than a second FTS query: ~5 ms).
+                    kw.update({i: kw_deep[i] for i in cands if i not in kw and i in kw_deep})
                 rows = fetch_chunks(conn, cands)
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
@@ -248,18 +252,6 @@ def _keyword_leg(conn: sqlite3.Connection, expr: str | None, n: int, allowed: se
     ).fetchall()
     out = {int(i): -float(s) for i, s in rows if allowed is None or int(i) in allowed}
     return dict(list(out.items())[:n])
-
-
-def _keyword_scores(conn: sqlite3.Connection, expr: str | None, ids: Sequence[int]) -> dict[int, float]:
-    """BM25 of specific chunks (those not matching any query term get no score)."""
-    if not expr or not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        f"SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-        (expr, *ids),
-    )
-    return {int(i): -float(s) for i, s in rows}
 
 
 def _like(prefix: str) -> str:
