@@ -17,6 +17,7 @@ import json
 import os
 import select
 import socket
+import time
 
 from indexer.errors import DaemonError, NotRunningError
 
@@ -132,15 +133,27 @@ class Client:
         if self._sock is not None and not _closed_by_peer(self._sock):
             return self._sock
         self.close()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.path)
-        except OSError as exc:
-            sock.close()
-            raise self._connect_error(exc) from None
-        self._sock = sock
-        return sock
+        deadline = time.monotonic() + self.timeout
+        delay = 0.005
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.path)
+            except BlockingIOError as exc:
+                # A full listen backlog: a Unix socket with a timeout says EAGAIN at once instead of
+                # waiting. The daemon is alive and busy; wait our turn, within our timeout.
+                sock.close()
+                if time.monotonic() + delay > deadline:
+                    raise self._connect_error(exc) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+                continue
+            except OSError as exc:
+                sock.close()
+                raise self._connect_error(exc) from None
+            self._sock = sock
+            return sock
 
     def _connect_error(self, exc: OSError) -> DaemonError:
         if isinstance(exc, FileNotFoundError):

@@ -106,7 +106,7 @@ def _clear_stale(path: Path) -> None:
         probe.close()
 
 
-def bind_unix_socket(path: Path, backlog: int = 128) -> socket.socket:
+def bind_unix_socket(path: Path, backlog: int = 512) -> socket.socket:
     """A non-blocking listening socket bound at ``path`` (dir 0700, socket 0600).
 
     Raises ``SocketInUseError`` when a live server answers on ``path`` and

@@ -75,6 +75,20 @@ class IndexStats:
 Progress = Callable[[int, int, IndexStats], None]  # (files done, files total, stats so far)
 
 
+def storable(name: str) -> bool:
+    """Whether a path can be stored as text (file names are bytes on Linux; not all are UTF-8)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_name(name: str) -> str:
+    """A name with undecodable bytes shown as ``\\xNN``, for logs and ``status``."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 class MemoryIndex:
     """The whole index: store, cache, vectors, searcher, under one lock."""
 
@@ -214,6 +228,12 @@ class MemoryIndex:
 
     def _prepare(self, root: Path, rel: str, stats: IndexStats) -> PreparedFile | None:
         key = f"{root}/{rel}"
+        if not storable(rel):
+            shown = printable_name(key)
+            stats.files_skipped += 1
+            stats.skipped[shown] = self.skipped[shown] = "bad-file-name: not valid UTF-8"
+            log.warning("file.skipped", root=str(root), path=printable_name(rel), reason="bad-file-name")
+            return None
         root_id = self.store.root_id(root)
         row = self.store.file(root_id, rel)
         try:
@@ -240,7 +260,8 @@ class MemoryIndex:
     def _commit_group(self, group: list[PreparedFile], stats: IndexStats) -> None:
         if not group:
             return
-        emb = embed_missing(group, self.embedder, self.cache)
+        emb = embed_missing(group, self.embedder, self.cache, persist=self._persist_vectors,
+                            slice_size=max(32, 2 * self.cfg.embedding.batch_size))
         stats.embedded += emb.embedded
         stats.cache_hits += emb.cache_hits
         for f in group:
@@ -265,6 +286,11 @@ class MemoryIndex:
             stats.chunks_kept += change.kept
             log.debug("file.indexed", root=str(f.root), path=f.rel, chunks=len(f.chunks), added=len(change.added))
 
+    def _persist_vectors(self, vectors: dict[bytes, Any]) -> None:
+        """Keep fresh model output at once (keys are text hashes: valid before any chunk uses them)."""
+        with self.store.transaction() as t:
+            self.cache.put_many(t, vectors)
+
     def remove_file(self, root: Path, rel: str) -> int:
         """Drop a file from the index; returns the number of chunks removed."""
         stats = IndexStats()
@@ -273,6 +299,9 @@ class MemoryIndex:
         return stats.chunks_removed
 
     def _remove(self, root_id: int, rel: str, stats: IndexStats) -> None:
+        if not storable(rel):
+            self.skipped.pop(printable_name(f"{self.store.roots().get(root_id)}/{rel}"), None)
+            return
         with self.lock:
             removed = self.store.delete_file(root_id, rel)
             self.vectors.remove(removed)
@@ -281,6 +310,8 @@ class MemoryIndex:
 
     def move_file(self, root: Path, rel: str, dest_root: Path, dest_rel: str) -> bool:
         """Rename a file in the index: no chunk is re-embedded. False if ``rel`` was not indexed."""
+        if not (storable(rel) and storable(dest_rel)):
+            return False
         with self.lock:
             return self.store.move_file(self.store.root_id(root), rel, self.store.root_id(dest_root), dest_rel)
 

@@ -8,7 +8,7 @@ cache reach the model. Nothing here writes: :mod:`indexer.engine` commits.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,16 +74,27 @@ def prepare_file(
 
 
 def embed_missing(
-    files: Sequence[PreparedFile], embedder: Embedder, cache: EmbeddingCache
+    files: Sequence[PreparedFile], embedder: Embedder, cache: EmbeddingCache,
+    persist: Callable[[dict[bytes, FloatArray]], None] | None = None, slice_size: int = 32,
 ) -> EmbedResult:
-    """Vectors for every chunk key of ``files``: from the cache, else from the model."""
+    """Vectors for every chunk key of ``files``: from the cache, else from the model.
+
+    Missing texts are embedded in slices of ``slice_size`` (sorted by length first, so
+    slices stay evenly padded), and each slice is handed to ``persist`` as soon as it
+    exists: a crash then loses at most one slice of model work, not a whole group.
+    """
     keys = list(dict.fromkeys(c.embed_key for f in files for c in f.chunks))
     found = cache.get_many(keys)
     todo = {key: text for f in files for key, text in f.embed_texts.items() if key not in found}
     vectors = dict(found)
-    if todo:
-        mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
-        vectors.update(zip(todo, mat, strict=True))
+    order = sorted(todo, key=lambda key: len(todo[key]))
+    for start in range(0, len(order), slice_size):
+        part = order[start : start + slice_size]
+        mat = np.asarray(embedder.embed_passages([todo[key] for key in part]), dtype=np.float32)
+        fresh = dict(zip(part, mat, strict=True))
+        if persist is not None:
+            persist(fresh)
+        vectors.update(fresh)
     return EmbedResult(vectors, embedded=len(todo), cache_hits=len(keys) - len(todo))
 
 
