@@ -91,7 +91,7 @@ class SearchConfig:
     mmr_lambda: float = 1.0
     recency_half_life_days: float = 0.0
     index_type: str = "auto"
-    hnsw_threshold: int = 200_000
+    hnsw_threshold: int = 50_000
 
 
 @dataclass(frozen=True)

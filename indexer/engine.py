@@ -165,6 +165,7 @@ class MemoryIndex:
     def _load_vectors(self) -> VectorIndex:
         path = self.data_dir / VECTORS_NAME
         vectors = VectorIndex.load(path, self.embedder.dimension) or VectorIndex(self.embedder.dimension)
+        vectors.maybe_switch(self.cfg.search.hnsw_threshold, self.cfg.search.index_type)
         self._sync_vectors(vectors)
         return vectors
 
@@ -173,8 +174,8 @@ class MemoryIndex:
         want = dict(self.store.chunk_keys())
         want_ids = np.fromiter(want, dtype=np.int64, count=len(want))
         have = vectors.ids()
-        extra = np.setdiff1d(have, want_ids)
-        missing = np.setdiff1d(want_ids, have).tolist()
+        extra = np.setdiff1d(have, want_ids, assume_unique=True)
+        missing = np.setdiff1d(want_ids, have, assume_unique=True).tolist()
         if extra.size:
             vectors.remove(extra.tolist())
         if missing:

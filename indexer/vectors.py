@@ -7,14 +7,17 @@ so a stale snapshot after a crash, or a corrupt file, costs a repair, never a
 wrong answer. Snapshots are written atomically (temp file, fsync, rename).
 
 Inner product on L2-normalised vectors = cosine similarity. The index is an
-``IndexIDMap2`` over ``IndexFlatIP``: exact search, and ``reconstruct`` lets
-hybrid search score keyword-only candidates by their vector too.
+``IndexIDMap2`` over ``IndexFlatIP`` (exact) or ``IndexHNSWFlat`` (approximate,
+for large corpora); :mod:`indexer.ann` holds that policy. ``reconstruct`` works
+on both, so hybrid search scores keyword-only candidates by their vector too
+and a switch between kinds is rebuilt from the index's own vectors.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +26,7 @@ import faiss
 import numpy as np
 import structlog
 
+from indexer import ann
 from indexer.atomic import fsync_dir
 from indexer.errors import StoreError
 
@@ -31,58 +35,157 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+REBUILD_BATCH = 65_536  # vectors copied per step when switching kinds (~100 MB at 384 dims)
+
 
 class VectorIndex:
-    """A FAISS ``IndexIDMap2`` with atomic persistence and a dirty flag.
+    """A FAISS ``IndexIDMap2`` (flat or HNSW) with atomic persistence and a dirty flag.
 
-    Not thread-safe: callers serialise writes against searches.
+    On HNSW, removed ids become tombstones (hidden from every read, dropped at the
+    next rebuild). Not thread-safe: callers serialise writes against searches.
     """
 
-    def __init__(self, dimension: int, index: Any | None = None) -> None:
+    def __init__(self, dimension: int, index: Any | None = None, tombstones: Iterable[int] = ()) -> None:
         self.dimension = dimension
-        self._index = index if index is not None else faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
+        self._index = index if index is not None else ann.new_index("flat", dimension)
+        self._tomb: set[int] = {int(i) for i in tombstones}
+        self._policy: tuple[int, str] | None = None  # (threshold, index_type) once maybe_switch was called
+        self._kind = ann.kind_of(self._index)
+        self._params: dict[int, Any] = {}  # HNSW search params by k; the tombstone selector is costly to build
         self.dirty = False
         self._owner: Any = None
 
     @property
     def size(self) -> int:
-        return int(self._index.ntotal)
+        """Live vectors (tombstones excluded)."""
+        return int(self._index.ntotal) - len(self._tomb)
 
     @property
     def kind(self) -> str:
-        return "flat"
+        return self._kind
+
+    @property
+    def tombstones(self) -> int:
+        return len(self._tomb)
+
+    def _all_ids(self) -> np.ndarray:
+        return faiss.vector_to_array(self._index.id_map).astype(np.int64)
+
+    def _tomb_array(self) -> np.ndarray:
+        return np.fromiter(self._tomb, dtype=np.int64, count=len(self._tomb))
 
     def ids(self) -> np.ndarray:
-        return faiss.vector_to_array(self._index.id_map).astype(np.int64)
+        have = self._all_ids()
+        return have[~np.isin(have, self._tomb_array())] if self._tomb else have
+
+    # -- writes ---------------------------------------------------------------
 
     def add(self, ids: Iterable[int], vectors: FloatArray) -> None:
         id_arr = np.fromiter(ids, dtype=np.int64)
         if id_arr.size == 0:
             return
         vec = np.ascontiguousarray(vectors, dtype=np.float32).reshape(id_arr.size, self.dimension)
+        if self._tomb and not self._tomb.isdisjoint(id_arr.tolist()):
+            self._retire(self._tomb.intersection(id_arr.tolist()))
         self._index.add_with_ids(vec, id_arr)
         self.dirty = True
+        self._apply_policy()
 
     def remove(self, ids: Iterable[int]) -> int:
         id_arr = np.fromiter(ids, dtype=np.int64)
         if id_arr.size == 0:
             return 0
-        removed = int(self._index.remove_ids(faiss.IDSelectorBatch(id_arr)))
+        if self.kind == "flat":
+            removed = int(self._index.remove_ids(faiss.IDSelectorBatch(id_arr)))
+        else:
+            present = id_arr[np.isin(id_arr, self._all_ids())].tolist()
+            fresh = set(present) - self._tomb
+            self._tomb |= fresh
+            self._params.clear()
+            removed = len(fresh)
+            if ann.needs_compaction(len(self._tomb), int(self._index.ntotal)):
+                self._rebuild("hnsw")
         self.dirty = self.dirty or removed > 0
+        if removed:
+            self._apply_policy()
         return removed
 
+    def _retire(self, reused: set[int]) -> None:
+        """Rename the dead HNSW nodes of ids about to be re-added to unique negative ids.
+
+        SQLite reuses the highest chunk id after a delete, so a tombstoned id coming back
+        is common (editing the newest file). Renaming the old node (an O(n) copy of the id
+        map, ~1 ms at 100k) keeps it hidden without a graph rebuild; searches drop ids < 0.
+        """
+        id_map = self._all_ids()
+        sentinel = min(min(self._tomb), 0) - 1
+        for chunk_id in sorted(reused):
+            id_map[id_map == chunk_id] = sentinel
+            self._tomb.discard(chunk_id)
+            self._tomb.add(sentinel)
+            sentinel -= 1
+        faiss.copy_array_to_vector(id_map, self._index.id_map)
+        self._params.clear()
+
+    def maybe_switch(self, threshold: int, index_type: str = "auto") -> bool:
+        """Adopt the policy (kept for later adds/removes) and rebuild now if it wants another kind.
+
+        ``index_type`` is "auto" (HNSW from ``threshold`` live vectors), "flat" or "hnsw";
+        raises ConfigError otherwise. Returns True if the index was rebuilt. The rebuild
+        reads the vectors out of this index (no re-embedding); for HNSW it costs roughly
+        0.3 ms per vector on 2 cores, done by the calling thread.
+        """
+        ann.target_kind(self.size, self.kind, threshold, index_type)  # validate before storing
+        self._policy = (threshold, index_type)
+        return self._apply_policy()
+
+    def _apply_policy(self) -> bool:
+        if self._policy is None:
+            return False
+        want = ann.target_kind(self.size, self.kind, *self._policy)
+        if want == self.kind:
+            return False
+        self._rebuild(want)
+        return True
+
+    def _rebuild(self, kind: str) -> None:
+        """Replace the FAISS index by a fresh ``kind`` holding the live vectors; clears tombstones."""
+        t0 = time.perf_counter()
+        live = self.ids()
+        fresh = ann.new_index(kind, self.dimension)
+        for start in range(0, live.size, REBUILD_BATCH):  # bounded extra memory while copying
+            part = live[start:start + REBUILD_BATCH]
+            fresh.add_with_ids(self._index.reconstruct_batch(part), part)
+        old_kind, dropped = self.kind, len(self._tomb)
+        self._index, self._owner, self._tomb, self._kind = fresh, None, set(), kind
+        self._params.clear()
+        self.dirty = True
+        log.info("vectors.rebuilt", kind=kind, previous=old_kind, vectors=int(live.size),
+                 tombstones_dropped=dropped, seconds=round(time.perf_counter() - t0, 3))
+
+    # -- reads ----------------------------------------------------------------
+
     def search(self, query: FloatArray, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` (chunk id, cosine) pairs, best first."""
+        """Top ``k`` (chunk id, cosine) pairs, best first (approximate on HNSW)."""
         if self.size == 0 or k <= 0:
             return []
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dimension)
-        scores, ids = self._index.search(q, min(k, self.size))
+        k = min(k, self.size)
+        if self.kind == "hnsw":
+            params = self._params.get(k)
+            if params is None:
+                if len(self._params) > 8:
+                    self._params.clear()
+                params = self._params[k] = ann.hnsw_params(k, self._tomb_array() if self._tomb else None)
+            scores, ids = self._index.search(q, k, params=params)
+        else:
+            scores, ids = self._index.search(q, k)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
     def scores_for(self, query: FloatArray, ids: Iterable[int]) -> dict[int, float]:
         """Cosine of the query with specific chunks (those missing from the index are skipped)."""
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(self.dimension)
-        wanted = np.fromiter(ids, dtype=np.int64)
+        wanted = np.fromiter((i for i in ids if i not in self._tomb), dtype=np.int64)
         if wanted.size == 0:
             return {}
         try:
@@ -100,26 +203,26 @@ class VectorIndex:
         rows = []
         for i in ids:
             try:
+                if int(i) in self._tomb:
+                    raise RuntimeError("tombstoned")
                 rows.append(self._index.reconstruct(int(i)))
             except RuntimeError:
                 rows.append(np.zeros(self.dimension, dtype=np.float32))
         return np.asarray(rows, dtype=np.float32).reshape(-1, self.dimension)
 
     def save(self, path: Path) -> None:
-        """Write a snapshot atomically; clears the dirty flag."""
-        data = faiss.serialize_index(self._index)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as fh:
-                data.tofile(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-            fsync_dir(path.parent)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise StoreError(f"cannot write vector snapshot {path}: {exc.strerror or exc}") from exc
+        """Write a snapshot atomically; clears the dirty flag.
+
+        HNSW tombstones go to ``<path>.tomb`` (written first, removed when empty). A crash
+        between the two files leaves a pair that :meth:`MemoryIndex._sync_vectors` repairs.
+        """
+        tomb_path = _tomb_path(path)
+        if self._tomb:
+            _write_atomic(tomb_path, self._tomb_array().tobytes())
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                tomb_path.unlink()
+        _write_atomic(path, faiss.serialize_index(self._index).tobytes())
         self.dirty = False
 
     @classmethod
@@ -136,7 +239,35 @@ class VectorIndex:
         if index.d != dimension or not hasattr(index, "id_map"):
             log.warning("vectors.snapshot_mismatch", path=str(path), dimension=index.d)
             return None
-        loaded = cls(dimension, faiss.downcast_index(index))
+        tomb: np.ndarray = np.zeros(0, dtype=np.int64)
+        with contextlib.suppress(FileNotFoundError):
+            tomb = np.fromfile(_tomb_path(path), dtype=np.int64)
+        loaded = cls(dimension, faiss.downcast_index(index), tomb.tolist())
         loaded._owner = index  # the downcast wrapper does not own the C++ object: keep its owner alive
+        if loaded._tomb and loaded.kind == "flat":  # a flat index never has tombstones: apply them
+            flat_tomb, loaded._tomb = loaded._tomb, set()
+            loaded.remove(flat_tomb)
+        if loaded._tomb:  # a stale sidecar may name ids this snapshot never had
+            loaded._tomb &= set(loaded._all_ids().tolist())
+            loaded._params.clear()
         return loaded
 
+
+def _tomb_path(path: Path) -> Path:
+    return path.with_name(path.name + ".tomb")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Temp file, fsync, rename, fsync the directory; raises StoreError naming ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"cannot write vector snapshot {path}: {exc.strerror or exc}") from exc

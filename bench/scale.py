@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The cost curve: build, warm start, update, search latency, RSS and disk against corpus size.
+
+    python bench/scale.py [--sizes 1000,10000] [--seed 0] [--queries 200] [--index-type auto]
+                          [--hnsw-threshold N] [--model-dir /tmp/memoryd-scale-model] [--plot docs/scaling.png]
+
+Each size runs in a fresh child process (so RSS is that size's own), on a corpus
+from ``gen_corpus.py``, through ``MemoryIndex`` in-process (no socket: the daemon
+adds ~0.3 ms of JSON and hand-off per call, see ``bench/query_latency.py``).
+
+**Benchmark-only embedding path.** Embedding 100k chunks with e5 on 2 cores takes
+hours, so :class:`SyntheticPassages` wraps the real e5 model: ``count_tokens``
+(chunking) and ``embed_query`` (every search) are the real model, but
+``embed_passages`` returns deterministic unit vectors — a topic centre chosen by
+a hash of the text plus noise, so the vectors are clustered like real embeddings
+(uniform noise would be a pathological worst case for any ANN index). Its
+``model_id`` is ``bench-synthetic-e5`` so these vectors can never mix with real
+ones in a cache. Everything else — chunking, SQLite, FTS5, FAISS, hybrid fusion —
+runs for real. Build time therefore excludes embedding.
+
+Measured per size: cold build (index every file), warm start (open ``MemoryIndex``
+on the existing data = load snapshot + sync with SQLite; the model load is
+reported apart), one-file update (append a section to a daily file and re-index
+it; median of 20), hybrid search p50/p99 including the real query embedding, the
+bare query embedding p50, RSS after searching, disk bytes per chunk, and recall@10
+of HNSW against exact search on the stored vectors (queries: perturbed stored
+vectors). Prints a table, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import _THINGS, REPO, bench_tmp, fmt, percentile, print_table, remove_tree
+from gen_corpus import _ZH_THINGS, generate
+
+N_TOPICS = 512
+NOISE = 0.05  # per-dimension std: a chunk's cosine to its topic centre ≈ 0.7, like related e5 passages
+QUERIES = ["when does {t} run", "who owns {t}", "why did we decide to change {t}", "{t} timeout",
+           "{t} 的配置在哪里", "谁负责{t}"]
+
+
+class SyntheticPassages:
+    """Real e5 tokenizer and query embedding; synthetic clustered passage vectors (see module doc)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.dimension: int = inner.dimension
+        self.model_id = "bench-synthetic-e5"
+        rng = np.random.default_rng(1234)
+        centres = rng.standard_normal((N_TOPICS, self.dimension)).astype(np.float32)
+        self._centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return list(self._inner.count_tokens(texts))
+
+    def embed_query(self, text: str) -> Any:
+        return self._inner.embed_query(text)
+
+    def embed_passages(self, texts: Sequence[str]) -> Any:
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+            rng = np.random.default_rng(seed)
+            v = self._centres[seed % N_TOPICS] + NOISE * rng.standard_normal(self.dimension).astype(np.float32)
+            out[row] = v / np.linalg.norm(v)
+        return out
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def ann_recall(vectors: Any, n_queries: int, seed: int) -> tuple[float, float, float, float]:
+    """(recall@10, HNSW build s, flat ms/query, HNSW ms/query) on copies of ``vectors``' contents."""
+    from indexer.vectors import VectorIndex
+
+    ids = vectors.ids()
+    mat = vectors.vectors_of(ids.tolist())
+    rng = np.random.default_rng(seed)
+    q = mat[rng.integers(0, len(mat), n_queries)] + NOISE * rng.standard_normal((n_queries, mat.shape[1]))
+    q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    flat, hnsw = VectorIndex(mat.shape[1]), VectorIndex(mat.shape[1])
+    flat.maybe_switch(1, "flat")
+    flat.add(ids.tolist(), mat)
+    t0 = time.perf_counter()
+    hnsw.maybe_switch(1, "hnsw")
+    hnsw.add(ids.tolist(), mat)
+    build = time.perf_counter() - t0
+    timings: list[float] = []
+    hits = 0
+    for index in (flat, hnsw):
+        t0 = time.perf_counter()
+        got = [{i for i, _ in index.search(v, 10)} for v in q]
+        timings.append((time.perf_counter() - t0) / n_queries * 1000)
+        if index is flat:
+            exact = got
+        else:
+            hits = sum(len(a & e) for a, e in zip(got, exact, strict=True))
+    return hits / (10 * n_queries), build, timings[0], timings[1]
+
+
+def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Every measurement for one corpus size, in this process."""
+    from indexer.config import Config, EmbeddingConfig, with_overrides
+    from indexer.embedding import load_embedder
+    from indexer.engine import MemoryIndex
+
+    tmp = bench_tmp("memoryd-scale-")
+    try:
+        root, data = tmp / "root", tmp / "data"
+        info = generate(root, size, args.seed)
+        files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
+        t0 = time.perf_counter()
+        embedder = SyntheticPassages(load_embedder(EmbeddingConfig(), args.model_dir))
+        model_s = time.perf_counter() - t0
+        cfg = with_overrides(Config(), roots=[root], data_dir=data)
+        search = dataclasses.replace(cfg.search, index_type=args.index_type,
+                                     hnsw_threshold=args.hnsw_threshold or cfg.search.hnsw_threshold)
+        cfg = dataclasses.replace(cfg, search=search)
+
+        t0 = time.perf_counter()
+        mi = MemoryIndex(cfg, embedder)
+        mi.vectors.maybe_switch(search.hnsw_threshold, search.index_type)  # until engine.py wires it
+        mi.index_files([(root, rel) for rel in files])
+        build_s = time.perf_counter() - t0
+        mi.close()
+
+        t0 = time.perf_counter()
+        mi = MemoryIndex(cfg, embedder)
+        mi.vectors.maybe_switch(search.hnsw_threshold, search.index_type)
+        warm_s = time.perf_counter() - t0
+        try:
+            update_ms = measure_updates(mi, root, files, args.seed)
+            lat = measure_search(mi, embedder, args.queries, args.seed)
+            rss = rss_mb()
+            recall, hnsw_build_s, flat_ms, hnsw_ms = ann_recall(mi.vectors, args.queries, args.seed)
+            chunks, kind = mi.store.counts()[1], mi.vectors.kind
+        finally:
+            mi.close()
+        disk = dir_bytes(data) - dir_bytes(data / "models") if (data / "models").exists() else dir_bytes(data)
+        return {"chunks": chunks, "files": info.files, "index_type": kind, "build_s": round(build_s, 2),
+                "model_load_s": round(model_s, 2), "warm_start_s": round(warm_s, 3),
+                "update_ms": round(update_ms, 2), "search_p50_ms": round(percentile(lat["hybrid"], 50), 2),
+                "search_p99_ms": round(percentile(lat["hybrid"], 99), 2),
+                "vector_mode_p50_ms": round(percentile(lat["vector"], 50), 2),
+                "keyword_mode_p50_ms": round(percentile(lat["keyword"], 50), 2),
+                "query_embed_p50_ms": round(percentile(lat["embed"], 50), 2),
+                "rss_mb": round(rss, 1), "disk_bytes_per_chunk": round(disk / max(chunks, 1)),
+                "ann_recall_at_10": round(recall, 4), "hnsw_build_s": round(hnsw_build_s, 2),
+                "vector_flat_ms": round(flat_ms, 3), "vector_hnsw_ms": round(hnsw_ms, 3)}
+    finally:
+        remove_tree(tmp)
+
+
+def measure_updates(mi: Any, root: Path, files: list[str], seed: int, n: int = 20) -> float:
+    """Median ms to re-index one edited daily file (its new section's vector is synthetic: ~0 ms)."""
+    rnd = random.Random(seed)
+    daily = [f for f in files if f.startswith("memory/")] or files
+    times = []
+    for i in range(n):
+        rel = rnd.choice(daily)
+        with open(root / rel, "a", encoding="utf-8") as fh:
+            fh.write(f"\n## Update {i}\n\n- Learned: {rnd.choice(_THINGS)} changed owner ({i}).\n")
+        t0 = time.perf_counter()
+        mi.index_files([(root, rel)])
+        times.append((time.perf_counter() - t0) * 1000)
+    return float(np.median(times))
+
+
+def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> dict[str, list[float]]:
+    """Latencies (ms) of hybrid, vector-only and keyword-only searches and of the bare query embedding.
+
+    Interleaved query by query so all four see the same background load.
+    """
+    rnd = random.Random(seed + 1)
+    things = _THINGS + _ZH_THINGS
+    queries = [rnd.choice(QUERIES).format(t=rnd.choice(things)) + f" {i}" for i in range(n + 10)]
+    out: dict[str, list[float]] = {"hybrid": [], "vector": [], "keyword": [], "embed": []}
+    for i, query in enumerate(queries):
+        for mode in ("hybrid", "vector", "keyword", "embed"):
+            t0 = time.perf_counter()
+            if mode == "embed":
+                embedder.embed_query(query)
+            else:
+                mi.search(query, k=8, mode=mode)
+            if i >= 10:  # warm-up
+                out[mode].append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+COLUMNS = ["chunks", "index_type", "build_s", "warm_start_s", "update_ms", "search_p50_ms", "search_p99_ms",
+           "vector_mode_p50_ms", "keyword_mode_p50_ms", "query_embed_p50_ms",
+           "rss_mb", "disk_bytes_per_chunk", "ann_recall_at_10", "vector_flat_ms",
+           "vector_hnsw_ms", "hnsw_build_s"]
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    sizes = sorted(results, key=int)
+    xs = [results[s]["chunks"] for s in sizes]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for key in ("search_p50_ms", "search_p99_ms", "keyword_mode_p50_ms", "vector_mode_p50_ms", "update_ms"):
+        a.plot(xs, [results[s][key] for s in sizes], marker="o", label=key)
+    a.set(xscale="log", xlabel="chunks", ylabel="ms", title="latency")
+    a.legend()
+    b.plot(xs, [results[s]["rss_mb"] for s in sizes], marker="o", label="RSS MB")
+    b.set(xscale="log", xlabel="chunks", ylabel="MB", title="memory")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--index-type", default="auto", choices=["auto", "flat", "hnsw"])
+    ap.add_argument("--hnsw-threshold", type=int, default=0, help="0: the config default")
+    ap.add_argument("--model-dir", type=Path, default=Path("/tmp/memoryd-scale-model"))
+    ap.add_argument("--plot", type=Path, default=REPO / "docs" / "scaling.png")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
+    args = ap.parse_args(argv)
+    if args.one:
+        from daemon.logs import configure_logging
+
+        configure_logging("warning", "console")
+        print(json.dumps(run_one(args.one, args)))
+        return 0
+    results: dict[str, dict[str, Any]] = {}
+    for size in [int(s) for s in args.sizes.split(",")]:
+        child = [sys.executable, __file__, "--one", str(size), *sys.argv[1:]] if argv is None else \
+            [sys.executable, __file__, "--one", str(size), *argv]
+        out = subprocess.run(child, check=True, capture_output=True, text=True, cwd=REPO).stdout
+        results[str(size)] = json.loads(out.strip().splitlines()[-1])
+        print(f"size {size}: done", file=sys.stderr)
+    print_table(["size", *COLUMNS], [[s, *(fmt(r[c], 3) if isinstance(r[c], float) else r[c] for c in COLUMNS)]
+                                     for s, r in results.items()])
+    if len(results) > 1 and args.plot:
+        plot(results, args.plot)
+    keys = ("search_p50_ms", "search_p99_ms", "update_ms", "warm_start_s", "rss_mb", "ann_recall_at_10")
+    print(json.dumps({"sizes": {s: {k: r[k] for k in keys} for s, r in results.items()}, "detail": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
