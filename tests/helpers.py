@@ -1,9 +1,10 @@
-"""Test helpers: a counting embedder wrapper and a config for throw-away indexes."""
+"""Test helpers: a counting embedder wrapper, a config for throw-away indexes, bounded polling."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,4 +43,23 @@ def make_config(root: Path | list[Path], data_dir: Path, **watch: Any) -> Config
     )
 
 
-__all__ = ["CountingEmbedder", "WatchConfig", "make_config"]
+def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``pred`` until it returns something truthy; fail the test after ``timeout`` seconds."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.02)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def ready(client: Any) -> bool:
+    """The daemon behind ``client`` has nothing queued and is not reconciling."""
+    st = client.call("status")
+    return st["pending"] == 0 and not st["reconciling"]
+
+
+__all__ = ["CountingEmbedder", "WatchConfig", "make_config", "ready", "wait_for"]

@@ -13,7 +13,7 @@ import pytest
 
 from daemon.client import Client
 from daemon.render import parse_target
-from tests.test_daemon import wait_for
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,24 +17,9 @@ import pytest
 from daemon.app import Daemon
 from daemon.client import Client, RpcClientError
 from indexer.errors import DaemonError, NotRunningError
-from tests.helpers import make_config
+from tests.helpers import make_config, ready, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.02)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
-
-
-def ready(client: Client) -> bool:
-    st = client.call("status")
-    return st["pending"] == 0 and not st["reconciling"]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from daemon.client import Client
-from tests.test_daemon import wait_for
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,19 +27,9 @@ from daemon.app import Daemon
 from daemon.client import Client, RpcClientError
 from indexer.config import Config
 from indexer.errors import MemorydError
-from tests.helpers import make_config
+from tests.helpers import make_config, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.02)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def _cfg(root: Path, data: Path, sock_dir: Path) -> Config:

@@ -29,8 +29,7 @@ from hypothesis import strategies as st
 from daemon.app import Daemon
 from daemon.client import Client
 from indexer.errors import DaemonError
-from tests.helpers import make_config
-from tests.test_faults import wait_for
+from tests.helpers import make_config, wait_for
 
 METHODS = {
     "ping": [], "status": [], "audit": ["tail"],

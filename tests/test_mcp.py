@@ -27,8 +27,7 @@ from daemon.app import Daemon
 from daemon.client import Client
 from daemon.mcp_server import DaemonBridge
 from daemon.mcp_tools import BY_NAME, TOOLS, ToolError, check_arguments
-from tests.helpers import make_config
-from tests.test_daemon import ready, wait_for
+from tests.helpers import make_config, ready, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status"}

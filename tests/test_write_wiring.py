@@ -19,8 +19,7 @@ from daemon.client import Client, RpcClientError
 from daemon.methods import build_handlers
 from daemon.write_methods import ACCESS_DENIED
 from indexer.pipeline import prepare_file
-from tests.helpers import make_config
-from tests.test_daemon import ready, wait_for
+from tests.helpers import make_config, ready, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 SECRET = "ghp_Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0dC9bA"

@@ -14,8 +14,7 @@ from daemon.client import Client
 from daemon.methods import build_handlers
 from daemon.server import SocketServer
 from daemon.write_methods import build_write_handlers
-from tests.helpers import make_config
-from tests.test_daemon import ready, wait_for
+from tests.helpers import make_config, ready, wait_for
 
 # The hash embedder's cosines are token overlaps, not e5's: thresholds fitting it.
 HASH_WRITE: dict[str, float] = {"reinforce_threshold": 0.9, "replace_threshold": 0.6, "cjk_reinforce_threshold": 0.9,
