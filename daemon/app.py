@@ -176,8 +176,9 @@ class Daemon:
         self.worker.set_roots(roots)
         if self.watcher is not None:
             self.watcher.stop()
-        self.watcher = Watcher(roots.roots, self.path_filter, self.debouncer.submit if self.debouncer else print,
-                               self._watch_failed, poll_interval_s=new.watch.poll_fallback_s)
+        assert self.debouncer is not None  # reload only runs after a complete start-up
+        self.watcher = Watcher(roots.roots, self.path_filter, self.debouncer.submit, self._watch_failed,
+                               poll_interval_s=new.watch.poll_fallback_s)
         self.watcher.start()
         self.worker.request_reconcile("roots changed")
         log.info("config.reloaded", roots_changed=True, roots=[str(r) for r in roots.roots])
