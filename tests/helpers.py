@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,40 @@ def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condit
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
+@contextmanager
+def running_daemon(
+    tmp_path: Path, socket: Path, files: dict[str, str], timeout: float = 10.0, **config: Any,
+) -> Iterator[tuple[Any, Any, Path]]:
+    """An in-process daemon (hash embedder, short debounce) on ``tmp_path/root`` holding ``files``,
+    started and idle; yields ``(daemon, client, root)`` and shuts everything down after.
+
+    ``config`` replaces whole config sections (e.g. ``write=...``) on top of the test config.
+    """
+    from daemon.app import Daemon
+    from daemon.client import Client
+
+    root = tmp_path / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
+    cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=socket), **config)
+    d = Daemon(cfg, env={})
+    d.startup()
+    client = Client(cfg.socket_path, timeout=timeout)
+    try:
+        wait_for(lambda: ready(client), what="start-up reconcile")
+        yield d, client, root
+    finally:
+        client.close()
+        d.shutdown()
+
+
 def ready(client: Any) -> bool:
     """The daemon behind ``client`` has nothing queued and is not reconciling."""
     st = client.call("status")
     return st["pending"] == 0 and not st["reconciling"]
 
 
-__all__ = ["CountingEmbedder", "WatchConfig", "make_config", "ready", "wait_for"]
+__all__ = ["CountingEmbedder", "WatchConfig", "make_config", "ready", "running_daemon", "wait_for"]

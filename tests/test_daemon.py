@@ -17,28 +17,17 @@ import pytest
 from daemon.app import Daemon
 from daemon.client import Client, RpcClientError
 from indexer.errors import DaemonError, NotRunningError
-from tests.helpers import make_config, ready, wait_for
+from tests.helpers import make_config, ready, running_daemon, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def running(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Client, Path]]:
-    root = tmp_path / "root"
-    (root / "memory").mkdir(parents=True)
-    (root / "MEMORY.md").write_text("# Memory\n\n- The user prefers Neovim.\n")
-    (root / "memory" / "2024-01-02.md").write_text("# 2024-01-02\n\n- Met Alice about the budget.\n")
-    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
-    cfg = replace(cfg, server=replace(cfg.server, socket=short_dir / "run" / "m.sock"))
-    d = Daemon(cfg, env={})
-    d.startup()
-    client = Client(cfg.socket_path, timeout=10)
-    try:
-        wait_for(lambda: ready(client), what="start-up reconcile")
-        yield d, client, root
-    finally:
-        client.close()
-        d.shutdown()
+    files = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n",
+             "memory/2024-01-02.md": "# 2024-01-02\n\n- Met Alice about the budget.\n"}
+    with running_daemon(tmp_path, short_dir / "run" / "m.sock", files) as started:
+        yield started
 
 
 def test_status_and_search_over_the_socket(running) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from daemon.client import Client, RpcClientError
 from daemon.methods import build_handlers
 from daemon.write_methods import ACCESS_DENIED
 from indexer.pipeline import prepare_file
-from tests.helpers import make_config, ready, wait_for
+from tests.helpers import running_daemon
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 SECRET = "ghp_Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0dC9bA"
@@ -27,23 +26,11 @@ SECRET = "ghp_Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0dC9bA"
 
 @pytest.fixture
 def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Client, Path]]:
-    root = tmp_path / "root"
-    (root / "peers" / "alice").mkdir(parents=True)
-    (root / "peers" / "bob").mkdir(parents=True)
-    (root / "peers" / "alice" / "MEMORY.md").write_text("- Alice likes the quokka mascot.\n")
-    (root / "peers" / "bob" / "MEMORY.md").write_text("- Bob likes the quokka plushie.\n")
-    (root / "MEMORY.md").write_text(f"# Memory\n\n- The quokka deploy token is {SECRET} for CI.\n")
-    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
-    cfg = replace(cfg, server=replace(cfg.server, socket=short_dir / "m.sock"))
-    d = Daemon(cfg, env={})
-    d.startup()
-    client = Client(cfg.socket_path, timeout=20)
-    try:
-        wait_for(lambda: ready(client), what="start-up reconcile")
-        yield d, client, root
-    finally:
-        client.close()
-        d.shutdown()
+    files = {"peers/alice/MEMORY.md": "- Alice likes the quokka mascot.\n",
+             "peers/bob/MEMORY.md": "- Bob likes the quokka plushie.\n",
+             "MEMORY.md": f"# Memory\n\n- The quokka deploy token is {SECRET} for CI.\n"}
+    with running_daemon(tmp_path, short_dir / "m.sock", files, timeout=20) as started:
+        yield started
 
 
 def _needs_handlers(d: Daemon) -> None:
