@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import snowballstemmer
@@ -181,8 +181,11 @@ def fts_match_expression(query: str) -> str | None:
     punctuation or only stop words); never raises for any ``str``.
     """
     terms = query_terms(query)
-    if not terms:
-        return None
+    return match_any(terms) if terms else None
+
+
+def match_any(terms: Sequence[str]) -> str:
+    """The FTS5 ``MATCH`` expression for the OR of ``terms``, each quoted so no input forms FTS5 syntax."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 

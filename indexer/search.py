@@ -1,12 +1,11 @@
 """Hybrid search: vector similarity and BM25, fused per query.
 
 Each leg proposes its top candidates; every candidate then gets *both* scores
-(the vector score by reconstructing its vector, the keyword score by a BM25
-query restricted to the candidate ids), each leg is min-max normalised to
-[0, 1] over the candidate set, and the final score is their weighted sum.
-FTS5's ``bm25()`` is negative and unbounded, so it is negated before
-normalising; a leg that cannot tell candidates apart (all equal) gives all of
-them the same score instead of silently dominating.
+(its cosine by reconstructing its vector; its BM25 from the keyword leg's
+deeper list, ``KEYWORD_DEPTH`` times the candidate count, or "no match" past
+it), and :mod:`indexer.fusion` combines them (z-score by default). FTS5's
+``bm25()`` is negative and unbounded, so it is negated first. The keyword
+leg's work is bounded at any corpus size by :mod:`indexer.keyword_plan`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from dataclasses import dataclass, replace
 from queue import Empty, Queue
 from typing import Any
 
-from indexer import keyword
+from indexer import keyword, keyword_plan
 from indexer.config import SEARCH_MODES, SearchConfig
 from indexer.errors import MemorydError, StoreClosedError
 from indexer.fusion import fuse, minmax
@@ -111,6 +110,7 @@ class HybridSearcher:
         self._embedder = embedder
         self._lock = lock
         self._cfg = cfg
+        self._df = keyword_plan.DocFrequencies()
 
     def set_vectors(self, vectors: VectorIndex) -> None:
         self._vectors = vectors
@@ -137,14 +137,15 @@ class HybridSearcher:
         if mode != "keyword" and self._embedder is None:
             mode = "keyword"
         qvec = self._embedder.embed_query(query) if mode != "keyword" and self._embedder else None
-        expr = keyword.fts_match_expression(query) if mode != "vector" else None
+        terms = keyword.query_terms(query) if mode != "vector" else []
         n_cand = max(self._cfg.candidates, k)
         try:
             with self._readers.connection() as conn, self._lock:
                 allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
                     if path_prefix or exclude_prefixes else None
                 vec = self._vector_leg(qvec, n_cand, allowed)
-                kw_deep = _keyword_leg(conn, expr, KEYWORD_DEPTH * n_cand, allowed)
+                plan = self._keyword_plan(conn, terms)
+                kw_deep = _keyword_leg(conn, plan, KEYWORD_DEPTH * n_cand, allowed)
                 kw = dict(list(kw_deep.items())[:n_cand])
                 cands = list(dict.fromkeys([*vec, *kw]))
                 if mode == "hybrid" and qvec is not None:
@@ -169,6 +170,8 @@ class HybridSearcher:
         dicts = [h.to_dict() for h in hits[:k]]
         if explain:
             _add_explanations(dicts, hits[:k], vec, kw, self._cfg.fusion if mode == "hybrid" else mode)
+            if terms:
+                out["keyword_plan"] = plan.describe()
         out.update(hits=dicts, took_ms=(time.perf_counter() - t0) * 1000)
         return out
 
@@ -196,6 +199,13 @@ class HybridSearcher:
             order = mmr_order([h.score for h in head], vectors, cfg.mmr_lambda, len(head))
             hits = [head[i] for i in order] + tail
         return hits
+
+    def _keyword_plan(self, conn: sqlite3.Connection, terms: list[str]) -> keyword_plan.KeywordPlan:
+        if not terms:
+            return keyword_plan.KeywordPlan((), exact=True)
+        df = self._df.lookup(conn, terms)
+        max_id = conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0
+        return keyword_plan.plan(terms, df, int(max_id), keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
 
     def _vector_leg(self, qvec: Any, n: int, allowed: set[int] | None) -> dict[int, float]:
         if qvec is None:
@@ -243,15 +253,24 @@ def _add_explanations(
                         "bm25": round(kw[h.chunk_id], 6) if h.chunk_id in kw else None}
 
 
-def _keyword_leg(conn: sqlite3.Connection, expr: str | None, n: int, allowed: set[int] | None) -> dict[int, float]:
-    if not expr:
-        return {}
-    rows = conn.execute(
-        "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-        (expr, n if allowed is None else max(n * 20, 1000)),
-    ).fetchall()
-    out = {int(i): -float(s) for i, s in rows if allowed is None or int(i) in allowed}
-    return dict(list(out.items())[:n])
+def _keyword_leg(
+    conn: sqlite3.Connection, plan: keyword_plan.KeywordPlan, n: int, allowed: set[int] | None,
+) -> dict[int, float]:
+    """The ``n`` best chunks by (negated) BM25, best first; a chunk found by several passes keeps its
+    best score (each pass is a lower bound of the exact BM25, see :mod:`indexer.keyword_plan`)."""
+    limit = n if allowed is None else max(n * 20, 1000)
+    best: dict[int, float] = {}
+    for p in plan.passes:
+        rows = conn.execute(
+            "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid >= ?"
+            " ORDER BY rank LIMIT ?", (keyword.match_any(p.terms), p.min_rowid, limit),
+        ).fetchall()
+        for i, s in rows:
+            if allowed is None or int(i) in allowed:
+                best[int(i)] = max(best.get(int(i), float("-inf")), -float(s))
+    if len(plan.passes) == 1:
+        return dict(list(best.items())[:n])  # already in rank order
+    return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n])
 
 
 def _like(prefix: str) -> str:
