@@ -25,6 +25,15 @@ class ConcurrentEditError(MemorydError):
     """The file changed between our read and our write; re-read and try again."""
 
 
+TEMP_SUFFIX = ".memoryd-tmp"
+"""Ends the name of every temp file :func:`atomic_write_bytes` makes next to its target."""
+
+
+def is_own_temp(name: str) -> bool:
+    """Whether ``name`` (a file name) is one of our temp files (``.<target>.<random>.memoryd-tmp``)."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
 def file_sha256(path: Path) -> str | None:
     """sha256 of the file's bytes, or None if it does not exist."""
     try:
@@ -49,7 +58,7 @@ def atomic_write_bytes(path: Path, data: bytes, expected_sha256: str | None = No
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = new_mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".memoryd-tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -4,17 +4,24 @@ Used at start-up, by the periodic sweep, after a watcher failure and by
 ``memoryd index``. Cheap when nothing changed: size + mtime are compared
 first, and only files that differ are read (their sha256 then decides whether
 anything is re-chunked). Files of roots that are no longer configured are
-dropped.
+dropped. Temp files of :func:`indexer.atomic.atomic_write_bytes` that a killed
+writer left behind (never indexed: the path filter excludes them) are removed:
+only our own name pattern, and the single writer of this index is the thread
+running the reconcile, so no write of ours is in flight. (Another memoryd
+writing the same folder with another data directory would see its write fail
+cleanly, its target untouched.)
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
+from indexer.atomic import is_own_temp
 from indexer.engine import IndexStats, MemoryIndex, Progress
 from indexer.files import walk_root
 
@@ -28,6 +35,7 @@ class ReconcilePlan:
     to_index: list[tuple[Path, str]] = field(default_factory=list)
     to_remove: list[tuple[Path, str]] = field(default_factory=list)
     unchanged: int = 0
+    temp_files: list[Path] = field(default_factory=list)  # our own, left by a killed writer
 
 
 def plan(
@@ -39,7 +47,13 @@ def plan(
         known = index.store.files(index.store.root_id(root))
         seen: set[str] = set()
         if root.is_dir():
-            for rel, st in walk_root(root, accept, accept_dir or (lambda rel: True)):
+            def accept_or_note(rel: str, root: Path = root) -> bool:
+                if is_own_temp(rel.rpartition("/")[2]):
+                    result.temp_files.append(root / rel)
+                    return False
+                return accept(rel)
+
+            for rel, st in walk_root(root, accept_or_note, accept_dir or (lambda rel: True)):
                 seen.add(rel)
                 row = known.get(rel)
                 if row is not None and st is not None and (row.size, row.mtime_ns) == (st.st_size, st.st_mtime_ns):
@@ -69,7 +83,17 @@ def reconcile(
     stats.merge(index.index_files(p.to_index, progress=progress))
     stats.files_unchanged += p.unchanged
     index.save()
+    _remove_stale_temps(p.temp_files)
     log.info("reconcile.done", roots=len(roots), indexed=stats.files_indexed, removed=stats.files_removed,
              unchanged=stats.files_unchanged, skipped=stats.files_skipped, embedded=stats.embedded,
              seconds=round(stats.seconds, 2))
     return stats
+
+
+def _remove_stale_temps(paths: Sequence[Path]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            continue  # gone already, or not ours to remove: leave it
+        log.warning("temp.removed", path=str(path), reason="left by an interrupted write")
