@@ -24,7 +24,10 @@ reported apart), one-file update (append a section to a daily file and re-index
 it; median of 20), hybrid search p50/p99 including the real query embedding, the
 bare query embedding p50, RSS after searching, disk bytes per chunk, and recall@10
 of HNSW against exact search on the stored vectors (queries: perturbed stored
-vectors). Prints a table, then one JSON line.
+vectors), and a *background* switch to the other kind as the daemon runs it
+(build on a thread from the SQLite snapshot, no lock): vector-search p50/p99
+while it builds, its build seconds and the swap's milliseconds under the lock.
+Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -143,14 +146,12 @@ def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
 
         t0 = time.perf_counter()
         mi = MemoryIndex(cfg, embedder)
-        mi.vectors.maybe_switch(search.hnsw_threshold, search.index_type)  # until engine.py wires it
         mi.index_files([(root, rel) for rel in files])
         build_s = time.perf_counter() - t0
         mi.close()
 
         t0 = time.perf_counter()
         mi = MemoryIndex(cfg, embedder)
-        mi.vectors.maybe_switch(search.hnsw_threshold, search.index_type)
         warm_s = time.perf_counter() - t0
         try:
             update_ms = measure_updates(mi, root, files, args.seed)
@@ -158,6 +159,7 @@ def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
             rss = rss_mb()
             recall, hnsw_build_s, flat_ms, hnsw_ms = ann_recall(mi.vectors, args.queries, args.seed)
             chunks, kind = mi.store.counts()[1], mi.vectors.kind
+            switch = measure_background_switch(mi, embedder, args.seed)
         finally:
             mi.close()
         disk = dir_bytes(data) - dir_bytes(data / "models") if (data / "models").exists() else dir_bytes(data)
@@ -170,7 +172,7 @@ def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
                 "query_embed_p50_ms": round(percentile(lat["embed"], 50), 2),
                 "rss_mb": round(rss, 1), "disk_bytes_per_chunk": round(disk / max(chunks, 1)),
                 "ann_recall_at_10": round(recall, 4), "hnsw_build_s": round(hnsw_build_s, 2),
-                "vector_flat_ms": round(flat_ms, 3), "vector_hnsw_ms": round(hnsw_ms, 3)}
+                "vector_flat_ms": round(flat_ms, 3), "vector_hnsw_ms": round(hnsw_ms, 3), **switch}
     finally:
         remove_tree(tmp)
 
@@ -188,6 +190,33 @@ def measure_updates(mi: Any, root: Path, files: list[str], seed: int, n: int = 2
         mi.index_files([(root, rel)])
         times.append((time.perf_counter() - t0) * 1000)
     return float(np.median(times))
+
+
+def measure_background_switch(mi: Any, embedder: SyntheticPassages, seed: int) -> dict[str, Any]:
+    """Switch to the other kind as the daemon does, searching (vector mode) on this thread meanwhile."""
+    import threading
+
+    target = "hnsw" if mi.vectors.kind == "flat" else "flat"
+    mi.vectors.set_policy(mi.cfg.search.hnsw_threshold, target)
+    mi.set_background_rebuilds(True)
+    job = mi.start_rebuild()
+    assert job is not None
+    builder = threading.Thread(target=job.build, name="bench-rebuild")
+    rnd = random.Random(seed + 2)
+    qvecs = [embedder.embed_query(rnd.choice(QUERIES).format(t=rnd.choice(_THINGS))) for _ in range(50)]
+    during: list[float] = []
+    builder.start()
+    while builder.is_alive() or not during:
+        t0 = time.perf_counter()
+        with mi.lock:  # what a search holds: the vector leg, without the model
+            mi.vectors.search(qvecs[len(during) % len(qvecs)], 50)
+        during.append((time.perf_counter() - t0) * 1000)
+    builder.join()
+    t0 = time.perf_counter()
+    assert mi.finish_rebuild(job)
+    return {"bg_switch_to": target, "bg_build_s": round(job.seconds, 2),
+            "bg_swap_ms": round((time.perf_counter() - t0) * 1000, 1), "bg_searches": len(during),
+            "bg_search_p50_ms": round(percentile(during, 50), 2), "bg_search_p99_ms": round(percentile(during, 99), 2)}
 
 
 def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> dict[str, list[float]]:
@@ -214,7 +243,7 @@ def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> d
 COLUMNS = ["chunks", "index_type", "build_s", "warm_start_s", "update_ms", "search_p50_ms", "search_p99_ms",
            "vector_mode_p50_ms", "keyword_mode_p50_ms", "query_embed_p50_ms",
            "rss_mb", "disk_bytes_per_chunk", "ann_recall_at_10", "vector_flat_ms",
-           "vector_hnsw_ms", "hnsw_build_s"]
+           "vector_hnsw_ms", "hnsw_build_s", "bg_switch_to", "bg_build_s", "bg_swap_ms", "bg_search_p99_ms"]
 
 
 def plot(results: dict[str, dict[str, Any]], path: Path) -> bool:

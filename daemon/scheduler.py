@@ -46,10 +46,14 @@ class Scheduler:
 
     def _maintain(self) -> None:
         def maintain() -> None:
-            evicted = self._d.index.evict_cache()
-            self._d.index.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._d.index.store.conn.execute("PRAGMA optimize")
-            log.info("maintenance.done", cache_evicted=evicted)
+            index = self._d.index
+            evicted = index.evict_cache()
+            # A background rebuild reads a snapshot in one long read transaction: TRUNCATE would
+            # wait for it (up to the busy timeout, on the worker); PASSIVE copies what it can.
+            mode = "PASSIVE" if index.vectors.rebuilding else "TRUNCATE"
+            index.store.conn.execute(f"PRAGMA wal_checkpoint({mode})")
+            index.store.conn.execute("PRAGMA optimize")
+            log.info("maintenance.done", cache_evicted=evicted, checkpoint=mode.lower())
 
         self._d.worker.call(maintain)
 

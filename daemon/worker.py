@@ -9,6 +9,11 @@ read side, and only wait for the short commit lock, never for embedding.
 A failing task is logged and dropped; the periodic reconcile sweep repairs
 whatever it left behind (disk full included: nothing is marked indexed until
 it is committed).
+
+The worker also owns two helper threads, both at ``embedding.background_nice``
+lower CPU priority: bulk passage embedding (:mod:`daemon.polite`) and vector
+structure rebuilds (:mod:`daemon.rebuilder`; polled after every task, swapped
+in on this thread).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import Any
 import structlog
 
 from daemon.debouncer import Change
+from daemon.polite import PoliteEmbedder
+from daemon.rebuilder import Rebuilder
 from daemon.roots import RootMap
 from indexer.engine import IndexStats, MemoryIndex
 from indexer.errors import DiskFullError, MemorydError
@@ -76,6 +83,9 @@ class IndexWorker:
         self.last_reconcile: float | None = None
         self.last_error: str | None = None
         self._disk_full = False
+        nice = index.cfg.embedding.background_nice
+        self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
+        self.rebuilder = Rebuilder(index, self.call, nice)
 
     # -- feeding ----------------------------------------------------------------
 
@@ -121,16 +131,29 @@ class IndexWorker:
     # -- lifecycle --------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the worker and its helpers; from now on the index rebuilds in the background."""
+        self.index.set_passage_embedder(self.embedder)
+        self.index.set_background_rebuilds(True)
+        self.embedder.start()
+        self.rebuilder.start()
         self._thread = threading.Thread(target=self._run, name="memoryd-index-worker", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 8.0) -> bool:
-        """Finish the task in hand (and what is queued before the sentinel); True if it stopped."""
+        """Finish the task in hand (and what is queued before the sentinel); True if it stopped.
+
+        A rebuild still building is abandoned (the old structure is complete; it starts over next run).
+        """
         if self._thread is None:
             return True
+        deadline = time.monotonic() + timeout
+        self.rebuilder.request_stop()  # first: a long build must not hold up shutdown
         self._queue.put(_STOP)
         self._thread.join(timeout)
-        return not self._thread.is_alive()
+        stopped = not self._thread.is_alive()
+        self.rebuilder.stop(timeout=max(0.1, deadline - time.monotonic()))
+        self.embedder.stop(timeout=max(0.1, deadline - time.monotonic()))
+        return stopped
 
     def drain_pending(self) -> None:
         """Drop every queued task (used when shutdown must be fast)."""
@@ -176,6 +199,13 @@ class IndexWorker:
                     self.reconciling = self._another_reconcile_queued()
                 if task.done:
                     task.done.set()
+            self._poll_rebuild()
+
+    def _poll_rebuild(self) -> None:
+        try:
+            self.rebuilder.poll()
+        except MemorydError as exc:  # e.g. the snapshot's read connection could not open: next task retries
+            log.warning("rebuild.not_started", error=str(exc))
 
     def _coalesce(self, task: Task) -> None:
         """Fold change batches queued right behind this one into it: a burst is embedded in full batches."""

@@ -72,6 +72,7 @@ class EmbeddingConfig:
     batch_size: int = 16
     threads: int = 0  # 0: all cores
     cache_entries: int = 50_000
+    background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off
 
 
 @dataclass(frozen=True)
@@ -297,6 +298,8 @@ def validate(cfg: Config) -> None:
     _check(16 <= e.max_tokens <= 8192, "embedding.max_tokens", e.max_tokens, "must be in 16..8192")
     _check(1 <= e.batch_size <= 256, "embedding.batch_size", e.batch_size, "must be in 1..256")
     _check(e.threads >= 0, "embedding.threads", e.threads, "must be >= 0 (0 = all cores)")
+    _check(0 <= e.background_nice <= 19, "embedding.background_nice", e.background_nice,
+           "must be in 0..19 (0 = off)")
     _check(e.cache_entries >= 100, "embedding.cache_entries", e.cache_entries, "must be >= 100")
     _check(c.max_tokens >= 32, "chunking.max_tokens", c.max_tokens, "must be >= 32")
     _check(c.max_tokens <= e.max_tokens - 16, "chunking.max_tokens", c.max_tokens,

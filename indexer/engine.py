@@ -5,6 +5,14 @@ It starts no threads; it is safe to call ``search`` from several threads while
 one thread indexes, because every commit (SQLite + FAISS) and every search
 holds the same lock (the embedding work happens outside it).
 
+Rebuilds of the vector structure (the flat -> HNSW switch, tombstone
+compaction) run inline by default. With ``background_rebuilds`` they never
+run inside a write: the owner polls :meth:`MemoryIndex.rebuild_wanted`, takes
+a plan with :meth:`~MemoryIndex.start_rebuild` (a snapshot, under the lock,
+milliseconds), runs its ``build`` on any thread without the lock (seconds to
+minutes; searches go on against the old structure) and hands it back to
+:meth:`~MemoryIndex.finish_rebuild` (under the lock, milliseconds).
+
 On open, the stored identity (model id, dimension, chunk settings, text rules)
 is compared with the current one; a difference drops every chunk once, with a
 single log line, so vectors of two models are never mixed. The FAISS snapshot
@@ -18,7 +26,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +34,12 @@ from typing import Any
 import numpy as np
 import structlog
 
-from indexer import keyword
+from indexer import ann, keyword
 from indexer.cache import EmbeddingCache
 from indexer.chunker import CHUNKER_VERSION
 from indexer.config import Config
 from indexer.embedtext import EMBED_TEXT_VERSION
-from indexer.errors import FileSkipped, StoreCorruptError, StoreError
+from indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
 from indexer.files import read_memory_file
 from indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_reason
 from indexer.search import HybridSearcher, ReaderPool
@@ -92,10 +100,13 @@ def printable_name(name: str) -> str:
 class MemoryIndex:
     """The whole index: store, cache, vectors, searcher, under one lock."""
 
-    def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False) -> None:
+    def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
+                 background_rebuilds: bool = False) -> None:
         self.cfg = cfg
         self.embedder = embedder
+        self._passages = embedder  # indexing's embedder: see set_passage_embedder
         self.read_only = read_only
+        self._background = background_rebuilds
         self.data_dir = cfg.data_dir
         if not read_only:
             self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -165,7 +176,11 @@ class MemoryIndex:
     def _load_vectors(self) -> VectorIndex:
         path = self.data_dir / VECTORS_NAME
         vectors = VectorIndex.load(path, self.embedder.dimension) or VectorIndex(self.embedder.dimension)
-        vectors.maybe_switch(self.cfg.search.hnsw_threshold, self.cfg.search.index_type)
+        vectors.auto_rebuild = not self._background
+        if self._background:  # the switch, if due, is the owner's first background rebuild
+            vectors.set_policy(self.cfg.search.hnsw_threshold, self.cfg.search.index_type)
+        else:
+            vectors.maybe_switch(self.cfg.search.hnsw_threshold, self.cfg.search.index_type)
         self._sync_vectors(vectors)
         return vectors
 
@@ -199,7 +214,7 @@ class MemoryIndex:
         present = [i for i in ids if i in rows]
         if not present:
             return
-        mat = self.embedder.embed_passages(texts)
+        mat = self._passages.embed_passages(texts)
         vectors.add(present, mat)
         if not self.read_only:
             with self.store.transaction() as t:
@@ -224,6 +239,8 @@ class MemoryIndex:
                 group, pending = [], 0
             if progress:
                 progress(n, len(items), stats)
+        if stats.embedded and not self.read_only:
+            self._bound_cache()
         stats.seconds = time.perf_counter() - t0
         return stats
 
@@ -261,7 +278,7 @@ class MemoryIndex:
     def _commit_group(self, group: list[PreparedFile], stats: IndexStats) -> None:
         if not group:
             return
-        emb = embed_missing(group, self.embedder, self.cache, persist=self._persist_vectors,
+        emb = embed_missing(group, self._passages, self.cache, persist=self._persist_vectors,
                             slice_size=max(32, 2 * self.cfg.embedding.batch_size))
         stats.embedded += emb.embedded
         stats.cache_hits += emb.cache_hits
@@ -333,8 +350,88 @@ class MemoryIndex:
         return True
 
     def evict_cache(self) -> int:
-        with self.lock, self.store.transaction() as t:
+        """Trim the embedding cache to ``embedding.cache_entries`` (live vectors always stay).
+
+        Call it from the writing thread. It takes no search lock: searches never read the cache.
+        """
+        with self.store.transaction() as t:
             return self.cache.evict(t)
+
+    def _bound_cache(self) -> None:
+        """Honour the cache bound during long indexing runs too, not only at the hourly maintenance."""
+        entries = self.cache.entries()
+        if entries > self.cache.capacity:
+            log.info("cache.evicted", evicted=self.evict_cache(), entries_before=entries,
+                     capacity=self.cache.capacity)
+
+    def set_passage_embedder(self, embedder: Embedder) -> None:
+        """Embed passages (indexing) with ``embedder`` from now on; queries keep the constructor's.
+
+        It must be the same model (the daemon passes a low-priority wrapper of it); raises
+        ModelError otherwise, since vectors of two models must never mix.
+        """
+        if (embedder.model_id, embedder.dimension) != (self.embedder.model_id, self.embedder.dimension):
+            raise ModelError(f"passage embedder {embedder.model_id} ({embedder.dimension}-d) is not the "
+                             f"index's model {self.embedder.model_id} ({self.embedder.dimension}-d)")
+        self._passages = embedder
+
+    # -- background rebuilds ----------------------------------------------------
+
+    def set_background_rebuilds(self, on: bool = True) -> None:
+        """Switch to (or from) background rebuilds, e.g. when a daemon takes over an open index."""
+        with self.lock:
+            self._background = on
+            self.vectors.auto_rebuild = not on
+
+    def rebuild_wanted(self) -> bool:
+        """True when the vector structure is due a rebuild (switch or compaction) and none is planned."""
+        return self._background and self.vectors.rebuilding is None and self.vectors.wanted() is not None
+
+    def start_rebuild(self) -> ann.Rebuild | None:
+        """Plan the due rebuild (under the lock, ~1 ms): its source is a read snapshot of chunks x cache.
+
+        None when nothing is due or one is already planned. Run ``build()`` on the result
+        anywhere (no lock), then :meth:`finish_rebuild`; or :meth:`cancel_rebuild` it.
+        """
+        with self.lock:
+            if not self.rebuild_wanted():
+                return None
+            source, close = self._vector_snapshot()
+            return self.vectors.plan_rebuild(source, close)
+
+    def finish_rebuild(self, job: ann.Rebuild) -> bool:
+        """Swap a built rebuild in, with every write made meanwhile (under the lock, milliseconds)."""
+        with self.lock:
+            return self.vectors.adopt(job)
+
+    def cancel_rebuild(self, job: ann.Rebuild) -> None:
+        with self.lock:
+            self.vectors.cancel(job)
+
+    def _vector_snapshot(self) -> tuple[ann.Batches, Callable[[], None]]:
+        """(id, vector) batches of every chunk as of now, read lazily from one read transaction.
+
+        The transaction starts here, under the lock, so it matches the in-memory index exactly;
+        a chunk whose vector left the cache is simply absent (``adopt`` copies it from the index).
+        """
+        conn = self.store.reader()
+        conn.execute("BEGIN")
+        conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone()  # the first read pins the snapshot
+        width = 4 * self.embedder.dimension
+
+        def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            try:
+                cur = conn.execute("SELECT c.id, e.vector FROM chunks c JOIN embed_cache e"
+                                   " ON e.key = c.embed_key ORDER BY c.id")
+                while part := cur.fetchmany(ann.BUILD_BATCH):
+                    rows = [r for r in part if len(r[1]) == width]
+                    if rows:
+                        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                        yield ids, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            finally:
+                conn.close()  # ends the read transaction as soon as the build has read everything
+
+        return batches(), conn.close
 
     def status(self) -> dict[str, Any]:
         files, chunks = self.store.counts()
@@ -343,7 +440,8 @@ class MemoryIndex:
             "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension},
             "cache": {"entries": self.cache.entries(), "hits": self.cache.hits, "misses": self.cache.misses,
                       "capacity": self.cache.capacity},
-            "index": {"type": self.vectors.kind, "vectors": self.vectors.size},
+            "index": {"type": self.vectors.kind, "vectors": self.vectors.size,
+                      "tombstones": self.vectors.tombstones, "rebuilding": self.vectors.rebuilding},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
         }
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,10 @@ class VectorIndex:
 
     On HNSW, removed ids become tombstones (hidden from every read, dropped at the
     next rebuild). Not thread-safe: callers serialise writes against searches.
+
+    ``auto_rebuild`` (default) rebuilds inline, in the writing call, whenever the policy
+    or the tombstones ask for it. With it off, writes never rebuild: :meth:`wanted` says
+    what is due and the owner runs it as a background :class:`~indexer.ann.Rebuild`.
     """
 
     def __init__(self, dimension: int, index: Any | None = None, tombstones: Iterable[int] = ()) -> None:
@@ -53,7 +57,10 @@ class VectorIndex:
         self._kind = ann.kind_of(self._index)
         self._params: dict[int, Any] = {}  # HNSW search params by k; the tombstone selector is costly to build
         self.dirty = False
+        self.auto_rebuild = True
         self._owner: Any = None
+        self._pending: ann.Rebuild | None = None  # the background rebuild planned and not yet adopted
+        self._journal: set[int] = set()  # ids written since it was planned
 
     @property
     def size(self) -> int:
@@ -67,6 +74,11 @@ class VectorIndex:
     @property
     def tombstones(self) -> int:
         return len(self._tomb)
+
+    @property
+    def rebuilding(self) -> str | None:
+        """The kind a planned background rebuild will produce, or None."""
+        return self._pending.kind if self._pending is not None else None
 
     def _all_ids(self) -> np.ndarray:
         return faiss.vector_to_array(self._index.id_map).astype(np.int64)
@@ -89,6 +101,8 @@ class VectorIndex:
             self._retire(self._tomb.intersection(id_arr.tolist()))
         self._index.add_with_ids(vec, id_arr)
         self.dirty = True
+        if self._pending is not None:
+            self._journal.update(id_arr.tolist())
         self._apply_policy()
 
     def remove(self, ids: Iterable[int]) -> int:
@@ -103,9 +117,11 @@ class VectorIndex:
             self._tomb |= fresh
             self._params.clear()
             removed = len(fresh)
-            if ann.needs_compaction(len(self._tomb), int(self._index.ntotal)):
+            if self.auto_rebuild and ann.needs_compaction(len(self._tomb), int(self._index.ntotal)):
                 self._rebuild("hnsw")
         self.dirty = self.dirty or removed > 0
+        if self._pending is not None:
+            self._journal.update(id_arr.tolist())
         if removed:
             self._apply_policy()
         return removed
@@ -135,12 +151,26 @@ class VectorIndex:
         reads the vectors out of this index (no re-embedding); for HNSW it costs roughly
         0.3 ms per vector on 2 cores, done by the calling thread.
         """
+        self.set_policy(threshold, index_type)
+        return self._apply_policy(force=True)
+
+    def set_policy(self, threshold: int, index_type: str = "auto") -> None:
+        """Adopt the policy without rebuilding now; raises ConfigError for a bad ``index_type``."""
         ann.target_kind(self.size, self.kind, threshold, index_type)  # validate before storing
         self._policy = (threshold, index_type)
-        return self._apply_policy()
 
-    def _apply_policy(self) -> bool:
-        if self._policy is None:
+    def wanted(self) -> tuple[str, str] | None:
+        """(kind, reason) of the rebuild due now — reason "policy" or "compaction" — or None."""
+        if self._policy is not None:
+            want = ann.target_kind(self.size, self.kind, *self._policy)
+            if want != self.kind:
+                return want, "policy"
+        if self.kind == "hnsw" and ann.needs_compaction(len(self._tomb), int(self._index.ntotal)):
+            return "hnsw", "compaction"
+        return None
+
+    def _apply_policy(self, force: bool = False) -> bool:
+        if self._policy is None or not (self.auto_rebuild or force):
             return False
         want = ann.target_kind(self.size, self.kind, *self._policy)
         if want == self.kind:
@@ -162,6 +192,62 @@ class VectorIndex:
         self.dirty = True
         log.info("vectors.rebuilt", kind=kind, previous=old_kind, vectors=int(live.size),
                  tombstones_dropped=dropped, seconds=round(time.perf_counter() - t0, 3))
+
+    # -- background rebuilds (see indexer.ann.Rebuild) ---------------------------
+
+    def plan_rebuild(self, source: ann.Batches, close: Callable[[], None] = lambda: None) -> ann.Rebuild | None:
+        """Step 1, under the caller's lock: plan the rebuild :meth:`wanted` asks for, from ``source``.
+
+        ``source`` must be a snapshot of this index's live (id, vector) pairs taken now; ids
+        written from now on are journaled for :meth:`adopt`. None (``close`` called) when
+        nothing is due or a rebuild is already planned.
+        """
+        want = self.wanted()
+        if want is None or self._pending is not None:
+            close()
+            return None
+        self._pending = ann.Rebuild(want[0], want[1], self.dimension, source, close)
+        self._journal = set()
+        return self._pending
+
+    def adopt(self, job: ann.Rebuild) -> bool:
+        """Step 3, under the caller's lock: bring ``job``'s structure up to date and swap it in.
+
+        Ids written since the plan, and any id where the snapshot and this index disagree
+        (a vector missing from the cache), are taken from this index, so the result holds
+        exactly what this index holds. False, and nothing changes, for a job that is not
+        the current plan or did not finish building.
+        """
+        if job is not self._pending:
+            return False
+        touched = np.fromiter(self._journal, dtype=np.int64, count=len(self._journal))
+        self._pending, self._journal = None, set()
+        if job.built is None:
+            return False
+        t0 = time.perf_counter()
+        fresh = VectorIndex(self.dimension, job.built)
+        fresh.auto_rebuild = False
+        live, built = self.ids(), fresh._all_ids()
+        # id arrays are unique: assume_unique avoids numpy's hash-based unique (~150 ms at 100k ids)
+        drop = np.union1d(np.intersect1d(touched, built, assume_unique=True), np.setdiff1d(built, live, True))
+        need = np.union1d(np.intersect1d(touched, live, assume_unique=True), np.setdiff1d(live, built, True))
+        fresh.remove(drop.tolist())
+        if need.size:
+            fresh.add(need.tolist(), self._index.reconstruct_batch(need))
+        previous, dropped = self.kind, len(self._tomb)
+        self._index, self._owner, self._tomb, self._kind = fresh._index, None, fresh._tomb, job.kind
+        self._params.clear()
+        self.dirty = True
+        log.info("vectors.rebuilt", kind=job.kind, previous=previous, reason=job.reason, background=True,
+                 vectors=self.size, tombstones_dropped=dropped, replayed=int(need.size),
+                 build_s=round(job.seconds, 3), swap_ms=round((time.perf_counter() - t0) * 1000, 1))
+        return True
+
+    def cancel(self, job: ann.Rebuild) -> None:
+        """Forget a planned rebuild (stopped, failed); under the caller's lock. Idempotent."""
+        if job is self._pending:
+            self._pending, self._journal = None, set()
+        job.close()
 
     # -- reads ----------------------------------------------------------------
 

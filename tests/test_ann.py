@@ -172,3 +172,82 @@ def test_engine_follows_the_auto_policy_on_open(tmp_path: Path) -> None:
         assert idx.status()["index"]["type"] == "flat"  # a small corpus stays exact
     finally:
         idx.close()
+
+
+# -- background rebuilds: plan (snapshot) -> build (no lock) -> adopt (swap + writes made meanwhile) --
+
+
+def snapshot(idx: VectorIndex, batch: int = 512) -> list[tuple[np.ndarray, np.ndarray]]:
+    """What the engine's SQLite snapshot yields: the live (ids, vectors), in batches."""
+    ids = np.sort(idx.ids())
+    return [(ids[s:s + batch], idx.vectors_of(ids[s:s + batch].tolist())) for s in range(0, ids.size, batch)]
+
+
+def deferred(n: int = N) -> tuple[VectorIndex, np.ndarray]:
+    idx, vecs = filled(n)
+    idx.auto_rebuild = False
+    return idx, vecs
+
+
+def test_deferred_index_never_rebuilds_inside_a_write() -> None:
+    idx, vecs = deferred()
+    idx.set_policy(1000)
+    idx.add([N], vecs[:1])
+    assert idx.kind == "flat" and idx.wanted() == ("hnsw", "policy")
+    assert idx.maybe_switch(1000) is True and idx.kind == "hnsw"  # an explicit switch still runs inline
+    assert idx.wanted() is None
+
+
+def test_background_switch_keeps_results_and_the_writes_made_during_the_build() -> None:
+    idx, vecs = deferred()
+    idx.set_policy(1000)
+    queries = clustered(50, seed=1)
+    closed: list[bool] = []
+    job = idx.plan_rebuild(snapshot(idx), close=lambda: closed.append(True))
+    assert job is not None and (job.kind, job.reason, idx.rebuilding) == ("hnsw", "policy", "hnsw")
+    assert idx.plan_rebuild(snapshot(idx)) is None  # one at a time
+    # writes while it builds: they land in the live (flat) index, which keeps answering
+    idx.remove([5, 6])
+    idx.remove([7])
+    idx.add([7], vecs[900:901])  # an id coming back with another vector
+    idx.add([N + 1], vecs[901:902])
+    assert idx.kind == "flat" and idx.search(vecs[901], 2)[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert job.build() is True and closed == [True]
+    exact = top_ids(idx, queries)
+    assert idx.adopt(job) is True
+    assert (idx.kind, idx.rebuilding, idx.size, idx.dirty) == ("hnsw", None, N - 1, True)
+    assert np.array_equal(np.sort(idx.ids()), np.array([i for i in range(N + 2) if i not in (5, 6, N)]))
+    recall = np.mean([len(a & e) / 10 for a, e in zip(top_ids(idx, queries), exact, strict=True)])
+    assert recall >= 0.95
+    assert 5 not in {i for i, _ in idx.search(vecs[5], 20)}
+    assert idx.scores_for(vecs[900], [7])[7] == pytest.approx(1.0, abs=1e-5)
+    assert idx.search(vecs[901], 1)[0][0] in (N + 1, 901)
+    assert idx.adopt(job) is False  # a job is adopted once
+
+
+def test_background_compaction_drops_tombstones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann, "TOMBSTONE_MIN", 10)
+    idx, vecs = deferred()
+    idx.maybe_switch(1000, "hnsw")
+    idx.remove(range(500))
+    assert idx.tombstones == 500 and idx.wanted() == ("hnsw", "compaction")  # not rebuilt inline
+    job = idx.plan_rebuild(snapshot(idx))
+    assert job is not None and job.build() and idx.adopt(job)
+    assert (idx.kind, idx.tombstones, idx.size) == ("hnsw", 0, N - 500)
+    assert idx.wanted() is None
+    assert idx.search(vecs[600], 1)[0][0] == 600
+
+
+def test_stopped_or_cancelled_rebuild_changes_nothing() -> None:
+    idx, _ = deferred()
+    idx.set_policy(1000)
+    job = idx.plan_rebuild(snapshot(idx))
+    assert job is not None and job.build(should_stop=lambda: True) is False and job.built is None
+    assert idx.adopt(job) is False and (idx.kind, idx.rebuilding) == ("flat", None)
+    job = idx.plan_rebuild(snapshot(idx))
+    assert job is not None
+    idx.cancel(job)
+    idx.cancel(job)  # idempotent
+    assert job.build() and idx.adopt(job) is False and idx.kind == "flat"
+    idx.maybe_switch(10**9, "flat")
+    assert idx.plan_rebuild(snapshot(idx)) is None  # nothing due

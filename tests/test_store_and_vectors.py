@@ -112,3 +112,45 @@ def test_minmax_normalisation() -> None:
     assert out == {1: 1.0, 2: 0.0, 3: 0.5, 4: 0.0}
     assert minmax({1: 2.0, 2: 2.0}, [1, 2, 3]) == {1: 1.0, 2: 1.0, 3: 0.0}
     assert minmax({}, [1]) == {1: 0.0}
+
+
+def test_engine_keeps_the_cache_within_its_bound_while_indexing(tmp_path: Path) -> None:
+    """Filled past ``embedding.cache_entries`` by edits, the cache is trimmed after each indexing call
+    (not only at the hourly maintenance), never losing a live chunk's vector."""
+    import dataclasses
+
+    from indexer.embedding import load_embedder
+    from indexer.engine import VECTORS_NAME, MemoryIndex
+    from tests.helpers import CountingEmbedder, make_config
+
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = make_config(root, tmp_path / "data")
+    cfg = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, cache_entries=100))
+    emb = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
+    idx = MemoryIndex(cfg, emb)
+    files = [(root, f"n{i}.md") for i in range(60)]
+
+    def live_keys_cached() -> bool:
+        keys = [k for _, k in idx.store.chunk_keys()]
+        return len(idx.cache.get_many(keys, count=False)) == len(keys) == 60
+
+    try:
+        for rev in range(4):  # each revision changes every chunk: 60 new vectors, 60 dead ones
+            for _, rel in files:
+                (root / rel).write_text(f"Note {rel} revision {rev}: the heron came back.\n")
+            idx.index_files(files)
+            assert idx.cache.entries() <= 100 and live_keys_cached()
+        assert emb.embedded == 240
+        for _, rel in files[:50]:  # live chunks alone past the bound: the cache holds exactly them
+            (root / rel).write_text(f"Note {rel}\n\nfirst part.\n\n# Second\n\n{rel} second part, much later.\n")
+        idx.index_files(files)
+        assert idx.store.counts()[1] == 110 and idx.cache.entries() == 110
+    finally:
+        idx.close()
+    (cfg.data_dir / VECTORS_NAME).unlink()
+    again = MemoryIndex(cfg, CountingEmbedder(emb.inner))  # vectors rebuilt from the cache alone
+    try:
+        assert again.vectors.size == 110 and again.embedder.embedded == 0  # type: ignore[attr-defined]
+    finally:
+        again.close()

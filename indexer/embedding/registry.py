@@ -107,14 +107,15 @@ def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
 
 def _load_e5(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
     from indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model
-    from indexer.embedding.onnx_embedder import OnnxEmbedder
+    from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from indexer.embedding.tokenization import TokenizerAdapter
 
     settings = _settings(cfg, _E5)
     tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
     model = open_e5_model(data_dir, threads=cfg.threads)
     return OnnxEmbedder(model.session, tokenizer, model_id=_builtin_id(_E5, model.source_sha256, settings),
-                        settings=settings, source=str(model.path))
+                        settings=settings, source=str(model.path),
+                        new_session=lambda: make_session(model.path, cfg.threads))
 
 
 def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
@@ -130,7 +131,8 @@ def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
     tokenizer = TokenizerAdapter(tokenizer_path, settings.max_tokens)
     model_id = _builtin_id(_MINILM, file_sha256(model_path, data_path, tokenizer_path), settings)
     return OnnxEmbedder(make_session(model_path, cfg.threads), tokenizer, model_id=model_id,
-                        settings=settings, source=str(model_path))
+                        settings=settings, source=str(model_path),
+                        new_session=lambda: make_session(model_path, cfg.threads))
 
 
 def _load_user_onnx(cfg: EmbeddingConfig) -> Embedder:
@@ -147,7 +149,8 @@ def _load_user_onnx(cfg: EmbeddingConfig) -> Embedder:
     model_id = f"onnx:{model_path.name}:{sha[:16]};{describe_settings(settings)}"
     tokenizer = TokenizerAdapter(tokenizer_path, settings.max_tokens)
     return OnnxEmbedder(make_session(model_path, cfg.threads), tokenizer, model_id=model_id,
-                        settings=settings, source=str(model_path))
+                        settings=settings, source=str(model_path),
+                        new_session=lambda: make_session(model_path, cfg.threads))
 
 
 def _required_file(path: Path | None, key: str) -> Path:
