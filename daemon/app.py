@@ -104,7 +104,7 @@ class Daemon:
         self._lock = DataDirLock(cfg.data_dir)
         self._lock.acquire()
         self.notifier.status("loading the embedding model")
-        self.index = open_index(cfg)
+        self.index = open_index(cfg, background_rebuilds=True)
         _quiet_faiss_threads()
         self.worker = IndexWorker(self.index, self.roots, self.path_filter, self.path_filter.accept_dir,
                                   on_status=self.notifier.status, should_stop=self.should_exit.is_set)

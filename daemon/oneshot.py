@@ -16,12 +16,16 @@ from indexer.config import Config
 from indexer.engine import IndexStats, MemoryIndex
 
 
-def open_index(cfg: Config, read_only: bool = False) -> MemoryIndex:
-    """Load the embedder and open the index (slow: loads the model)."""
+def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False) -> MemoryIndex:
+    """Load the embedder and open the index (slow: loads the model).
+
+    ``background_rebuilds``: an index-structure switch already due at open is
+    left to the daemon's background rebuilder instead of delaying start-up.
+    """
     from indexer.embedding import load_embedder
 
     embedder = load_embedder(cfg.embedding, cfg.data_dir)
-    return MemoryIndex(cfg, embedder, read_only=read_only)
+    return MemoryIndex(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
 
 
 def run_index(cfg: Config) -> int:

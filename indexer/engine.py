@@ -45,7 +45,7 @@ from indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_rea
 from indexer.search import HybridSearcher, ReaderPool
 from indexer.store import Store
 from indexer.types import Embedder
-from indexer.vectors import VectorIndex
+from indexer.vectors import VectorIndex, remove_stale_temps
 from indexer.write.privacy import REDACT_VERSION
 
 log = structlog.get_logger(__name__)
@@ -175,6 +175,9 @@ class MemoryIndex:
 
     def _load_vectors(self) -> VectorIndex:
         path = self.data_dir / VECTORS_NAME
+        if not self.read_only:
+            for tmp in remove_stale_temps(path):
+                log.warning("temp.removed", path=str(tmp), reason="left by an interrupted snapshot write")
         vectors = VectorIndex.load(path, self.embedder.dimension) or VectorIndex(self.embedder.dimension)
         vectors.auto_rebuild = not self._background
         if self._background:  # the switch, if due, is the owner's first background rebuild

@@ -343,6 +343,20 @@ def _tomb_path(path: Path) -> Path:
     return path.with_name(path.name + ".tomb")
 
 
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete the temp files a killed snapshot write of ``path`` (or its sidecar) left behind.
+
+    Only for the index's single writer (the data-directory lock holder): no other
+    process may be writing a snapshot of ``path`` at the time. Returns what went.
+    """
+    gone = []
+    for tmp in path.parent.glob(f".{path.name}*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            gone.append(tmp)
+    return gone
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     """Temp file, fsync, rename, fsync the directory; raises StoreError naming ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

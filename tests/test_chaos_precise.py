@@ -201,15 +201,10 @@ def test_no_user_file_is_changed_by_the_kill(scenario: Scenario) -> None:
         assert target.read_text().count("precisemark0002z") == 1, "the retried remember must land exactly once"
 
 
-LEFT_IN_DATA_DIR = pytest.mark.xfail(strict=True, reason=(
-    "bug: indexer/vectors.py _write_atomic names its temp file .vectors.faiss.<pid>.tmp and nothing removes "
-    "one left by a killed process (the next one has another pid): one snapshot-sized file leaks per such kill"))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", [
-    pytest.param("faiss_mid_write", marks=LEFT_IN_DATA_DIR),
-    pytest.param("faiss_before_rename", marks=LEFT_IN_DATA_DIR),
+    "faiss_mid_write",
+    "faiss_before_rename",
     "sqlite_before_commit",
     "remember_mid_write",
     "remember_before_rename",
