@@ -224,6 +224,10 @@ def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> d
 
     Interleaved query by query so all four see the same background load.
     """
+    import faiss
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # as the daemon runs queries (daemon/app.py): OpenMP spin-up costs ms per query
     rnd = random.Random(seed + 1)
     things = _THINGS + _ZH_THINGS
     queries = [rnd.choice(QUERIES).format(t=rnd.choice(things)) + f" {i}" for i in range(n + 10)]
@@ -237,6 +241,7 @@ def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> d
                 mi.search(query, k=8, mode=mode)
             if i >= 10:  # warm-up
                 out[mode].append((time.perf_counter() - t0) * 1000)
+    faiss.omp_set_num_threads(threads)  # the builds that follow use every core
     return out
 
 
