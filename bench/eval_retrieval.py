@@ -32,6 +32,8 @@ from indexer.embedding import load_embedder
 from indexer.engine import MemoryIndex
 from indexer.reconcile import reconcile
 
+# Query-time rescoring knobs that are module defaults until [search] has keys for them; --search
+# sets either kind (a [search] field wins over a module default once it exists).
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 GROUPS = ("locomo", "madial")
 
@@ -81,7 +83,7 @@ def main() -> None:
     ap.add_argument("--provider", default="e5-small")
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a [search] setting, e.g. --search mmr_lambda=0.7 (numbers or strings)")
+                    help="override a [search] setting, e.g. --search proximity_weight=0 (numbers or strings)")
     args = ap.parse_args()
     modes = args.modes.split(",")
     scorer = args.eval_dir / "score.py"

@@ -91,6 +91,8 @@ class SearchConfig:
     candidates: int = 50
     mmr_lambda: float = 1.0
     recency_half_life_days: float = 0.0
+    proximity_weight: float = 2.0  # BM25 bonus for query words close together; 0 = off
+    date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
     index_type: str = "auto"
     hnsw_threshold: int = 50_000
 
@@ -315,6 +317,8 @@ def validate(cfg: Config) -> None:
     _check(0.0 <= s.mmr_lambda <= 1.0, "search.mmr_lambda", s.mmr_lambda, "must be in 0..1 (1 = off)")
     _check(s.recency_half_life_days >= 0, "search.recency_half_life_days", s.recency_half_life_days,
            "must be >= 0 (0 = off)")
+    _check(s.proximity_weight >= 0, "search.proximity_weight", s.proximity_weight, "must be >= 0 (0 = off)")
+    _check(s.date_boost >= 0, "search.date_boost", s.date_boost, "must be >= 0 (0 = off)")
     _check(s.index_type in INDEX_TYPES, "search.index_type", s.index_type, f"must be one of {INDEX_TYPES}")
     _check(s.hnsw_threshold >= 1000, "search.hnsw_threshold", s.hnsw_threshold, "must be >= 1000")
     _check(srv.max_request_bytes >= 1024, "server.max_request_bytes", srv.max_request_bytes, "must be >= 1024")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from queue import Empty, Queue
 from typing import Any
 
-from indexer import keyword, keyword_plan
+from indexer import keyword, keyword_plan, rescore
 from indexer.config import SEARCH_MODES, SearchConfig
 from indexer.errors import MemorydError, StoreClosedError
 from indexer.fusion import fuse, minmax
@@ -153,12 +153,15 @@ class HybridSearcher:
                     # Vector candidates get their BM25 from the deeper keyword list; beyond it a
                     # chunk scores as "no match" (cheaper than a second FTS query: ~5 ms).
                     kw.update({i: kw_deep[i] for i in cands if i not in kw and i in kw_deep})
+                # Ranking uses BM25 + term proximity; explain shows the raw BM25.
+                kw_ranked = kw if mode == "vector" else rescore.keyword_with_proximity(
+                    conn, self._df, terms, kw, self._cfg.proximity_weight)
                 rows = fetch_chunks(conn, cands)
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
             raise
-        hits = self._rerank(self._fuse(mode, cands, vec, kw, rows), rows, k, qvec is not None)
+        hits = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query), rows, k, qvec is not None)
         out: dict[str, Any] = {"mode": mode}
         if min_score is not None and qvec is not None:
             best = max(vec.values(), default=0.0)
@@ -217,9 +220,13 @@ class HybridSearcher:
 
     def _fuse(
         self, mode: str, cands: list[int], vec: dict[int, float], kw: dict[int, float],
-        rows: dict[int, ChunkRow],
+        rows: dict[int, ChunkRow], query: str = "",
     ) -> list[Hit]:
-        """Rank candidates; ``score`` is the fused value rescaled to [0, 1] over the candidates."""
+        """Rank candidates; ``score`` is the fused value rescaled to [0, 1] over the candidates.
+
+        Chunks of files dated as the ``query`` names gain a boost (:mod:`indexer.rescore`);
+        ``vector`` mode stays pure similarity.
+        """
         ids = [i for i in cands if i in rows]
         nk = minmax(kw, ids)
         if mode == "vector":
@@ -228,6 +235,8 @@ class HybridSearcher:
             fused = nk
         else:
             fused = fuse(self._cfg.fusion, vec, kw, ids, self._cfg.vector_weight, self._cfg.text_weight)
+        if query and mode != "vector":
+            fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
         shown = fused if mode == "vector" else minmax(fused, ids)
         hits = []
         for i in ids:
@@ -287,3 +296,4 @@ def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence
         sql += f" AND f.path NOT LIKE ?{len(args) + 1} ESCAPE '\\'"
         args.append(_like(ex))
     return {int(r[0]) for r in conn.execute(sql, args)}
+
