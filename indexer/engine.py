@@ -26,7 +26,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from indexer import ann, keyword
+from indexer import ann, keyword, vector_sync
 from indexer.cache import EmbeddingCache
 from indexer.chunker import CHUNKER_VERSION
 from indexer.config import Config
@@ -45,7 +45,7 @@ from indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_rea
 from indexer.search import HybridSearcher, ReaderPool
 from indexer.store import Store
 from indexer.types import Embedder
-from indexer.vectors import VectorIndex, remove_stale_temps
+from indexer.vectors import VectorIndex
 from indexer.write.privacy import REDACT_VERSION
 
 log = structlog.get_logger(__name__)
@@ -174,55 +174,11 @@ class MemoryIndex:
         self.store.set_meta({"identity": json.dumps(want, sort_keys=True)})
 
     def _load_vectors(self) -> VectorIndex:
-        path = self.data_dir / VECTORS_NAME
-        if not self.read_only:
-            for tmp in remove_stale_temps(path):
-                log.warning("temp.removed", path=str(tmp), reason="left by an interrupted snapshot write")
-        vectors = VectorIndex.load(path, self.embedder.dimension) or VectorIndex(self.embedder.dimension)
-        vectors.auto_rebuild = not self._background
-        if self._background:  # the switch, if due, is the owner's first background rebuild
-            vectors.set_policy(self.cfg.search.hnsw_threshold, self.cfg.search.index_type)
-        else:
-            vectors.maybe_switch(self.cfg.search.hnsw_threshold, self.cfg.search.index_type)
-        self._sync_vectors(vectors)
+        vectors = vector_sync.open_vectors(self.data_dir / VECTORS_NAME, self.embedder.dimension, self.cfg.search,
+                                           background=self._background, read_only=self.read_only)
+        vector_sync.sync_with_chunks(vectors, self.store, self.cache, self._passages.embed_passages,
+                                     read_only=self.read_only)
         return vectors
-
-    def _sync_vectors(self, vectors: VectorIndex) -> None:
-        """Make the vector index hold exactly the chunk table's ids (repair after a crash)."""
-        want = dict(self.store.chunk_keys())
-        want_ids = np.fromiter(want, dtype=np.int64, count=len(want))
-        have = vectors.ids()
-        extra = np.setdiff1d(have, want_ids, assume_unique=True)
-        missing = np.setdiff1d(want_ids, have, assume_unique=True).tolist()
-        if extra.size:
-            vectors.remove(extra.tolist())
-        if missing:
-            found = self.cache.get_many([want[i] for i in missing], count=False)
-            lost = [i for i in missing if want[i] not in found]
-            ok = [i for i in missing if want[i] in found]
-            if ok:
-                vectors.add(ok, np.stack([found[want[i]] for i in ok]))
-            if lost:
-                self._reembed(vectors, lost, want)
-        if extra.size or missing:
-            log.info("vectors.repaired", removed=int(extra.size), added=len(missing), total=vectors.size)
-
-    def _reembed(self, vectors: VectorIndex, ids: list[int], keys: dict[int, bytes]) -> None:
-        """Last resort: chunks whose vector left the cache (should not happen) are embedded again."""
-        from indexer.embedtext import embedding_text
-        from indexer.store import fetch_chunks
-
-        rows = fetch_chunks(self.store.conn, ids)
-        texts = [embedding_text(rows[i].heading, rows[i].text) for i in ids if i in rows]
-        present = [i for i in ids if i in rows]
-        if not present:
-            return
-        mat = self._passages.embed_passages(texts)
-        vectors.add(present, mat)
-        if not self.read_only:
-            with self.store.transaction() as t:
-                self.cache.put_many(t, {keys[i]: v for i, v in zip(present, mat, strict=True)})
-        log.warning("vectors.reembedded", chunks=len(present))
 
     # -- indexing -------------------------------------------------------------
 
@@ -399,7 +355,7 @@ class MemoryIndex:
         with self.lock:
             if not self.rebuild_wanted():
                 return None
-            source, close = self._vector_snapshot()
+            source, close = vector_sync.rebuild_source(self.store, self.embedder.dimension)
             return self.vectors.plan_rebuild(source, close)
 
     def finish_rebuild(self, job: ann.Rebuild) -> bool:
@@ -410,31 +366,6 @@ class MemoryIndex:
     def cancel_rebuild(self, job: ann.Rebuild) -> None:
         with self.lock:
             self.vectors.cancel(job)
-
-    def _vector_snapshot(self) -> tuple[ann.Batches, Callable[[], None]]:
-        """(id, vector) batches of every chunk as of now, read lazily from one read transaction.
-
-        The transaction starts here, under the lock, so it matches the in-memory index exactly;
-        a chunk whose vector left the cache is simply absent (``adopt`` copies it from the index).
-        """
-        conn = self.store.reader()
-        conn.execute("BEGIN")
-        conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone()  # the first read pins the snapshot
-        width = 4 * self.embedder.dimension
-
-        def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-            try:
-                cur = conn.execute("SELECT c.id, e.vector FROM chunks c JOIN embed_cache e"
-                                   " ON e.key = c.embed_key ORDER BY c.id")
-                while part := cur.fetchmany(ann.BUILD_BATCH):
-                    rows = [r for r in part if len(r[1]) == width]
-                    if rows:
-                        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                        yield ids, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            finally:
-                conn.close()  # ends the read transaction as soon as the build has read everything
-
-        return batches(), conn.close
 
     def status(self) -> dict[str, Any]:
         files, chunks = self.store.counts()

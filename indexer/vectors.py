@@ -300,7 +300,7 @@ class VectorIndex:
         """Write a snapshot atomically; clears the dirty flag.
 
         HNSW tombstones go to ``<path>.tomb`` (written first, removed when empty). A crash
-        between the two files leaves a pair that :meth:`MemoryIndex._sync_vectors` repairs.
+        between the two files leaves a pair that :func:`indexer.vector_sync.sync_with_chunks` repairs.
         """
         tomb_path = _tomb_path(path)
         if self._tomb:
