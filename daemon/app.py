@@ -37,6 +37,7 @@ from daemon.logs import configure_logging
 from daemon.methods import build_handlers
 from daemon.oneshot import ensure_roots, open_index
 from daemon.pathfilter import PathFilter
+from daemon.query_embedding import QueryEmbeddings
 from daemon.roots import RootMap
 from daemon.scheduler import Scheduler
 from daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
@@ -85,6 +86,7 @@ class Daemon:
         self.debouncer: Debouncer | None = None
         self.watcher: Watcher | None = None
         self.scheduler: Scheduler | None = None
+        self.query_embeddings: QueryEmbeddings | None = None
         self.last_failure: str | None = None
 
     # -- start-up ---------------------------------------------------------------
@@ -106,6 +108,7 @@ class Daemon:
         self.notifier.status("loading the embedding model")
         self.index = open_index(cfg, background_rebuilds=True)
         _quiet_faiss_threads()
+        self.query_embeddings = QueryEmbeddings(self.index.embedder)
         self.worker = IndexWorker(self.index, self.roots, self.path_filter, self.path_filter.accept_dir,
                                   on_status=self.notifier.status, should_stop=self.should_exit.is_set)
         self.worker.request_reconcile("start-up")
@@ -219,6 +222,8 @@ class Daemon:
             self.debouncer.stop()
         if self.worker is not None and not self.worker.stop(timeout=max(0.5, deadline - time.monotonic() - 1)):
             log.warning("shutdown.worker_busy", action="exiting without waiting; the next start reconciles")
+        if self.query_embeddings is not None:
+            self.query_embeddings.close()
         if self.index is not None and (self.worker is None or not self.worker.alive):
             self.index.close()
         if self._lock is not None:

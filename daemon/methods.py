@@ -71,12 +71,18 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     scope = namespace_scope(d, params, peer)
     if scope is None:
         return {"hits": [], "took_ms": 0.0, "mode": mode}
+    min_score, explain = param(params, "min_score", float, None), param(params, "explain", bool, False)
     result = d.index.search(
-        query, k=k, mode=mode, path_prefix=scope[0], exclude_prefixes=scope[1],
-        min_score=param(params, "min_score", float, None), explain=param(params, "explain", bool, False),
+        query, k=k, mode=mode, path_prefix=scope[0], exclude_prefixes=scope[1], min_score=min_score,
+        explain=explain, query_vector=_query_vector(d, query) if mode != "keyword" else None,
     )
     d.log.debug("search.done", mode=mode, k=k, hits=len(result["hits"]), took_ms=round(result["took_ms"], 2))
     return result
+
+
+def _query_vector(d: Daemon, query: str) -> Callable[[], Any] | None:
+    """The query's embedding, started now on its own thread (see daemon/query_embedding.py)."""
+    return d.query_embeddings.start(query) if d.query_embeddings is not None else None
 
 
 def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
@@ -93,8 +99,8 @@ def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         raise InvalidParams(f"param 'k' must be in 1..200, got {k}")
     t0 = time.perf_counter()
     scope = namespace_scope(d, params, peer)
-    found = d.index.search(query, k=k, path_prefix=scope[0], exclude_prefixes=scope[1]) if scope \
-        else {"hits": []}
+    found = d.index.search(query, k=k, path_prefix=scope[0], exclude_prefixes=scope[1],
+                           query_vector=_query_vector(d, query)) if scope else {"hits": []}
     block = build_context(query, found["hits"], budget, d.index.embedder.count_tokens)
     return {**block, "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 

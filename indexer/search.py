@@ -118,7 +118,7 @@ class HybridSearcher:
     def search(
         self, query: str, k: int | None = None, mode: str | None = None,
         path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
-        exclude_prefixes: Sequence[str] = (),
+        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
     ) -> dict[str, Any]:
         """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``.
 
@@ -128,6 +128,10 @@ class HybridSearcher:
         ``abstained`` and why, instead of returning noise. ``explain`` adds each
         hit's ranks in both legs and its fused value. ``exclude_prefixes``
         (root-relative) drops whole folders, e.g. other namespaces.
+
+        ``query_vector``, when given, returns the query's embedding (e.g. the
+        result of a computation the caller started on another thread); it is
+        called after the keyword leg, so the two can overlap.
         """
         t0 = time.perf_counter()
         k = k or self._cfg.k
@@ -136,26 +140,34 @@ class HybridSearcher:
             raise SearchError(f"unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}")
         if mode != "keyword" and self._embedder is None:
             mode = "keyword"
-        qvec = self._embedder.embed_query(query) if mode != "keyword" and self._embedder else None
+        embedder = self._embedder
+        if query_vector is None and mode != "keyword" and embedder is not None:
+            ready = embedder.embed_query(query)  # before the lock: writers never wait for the model
+
+            def query_vector() -> Any:
+                return ready
         terms = keyword.query_terms(query) if mode != "vector" else []
         n_cand = max(self._cfg.candidates, k)
         try:
             with self._readers.connection() as conn, self._lock:
                 allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
                     if path_prefix or exclude_prefixes else None
-                vec = self._vector_leg(qvec, n_cand, allowed)
                 plan = self._keyword_plan(conn, terms)
                 kw_deep = _keyword_leg(conn, plan, KEYWORD_DEPTH * n_cand, allowed)
                 kw = dict(list(kw_deep.items())[:n_cand])
+                # Ranking uses BM25 + term proximity (explain shows the raw BM25); computed per
+                # chunk, so the keyword candidates' share runs while the query is still embedding.
+                kw_ranked = self._with_proximity(conn, terms, kw)
+                qvec = query_vector() if mode != "keyword" and query_vector is not None else None
+                vec = self._vector_leg(qvec, n_cand, allowed)
                 cands = list(dict.fromkeys([*vec, *kw]))
                 if mode == "hybrid" and qvec is not None:
                     vec.update(self._vectors.scores_for(qvec, [i for i in cands if i not in vec]))
                     # Vector candidates get their BM25 from the deeper keyword list; beyond it a
                     # chunk scores as "no match" (cheaper than a second FTS query: ~5 ms).
-                    kw.update({i: kw_deep[i] for i in cands if i not in kw and i in kw_deep})
-                # Ranking uses BM25 + term proximity; explain shows the raw BM25.
-                kw_ranked = kw if mode == "vector" else rescore.keyword_with_proximity(
-                    conn, self._df, terms, kw, self._cfg.proximity_weight)
+                    deeper = {i: kw_deep[i] for i in cands if i not in kw and i in kw_deep}
+                    kw.update(deeper)
+                    kw_ranked.update(self._with_proximity(conn, terms, deeper))
                 rows = fetch_chunks(conn, cands)
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
@@ -202,6 +214,11 @@ class HybridSearcher:
             order = mmr_order([h.score for h in head], vectors, cfg.mmr_lambda, len(head))
             hits = [head[i] for i in order] + tail
         return hits
+
+    def _with_proximity(self, conn: sqlite3.Connection, terms: list[str], kw: dict[int, float]) -> dict[int, float]:
+        if not terms or not kw:
+            return dict(kw)
+        return rescore.keyword_with_proximity(conn, self._df, terms, kw, self._cfg.proximity_weight)
 
     def _keyword_plan(self, conn: sqlite3.Connection, terms: list[str]) -> keyword_plan.KeywordPlan:
         if not terms:
