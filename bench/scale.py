@@ -296,9 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     for size in [int(s) for s in args.sizes.split(",")]:
         child = [sys.executable, __file__, "--one", str(size), *sys.argv[1:]] if argv is None else \
             [sys.executable, __file__, "--one", str(size), *argv]
-        out = subprocess.run(child, check=True, capture_output=True, text=True, cwd=REPO).stdout
-        results[str(size)] = json.loads(out.strip().splitlines()[-1])
-        print(f"size {size}: done", file=sys.stderr)
+        done = subprocess.run(child, capture_output=True, text=True, cwd=REPO)
+        if done.returncode != 0:  # report it and keep the sizes already measured
+            print(f"size {size}: FAILED (exit {done.returncode}): {done.stderr.strip()[-2000:]}", file=sys.stderr)
+            continue
+        results[str(size)] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"size {size}: done {json.dumps(results[str(size)])}", file=sys.stderr)
     print_table(["size", *COLUMNS], [[s, *(fmt(r[c], 3) if isinstance(r[c], float) else r[c] for c in COLUMNS)]
                                      for s, r in results.items()])
     if len(results) > 1 and args.plot:
