@@ -47,6 +47,11 @@ def render_hits(result: dict[str, Any]) -> str:
             out.append(f"    [{e['fusion']}] vector rank {e['vector_rank']} (cosine {e['cosine']:.3f}), "
                        f"keyword rank {e['keyword_rank']} (bm25 {e['bm25']}), keyword norm {h['text_score']:.3f}")
         out += _snippet(h.get("text", ""), width)
+    plan = result.get("keyword_plan")
+    if plan and not plan.get("exact", True):
+        dropped = ", ".join(plan.get("dropped_terms", [])) or "none"
+        out.append(f"(keyword scores bounded: rare terms over every chunk, the rest among the newest; "
+                   f"too common to score: {dropped})")
     out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")
     return "\n".join(out)
 

@@ -101,3 +101,15 @@ def test_a_small_corpus_is_always_ranked_exactly_even_for_a_long_query() -> None
     terms = [f"t{i}" for i in range(200)]  # a pasted dialogue: many terms, each in many of few chunks
     p = plan(terms, dict.fromkeys(terms, 40), max_rowid=50, row_budget=1000)
     assert p.exact and p.passes == (KeywordPass(tuple(terms)),)
+
+
+def test_explain_output_says_when_keyword_scores_were_bounded() -> None:
+    from daemon.render import render_hits
+
+    hit = {"path": "a.md", "start_line": 1, "end_line": 2, "score": 1.0, "text": "x", "text_score": 0.5,
+           "explain": {"fusion": "zscore", "vector_rank": 1, "keyword_rank": 2, "cosine": 0.5, "bm25": 1.0}}
+    bounded = {"hits": [hit], "took_ms": 3.0, "mode": "hybrid",
+               "keyword_plan": {"exact": False, "dropped_terms": ["the", "run"], "passes": []}}
+    assert "too common to score: the, run" in render_hits(bounded)
+    exact = {**bounded, "keyword_plan": {"exact": True, "dropped_terms": [], "passes": []}}
+    assert "bounded" not in render_hits(exact)
