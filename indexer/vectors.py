@@ -55,7 +55,8 @@ class VectorIndex:
         self._tomb: set[int] = {int(i) for i in tombstones}
         self._policy: tuple[int, str] | None = None  # (threshold, index_type) once maybe_switch was called
         self._kind = ann.kind_of(self._index)
-        self._params: dict[int, Any] = {}  # HNSW search params by k; the tombstone selector is costly to build
+        # HNSW search params by (k, efSearch): the tombstone selector is costly to build.
+        self._params: dict[tuple[int, int], Any] = {}
         self.dirty = False
         self.auto_rebuild = True
         self._owner: Any = None
@@ -258,11 +259,13 @@ class VectorIndex:
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dimension)
         k = min(k, self.size)
         if self.kind == "hnsw":
-            params = self._params.get(k)
+            key = (k, ann.ef_search(k, self.size))
+            params = self._params.get(key)
             if params is None:
                 if len(self._params) > 8:
                     self._params.clear()
-                params = self._params[k] = ann.hnsw_params(k, self._tomb_array() if self._tomb else None)
+                params = self._params[key] = ann.hnsw_params(k, self._tomb_array() if self._tomb else None,
+                                                             self.size)
             scores, ids = self._index.search(q, k, params=params)
         else:
             scores, ids = self._index.search(q, k)
