@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"size {size}: done {json.dumps(results[str(size)])}", file=sys.stderr)
     print_table(["size", *COLUMNS], [[s, *(fmt(r[c], 3) if isinstance(r[c], float) else r[c] for c in COLUMNS)]
                                      for s, r in results.items()])
-    if len(results) > 1 and args.plot:
+    if len(results) > 1 and str(args.plot) not in ("", "."):  # --plot "" : no plot
         plot(results, args.plot)
     keys = ("search_p50_ms", "search_p99_ms", "update_ms", "warm_start_s", "rss_mb", "ann_recall_at_10")
     print(json.dumps({"sizes": {s: {k: r[k] for k in keys} for s, r in results.items()}, "detail": results}))
