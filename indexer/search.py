@@ -131,7 +131,9 @@ class HybridSearcher:
 
         ``query_vector``, when given, returns the query's embedding (e.g. the
         result of a computation the caller started on another thread); it is
-        called after the keyword leg, so the two can overlap.
+        called after the keyword leg, so the two can overlap. It is called
+        under the index lock, so a commit may wait for the rest of that
+        embedding (a few ms); without it the query is embedded before the lock.
         """
         t0 = time.perf_counter()
         k = k or self._cfg.k
