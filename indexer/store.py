@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from indexer.errors import DiskFullError, StoreClosedError, StoreCorruptError, StoreError
 
 SCHEMA_VERSION = "1"
@@ -315,9 +317,23 @@ class Store:
 
     # -- chunks ---------------------------------------------------------------
 
-    def chunk_keys(self) -> Iterator[tuple[int, bytes]]:
-        """Every (chunk id, embedding key), in id order: what the vector index must hold."""
-        yield from self.conn.execute("SELECT id, embed_key FROM chunks ORDER BY id")
+    def chunk_ids(self) -> np.ndarray:
+        """Every chunk id (int64, ascending): what the vector index must hold.
+
+        Read as one column so that opening a 1M-chunk index does not build a
+        million Python tuples; keys are fetched only for ids that need them.
+        """
+        cur = self.conn.execute("SELECT id FROM chunks ORDER BY id")
+        return np.fromiter((r[0] for r in cur), dtype=np.int64)
+
+    def embed_keys(self, ids: Sequence[int]) -> dict[int, bytes]:
+        """chunk id → embedding key for ``ids`` (ids that vanished are absent)."""
+        out: dict[int, bytes] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            out.update(self.conn.execute(f"SELECT id, embed_key FROM chunks WHERE id IN ({marks})", part))
+        return out
 
     def counts(self) -> tuple[int, int]:
         files = self.conn.execute("SELECT count(*) FROM files").fetchone()[0]

@@ -52,14 +52,15 @@ def open_vectors(path: Path, dimension: int, search: SearchConfig, *, background
 def sync_with_chunks(vectors: VectorIndex, store: Store, cache: EmbeddingCache, embed: EmbedPassages, *,
                      read_only: bool) -> None:
     """Make ``vectors`` hold exactly the chunk table's ids (the repair after a crash)."""
-    want = dict(store.chunk_keys())
-    want_ids = np.fromiter(want, dtype=np.int64, count=len(want))
+    want_ids = store.chunk_ids()
     have = vectors.ids()
     extra = np.setdiff1d(have, want_ids, assume_unique=True)
     missing = np.setdiff1d(want_ids, have, assume_unique=True).tolist()
     if extra.size:
         vectors.remove(extra.tolist())
     if missing:
+        want = store.embed_keys(missing)
+        missing = [i for i in missing if i in want]
         found = cache.get_many([want[i] for i in missing], count=False)
         ok = [i for i in missing if want[i] in found]
         if ok:

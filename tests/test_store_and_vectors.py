@@ -132,7 +132,7 @@ def test_engine_keeps_the_cache_within_its_bound_while_indexing(tmp_path: Path) 
     files = [(root, f"n{i}.md") for i in range(60)]
 
     def live_keys_cached() -> bool:
-        keys = [k for _, k in idx.store.chunk_keys()]
+        keys = list(idx.store.embed_keys(idx.store.chunk_ids().tolist()).values())
         return len(idx.cache.get_many(keys, count=False)) == len(keys) == 60
 
     try:
