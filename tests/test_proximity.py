@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
+from indexer import proximity
 from indexer.proximity import MAX_PAIR_TERMS, idf, pair_terms, proximity_scores, word_terms
 
 IDF = {"support": 2.0, "group": 1.5, "lgbtq": 3.0, "carolin": 1e-6, "支持": 2.0, "小组": 2.0}
@@ -52,3 +54,26 @@ def test_idf_matches_fts5() -> None:
     assert idf(0, 100) == 0.0
     assert idf(1, 100) == pytest.approx(math.log(99.5 / 1.5))
     assert idf(90, 100) == 1e-6  # in most chunks: floored like FTS5's bm25()
+
+
+def _split_positions(text: str, wanted: set[str]) -> dict[str, list[int]]:
+    """The obvious definition: term indexes after splitting on spaces (what the regex scan must equal)."""
+    found: dict[str, list[int]] = {}
+    for pos, term in enumerate(text.split(" ")):
+        if term in wanted and len(found.setdefault(term, [])) < proximity.MAX_POSITIONS:
+            found[term].append(pos)
+    return found
+
+
+def test_positions_match_a_plain_split() -> None:
+    rng = random.Random(7)
+    vocab = ["support", "group", "supports", "sup", "port", "a.b", "c++", "x", "group1", "支持"]
+    for _ in range(500):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 200)))
+        wanted = set(rng.sample(vocab, rng.randint(2, 4)))
+        want = _split_positions(text, wanted)
+        got = proximity._positions(text, wanted)
+        if sum(1 for t in wanted if t in text) >= 2:
+            assert got == want, (text, wanted)
+        else:
+            assert got == {}

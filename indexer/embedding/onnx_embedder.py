@@ -80,9 +80,13 @@ class OnnxEmbedder:
 
     def __init__(self, session: ort.InferenceSession, tokenizer: TokenizerAdapter, *, model_id: str,
                  settings: EmbedderSettings, source: str = "",
-                 new_session: Callable[[], ort.InferenceSession] | None = None) -> None:
+                 new_session: Callable[[], ort.InferenceSession] | None = None,
+                 query_session: ort.InferenceSession | None = None) -> None:
         self.model_id = model_id
         self._session = session
+        # Queries only: a faster graph of the same weights (the int8 e5 twin). It must give the
+        # same vector space, since query vectors are compared with ``session``'s passage vectors.
+        self._query_session = query_session
         self._tok = tokenizer
         self._settings = settings
         self._source = source
@@ -105,7 +109,7 @@ class OnnxEmbedder:
         if self._new_session is None:
             raise ModelError(f"embedding model {self.model_id}: no session factory, cannot open a second session")
         return OnnxEmbedder(self._new_session(), self._tok, model_id=self.model_id, settings=self._settings,
-                            source=self._source, new_session=self._new_session)
+                            source=self._source, new_session=self._new_session, query_session=self._query_session)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Model tokens per text, without special tokens or prefixes (never truncated)."""
@@ -117,20 +121,21 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> FloatArray:
         """Shape (dimension,), with the query prefix."""
-        return self._embed([self._settings.query_prefix + text])[0]
+        return self._embed([self._settings.query_prefix + text], self._query_session)[0]
 
-    def _embed(self, texts: list[str]) -> FloatArray:
+    def _embed(self, texts: list[str], session: ort.InferenceSession | None = None) -> FloatArray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         ids = self._tok.encode(texts)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         size = self._settings.batch_size
-        parts = [self._run([ids[i] for i in order[s : s + size]]) for s in range(0, len(order), size)]
+        parts = [self._run([ids[i] for i in order[s : s + size]], session or self._session)
+                 for s in range(0, len(order), size)]
         out = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
         out[order] = np.concatenate(parts)
         return out
 
-    def _run(self, rows: list[list[int]]) -> FloatArray:
+    def _run(self, rows: list[list[int]], session: ort.InferenceSession) -> FloatArray:
         width = max(len(r) for r in rows)
         ids = np.full((len(rows), width), self._tok.pad_id, dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -141,7 +146,7 @@ class OnnxEmbedder:
             name: _feed(name, ids, mask).astype(dtype, copy=False) for name, dtype in self._inputs.items()
         }
         try:
-            result = np.asarray(self._session.run([self._output], feeds, self._run_options)[0], dtype=np.float32)
+            result = np.asarray(session.run([self._output], feeds, self._run_options)[0], dtype=np.float32)
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise ModelError(f"embedding model {self.model_id} failed: {exc}") from None
         pooled = result if self._pooled else _pool(result, mask, self._settings.pooling)

@@ -25,9 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from indexer.config import EmbeddingConfig
-from indexer.errors import ConfigError, ModelError
+from indexer.errors import ConfigError, DiskFullError, ModelError
 
 if TYPE_CHECKING:
+    import onnxruntime as ort
+
+    from indexer.embedding.e5_model import E5Model
     from indexer.embedding.onnx_embedder import EmbedderSettings
     from indexer.types import Embedder
 
@@ -113,9 +116,22 @@ def _load_e5(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
     settings = _settings(cfg, _E5)
     tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
     model = open_e5_model(data_dir, threads=cfg.threads)
+    query_session = _e5_query_session(cfg, data_dir, model) if cfg.query_precision == "int8" else None
+    # The model id names the passage vectors only: the query graph changes no stored vector.
     return OnnxEmbedder(model.session, tokenizer, model_id=_builtin_id(_E5, model.source_sha256, settings),
                         settings=settings, source=str(model.path),
-                        new_session=lambda: make_session(model.path, cfg.threads))
+                        new_session=lambda: make_session(model.path, cfg.threads), query_session=query_session)
+
+
+def _e5_query_session(cfg: EmbeddingConfig, data_dir: Path, base: E5Model) -> ort.InferenceSession | None:
+    """The int8 query twin's session; None (queries on the exact graph, with a warning) if it cannot be had."""
+    from indexer.embedding.e5_model import open_e5_query_model
+
+    try:
+        return open_e5_query_model(data_dir, base, threads=cfg.threads).session
+    except (ModelError, DiskFullError) as exc:  # the exact graph still answers queries
+        _log().warning("model.query_fallback", reason=str(exc), action="queries use the exact model")
+        return None
 
 
 def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
