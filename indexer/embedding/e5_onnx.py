@@ -12,6 +12,10 @@ The graph is a post-LayerNorm BERT encoder: inputs ``input_ids`` and
 [batch, seq, hidden]). Pooling is left to the caller. onnxruntime's fused CPU
 kernels are used directly (MultiHeadAttention, SkipLayerNormalization,
 BiasGelu) because its optimiser does not fuse patterns around MatMulNBits.
+
+The same builder makes the int8 query twin when given activation ranges: each
+linear becomes ``Mul`` (SmoothQuant's per-channel factor) + ``DynamicQuantizeMatMul``
+(see :mod:`indexer.embedding.e5_int8`); everything else is shared.
 """
 
 from __future__ import annotations
