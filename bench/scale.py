@@ -292,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hnsw-threshold", type=int, default=0, help="0: the config default")
     ap.add_argument("--model-dir", type=Path, default=Path("/tmp/memoryd-scale-model"))
     ap.add_argument("--plot", type=Path, default=REPO / "docs" / "scaling.png")
+    ap.add_argument("--merge", type=Path, action="append", default=[], metavar="FILE",
+                    help="saved stdout of an earlier run: its sizes join this run's table, plot and JSON "
+                         "(sizes measured now win); with --sizes '' nothing is measured")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args(argv)
     if args.one:
@@ -301,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_one(args.one, args)))
         return 0
     results: dict[str, dict[str, Any]] = {}
-    for size in [int(s) for s in args.sizes.split(",")]:
+    for saved in args.merge:
+        results.update(json.loads(saved.read_text().strip().splitlines()[-1])["detail"])
+    for size in [int(s) for s in args.sizes.split(",") if s]:
         child = [sys.executable, __file__, "--one", str(size), *sys.argv[1:]] if argv is None else \
             [sys.executable, __file__, "--one", str(size), *argv]
         done = subprocess.run(child, capture_output=True, text=True, cwd=REPO)
@@ -310,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[str(size)] = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"size {size}: done {json.dumps(results[str(size)])}", file=sys.stderr)
+    results = dict(sorted(results.items(), key=lambda kv: int(kv[0])))
     print_table(["size", *COLUMNS], [[s, *(fmt(r[c], 3) if isinstance(r[c], float) else r[c] for c in COLUMNS)]
                                      for s, r in results.items()])
     if len(results) > 1 and str(args.plot) not in ("", "."):  # --plot "" : no plot
