@@ -251,3 +251,20 @@ def test_stopped_or_cancelled_rebuild_changes_nothing() -> None:
     assert job.build() and idx.adopt(job) is False and idx.kind == "flat"
     idx.maybe_switch(10**9, "flat")
     assert idx.plan_rebuild(snapshot(idx)) is None  # nothing due
+
+
+def test_ef_search_grows_with_the_corpus_within_bounds() -> None:
+    """Recall@10 at 1M needed efSearch >= 512 (0.995; 0.942 at 256), 100k is fine at 128."""
+    sizes = [0, 1_000, 100_000, 300_000, 1_000_000, 10_000_000]
+    efs = [ann.ef_search(10, n) for n in sizes]
+    assert efs == sorted(efs) and efs[0] == ann.HNSW_EF_SEARCH and efs[-1] == ann.HNSW_EF_SEARCH_MAX
+    assert ann.ef_search(10, 100_000) == 128 and ann.ef_search(10, 1_000_000) >= 512
+    assert ann.ef_search(2000, 1_000) == 2000  # never below k
+
+
+def test_hnsw_graph_is_built_with_the_measured_ef_construction() -> None:
+    import faiss
+
+    wrapper = ann.new_index("hnsw", 8)  # keep it alive: it owns the inner index
+    index = faiss.downcast_index(wrapper.index)
+    assert index.hnsw.efConstruction == ann.HNSW_EF_CONSTRUCTION >= 100
