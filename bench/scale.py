@@ -127,6 +127,31 @@ def ann_recall(vectors: Any, n_queries: int, seed: int) -> tuple[float, float, f
     return hits / (10 * n_queries), build, timings[0], timings[1]
 
 
+class _NoQueries:
+    dimension = 384
+
+
+def recall_only(size: int, queries: int, seed: int) -> dict[str, Any]:
+    """:func:`ann_recall` on ``size`` of the benchmark's passage vectors, without the SQLite pipeline.
+
+    The vectors are exactly those a full run stores (same generator, texts differ); ~8 min at 1M
+    instead of ~70, for checking the ANN parameters at sizes a full run takes an hour to reach.
+    """
+    from indexer import ann
+    from indexer.vectors import VectorIndex
+
+    gen = SyntheticPassages(_NoQueries())
+    index = VectorIndex(gen.dimension)
+    index.maybe_switch(1, "flat")
+    for start in range(0, size, 50_000):
+        ids = list(range(start + 1, min(size, start + 50_000) + 1))
+        index.add(ids, gen.embed_passages([f"chunk {i} of the synthetic corpus" for i in ids]))
+    recall, build_s, flat_ms, hnsw_ms = ann_recall(index, queries, seed)
+    return {"chunks": size, "ef_construction": ann.HNSW_EF_CONSTRUCTION, "ef_search": ann.ef_search(10, size),
+            "ann_recall_at_10": round(recall, 4), "hnsw_build_s": round(build_s, 1),
+            "vector_flat_ms": round(flat_ms, 2), "vector_hnsw_ms": round(hnsw_ms, 2)}
+
+
 def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement for one corpus size, in this process."""
     from indexer.config import Config, EmbeddingConfig, with_overrides
@@ -295,8 +320,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", type=Path, action="append", default=[], metavar="FILE",
                     help="saved stdout of an earlier run: its sizes join this run's table, plot and JSON "
                          "(sizes measured now win); with --sizes '' nothing is measured")
+    ap.add_argument("--recall-only", type=int, metavar="N",
+                    help="only HNSW recall@10 vs exact on N benchmark vectors (no indexing pipeline)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args(argv)
+    if args.recall_only:
+        result = recall_only(args.recall_only, args.queries, args.seed)
+        print_table(list(result), [[fmt(v, 3) if isinstance(v, float) else v for v in result.values()]])
+        print(json.dumps(result))
+        return 0
     if args.one:
         from daemon.logs import configure_logging
 
