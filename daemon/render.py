@@ -63,7 +63,7 @@ def render_status(st: dict[str, Any]) -> str:
         ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
         ("pending", str(st.get("pending"))),
         ("reconciling", str(st.get("reconciling"))),
-        ("model", f"{st.get('model', {}).get('id')} ({st.get('model', {}).get('dim')} d)"),
+        ("model", "{id} ({dim} d, {queries} queries)".format(**{"queries": "exact", **st.get("model", {})})),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
         ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
         ("last reconcile", str(st.get("last_reconcile"))),

@@ -381,7 +381,8 @@ class MemoryIndex:
         files, chunks = self.store.counts()
         return {
             "files": files, "chunks": chunks,
-            "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension},
+            "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
+                      "queries": getattr(self.embedder, "query_precision", "exact")},
             "cache": {"entries": self.cache.entries(), "hits": self.cache.hits, "misses": self.cache.misses,
                       "capacity": self.cache.capacity},
             "index": {"type": self.vectors.kind, "vectors": self.vectors.size,

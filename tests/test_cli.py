@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from daemon.client import Client
-from daemon.render import parse_target
+from daemon.render import parse_target, render_status
 from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,3 +121,11 @@ def test_sighup_adds_a_root(tmp_path: Path, short_dir: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_status_table_says_how_queries_are_embedded() -> None:
+    st = {"model": {"id": "multilingual-e5-small-q4:abc", "dim": 384, "queries": "int8"},
+          "index": {"type": "flat", "vectors": 3}, "cache": {"entries": 3, "hits": 0, "misses": 3}}
+    assert "multilingual-e5-small-q4:abc (384 d, int8 queries)" in render_status(st)
+    older = {**st, "model": {"id": "m", "dim": 8}}  # a daemon from before the key existed
+    assert "m (8 d, exact queries)" in render_status(older)

@@ -34,6 +34,7 @@ def test_status_and_search_over_the_socket(running) -> None:
     d, client, root = running
     st = client.call("status")
     assert st["files"] == 2 and st["chunks"] >= 2 and st["model"]["id"] == "hash-64"
+    assert st["model"]["queries"] == "exact"  # the hash embedder has no int8 twin
     assert st["roots"][0]["alive"] and st["roots"][0]["path"] == str(root)
     assert st["index"]["vectors"] == st["chunks"]
     sock = d.cfg.socket_path

@@ -44,6 +44,7 @@ def test_real_model_watcher_and_socket(tmp_path: Path, short_dir: Path) -> None:
             wait_for(lambda: (st := c.call("status"))["files"] == 2 and not st["reconciling"] and not st["pending"],
                      timeout=120, what="start-up index")
             assert c.call("status")["model"]["id"].startswith("multilingual-e5-small")
+            assert c.call("status")["model"]["queries"] == "int8"
             # semantic: no shared keyword between the question and the line
             hit = c.call("search", {"query": "which text editor does the user like", "k": 1, "mode": "vector"})
             assert hit["hits"][0]["path"] == "MEMORY.md"

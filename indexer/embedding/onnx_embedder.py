@@ -100,6 +100,11 @@ class OnnxEmbedder:
         self._output, self._pooled, dim = _pick_output(session, name)
         self.dimension = dim if dim else int(self._embed(["dimension probe"]).shape[1])
 
+    @property
+    def query_precision(self) -> str:
+        """"int8" when queries run on a faster twin graph (shown by ``status``), else "exact"."""
+        return "int8" if self._query_session is not None else "exact"
+
     def with_own_session(self) -> OnnxEmbedder:
         """A twin (same model id, tokenizer, settings) on a new session created by the calling thread.
 
