@@ -25,6 +25,7 @@ from typing import Protocol
 
 from indexer.proximity import PROXIMITY_WEIGHT, idf, pair_terms, proximity_scores, word_terms
 from indexer.querydates import matching_paths, query_dates
+from indexer.store import select_in
 
 __all__ = ["DATE_BOOST", "PROXIMITY_WEIGHT", "date_boost", "keyword_with_proximity"]
 
@@ -89,10 +90,4 @@ def date_boost(
 
 def _stored_terms(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
     """The indexed terms of each chunk (ids that vanished meanwhile are absent)."""
-    out: dict[int, str] = {}
-    for start in range(0, len(ids), 500):  # under SQLite's bound-parameter limit
-        part = ids[start:start + 500]
-        marks = ",".join("?" * len(part))
-        out.update((int(i), str(t)) for i, t in
-                   conn.execute(f"SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({marks})", part))
-    return out
+    return {int(i): str(t) for i, t in select_in(conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", ids)}

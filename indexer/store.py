@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -328,12 +329,7 @@ class Store:
 
     def embed_keys(self, ids: Sequence[int]) -> dict[int, bytes]:
         """chunk id → embedding key for ``ids`` (ids that vanished are absent)."""
-        out: dict[int, bytes] = {}
-        for start in range(0, len(ids), 500):
-            part = list(ids[start : start + 500])
-            marks = ",".join("?" * len(part))
-            out.update(self.conn.execute(f"SELECT id, embed_key FROM chunks WHERE id IN ({marks})", part))
-        return out
+        return {int(i): k for i, k in select_in(self.conn, "SELECT id, embed_key FROM chunks WHERE id IN ({})", ids)}
 
     def counts(self) -> tuple[int, int]:
         files = self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
@@ -382,18 +378,16 @@ def _delete_chunk_ids(c: sqlite3.Connection, ids: Iterable[int]) -> None:
     c.executemany("DELETE FROM chunks WHERE id = ?", params)
 
 
-def fetch_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
-    """Rows for the given chunk ids (ids that vanished meanwhile are simply absent)."""
-    out: dict[int, ChunkRow] = {}
+def select_in(conn: sqlite3.Connection, sql: str, ids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``sql`` (its ``{}`` is the IN list) for ``ids``, asked 500 at a time:
+    SQLite bounds the number of parameters of one statement."""
     for start in range(0, len(ids), 500):
         part = list(ids[start : start + 500])
-        marks = ",".join("?" * len(part))
-        rows = conn.execute(
-            "SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"
-            " FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
-            f" WHERE c.id IN ({marks})",
-            part,
-        )
-        for r in rows:
-            out[int(r[0])] = ChunkRow(*r)
-    return out
+        yield from conn.execute(sql.format(",".join("?" * len(part))), part)
+
+
+def fetch_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
+    """Rows for the given chunk ids (ids that vanished meanwhile are simply absent)."""
+    sql = ("SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"
+           " FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id WHERE c.id IN ({})")
+    return {int(r[0]): ChunkRow(*r) for r in select_in(conn, sql, ids)}
