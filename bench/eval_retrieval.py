@@ -75,6 +75,15 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list
     return per_mode
 
 
+def _typed(default: Any, value: str) -> Any:
+    """``--search key=value`` as the type of the key's default (bool("false") would be True)."""
+    if isinstance(default, bool):
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise SystemExit(f"--search: {value!r} is not a boolean (true/false)")
+        return value.lower() in ("true", "1")
+    return type(default)(value)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
@@ -90,7 +99,7 @@ def main() -> None:
     folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
     cfg = dataclasses.replace(Config(), embedding=EmbeddingConfig(provider=args.provider))
     overrides = dict(kv.split("=", 1) for kv in args.search)
-    typed = {k: type(getattr(cfg.search, k))(v) for k, v in overrides.items()}
+    typed = {k: _typed(getattr(cfg.search, k), v) for k, v in overrides.items()}
     cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **typed))
     embedder = load_embedder(cfg.embedding, args.work / "model")
     out = args.work / "results"

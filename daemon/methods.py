@@ -19,6 +19,7 @@ from daemon.write_methods import build_write_handlers
 from indexer.config import SEARCH_MODES
 from indexer.errors import FileSkipped
 from indexer.files import read_memory_file
+from indexer.querytext import clean_query
 
 if TYPE_CHECKING:
     from daemon.app import Daemon
@@ -82,7 +83,9 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
 
 def _query_vector(d: Daemon, query: str) -> Callable[[], Any] | None:
     """The query's embedding, started now on its own thread (see daemon/query_embedding.py)."""
-    return d.query_embeddings.start(query) if d.query_embeddings is not None else None
+    if d.query_embeddings is None:
+        return None
+    return d.query_embeddings.start(clean_query(query))  # what the searcher searches (indexer.querytext)
 
 
 def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:

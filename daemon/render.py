@@ -46,12 +46,18 @@ def render_hits(result: dict[str, Any]) -> str:
             e = h["explain"]
             out.append(f"    [{e['fusion']}] vector rank {e['vector_rank']} (cosine {e['cosine']:.3f}), "
                        f"keyword rank {e['keyword_rank']} (bm25 {e['bm25']}), keyword norm {h['text_score']:.3f}")
+            out.extend(f"    + lines {m['start_line']}-{m['end_line']}: vector rank {m['vector_rank']} "
+                       f"(cosine {m['cosine']:.3f}), keyword rank {m['keyword_rank']} (bm25 {m['bm25']})"
+                       for m in e.get("merged", []))
         out += _snippet(h.get("text", ""), width)
     plan = result.get("keyword_plan")
     if plan and not plan.get("exact", True):
         dropped = ", ".join(plan.get("dropped_terms", [])) or "none"
         out.append(f"(keyword scores bounded: rare terms over every chunk, the rest among the newest; "
                    f"too common to score: {dropped})")
+    if "query_searched" in result:  # a transcript's speaker labels were removed (indexer.querytext)
+        shown = " / ".join(result["query_searched"].splitlines())
+        out.append(f"(searched as: {shown[:200]})")
     out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")
     return "\n".join(out)
 

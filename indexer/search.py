@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from queue import Empty, Queue
 from typing import Any
 
@@ -23,6 +23,8 @@ from indexer import keyword, keyword_plan, rescore
 from indexer.config import SEARCH_MODES, SearchConfig
 from indexer.errors import MemorydError, StoreClosedError
 from indexer.fusion import fuse, minmax
+from indexer.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
+from indexer.querytext import clean_query
 from indexer.rerank import mmr_order, recency_factor
 from indexer.store import ChunkRow, fetch_chunks
 from indexer.types import Embedder
@@ -30,27 +32,6 @@ from indexer.vectors import VectorIndex
 
 QUERY_TIME_LIMIT_S = 2.0
 KEYWORD_DEPTH = 4  # BM25 scores are read this many times deeper than the candidate count
-
-
-@dataclass(frozen=True)
-class Hit:
-    chunk_id: int
-    root: str
-    path: str
-    start_line: int
-    end_line: int
-    heading: str
-    text: str
-    score: float
-    vector_score: float
-    text_score: float
-
-    def to_dict(self) -> dict[str, Any]:
-        # Not dataclasses.asdict: its deep copy was a third of a keyword query's time.
-        # chunk_id stays internal: ids change across re-indexing, paths and lines do not.
-        return {"root": self.root, "path": self.path, "start_line": self.start_line, "end_line": self.end_line,
-                "heading": self.heading, "text": self.text, "score": self.score,
-                "vector_score": self.vector_score, "text_score": self.text_score}
 
 
 class ReaderPool:
@@ -129,19 +110,17 @@ class HybridSearcher:
         hit's ranks in both legs and its fused value. ``exclude_prefixes``
         (root-relative) drops whole folders, e.g. other namespaces.
 
-        ``query_vector``, when given, returns the query's embedding (e.g. the
-        result of a computation the caller started on another thread); it is
-        called after the keyword leg, so the two can overlap. It is called
-        under the index lock, so a commit may wait for the rest of that
-        embedding (a few ms); without it the query is embedded before the lock.
+        The query is searched as :func:`indexer.querytext.clean_query` returns it (a
+        transcript's speaker labels removed). ``query_vector``, when given, returns the
+        embedding of that cleaned query (e.g. the result of a computation the caller started
+        on another thread); it is called after the keyword leg, so the two can overlap. It is
+        called under the index lock, so a commit may wait for the rest of that embedding (a
+        few ms); without it the query is embedded before the lock.
         """
         t0 = time.perf_counter()
+        raw_query, query = query, clean_query(query)
         k = k or self._cfg.k
-        mode = mode or self._cfg.mode
-        if mode not in SEARCH_MODES:
-            raise SearchError(f"unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}")
-        if mode != "keyword" and self._embedder is None:
-            mode = "keyword"
+        mode = self._mode(mode)
         embedder = self._embedder
         if query_vector is None and mode != "keyword" and embedder is not None:
             ready = embedder.embed_query(query)  # before the lock: writers never wait for the model
@@ -178,19 +157,25 @@ class HybridSearcher:
         hits = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query), rows, k, qvec is not None)
         out: dict[str, Any] = {"mode": mode}
         if min_score is not None and qvec is not None:
-            best = max(vec.values(), default=0.0)
-            hits = [h for h in hits if h.vector_score >= min_score or h.chunk_id in kw]
-            if not hits:
-                out["abstained"] = True
-                out["reason"] = (f"no confident match: best cosine {best:.3f} < min_score {min_score:g} "
-                                 "and no keyword match")
+            hits = _confident(hits, vec, kw, min_score, out)
+        if self._cfg.merge_adjacent:
+            hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
         dicts = [h.to_dict() for h in hits[:k]]
         if explain:
-            _add_explanations(dicts, hits[:k], vec, kw, self._cfg.fusion if mode == "hybrid" else mode)
+            _add_explanations(dicts, hits[:k], vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
             if terms:
                 out["keyword_plan"] = plan.describe()
+            if query != raw_query:
+                out["query_searched"] = query
         out.update(hits=dicts, took_ms=(time.perf_counter() - t0) * 1000)
         return out
+
+    def _mode(self, mode: str | None) -> str:
+        """The mode to run: the configured default if none; keyword-only when there is no model."""
+        mode = mode or self._cfg.mode
+        if mode not in SEARCH_MODES:
+            raise SearchError(f"unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}")
+        return "keyword" if self._embedder is None else mode
 
     def _rerank(self, hits: list[Hit], rows: dict[int, ChunkRow], k: int, has_vectors: bool) -> list[Hit]:
         """Recency decay and MMR, when configured (both off by default; see :mod:`indexer.rerank`)."""
@@ -266,19 +251,42 @@ class HybridSearcher:
         return hits
 
 
+def _confident(
+    hits: list[Hit], vec: dict[int, float], kw: dict[int, float], min_score: float, out: dict[str, Any],
+) -> list[Hit]:
+    """Hits whose cosine reaches ``min_score`` or that match a keyword; with none left, ``out``
+    says the search abstained and why."""
+    kept = [h for h in hits if h.vector_score >= min_score or h.chunk_id in kw]
+    if not kept:
+        best = max(vec.values(), default=0.0)
+        out["abstained"] = True
+        out["reason"] = f"no confident match: best cosine {best:.3f} < min_score {min_score:g} and no keyword match"
+    return kept
+
+
 def _ranks(scores: dict[int, float]) -> dict[int, int]:
     return {i: rank for rank, i in enumerate(sorted(scores, key=lambda i: -scores[i]), 1)}
 
 
 def _add_explanations(
     dicts: list[dict[str, Any]], hits: Sequence[Hit], vec: dict[int, float], kw: dict[int, float], how: str,
+    rows: dict[int, ChunkRow],
 ) -> None:
-    """Why each hit ranks where it does: its rank and raw score in each leg, and the fusion used."""
+    """Why each hit ranks where it does: its rank and raw score in each leg, and the fusion used.
+
+    A hit merged from consecutive chunks (:mod:`indexer.hits`) explains its first chunk, and lists
+    the chunks it absorbed under ``merged`` with their own spans, ranks and scores."""
     vr, kr = _ranks(vec), _ranks(kw)
+
+    def leg(i: int) -> dict[str, Any]:
+        return {"vector_rank": vr.get(i), "keyword_rank": kr.get(i), "cosine": round(vec.get(i, 0.0), 6),
+                "bm25": round(kw[i], 6) if i in kw else None}
+
     for d, h in zip(dicts, hits, strict=True):
-        d["explain"] = {"fusion": how, "vector_rank": vr.get(h.chunk_id), "keyword_rank": kr.get(h.chunk_id),
-                        "cosine": round(vec.get(h.chunk_id, 0.0), 6),
-                        "bm25": round(kw[h.chunk_id], 6) if h.chunk_id in kw else None}
+        d["explain"] = {"fusion": how, **leg(h.chunk_id)}
+        if h.absorbed:
+            d["explain"]["merged"] = [{"start_line": rows[i].start_line, "end_line": rows[i].end_line, **leg(i)}
+                                      for i in h.absorbed]
 
 
 def _keyword_leg(

@@ -1,0 +1,75 @@
+"""Search hits, and the one way two of them become one.
+
+Chunks overlap by design (80 tokens), so a passage that answers a query often
+surfaces as two consecutive hits: the window that holds the question's words
+and its neighbour that holds what follows them. Returning both repeats the
+shared lines and splits one passage across two results. When hits that are
+*consecutive in the ranking* come from the same file and overlap or touch,
+they are returned as one hit spanning both (at most ``MAX_MERGED_CHUNKS``
+chunks, so a hit stays a passage, not a file). Hits further apart in the
+ranking are left alone: their order says the passage between them did not
+rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+MAX_MERGED_CHUNKS = 3
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: int
+    root: str
+    path: str
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    score: float
+    vector_score: float
+    text_score: float
+    absorbed: tuple[int, ...] = ()  # ids of the chunks merged into this hit, in rank order
+
+    def to_dict(self) -> dict[str, Any]:
+        # Not dataclasses.asdict: its deep copy was a third of a keyword query's time.
+        # chunk_id stays internal: ids change across re-indexing, paths and lines do not.
+        return {"root": self.root, "path": self.path, "start_line": self.start_line, "end_line": self.end_line,
+                "heading": self.heading, "text": self.text, "score": self.score,
+                "vector_score": self.vector_score, "text_score": self.text_score}
+
+
+def merge_consecutive(hits: Sequence[Hit], max_chunks: int = MAX_MERGED_CHUNKS) -> list[Hit]:
+    """Merge each run of consecutive hits of one file whose line spans overlap or touch.
+
+    The merged hit keeps the first hit's rank, score, heading and chunk id;
+    its span is the union, its text the union of the lines (each line once,
+    as the first hit holding it has it), and its component scores the best
+    of its parts. ``max_chunks`` < 2 returns the hits unchanged.
+    """
+    out: list[Hit] = []
+    for h in hits:
+        last = out[-1] if out else None
+        if last is not None and _joins(last, h) and len(last.absorbed) + 1 < max_chunks:
+            out[-1] = _absorb(last, h)
+        else:
+            out.append(h)
+    return out
+
+
+def _joins(a: Hit, b: Hit) -> bool:
+    return (a.root, a.path) == (b.root, b.path) and b.start_line <= a.end_line + 1 and b.end_line >= a.start_line - 1
+
+
+def _absorb(a: Hit, b: Hit) -> Hit:
+    lines: dict[int, str] = {}
+    for h in (a, b):
+        for offset, line in enumerate(h.text.split("\n")):
+            lines.setdefault(h.start_line + offset, line)
+    start, end = min(a.start_line, b.start_line), max(a.end_line, b.end_line)
+    text = "\n".join(lines.get(n, "") for n in range(start, end + 1))
+    return replace(a, start_line=start, end_line=end, text=text, vector_score=max(a.vector_score, b.vector_score),
+                   text_score=max(a.text_score, b.text_score), absorbed=(*a.absorbed, b.chunk_id))
