@@ -434,3 +434,22 @@ def test_smooth_quantize_keeps_the_product_and_tames_outlier_channels() -> None:
     err_smooth, err_plain = np.abs(smooth - exact).mean(), np.abs(plain - exact).mean()
     assert err_smooth < err_plain / 2, (err_smooth, err_plain)
     assert err_smooth < 0.02 * np.abs(exact).mean()
+
+
+def test_word_table_file_is_checked_before_use(tmp_path: Path) -> None:
+    from indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES
+    from indexer.embedding.word_table import load_table
+
+    path = tmp_path / "m.word-table.npz"
+    assert load_table(path) is None  # missing
+    good = {WORD_Q4: np.zeros((10, 192), np.uint8), WORD_SCALES: np.ones((10, 12), np.float32)}
+    np.savez(path, **good)
+    table = load_table(path)
+    assert table is not None and table[WORD_Q4].shape == (10, 192)
+    for bad in ({**good, WORD_SCALES: np.ones((9, 12), np.float32)},     # rows disagree
+                {**good, WORD_Q4: np.zeros((10, 192), np.int8)},          # wrong dtype
+                {WORD_Q4: good[WORD_Q4]}):                               # a member missing
+        np.savez(path, **bad)
+        assert load_table(path) is None
+    path.write_bytes(b"not a zip file")
+    assert load_table(path) is None

@@ -21,6 +21,7 @@ from indexer.config import EmbeddingConfig
 from indexer.embedding import e5_model as e5m
 from indexer.embedding import ensure_e5_model, load_embedder
 from indexer.embedding.onnx_embedder import OnnxEmbedder
+from indexer.embedding.word_table import table_path
 from indexer.types import Embedder
 
 pytestmark = pytest.mark.slow
@@ -198,8 +199,62 @@ def test_concurrent_first_use_from_two_processes(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
     paths = {o[0].strip().splitlines()[-1] for o in outs}
     assert len(paths) == 1
-    assert [p.name for p in (tmp_path / "models").iterdir()] == [Path(paths.pop()).name]
+    model = Path(paths.pop())
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == sorted([model.name, table_path(model).name])
     ensure_e5_model(tmp_path)  # verifies: loads and passes the probe
+
+
+def _copy_models(src: Path, dst: Path, pattern: str = "e5-small-q4-*") -> None:
+    (dst / "models").mkdir(exist_ok=True)
+    for f in (src / "models").glob(pattern):
+        shutil.copyfile(f, dst / "models" / f.name)
+
+
+def test_sessions_share_one_word_table(data_dir: Path, e5: Embedder, exact: Embedder) -> None:
+    """The exact, background and int8 sessions take the table from one place, and give the vectors
+    a session with its own copy gives."""
+    from indexer.embedding.onnx_embedder import make_session
+
+    base = e5m.open_e5_model(data_dir, threads=2)
+    assert base.shared is not None and table_path(base.path).is_file()
+    twin = e5m.open_e5_query_model(data_dir, base, threads=2)
+    assert twin.shared is base.shared
+    own = make_session(base.path, 2)  # no shared initializers: the model's own copy
+    ids = np.asarray([e5m.PROBE_IDS], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    np.testing.assert_array_equal(base.session.run(None, feeds)[0], own.run(None, feeds)[0])
+    background = e5.with_own_session()  # type: ignore[attr-defined]  # the polite bulk session
+    np.testing.assert_array_equal(background.embed_passages(TEXTS[:2]), exact.embed_passages(TEXTS[:2]))
+
+
+def test_missing_or_mangled_word_table_is_written_again(data_dir: Path, e5: Embedder, tmp_path: Path) -> None:
+    _copy_models(data_dir, tmp_path, "e5-small-q4-*.onnx")  # a cache from before the table existed
+    first = e5m.open_e5_model(tmp_path, threads=2)
+    table = table_path(first.path)
+    assert first.shared is not None and table.is_file()
+    table.write_bytes(table.read_bytes()[: 1 << 20])  # truncated
+    with capture_logs() as logs:
+        again = e5m.open_e5_model(tmp_path, threads=2)
+    assert again.shared is not None and any(e["event"] == "model.word_table_invalid" for e in logs)
+    assert table.stat().st_size > 50e6
+
+
+def test_word_table_with_wrong_content_is_not_used(data_dir: Path, e5: Embedder, tmp_path: Path) -> None:
+    from indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES
+
+    _copy_models(data_dir, tmp_path)
+    path = e5m.cached_model_path(tmp_path, e5m.file_sha256(e5m.e5_weights_path()))
+    with np.load(table_path(path)) as npz:
+        q4, scales = npz[WORD_Q4], npz[WORD_SCALES]
+    # Right shapes, wrong rows: only the probe, run through a session that uses the table, can tell.
+    np.savez(table_path(path), **{WORD_Q4: q4[::-1].copy(), WORD_SCALES: scales[::-1].copy()})
+    model_stat = path.stat()
+    with capture_logs() as logs:
+        model = e5m.open_e5_model(tmp_path, threads=2)
+    assert model.shared is None and any(e["event"] == "model.word_table_invalid" for e in logs)
+    assert not table_path(path).exists()  # written again at the next start
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (model_stat.st_ino, model_stat.st_mtime_ns)  # not rebuilt
+    assert e5m.probe_embedding(model.session) @ e5m.probe_embedding(e5m.open_e5_model(data_dir).session) > 0.9999
 
 
 def test_minilm_provider(tmp_path: Path) -> None:

