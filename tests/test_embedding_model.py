@@ -233,10 +233,13 @@ def test_missing_or_mangled_word_table_is_written_again(data_dir: Path, e5: Embe
     table = table_path(first.path)
     assert first.shared is not None and table.is_file()
     table.write_bytes(table.read_bytes()[: 1 << 20])  # truncated
+    stale = table.parent / f".{table.name}.killed.tmp"  # a write that was killed two hours ago
+    stale.write_bytes(b"x" * 1000)
+    os.utime(stale, (stale.stat().st_atime - 7200, stale.stat().st_mtime - 7200))
     with capture_logs() as logs:
         again = e5m.open_e5_model(tmp_path, threads=2)
     assert again.shared is not None and any(e["event"] == "model.word_table_invalid" for e in logs)
-    assert table.stat().st_size > 50e6
+    assert table.stat().st_size > 50e6 and not stale.exists()
 
 
 def test_word_table_with_wrong_content_is_not_used(data_dir: Path, e5: Embedder, tmp_path: Path) -> None:

