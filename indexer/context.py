@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from indexer.hits import add_lines, span_text
+
 HEADER = "## Relevant memories\n\nRetrieved by memoryd for: {query}\n"
 
 
@@ -29,14 +31,13 @@ class Span:
     lines: dict[int, str] = field(default_factory=dict)
 
     def absorb(self, hit: dict[str, Any]) -> None:
-        for offset, line in enumerate(hit["text"].split("\n")):
-            self.lines.setdefault(hit["start_line"] + offset, line)
+        add_lines(self.lines, hit["start_line"], hit["text"])
         self.start_line = min(self.start_line, hit["start_line"])
         self.end_line = max(self.end_line, hit["end_line"])
         self.score = max(self.score, hit["score"])
 
     def text(self) -> str:
-        return "\n".join(self.lines.get(n, "") for n in range(self.start_line, self.end_line + 1))
+        return span_text(self.lines, self.start_line, self.end_line)
 
     def cite(self) -> str:
         return f"{self.path}:{self.start_line}-{self.end_line}"

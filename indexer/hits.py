@@ -64,12 +64,22 @@ def _joins(a: Hit, b: Hit) -> bool:
     return (a.root, a.path) == (b.root, b.path) and b.start_line <= a.end_line + 1 and b.end_line >= a.start_line - 1
 
 
+def add_lines(lines: dict[int, str], start_line: int, text: str) -> None:
+    """Record ``text``'s lines by line number; a line already recorded keeps its first version
+    (several chunks may hold pieces of one long line)."""
+    for offset, line in enumerate(text.split("\n")):
+        lines.setdefault(start_line + offset, line)
+
+
+def span_text(lines: dict[int, str], start_line: int, end_line: int) -> str:
+    return "\n".join(lines.get(n, "") for n in range(start_line, end_line + 1))
+
+
 def _absorb(a: Hit, b: Hit) -> Hit:
     lines: dict[int, str] = {}
     for h in (a, b):
-        for offset, line in enumerate(h.text.split("\n")):
-            lines.setdefault(h.start_line + offset, line)
+        add_lines(lines, h.start_line, h.text)
     start, end = min(a.start_line, b.start_line), max(a.end_line, b.end_line)
-    text = "\n".join(lines.get(n, "") for n in range(start, end + 1))
+    text = span_text(lines, start, end)
     return replace(a, start_line=start, end_line=end, text=text, vector_score=max(a.vector_score, b.vector_score),
                    text_score=max(a.text_score, b.text_score), absorbed=(*a.absorbed, b.chunk_id))
