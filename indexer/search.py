@@ -100,6 +100,7 @@ class HybridSearcher:
         self, query: str, k: int | None = None, mode: str | None = None,
         path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
         exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
+        path_check: Callable[[str, str], bool] | None = None,
     ) -> dict[str, Any]:
         """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``.
 
@@ -108,7 +109,11 @@ class HybridSearcher:
         or when it matches a query keyword. If no hit is left, the result says
         ``abstained`` and why, instead of returning noise. ``explain`` adds each
         hit's ranks in both legs and its fused value. ``exclude_prefixes``
-        (root-relative) drops whole folders, e.g. other namespaces.
+        (root-relative) drops whole folders, e.g. other namespaces. Prefixes match
+        exactly (case-sensitive, no wildcards), as file names do. ``path_check``, when
+        given, is asked ``(root, rel)`` once per file the prefixes let through, and only
+        files it accepts are searched (a confined session's test that each file
+        resolves into its namespace: :func:`indexer.write.access.read_refusal`).
 
         The query is searched as :func:`indexer.querytext.clean_query` returns it (a
         transcript's speaker labels removed). ``query_vector``, when given, returns the
@@ -131,8 +136,8 @@ class HybridSearcher:
         n_cand = max(self._cfg.candidates, k)
         try:
             with self._readers.connection() as conn, self._lock:
-                allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
-                    if path_prefix or exclude_prefixes else None
+                allowed = _allowed_ids(conn, path_prefix, exclude_prefixes, path_check) \
+                    if path_prefix or exclude_prefixes or path_check else None
                 plan = self._keyword_plan(conn, terms)
                 kw_deep = _keyword_leg(conn, plan, KEYWORD_DEPTH * n_cand, allowed)
                 kw = dict(list(kw_deep.items())[:n_cand])
@@ -309,18 +314,29 @@ def _keyword_leg(
     return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n])
 
 
-def _like(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def _starts(column: str, n: int) -> str:
+    """SQL: ``column`` starts with parameter ``?n``, exactly (``LIKE`` would fold ASCII case and treat ``_``
+    and ``%`` as wildcards: peer ``bob`` would see ``peers/Bob/``)."""
+    return f"substr({column}, 1, length(?{n})) = ?{n}"
 
 
-def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence[str] = ()) -> set[int]:
+def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence[str] = (),
+                 path_check: Callable[[str, str], bool] | None = None) -> set[int]:
     """Chunk ids whose path (relative, or absolute with its root) starts with ``prefix``,
-    and whose relative path starts with none of ``exclude``."""
-    sql = ("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
-           " WHERE (?1 IS NULL OR f.path LIKE ?1 ESCAPE '\\' OR (r.path || '/' || f.path) LIKE ?1 ESCAPE '\\')")
-    args: list[str | None] = [_like(prefix) if prefix else None]
+    whose relative path starts with none of ``exclude``, and whose file ``path_check`` accepts."""
+    absolute = "r.path || '/' || f.path"
+    sql = ("SELECT c.id, r.path, f.path FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r"
+           f" ON r.id = f.root_id WHERE (?1 IS NULL OR {_starts('f.path', 1)} OR {_starts(absolute, 1)})")
+    args: list[str | None] = [prefix or None]
     for ex in exclude:
-        sql += f" AND f.path NOT LIKE ?{len(args) + 1} ESCAPE '\\'"
-        args.append(_like(ex))
-    return {int(r[0]) for r in conn.execute(sql, args)}
+        sql += f" AND NOT {_starts('f.path', len(args) + 1)}"
+        args.append(ex)
+    rows = conn.execute(sql, args).fetchall()
+    if path_check is None:
+        return {int(r[0]) for r in rows}
+    verdicts: dict[tuple[str, str], bool] = {}
+    for _, root, rel in rows:
+        if (root, rel) not in verdicts:
+            verdicts[(root, rel)] = path_check(root, rel)
+    return {int(i) for i, root, rel in rows if verdicts[(root, rel)]}
 
