@@ -45,7 +45,14 @@ def path_check(d: Daemon, params: dict[str, Any], peer: Peer) -> Callable[[str, 
     if session.kind == OWNER:
         return None
     guard, first = d.roots.guard, d.roots.roots[0]
-    return lambda root, rel: read_refusal(session, first, guard.resolve(Path(root), rel)) is None
+    folders: dict[str, str] = {}  # resolved folders, for this request only
+    roots: dict[str, Path] = {}
+
+    def check(root: str, rel: str) -> bool:
+        base = roots.setdefault(root, Path(root))
+        return read_refusal(session, first, guard.resolve(base, rel, folders)) is None
+
+    return check
 
 
 def resolve_for_read(d: Daemon, params: dict[str, Any], peer: Peer, raw: str) -> Resolved | None:

@@ -98,11 +98,6 @@ class Resolved:
         return self.real_root is not None
 
     @property
-    def path(self) -> Path:
-        """The name as spelt (``root / rel``)."""
-        return self.root / self.rel if self.rel else self.root
-
-    @property
     def real_path(self) -> Path:
         """The resolved file (only when :attr:`inside`)."""
         if self.real_root is None or self.real_rel is None:
@@ -141,20 +136,45 @@ class PathGuard:
 
     # -- resolving ----------------------------------------------------------------
 
-    def resolve(self, root: Path, rel: str) -> Resolved:
-        """Follow every symlink of ``root/rel`` and locate the result among the roots."""
-        path = root / rel if rel else root
+    def resolve(self, root: Path, rel: str, folders: dict[str, str] | None = None) -> Resolved:
+        """Follow every symlink of ``root/rel`` and locate the result among the roots.
+
+        ``folders``, when given, memoizes resolved folders across calls (a search checks every file
+        of a namespace; a folder link changed meanwhile is seen by the next request's fresh memo).
+        """
+        path = os.path.join(root, rel) if rel else os.fspath(root)
         try:
-            real = os.path.realpath(path)
+            real, st = self._realpath(path, folders)
         except (OSError, ValueError):  # a loop or a name the kernel refuses: it leads nowhere we serve
             return Resolved(root, rel, None, None, exists=False, is_dir=False, links=0)
         real_root, real_rel = _under(self._real, real, allow_root=True) or (None, None)
-        try:
-            st = os.stat(real)
-        except (OSError, ValueError):
+        if st is None:
             return Resolved(root, rel, real_root, real_rel, exists=False, is_dir=False, links=0)
         links = st.st_nlink if stat.S_ISREG(st.st_mode) else 0
         return Resolved(root, rel, real_root, real_rel, exists=True, is_dir=stat.S_ISDIR(st.st_mode), links=links)
+
+    @staticmethod
+    def _realpath(path: str, folders: dict[str, str] | None) -> tuple[str, os.stat_result | None]:
+        """``os.path.realpath`` and the target's stat (None: it does not exist).
+
+        With ``folders``, the parent's resolution is reused and a file that is no link costs one
+        ``lstat`` (instead of one per path component and a ``stat``).
+        """
+        if folders is not None:
+            try:
+                lst: os.stat_result | None = os.lstat(path)
+            except OSError:  # absent, or a name the kernel refuses: the full resolution below decides
+                lst = None
+            if lst is not None and not stat.S_ISLNK(lst.st_mode):
+                parent, name = os.path.split(path)
+                if parent not in folders:
+                    folders[parent] = os.path.realpath(parent)
+                return os.path.join(folders[parent], name), lst
+        real = os.path.realpath(path)
+        try:
+            return real, os.stat(real)
+        except OSError:  # absent, a link loop, unreadable: nothing to serve there
+            return real, None
 
     def resolve_parent(self, root: Path, rel: str) -> tuple[Path, str] | None:
         """``rel`` with its folders resolved and its last name kept: how a walk of the roots names the file.

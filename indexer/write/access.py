@@ -218,14 +218,26 @@ def read_refusal(session: Session, first_root: Path, r: Resolved) -> str | None:
         return f"{shown(r.rel)} resolves outside every memory root"
     if session.kind == OWNER:
         return None
-    first = Path(os.path.abspath(first_root))
-    if not can_read(session, first, r.root, r.rel):
+    ns = own_namespace(session)
+    if ns is None:  # pragma: no cover - parse_session never builds such a session
+        return "session has no namespace"
+    first, folder = os.path.abspath(first_root), f"{ns.folder}/"
+    if not _in_folder(first, folder, r.root, r.rel):
         return f"a {session.kind} session may not read {r.rel}"
-    if not can_read(session, first, r.real_root, r.real_rel):
+    if not _in_folder(first, folder, r.real_root, r.real_rel):
         return f"a {session.kind} session may not read {r.rel}: it is a link to {r.real_rel}"
     if r.links > 1:
         return f"a {session.kind} session may not read {r.rel}: the file has {r.links} hard links"
     return None
+
+
+def _in_folder(first: str, folder: str, root: Path, rel: str) -> bool:
+    """``rel`` under ``root`` lies strictly inside ``folder`` of the first root (normalized paths; exact case).
+
+    The same answer as ``namespace_of(rel) == own`` for the names the resolver makes (no ``.``, ``..``
+    or empty parts), at string speed: a search asks it for every file of a namespace.
+    """
+    return os.path.abspath(root) == first and rel.startswith(folder) and len(rel) > len(folder)
 
 
 def can_read(session: Session, first_root: Path, root: Path, rel: str) -> bool:
