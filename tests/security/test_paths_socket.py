@@ -233,3 +233,14 @@ def test_group_sessions_are_held_the_same_way(env: Any) -> None:
     assert refused(client, "get", {"path": "groups/team/b.md", "session": TEAM}).code == DENIED
     assert search(client, TEAM, "word file teamheron bobwombat") == {"teamheron"}
     assert set(WORDS) >= {"groups/team/MEMORY.md"}
+
+
+def test_cli_reindex_resolves_a_typed_dotdot_before_sending(env: Any, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from daemon import cli
+
+    d, _client, root, _out = env
+    monkeypatch.chdir(root / "peers/alice")
+    (root / "peers/bob/MEMORY.md").write_text("- Bob now likes capybaras.\n")
+    assert cli.main(["reindex", "--socket", str(d.cfg.socket_path), "--wait", "--json", "../bob/MEMORY.md"]) == 0
+    assert '"files": 1' in capsys.readouterr().out
