@@ -111,9 +111,12 @@ class HybridSearcher:
         hit's ranks in both legs and its fused value. ``exclude_prefixes``
         (root-relative) drops whole folders, e.g. other namespaces. Prefixes match
         exactly (case-sensitive, no wildcards), as file names do. ``path_check``, when
-        given, is asked ``(root, rel)`` once per file the prefixes let through, and only
-        files it accepts are searched (a confined session's test that each file
-        resolves into its namespace: :func:`indexer.write.access.read_refusal`).
+        given, is asked ``(root, rel)`` once per file among the candidates, and chunks of
+        files it refuses are dropped before ranking (a confined session's test that a file
+        *resolves* into its namespace: :func:`indexer.write.access.read_refusal`). Checking
+        candidates, not every file the prefix lets through, keeps its cost at a few dozen
+        ``lstat`` calls whatever the namespace's size; a refused link costs the query one
+        candidate slot.
 
         The query is searched as :func:`indexer.querytext.clean_query` returns it (a
         transcript's speaker labels removed). ``query_vector``, when given, returns the
@@ -136,8 +139,8 @@ class HybridSearcher:
         n_cand = max(self._cfg.candidates, k)
         try:
             with self._readers.connection() as conn, self._lock:
-                allowed = _allowed_ids(conn, path_prefix, exclude_prefixes, path_check) \
-                    if path_prefix or exclude_prefixes or path_check else None
+                allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
+                    if path_prefix or exclude_prefixes else None
                 plan = self._keyword_plan(conn, terms)
                 kw_deep = _keyword_leg(conn, plan, KEYWORD_DEPTH * n_cand, allowed)
                 kw = dict(list(kw_deep.items())[:n_cand])
@@ -155,6 +158,8 @@ class HybridSearcher:
                     kw.update(deeper)
                     kw_ranked.update(self._with_proximity(conn, terms, deeper))
                 rows = fetch_chunks(conn, cands)
+                if path_check is not None:
+                    rows = _checked(rows, path_check)
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
@@ -320,23 +325,23 @@ def _starts(column: str, n: int) -> str:
     return f"substr({column}, 1, length(?{n})) = ?{n}"
 
 
-def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence[str] = (),
-                 path_check: Callable[[str, str], bool] | None = None) -> set[int]:
+def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence[str] = ()) -> set[int]:
     """Chunk ids whose path (relative, or absolute with its root) starts with ``prefix``,
-    whose relative path starts with none of ``exclude``, and whose file ``path_check`` accepts."""
+    and whose relative path starts with none of ``exclude``."""
     absolute = "r.path || '/' || f.path"
-    sql = ("SELECT c.id, r.path, f.path FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r"
-           f" ON r.id = f.root_id WHERE (?1 IS NULL OR {_starts('f.path', 1)} OR {_starts(absolute, 1)})")
+    sql = ("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
+           f" WHERE (?1 IS NULL OR {_starts('f.path', 1)} OR {_starts(absolute, 1)})")
     args: list[str | None] = [prefix or None]
     for ex in exclude:
         sql += f" AND NOT {_starts('f.path', len(args) + 1)}"
         args.append(ex)
-    rows = conn.execute(sql, args).fetchall()
-    if path_check is None:
-        return {int(r[0]) for r in rows}
-    verdicts: dict[tuple[str, str], bool] = {}
-    for _, root, rel in rows:
-        if (root, rel) not in verdicts:
-            verdicts[(root, rel)] = path_check(root, rel)
-    return {int(i) for i, root, rel in rows if verdicts[(root, rel)]}
+    return {int(r[0]) for r in conn.execute(sql, args)}
 
+
+def _checked(rows: dict[int, ChunkRow], path_check: Callable[[str, str], bool]) -> dict[int, ChunkRow]:
+    """``rows`` of the files ``path_check`` accepts (asked once per file)."""
+    verdicts: dict[tuple[str, str], bool] = {}
+    for r in rows.values():
+        if (r.root, r.path) not in verdicts:
+            verdicts[(r.root, r.path)] = path_check(r.root, r.path)
+    return {i: r for i, r in rows.items() if verdicts[(r.root, r.path)]}
