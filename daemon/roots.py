@@ -36,10 +36,3 @@ class RootMap:
                 if rel.parts:
                     return root, rel.as_posix()
         return None
-
-    def root_of(self, rel_or_abs: str) -> list[tuple[Path, str]]:
-        """Candidates for a user-given path: absolute → its root; relative → every root holding it.
-
-        Through :class:`indexer.pathguard.PathGuard` (raises ``PathRefused`` for NUL, ``..``, over-long names).
-        """
-        return self.guard.candidates(rel_or_abs)

@@ -225,7 +225,7 @@ def read_refusal(session: Session, first_root: Path, r: Resolved) -> str | None:
     if not _in_folder(first, folder, r.root, r.rel):
         return f"a {session.kind} session may not read {r.rel}"
     if not _in_folder(first, folder, r.real_root, r.real_rel):
-        return f"a {session.kind} session may not read {r.rel}: it is a link to {r.real_rel}"
+        return f"a {session.kind} session may not read {r.rel}: it is a link out of its namespace"
     if r.links > 1:
         return f"a {session.kind} session may not read {r.rel}: the file has {r.links} hard links"
     return None
