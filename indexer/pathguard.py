@@ -113,7 +113,6 @@ class PathGuard:
         self.roots: list[Path] = list(dict.fromkeys(Path(os.path.abspath(r)) for r in roots))
         given = [(str(r), r) for r in self.roots]
         real = [(os.path.realpath(r), r) for r in self.roots]
-        self._given = sorted(given, key=lambda p: -len(p[0]))
         self._real = sorted(real, key=lambda p: -len(p[0]))
         self._all = sorted(set(given + real), key=lambda p: -len(p[0]))
 
@@ -139,8 +138,8 @@ class PathGuard:
     def resolve(self, root: Path, rel: str, folders: dict[str, str] | None = None) -> Resolved:
         """Follow every symlink of ``root/rel`` and locate the result among the roots.
 
-        ``folders``, when given, memoizes resolved folders across calls (a search checks every file
-        of a namespace; a folder link changed meanwhile is seen by the next request's fresh memo).
+        ``folders``, when given, memoizes resolved folders across calls (a search checks the files of
+        all its candidates; a folder link changed meanwhile is seen by the next request's fresh memo).
         """
         path = os.path.join(root, rel) if rel else os.fspath(root)
         try:

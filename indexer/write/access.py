@@ -235,7 +235,7 @@ def _in_folder(first: str, folder: str, root: Path, rel: str) -> bool:
     """``rel`` under ``root`` lies strictly inside ``folder`` of the first root (normalized paths; exact case).
 
     The same answer as ``namespace_of(rel) == own`` for the names the resolver makes (no ``.``, ``..``
-    or empty parts), at string speed: a search asks it for every file of a namespace.
+    or empty parts), at string speed: a search asks it for every candidate file.
     """
     return os.path.abspath(root) == first and rel.startswith(folder) and len(rel) > len(folder)
 
