@@ -197,7 +197,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"wait": bool(args.wait)}
     if args.paths:
-        params["paths"] = [str(p.expanduser().absolute()) for p in args.paths]
+        # abspath, not Path.absolute(): a '..' the user typed is resolved here, since the daemon refuses it
+        params["paths"] = [os.path.abspath(p.expanduser()) for p in args.paths]
     with _client(args) as client:
         result = client.call("reindex", params)
     if args.json:

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
-from daemon.read_access import SESSION_PARAM, check_read, namespace_scope
-from daemon.write_methods import build_write_handlers
+from daemon.read_access import SESSION_PARAM, namespace_scope, path_check, resolve_for_read
+from daemon.write_methods import BAD_TARGET, build_write_handlers
 from indexer.config import SEARCH_MODES
 from indexer.errors import FileSkipped
 from indexer.files import read_memory_file
+from indexer.pathguard import PathRefused
 from indexer.querytext import clean_query
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     min_score, explain = param(params, "min_score", float, None), param(params, "explain", bool, False)
     result = d.index.search(
         query, k=k, mode=mode, path_prefix=scope[0], exclude_prefixes=scope[1], min_score=min_score,
-        explain=explain, query_vector=_query_vector(d, query) if mode != "keyword" else None,
+        explain=explain, path_check=path_check(d, params, peer),
+        query_vector=_query_vector(d, query) if mode != "keyword" else None,
     )
     d.log.debug("search.done", mode=mode, k=k, hits=len(result["hits"]), took_ms=round(result["took_ms"], 2))
     return result
@@ -103,29 +105,32 @@ def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     t0 = time.perf_counter()
     scope = namespace_scope(d, params, peer)
     found = d.index.search(query, k=k, path_prefix=scope[0], exclude_prefixes=scope[1],
+                           path_check=path_check(d, params, peer),
                            query_vector=_query_vector(d, query)) if scope else {"hits": []}
     block = build_context(query, found["hits"], budget, d.index.embedder.count_tokens)
     return {**block, "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
 
 def get(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
-    """Lines of a file inside a root (read-only; nothing outside the roots is served)."""
+    """Lines of a file inside a root (read-only; nothing outside the roots is served).
+
+    The path is resolved first (:func:`daemon.read_access.resolve_for_read`): access is decided on
+    where it leads, and the resolved file is what is read.
+    """
     reject_unknown(params, {"path", "start_line", "end_line", SESSION_PARAM})
     raw = param(params, "path", str)
     start = param(params, "start_line", int, 1)
     end = param(params, "end_line", int, None)
     if start < 1 or (end is not None and end < start):
         raise InvalidParams(f"bad line range {start}-{end}: lines are 1-based and end >= start")
-    cands = d.roots.root_of(raw)
-    if not cands:
+    resolved = resolve_for_read(d, params, peer, raw)
+    if resolved is None:
         raise RpcError(NOT_INDEXED, f"{raw} is not a file inside a memory root")
-    root, rel = cands[0]
-    check_read(d, params, peer, root, rel)
-    path = root / rel
-    if not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
-        raise RpcError(NOT_INDEXED, f"{raw} resolves outside its root")
+    if resolved.real_root is None:
+        raise RpcError(NOT_INDEXED, f"{raw} resolves outside every memory root")
+    root, rel = resolved.root, resolved.rel
     try:
-        content = read_memory_file(path, root, d.cfg.watch.max_file_bytes)
+        content = read_memory_file(resolved.real_path, resolved.real_root, d.cfg.watch.max_file_bytes)
     except FileSkipped as exc:
         raise RpcError(NOT_INDEXED, f"cannot read {raw}: {exc.reason}" + (f" ({exc.detail})" if exc.detail else "")) \
             from None
@@ -161,25 +166,44 @@ def reindex(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _files_for(d: Daemon, paths: list[Any]) -> tuple[list[tuple[Path, str]], list[str]]:
+    """(root, rel) of every file to index for ``paths``; and the paths that lie outside every root.
+
+    Each path goes through the resolver: malformed ones (NUL, ``..``, over-long) are refused with
+    -32024; a folder is walked at its resolved place (and only if that is inside a root); a file
+    keeps its name with its folders resolved, as the walk of the roots names it.
+    """
+    guard = d.roots.guard
     files: list[tuple[Path, str]] = []
     unknown: list[str] = []
     for p in paths:
         if not isinstance(p, str) or not p:
             raise InvalidParams("param 'paths' must be a list of non-empty strings")
-        loc = d.roots.locate(p) if os.path.isabs(p) else None
-        cands = [loc] if loc else d.roots.root_of(p)
+        try:
+            cands = guard.candidates(p, "param 'paths' entry")
+        except PathRefused as exc:
+            raise RpcError(BAD_TARGET, str(exc)) from None
+        for root, rel in cands:
+            r = guard.resolve(root, rel)
+            loc = guard.resolve_parent(root, rel) if rel else None
+            if r.is_dir and r.real_root is not None and r.real_rel is not None:
+                files += [(r.real_root, _join(r.real_rel, sub)) for sub in _md_under(d, r.real_root, r.real_rel)]
+            elif not r.is_dir and loc is not None and (r.real_root is not None or not r.exists):
+                files.append(loc)
+            else:
+                unknown.append(p)
         if not cands:
             unknown.append(p)
-            continue
-        for root, rel in cands:
-            if (root / rel).is_dir():
-                files += [(root, f"{rel}/{sub}") for sub in _md_under(d, root / rel)]
-            else:
-                files.append((root, rel))
     return files, unknown
 
 
-def _md_under(d: Daemon, directory: Path) -> list[str]:
+def _join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if folder else name
+
+
+def _md_under(d: Daemon, root: Path, folder: str) -> list[str]:
+    """Accepted files under ``root/folder`` (relative to ``folder``), judged by the root-relative filter."""
     from indexer.files import walk_root
 
-    return [rel for rel, _ in walk_root(directory, d.path_filter, d.path_filter.accept_dir)]
+    accept, accept_dir = d.path_filter, d.path_filter.accept_dir
+    return [rel for rel, _ in walk_root(root / folder if folder else root, lambda sub: accept(_join(folder, sub)),
+                                        lambda sub: accept_dir(_join(folder, sub)))]

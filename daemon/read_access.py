@@ -2,20 +2,23 @@
 
 A direct peer reads only ``peers/ID/`` and a group only ``groups/ID/`` of the
 first root; the owner (the default for the daemon's own uid) reads
-everything. The rules themselves live in :mod:`indexer.write.access`; these
-helpers turn them into the socket's errors (-32020, see
-:mod:`daemon.write_methods`).
+everything. The rules themselves live in :mod:`indexer.write.access`, and every
+path is resolved by :mod:`indexer.pathguard` (symlinks followed, ``..``
+refused) before they are applied; these helpers turn them into the socket's
+errors (-32020 denied, -32024 malformed path, see :mod:`daemon.write_methods`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.jsonrpc import InvalidParams, Peer, RpcError, param
-from daemon.write_methods import ACCESS_DENIED, session_for
-from indexer.write.access import NAMESPACE_FOLDERS, can_read, parse_namespace, scoped_prefix
+from daemon.write_methods import ACCESS_DENIED, BAD_TARGET, session_for
+from indexer.pathguard import PathRefused, Resolved
+from indexer.write.access import NAMESPACE_FOLDERS, OWNER, can_read, parse_namespace, read_refusal, scoped_prefix
 from indexer.write.errors import AccessDenied, BadTarget
 
 if TYPE_CHECKING:
@@ -29,8 +32,52 @@ def search_prefix(d: Daemon, params: dict[str, Any], peer: Peer) -> str | None:
     session = session_for(params, peer)
     try:
         return scoped_prefix(session, d.roots.roots[0], param(params, "path_prefix", str, None))
+    except PathRefused as exc:
+        raise RpcError(BAD_TARGET, str(exc)) from None
     except AccessDenied as exc:
         raise RpcError(ACCESS_DENIED, str(exc)) from None
+
+
+def path_check(d: Daemon, params: dict[str, Any], peer: Peer) -> Callable[[str, str], bool] | None:
+    """For a confined session, a test of each indexed ``(root, rel)`` a search may return: the file
+    must *resolve* inside the session's namespace (no link into another one). None for the owner."""
+    session = session_for(params, peer)
+    if session.kind == OWNER:
+        return None
+    guard, first = d.roots.guard, d.roots.roots[0]
+    folders: dict[str, str] = {}  # resolved folders, for this request only
+    roots: dict[str, Path] = {}
+
+    def check(root: str, rel: str) -> bool:
+        base = roots.setdefault(root, Path(root))
+        return read_refusal(session, first, guard.resolve(base, rel, folders)) is None
+
+    return check
+
+
+def resolve_for_read(d: Daemon, params: dict[str, Any], peer: Peer, raw: str) -> Resolved | None:
+    """The file a ``get`` names, resolved and checked against the session. None: no root holds it.
+
+    Raises ``RpcError``: -32024 for a malformed path, -32020 when the session may not read it.
+    A resolved path outside every root comes back with ``real_root`` None (the caller's -32010).
+    """
+    session = session_for(params, peer)
+    try:
+        cands = d.roots.guard.candidates(raw)
+    except PathRefused as exc:
+        raise RpcError(BAD_TARGET, str(exc)) from None
+    if not cands:
+        first = d.roots.roots[0]
+        if session.kind != OWNER and (raw.startswith("/") or not can_read(session, first, first, raw)):
+            # the same answer as for a file that exists there: a confined session learns nothing
+            raise RpcError(ACCESS_DENIED, f"a {session.kind} session may not read {raw[:200]}")
+        return None
+    resolved = d.roots.guard.resolve(*cands[0])
+    if session.kind != OWNER:
+        why = read_refusal(session, d.roots.roots[0], resolved)
+        if why is not None:
+            raise RpcError(ACCESS_DENIED, why)
+    return resolved
 
 
 def namespace_scope(d: Daemon, params: dict[str, Any], peer: Peer) -> tuple[str | None, tuple[str, ...]] | None:
@@ -56,10 +103,3 @@ def namespace_scope(d: Daemon, params: dict[str, Any], peer: Peer) -> tuple[str 
     if prefix.startswith(ns_prefix):
         return prefix, ()
     return None
-
-
-def check_read(d: Daemon, params: dict[str, Any], peer: Peer, root: Path, rel: str) -> None:
-    """Raise ``RpcError(ACCESS_DENIED)`` unless the request's session may read ``rel`` under ``root``."""
-    session = session_for(params, peer)
-    if not can_read(session, d.roots.roots[0], root, rel):
-        raise RpcError(ACCESS_DENIED, f"a {session.kind} session may not read {rel}")

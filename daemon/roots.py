@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from indexer.pathguard import PathGuard
+
 
 class RootMap:
     """The configured roots, longest first, for locating absolute paths.
@@ -18,6 +20,7 @@ class RootMap:
         self.roots: list[Path] = list(dict.fromkeys(Path(os.path.abspath(r)) for r in roots))
         pairs = [(r, r) for r in self.roots] + [(Path(os.path.realpath(r)), r) for r in self.roots]
         self._by_prefix = sorted(set(pairs), key=lambda p: -len(str(p[0])))
+        self.guard = PathGuard(self.roots)  #: the resolver every request path goes through
 
     def locate(self, path: Path | str) -> tuple[Path, str] | None:
         """(root, relative posix path) for a path inside a root; None outside every root."""
@@ -33,10 +36,3 @@ class RootMap:
                 if rel.parts:
                     return root, rel.as_posix()
         return None
-
-    def root_of(self, rel_or_abs: str) -> list[tuple[Path, str]]:
-        """Candidates for a user-given path: absolute → its root; relative → every root holding it."""
-        if os.path.isabs(rel_or_abs):
-            loc = self.locate(rel_or_abs)
-            return [loc] if loc else []
-        return [(r, Path(rel_or_abs).as_posix()) for r in self.roots if (r / rel_or_abs).exists()]

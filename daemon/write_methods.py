@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.audit import Audited, AuditLog
 from daemon.jsonrpc import Handler, InvalidParams, Peer, RpcError, param, reject_unknown
 from daemon.limits import RateLimited, WriteLimiter
+from indexer.pathguard import normalize
 from indexer.write import privacy
 from indexer.write.access import (
     AUDIT,
@@ -188,10 +189,12 @@ class WriteService:
                            "(write.max_content_bytes)", {"limit": "write.max_content_bytes", "max": limit})
 
     def _relative(self, raw: str) -> str:
-        """A forget path: relative to the first root, or absolute inside it."""
+        """A forget path: relative to the first root, or absolute inside it (through the path resolver;
+        the writer's :func:`~indexer.write.access.resolve_target` then refuses links)."""
+        norm = _write_error(lambda: normalize(raw))
         if not os.path.isabs(raw):
             return raw
-        loc = self.d.roots.locate(raw)
+        loc = self.d.roots.guard.locate_absolute(norm)
         if loc is None or loc[0] != self.d.roots.roots[0]:
             raise RpcError(BAD_TARGET, f"{raw[:200]}: not inside the first memory root (where memories are written)")
         return loc[1]

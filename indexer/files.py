@@ -54,7 +54,12 @@ def read_memory_file(path: Path, root: Path, max_bytes: int) -> FileContent:
     back). Raises :class:`FileSkipped`.
     """
     rel = str(path)
-    _check_inside_root(path, root)
+    if "\x00" in rel or ".." in path.parts:  # callers resolve names first (indexer.pathguard); never read these
+        raise FileSkipped(rel.replace("\x00", "\\x00"), OUTSIDE_ROOT, "name with '..' or a NUL byte")
+    try:
+        _check_inside_root(path, root)
+    except OSError as exc:  # e.g. a name too long for the kernel
+        raise FileSkipped(rel, UNREADABLE, exc.strerror or str(exc)) from None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:

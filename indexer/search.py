@@ -100,6 +100,7 @@ class HybridSearcher:
         self, query: str, k: int | None = None, mode: str | None = None,
         path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
         exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
+        path_check: Callable[[str, str], bool] | None = None,
     ) -> dict[str, Any]:
         """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``.
 
@@ -108,7 +109,14 @@ class HybridSearcher:
         or when it matches a query keyword. If no hit is left, the result says
         ``abstained`` and why, instead of returning noise. ``explain`` adds each
         hit's ranks in both legs and its fused value. ``exclude_prefixes``
-        (root-relative) drops whole folders, e.g. other namespaces.
+        (root-relative) drops whole folders, e.g. other namespaces. Prefixes match
+        exactly (case-sensitive, no wildcards), as file names do. ``path_check``, when
+        given, is asked ``(root, rel)`` once per file among the candidates, and chunks of
+        files it refuses are dropped before ranking (a confined session's test that a file
+        *resolves* into its namespace: :func:`indexer.write.access.read_refusal`). Checking
+        candidates, not every file the prefix lets through, keeps its cost at a few dozen
+        ``lstat`` calls whatever the namespace's size; a refused link costs the query one
+        candidate slot.
 
         The query is searched as :func:`indexer.querytext.clean_query` returns it (a
         transcript's speaker labels removed). ``query_vector``, when given, returns the
@@ -150,6 +158,8 @@ class HybridSearcher:
                     kw.update(deeper)
                     kw_ranked.update(self._with_proximity(conn, terms, deeper))
                 rows = fetch_chunks(conn, cands)
+                if path_check is not None:
+                    rows = _checked(rows, path_check)
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
@@ -309,18 +319,29 @@ def _keyword_leg(
     return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n])
 
 
-def _like(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def _starts(column: str, n: int) -> str:
+    """SQL: ``column`` starts with parameter ``?n``, exactly (``LIKE`` would fold ASCII case and treat ``_``
+    and ``%`` as wildcards: peer ``bob`` would see ``peers/Bob/``)."""
+    return f"substr({column}, 1, length(?{n})) = ?{n}"
 
 
 def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence[str] = ()) -> set[int]:
     """Chunk ids whose path (relative, or absolute with its root) starts with ``prefix``,
     and whose relative path starts with none of ``exclude``."""
+    absolute = "r.path || '/' || f.path"
     sql = ("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
-           " WHERE (?1 IS NULL OR f.path LIKE ?1 ESCAPE '\\' OR (r.path || '/' || f.path) LIKE ?1 ESCAPE '\\')")
-    args: list[str | None] = [_like(prefix) if prefix else None]
+           f" WHERE (?1 IS NULL OR {_starts('f.path', 1)} OR {_starts(absolute, 1)})")
+    args: list[str | None] = [prefix or None]
     for ex in exclude:
-        sql += f" AND f.path NOT LIKE ?{len(args) + 1} ESCAPE '\\'"
-        args.append(_like(ex))
+        sql += f" AND NOT {_starts('f.path', len(args) + 1)}"
+        args.append(ex)
     return {int(r[0]) for r in conn.execute(sql, args)}
 
+
+def _checked(rows: dict[int, ChunkRow], path_check: Callable[[str, str], bool]) -> dict[int, ChunkRow]:
+    """``rows`` of the files ``path_check`` accepts (asked once per file)."""
+    verdicts: dict[tuple[str, str], bool] = {}
+    for r in rows.values():
+        if (r.root, r.path) not in verdicts:
+            verdicts[(r.root, r.path)] = path_check(r.root, r.path)
+    return {i: r for i, r in rows.items() if verdicts[(r.root, r.path)]}

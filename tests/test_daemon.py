@@ -92,7 +92,7 @@ def test_reindex_wait_get_and_errors(running) -> None:
     assert client.call("reindex", {"wait": True})["done"]
     for params, code in [
         ({"path": "/etc/passwd"}, -32010),
-        ({"path": "../../etc/passwd"}, -32010),
+        ({"path": "../../etc/passwd"}, -32024),  # ".." is refused before any lookup (docs/security/paths.md)
         ({"path": "MEMORY.md", "start_line": 0}, -32602),
     ]:
         with pytest.raises(RpcClientError) as err:

@@ -12,7 +12,14 @@ Memories live in *namespaces*, folders under the first root: ``default`` (the
 root itself, minus the folders below), ``agent:ID`` → ``agents/ID``,
 ``peer:ID`` → ``peers/ID``, ``group:ID`` → ``groups/ID``. Paths are only ever
 derived from these logical ids; :func:`resolve_target` refuses ``..``,
-absolute paths, symlinks and non-``.md`` targets.
+absolute paths, symlinks (of the file or of any folder under the root), hard
+links and non-``.md`` targets.
+
+Reads are decided on where a name *leads* (:class:`indexer.pathguard.Resolved`):
+:func:`read_refusal` allows a confined session a file only when both the name as
+spelt and the name resolved lie in its namespace of the first root, and the
+file has no second hard link (whose other name may be anywhere). Namespaces
+compare case-sensitively, as the file system does.
 
 :data:`MATRIX` and :func:`authorize` are the one place the rules live; the
 socket methods (``remember``, ``forget``, ``audit``, and the reads ``search``,
@@ -23,9 +30,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from indexer.pathguard import Resolved, check_text, normalize, shown
 from indexer.write.errors import AccessDenied, BadTarget, SessionError
 
 OWNER, DIRECT, GROUP = "owner", "direct", "group"
@@ -176,6 +185,8 @@ def scoped_prefix(session: Session, first_root: Path, requested: str | None) -> 
     folder; a prefix wider than the folder is narrowed to it, one outside it is
     refused with :class:`AccessDenied`.
     """
+    if requested is not None:
+        requested = _checked_prefix(requested)
     allowed = read_prefix(session, first_root)
     if allowed is None or requested is None:
         return requested if allowed is None else allowed
@@ -185,6 +196,48 @@ def scoped_prefix(session: Session, first_root: Path, requested: str | None) -> 
     if allowed.startswith(wanted):
         return allowed
     raise AccessDenied(f"a {session.kind} session may only search {allowed}")
+
+
+def _checked_prefix(requested: str) -> str:
+    """A ``path_prefix`` through the resolver's text rules (no NUL, no ``..``, sane length); a
+    trailing ``/`` is kept (it means "this folder only")."""
+    norm = normalize(requested, "path_prefix")
+    return norm + "/" if requested.endswith("/") and norm not in ("", "/") else norm
+
+
+def read_refusal(session: Session, first_root: Path, r: Resolved) -> str | None:
+    """Why ``session`` may not read the resolved name ``r`` (None: it may).
+
+    The owner reads anything inside the roots. A confined session reads a file only
+    when the name as spelt *and* the name resolved both lie in its own namespace of
+    the first root (a symlink between namespaces is refused in both directions), and
+    the file has a single hard link (another name of the same inode cannot be proven
+    to lie in the same namespace).
+    """
+    if r.real_root is None or r.real_rel is None:
+        return f"{shown(r.rel)} resolves outside every memory root"
+    if session.kind == OWNER:
+        return None
+    ns = own_namespace(session)
+    if ns is None:  # pragma: no cover - parse_session never builds such a session
+        return "session has no namespace"
+    first, folder = os.path.abspath(first_root), f"{ns.folder}/"
+    if not _in_folder(first, folder, r.root, r.rel):
+        return f"a {session.kind} session may not read {r.rel}"
+    if not _in_folder(first, folder, r.real_root, r.real_rel):
+        return f"a {session.kind} session may not read {r.rel}: it is a link out of its namespace"
+    if r.links > 1:
+        return f"a {session.kind} session may not read {r.rel}: the file has {r.links} hard links"
+    return None
+
+
+def _in_folder(first: str, folder: str, root: Path, rel: str) -> bool:
+    """``rel`` under ``root`` lies strictly inside ``folder`` of the first root (normalized paths; exact case).
+
+    The same answer as ``namespace_of(rel) == own`` for the names the resolver makes (no ``.``, ``..``
+    or empty parts), at string speed: a search asks it for every candidate file.
+    """
+    return os.path.abspath(root) == first and rel.startswith(folder) and len(rel) > len(folder)
 
 
 def can_read(session: Session, first_root: Path, root: Path, rel: str) -> bool:
@@ -198,7 +251,8 @@ def can_read(session: Session, first_root: Path, root: Path, rel: str) -> bool:
 def check_relative(rel: str) -> str:
     """Validate a root-relative target path: posix, relative, no ``.``/``..``/empty parts, ends in ``.md``."""
     if not rel or "\\" in rel or "\x00" in rel or rel.startswith("/") or os.path.isabs(rel):
-        raise BadTarget(f"{rel[:200]!r}: target paths must be relative to the memory root")
+        raise BadTarget(f"{shown(rel)}: target paths must be relative to the memory root")
+    check_text(rel, "target path")
     parts = rel.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise BadTarget(f"{rel[:200]!r}: '..', '.' and empty path parts are refused")
@@ -210,20 +264,31 @@ def check_relative(rel: str) -> str:
 def resolve_target(root: Path, rel: str) -> Path:
     """The absolute path of ``rel`` under ``root``, refusing anything that could leave it.
 
-    The file itself must not be a symlink (a rename would replace the link), and
-    no existing parent may resolve outside the root. Raises :class:`BadTarget`.
+    No component under the root may be a symlink: not the file (a rename would
+    replace the link), and not a folder (``peers/alice -> ../bob`` would make
+    alice's writes land in bob's namespace; the walk that indexes the roots does not
+    follow folder links either). An existing file must be a regular file with one
+    hard link (a rename would silently split the two names, and the other name may
+    belong to another namespace). Raises :class:`BadTarget`.
     """
     check_relative(rel)
-    root_real = os.path.realpath(root)
     path = Path(root) / rel
-    if path.is_symlink():
-        raise BadTarget(f"{rel}: is a symlink; memoryd does not write through links")
-    probe = path
-    while not probe.exists() and probe != Path(root):
-        probe = probe.parent
-    real = os.path.realpath(probe)
-    if real != root_real and not real.startswith(root_real + os.sep):
-        raise BadTarget(f"{rel}: resolves outside the memory root")
-    if path.exists() and not path.is_file():
-        raise BadTarget(f"{rel}: exists and is not a regular file")
+    probe = Path(root)
+    for part in rel.split("/"):
+        probe = probe / part
+        try:
+            st = os.lstat(probe)
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            raise BadTarget(f"{shown(rel)}: cannot be checked ({exc.strerror})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise BadTarget(f"{shown(rel)}: {probe.relative_to(root).as_posix()} is a symlink; "
+                            "memoryd does not write through links")
+        if probe != path and not stat.S_ISDIR(st.st_mode):
+            raise BadTarget(f"{shown(rel)}: {probe.relative_to(root).as_posix()} is not a folder")
+        if probe == path and not stat.S_ISREG(st.st_mode):
+            raise BadTarget(f"{shown(rel)}: exists and is not a regular file")
+        if probe == path and st.st_nlink > 1:
+            raise BadTarget(f"{shown(rel)}: has {st.st_nlink} hard links; memoryd does not write through links")
     return path
