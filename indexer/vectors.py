@@ -365,7 +365,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
     """Temp file, fsync, rename, fsync the directory; raises StoreError naming ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
+        # 0600 whatever the umask: the snapshot is derived from the memories (fchmod: a stale temp may exist)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
