@@ -90,6 +90,7 @@ class Daemon:
         self.scheduler: Scheduler | None = None
         self.query_embeddings: QueryEmbeddings | None = None
         self.last_failure: str | None = None
+        self.on_shutdown: list[Callable[[], object]] = []  # run once the socket is closed (e.g. audit flush)
 
     # -- start-up ---------------------------------------------------------------
 
@@ -235,6 +236,8 @@ class Daemon:
             log.warning("shutdown.worker_busy", action="exiting without waiting; the next start reconciles")
         if self.server is not None:
             self.server.stop(timeout=SERVER_STOP_S)
+        for hook in self.on_shutdown:
+            hook()
         if self.query_embeddings is not None:
             self.query_embeddings.close()
         if self.index is not None and (self.worker is None or not self.worker.alive):

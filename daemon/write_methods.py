@@ -81,6 +81,7 @@ MAX_AUDIT_TAIL = 10_000
 
 def build_write_handlers(d: Daemon) -> dict[str, Handler]:
     svc = WriteService(d)
+    d.on_shutdown.append(svc.audit_log.flush)  # refusals counted but not yet summarised (daemon.audit)
     return {"remember": svc.remember, "forget": svc.forget, "audit": svc.audit}
 
 
