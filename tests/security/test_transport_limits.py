@@ -170,3 +170,18 @@ def test_tail_shows_counts_so_far(tmp_path: Path) -> None:
         log.record(session={"kind": "owner"}, action="forget", decision="denied", reason="x", code=-32028)
     tail = log.tail(10)
     assert [r.get("count") for r in tail] == [None, 4]
+
+
+@pytest.mark.slow
+def test_spawned_memoryd_mcp_applies_the_turn_limit(wd: WriteDaemon, tmp_path: Path) -> None:
+    """The same through the real ``memoryd mcp`` process and the SDK's client, as a host runs it."""
+    from typing import Any
+
+    from tests.test_mcp import run_session, text_of
+
+    async def body(s: Any) -> list[Any]:
+        return [await s.call_tool("memory_remember", {"content": fact}) for fact in FACTS]
+
+    results = run_session(wd.server.address, tmp_path / "mcp.log", body, "--session", "direct", "--peer", "eve")
+    assert [r.isError for r in results] == [False, False, False, True, True]
+    assert all("writes per turn" in text_of(r) for r in results[3:])
