@@ -37,6 +37,7 @@ from daemon.logs import configure_logging
 from daemon.methods import build_handlers
 from daemon.oneshot import ensure_roots, open_index
 from daemon.pathfilter import PathFilter
+from daemon.private import check_data_dir, set_private_umask
 from daemon.query_embedding import QueryEmbeddings
 from daemon.roots import RootMap
 from daemon.scheduler import Scheduler
@@ -51,6 +52,7 @@ from indexer.errors import MemorydError
 EXIT_OK = 0
 EXIT_STARTUP = 3
 SHUTDOWN_BUDGET_S = 9.0
+SERVER_STOP_S = 2.0  # of the budget: running requests answer, then the connections close
 
 log = structlog.get_logger("memoryd")
 
@@ -88,6 +90,7 @@ class Daemon:
         self.scheduler: Scheduler | None = None
         self.query_embeddings: QueryEmbeddings | None = None
         self.last_failure: str | None = None
+        self.on_shutdown: list[Callable[[], object]] = []  # run once the socket is closed (e.g. audit flush)
 
     # -- start-up ---------------------------------------------------------------
 
@@ -105,6 +108,7 @@ class Daemon:
         self.roots = RootMap(roots)
         self._lock = DataDirLock(cfg.data_dir)
         self._lock.acquire()
+        check_data_dir(cfg.data_dir)
         self.notifier.status("loading the embedding model")
         self.index = open_index(cfg, background_rebuilds=True)
         _quiet_faiss_threads()
@@ -207,21 +211,33 @@ class Daemon:
     # -- shutdown ---------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Stop in reverse order within ~10 s; safe to call on a half-started daemon."""
+        """Stop in reverse order within ~10 s; safe to call on a half-started daemon.
+
+        The socket server stops in two steps around the worker so that every
+        request gets an answer: first no new connections (new requests are
+        answered "shutting down"); then the worker finishes or cancels what is
+        queued, waking the requests that wait on it; then the server answers
+        "shutting down" to whatever still runs and closes.
+        """
         deadline = time.monotonic() + SHUTDOWN_BUDGET_S
         self.should_exit.set()
         self.notifier.stopping()
         if self.scheduler is not None:
             self.scheduler.stop()
         if self.server is not None:
-            self.server.stop(timeout=2.0)
+            self.server.begin_stop()
         if self.watcher is not None:
             self.watcher.stop()
         if self.debouncer is not None:
             self.debouncer.flush()
             self.debouncer.stop()
-        if self.worker is not None and not self.worker.stop(timeout=max(0.5, deadline - time.monotonic() - 1)):
+        budget = deadline - time.monotonic() - SERVER_STOP_S - 1
+        if self.worker is not None and not self.worker.stop(timeout=max(0.5, budget)):
             log.warning("shutdown.worker_busy", action="exiting without waiting; the next start reconciles")
+        if self.server is not None:
+            self.server.stop(timeout=SERVER_STOP_S)
+        for hook in self.on_shutdown:
+            hook()
         if self.query_embeddings is not None:
             self.query_embeddings.close()
         if self.index is not None and (self.worker is None or not self.worker.alive):
@@ -245,6 +261,7 @@ def _iso(ts: float | None) -> str | None:
 
 def run_daemon(cfg: Config, reload: Callable[[], Config] | None = None) -> int:
     """The body of ``memoryd run``; returns the exit status."""
+    set_private_umask()  # the whole process: files a library creates for us are private too (daemon.private)
     configure_logging(cfg.log.level, cfg.log.format)
     logging.captureWarnings(True)  # library warnings (watchdog's included) go to the log, formatted
     d = Daemon(cfg, os.environ, reload)

@@ -7,6 +7,10 @@ reindex`` on every save, so start-up cost matters. ``run``, ``index`` and
 
 Exit codes: 0 ok, 1 error reported by the daemon or a bad argument, 2 usage,
 3 start-up failed (config, socket in use, model), 4 the daemon is not running.
+
+Everything the client commands print passes through ``daemon.termsafe``:
+control and escape characters from file names and content are shown
+escaped (``\x1b``), never sent to the terminal raw.
 """
 
 from __future__ import annotations
@@ -102,8 +106,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     handler = _COMMANDS[args.command]
+    if args.command in _RAW_OUTPUT:
+        return _run(handler, args)
+    from daemon.termsafe import SafeStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
     try:
-        return handler(args)
+        return _run(handler, args)
+    finally:
+        sys.stdout.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(handler: Any, args: argparse.Namespace) -> int:
+    try:
+        return int(handler(args))
     except ConfigError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_STARTUP
@@ -237,6 +255,10 @@ def cmd_get(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
     return 0
 
+
+# Commands whose output is not for a person to read through the filter: the daemon's own log (with its
+# colours), the indexer's progress bar, and the MCP protocol on stdout.
+_RAW_OUTPUT = frozenset({"run", "index", "mcp"})
 
 _COMMANDS = {
     "run": cmd_run,

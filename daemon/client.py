@@ -9,12 +9,20 @@ names the path and how to start one), ``RpcClientError`` for an error response
 (``code``, ``message``, ``data``), ``DaemonError`` for a timeout or a broken
 connection. A ``Client`` reuses one connection for many calls (reconnecting
 transparently if the daemon closed it while idle); it is not thread-safe.
+
+Load: a daemon at ``server.max_clients`` answers a newcomer -32002 "server
+busy", and may close an idle connection with -32004 to make room; both come
+with a null id and before the request was read, so the request never ran.
+``call`` then reconnects and sends it again, backing off (jittered, doubling
+from 10 ms to 0.5 s) until its ``timeout`` runs out; only then is the busy
+error raised. Notifications are not retried (fire and forget).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import select
 import socket
 import time
@@ -28,6 +36,11 @@ if TYPE_CHECKING:
 
 START_HINT = "Start it with `memoryd run` or `systemctl --user start memoryd`."
 _RECV_BYTES = 65536
+SERVER_BUSY = -32002  # daemon.jsonrpc's codes (not imported: this module must stay light)
+IDLE_CLOSED = -32004
+_RETRY_CODES = (SERVER_BUSY, IDLE_CLOSED)
+_FIRST_BACKOFF_S = 0.01
+_MAX_BACKOFF_S = 0.5
 
 
 class RpcClientError(DaemonError):
@@ -69,7 +82,17 @@ class Client:
         """Call ``method`` and return its result; raises as described in the module docstring."""
         self._next_id += 1
         rid = self._next_id
-        response = self._exchange(method, _request(method, params, rid), rid)
+        payload = _request(method, params, rid)
+        deadline = time.monotonic() + self.timeout
+        delay = _FIRST_BACKOFF_S
+        while True:
+            response = self._exchange(method, payload, rid)
+            wait = _retry_delay(response, delay)
+            if wait is None or time.monotonic() + wait > deadline:
+                break
+            self.close()  # the daemon closed this connection after its refusal
+            time.sleep(wait)
+            delay = min(delay * 2, _MAX_BACKOFF_S)
         error = response.get("error")
         if error is None:
             return response.get("result")
@@ -177,11 +200,24 @@ def _request(method: str, params: dict[str, Any] | None, rid: int | None) -> byt
         return json.dumps(msg, separators=(",", ":")).encode("ascii") + b"\n"
 
 
+def _retry_delay(response: dict[str, Any], delay: float) -> float | None:
+    """Seconds to wait before sending again, or None: only a refusal of a request never read is retried."""
+    error = response.get("error")
+    if response.get("id") is not None or not isinstance(error, dict) or error.get("code") not in _RETRY_CODES:
+        return None
+    if error.get("code") == IDLE_CLOSED:
+        return 0.0  # our idle connection made room for someone: a fresh one is welcome at once
+    return delay * random.uniform(0.5, 1.5)  # jitter: 200 refused clients must not come back in step
+
+
 def _closed_by_peer(sock: socket.socket) -> bool:
-    """True if the daemon closed this idle connection (EOF or error pending), without blocking."""
+    """True if this idle connection cannot be reused, without blocking.
+
+    Between calls nothing is due from the daemon, so anything readable means
+    it closed (EOF, an error) or said goodbye first (a -32004 line): reconnect.
+    """
     try:
-        # select first: a socket with a timeout would wait in recv even with MSG_DONTWAIT
         readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
+    except (OSError, ValueError):
         return True
+    return bool(readable)

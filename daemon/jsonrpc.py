@@ -38,6 +38,8 @@ INTERNAL_ERROR = -32603
 APPLICATION_ERROR = -32000  # generic application error (MemorydError)
 PERMISSION_DENIED = -32001  # peer uid not allowed (sent before closing)
 SERVER_BUSY = -32002  # max_clients reached (sent before closing)
+SHUTTING_DOWN = -32003  # the daemon is stopping: this request was not (or not fully) run
+IDLE_CLOSED = -32004  # an idle connection closed to make room (id null; nothing of it was read)
 
 RequestId = str | int | None
 T = TypeVar("T")

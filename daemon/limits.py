@@ -8,6 +8,12 @@ refused by the limiter itself is not counted: a client that backs off for a
 minute is always let in again. Requests without a ``turn`` id are bounded by
 the per-minute limit only.
 
+Bounded memory: a session's per-minute window is forgotten once its last
+attempt is older than the window (it no longer limits anything), and at most
+``MAX_SESSIONS_KEPT`` windows are kept (least recently used dropped first), so
+a flood of distinct session keys costs a fixed amount of memory. Turn ids are
+kept the same way (``MAX_TURNS_KEPT``).
+
 Thread-safe (one lock); the clock is injectable so tests never sleep.
 """
 
@@ -22,6 +28,7 @@ from indexer.errors import MemorydError
 
 WINDOW_S = 60.0
 MAX_TURNS_KEPT = 4096  # turn ids remembered (oldest forgotten first)
+MAX_SESSIONS_KEPT = 10_000  # per-minute windows remembered (least recently used forgotten first)
 
 
 class RateLimited(MemorydError):
@@ -40,14 +47,16 @@ class WriteLimiter:
         self.per_minute = per_minute
         self._clock = clock
         self._lock = threading.Lock()
-        self._recent: dict[str, deque[float]] = {}
+        self._recent: OrderedDict[str, deque[float]] = OrderedDict()  # least recently used first
         self._turns: OrderedDict[tuple[str, str], int] = OrderedDict()
 
     def admit(self, session_key: str, turn: str | None) -> None:
         """Count one attempt, or raise :class:`RateLimited` (and count nothing)."""
         with self._lock:
             now = self._clock()
+            self._forget_expired(now)
             recent = self._recent.setdefault(session_key, deque())
+            self._recent.move_to_end(session_key)
             while recent and recent[0] <= now - WINDOW_S:
                 recent.popleft()
             used = self._turns.get((session_key, turn), 0) if turn is not None else 0
@@ -66,3 +75,19 @@ class WriteLimiter:
                 self._turns.move_to_end((session_key, turn))
                 while len(self._turns) > MAX_TURNS_KEPT:
                     self._turns.popitem(last=False)
+
+    @property
+    def sessions_kept(self) -> int:
+        """How many per-minute windows are held (for tests and status)."""
+        with self._lock:
+            return len(self._recent)
+
+    def _forget_expired(self, now: float) -> None:
+        """Drop windows whose newest attempt left the window, then the least recently used over the cap."""
+        while self._recent:
+            key, oldest = next(iter(self._recent.items()))
+            if oldest and oldest[-1] > now - WINDOW_S:
+                break
+            del self._recent[key]
+        while len(self._recent) >= MAX_SESSIONS_KEPT:
+            self._recent.popitem(last=False)

@@ -6,6 +6,17 @@ picked up and calls may overlap); the index is never opened here. The process
 is started by an MCP host (Claude Desktop, Claude Code, Cursor, OpenClaw ...)
 and lives as long as the host keeps its stdin open.
 
+**Turns.** memoryd limits writes per *turn* (``write.max_per_turn``, default 3)
+as well as per minute. MCP has no notion of a turn, so this server defines
+one (:class:`TurnClock`): a burst of tool calls with no pause longer than
+``TURN_GAP_S`` (30 s), cut after ``TURN_MAX_S`` (5 min) at most. An agent's
+turn is a run of tool calls separated by its own generation time (seconds);
+the next turn starts after the user reads and answers, usually a longer
+pause, and a long autonomous run is cut every 5 minutes so it is never shut
+out of writing for good. Every ``remember`` carries the current turn id
+(unique to this process) in its session, so five ``memory_remember`` calls in
+a row are refused from the fourth on (-32021) until the agent pauses.
+
 Every failure is an MCP *tool* error (``isError: true``) with a message a model
 can act on: bad arguments name the argument, a stopped daemon names the command
 that starts it, a refusal by the daemon (permission, rate limit, size) keeps
@@ -21,6 +32,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,8 +61,39 @@ INSTRUCTIONS = (
     "whether the index has caught up with recent saves."
 )
 
+TURN_GAP_S = 30.0
+TURN_MAX_S = 300.0
+
 Session = dict[str, str]
 Shaped = tuple[str, dict[str, Any]]
+
+
+class TurnClock:
+    """The id of the current turn: a new one after ``gap_s`` without a call, or ``max_s`` after it began.
+
+    Thread-safe (the SDK runs tool calls on worker threads); the clock is
+    injectable so tests never sleep.
+    """
+
+    def __init__(self, gap_s: float = TURN_GAP_S, max_s: float = TURN_MAX_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.gap_s = gap_s
+        self.max_s = max_s
+        self._clock = clock
+        self._prefix = f"mcp-{os.getpid()}-{time.time_ns():x}"  # distinct from every other bridge's turns
+        self._lock = threading.Lock()
+        self._n = 0
+        self._started = self._last = float("-inf")
+
+    def tick(self) -> str:
+        """Note one tool call now; return the id of the turn it belongs to."""
+        with self._lock:
+            now = self._clock()
+            if now - self._last > self.gap_s or now - self._started > self.max_s:
+                self._n += 1
+                self._started = now
+            self._last = now
+            return f"{self._prefix}-{self._n}"
 
 
 class DaemonBridge:
@@ -60,18 +104,22 @@ class DaemonBridge:
     """
 
     def __init__(self, socket: str | os.PathLike[str], session: Session | None = None,
-                 timeout: float = CALL_TIMEOUT_S) -> None:
+                 timeout: float = CALL_TIMEOUT_S, turns: TurnClock | None = None) -> None:
         self.socket = Path(socket)
         self.session: Session = dict(session or {"kind": "owner"})
         self.timeout = timeout
+        self.turns = turns or TurnClock()
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None) -> Shaped:
         """``(text, structured)`` for the model; raises :class:`ToolError` with a clear message."""
         spec = BY_NAME.get(name)
         if spec is None:
             raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(t.name for t in TOOLS)}")
+        turn = self.turns.tick()  # every call, read or write, belongs to the current turn
         args = check_arguments(spec, dict(arguments or {}))
         method, params = self.request(name, args)
+        if method == "remember":  # the only method limited per turn
+            params["session"] = {**params["session"], "turn": turn}
         result = self._call(method, params)
         return _SHAPERS[name](args, result)
 

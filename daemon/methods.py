@@ -160,6 +160,7 @@ def reindex(d: Daemon, params: dict[str, Any]) -> dict[str, Any]:
     assert task.done is not None
     if not task.done.wait(REINDEX_WAIT_S):
         raise RpcError(TIMEOUT, f"re-index still running after {REINDEX_WAIT_S:.0f} s; it goes on in the background")
+    task.raise_if_cancelled()
     if "error" in task.result:
         raise RpcError(-32000, task.result["error"])
     return {"done": True, "took_ms": round((time.monotonic() - t0) * 1000, 1), **task.result}

@@ -6,6 +6,8 @@ import re
 import shutil
 from typing import Any
 
+from daemon.termsafe import escape_line
+
 _TARGET = re.compile(r"^(?P<path>.+?)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?$")
 
 
@@ -38,9 +40,10 @@ def render_hits(result: dict[str, Any]) -> str:
     width = shutil.get_terminal_size((100, 20)).columns
     out = []
     for h in hits:
-        head = f"{h['path']}:{h['start_line']}-{h['end_line']}  {h['score']:.3f}"
+        # a name stays on its line (a newline in a file name must not forge a hit); see daemon.termsafe
+        head = f"{escape_line(h['path'])}:{h['start_line']}-{h['end_line']}  {h['score']:.3f}"
         if h.get("heading"):
-            head += f"  [{h['heading']}]"
+            head += f"  [{escape_line(h['heading'])}]"
         out.append(head)
         if "explain" in h:
             e = h["explain"]
@@ -76,9 +79,9 @@ def render_status(st: dict[str, Any]) -> str:
     ]
     for root in st.get("roots", []):
         state = "watching" if root.get("alive") else "NOT WATCHING"
-        rows.append((f"root {root.get('path')}", f"{state} ({root.get('backend')}), last event "
+        rows.append((f"root {escape_line(str(root.get('path')))}", f"{state} ({root.get('backend')}), last event "
                      f"{root.get('last_event')}" + (f", error: {root['error']}" if root.get("error") else "")))
-    rows += [("skipped", f"{sk['path']}: {sk['reason']}") for sk in st.get("skipped", [])]
+    rows += [("skipped", escape_line(f"{sk['path']}: {sk['reason']}")) for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 

@@ -4,8 +4,17 @@ Contract (DESIGN.md, "Socket protocol"): the socket's directory is 0700 and the
 socket 0600, both set by a restrictive umask *at creation*, so there is no window
 in which another user could connect. Only peers whose ``SO_PEERCRED`` uid is the
 owner's (default: our effective uid) or in ``allowed_uids`` are served; others
-get one -32001 error line and are closed. Beyond ``max_clients`` live
-connections a newcomer gets one -32002 "server busy" line and is closed.
+get one -32001 error line and are closed. When ``max_clients`` connections are
+open, the one idle longest (for at least ``evict_idle_after_s``) is closed with
+one -32004 line to make room, so idle clients cannot lock new ones out; only
+when none is idle does a newcomer get one -32002 "server busy" line (and
+``daemon.client.Client`` retries with backoff within its timeout).
+
+Stopping is two steps so that no request goes unanswered: ``begin_stop()``
+stops accepting (new requests on open connections are answered -32003
+"shutting down") while running ones finish — the daemon stops its index worker
+in between, which answers or cancels what was queued for it — then ``stop()``
+answers -32003 for any request still running and closes everything.
 
 Per connection (see ``_Connection``): requests are answered in order; a line over
 ``max_request_bytes`` gets one -32600 error and the connection is closed; a
@@ -65,12 +74,13 @@ class SocketServer:
         *,
         allowed_uids: Iterable[int] = (),
         max_request_bytes: int = 1_048_576,
-        max_clients: int = 64,
+        max_clients: int = 256,
         idle_timeout_s: float = 300.0,
         read_timeout_s: float = 10.0,
         write_timeout_s: float = 10.0,
         listen_fd: int | None = None,
         owner_uid: int | None = None,
+        evict_idle_after_s: float = 1.0,
     ) -> None:
         self._path = Path(path)
         self._handlers = dict(handlers)
@@ -78,6 +88,8 @@ class SocketServer:
         self._trusted = frozenset({owner, *allowed_uids})
         self._limits = Limits(max_request_bytes, idle_timeout_s, read_timeout_s, write_timeout_s)
         self._max_clients = max_clients
+        self._evict_after = evict_idle_after_s
+        self._closed = False
         self._listen_fd = listen_fd
         self._listener: socket.socket | None = None
         self._identity: tuple[int, int] | None = None  # (dev, ino) of the file we bound
@@ -112,20 +124,29 @@ class SocketServer:
         self._accept_thread.start()
         log.info("server.listening", path=str(self._path), adopted=self._listen_fd is not None)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop accepting, let in-flight requests finish for up to half of ``timeout`` seconds,
-        then cut the remaining connections, join every thread and remove our socket file."""
+    def begin_stop(self, timeout: float = 2.0) -> None:
+        """Stop accepting and close idle connections; running requests go on (see ``stop``)."""
         if self._listener is None or self._stopping.is_set():
             return
         self._stopping.set()
         os.write(self._stop_w, b"x")  # never drained: stays readable for every selector
-        deadline = time.monotonic() + timeout
         if self._accept_thread is not None:
             self._accept_thread.join(timeout)
         self._listener.close()  # newcomers now get "connection refused", not a silent backlog
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """``begin_stop``, let running requests finish for up to half of ``timeout`` seconds, answer
+        -32003 to those still running, cut the connections, join every thread, remove our socket."""
+        if self._listener is None or self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        self.begin_stop(timeout)
         self._join_conns(time.monotonic() + timeout / 2)
         with self._lock:
             for conn in self._conns.values():
+                if conn.fail_inflight():
+                    log.warning("request.cut_by_shutdown", peer_pid=conn.peer.pid)
                 conn.abort()
         left = self._join_conns(deadline)
         unlink_if_same(self._path, self._identity)
@@ -178,7 +199,7 @@ class SocketServer:
             _refuse(sock, PERMISSION_DENIED, f"permission denied: uid {peer.uid} is not allowed")
             return
         with self._lock:
-            if len(self._conns) >= self._max_clients:
+            if len(self._conns) >= self._max_clients and not self._evict_idle():
                 log.warning("server.busy", pid=peer.pid, max_clients=self._max_clients)
                 _refuse(sock, SERVER_BUSY, f"server busy: {self._max_clients} clients connected, try again")
                 return
@@ -196,6 +217,23 @@ class SocketServer:
                 self._threads.remove(thread)
                 log.error("server.thread_failed", error=str(exc))
                 _refuse(sock, SERVER_BUSY, "server busy: cannot start a thread for this client")
+
+    def _evict_idle(self) -> bool:
+        """Close the connection idle longest (at least ``evict_idle_after_s``); True if one went.
+
+        Called with ``_lock`` held. The evicted one's thread removes it from the
+        table when it ends; the newcomer may take its place at once (the table
+        briefly holds one more: each entry is a thread, a bounded overshoot).
+        """
+        now = time.monotonic()
+        idle = [(age, conn) for conn in self._conns.values()
+                if (age := conn.idle_for(now)) is not None and age >= self._evict_after]
+        for age, conn in sorted(idle, key=lambda pair: -pair[0]):
+            if conn.evict(f"connection closed: idle for {age:.0f} s while the server was full "
+                          f"({self._max_clients} clients); reconnect to continue"):
+                log.info("client.evicted", pid=conn.peer.pid, idle_s=round(age, 1))
+                return True
+        return False
 
     def _run_conn(self, conn: Connection) -> None:
         log.debug("client.connected", pid=conn.peer.pid, uid=conn.peer.uid)

@@ -2,14 +2,19 @@
 
 Why each rule exists:
 
-- The directory is created 0700 and the socket bound 0600 under a restrictive
-  umask, never chmod-ed afterwards: a chmod after ``bind`` leaves a window in
-  which any local user could connect. (The umask is process-wide: bind before
-  starting threads that create files, or a file they create in that instant
-  is 0600.)
-- An existing directory must be ours; if it is group/world-accessible we tighten
-  it (it is ours), if it belongs to someone else we refuse (they could swap the
-  socket under us).
+- A missing directory is created 0700 and the socket bound 0600 under a
+  restrictive umask, never chmod-ed afterwards: a chmod after ``bind`` leaves a
+  window in which any local user could connect. (The umask is process-wide:
+  bind before starting threads that create files, or a file they create in
+  that instant is 0600.)
+- A directory that already exists is never chmod-ed: it is not ours to change
+  (``--socket /tmp/memoryd.sock`` run as root would otherwise lock every user
+  out of ``/tmp``; ``--socket ~/m.sock`` would tighten ``$HOME``). It must
+  belong to us and must not be group- or world-writable (whoever can write
+  there can create names in it, and without the sticky bit delete or replace
+  our socket); else :class:`UnsafeSocketDir` names it and the mode.
+  One that is merely readable by others is fine: the socket itself is 0600,
+  and Linux checks write permission on the socket file at ``connect``.
 - An existing socket file is probed: something answering means another daemon
   (``SocketInUseError``); "connection refused" means a stale file from a crash,
   which we replace. Anything that is not a socket (a user's regular file, a
@@ -60,23 +65,34 @@ def unlink_if_same(path: Path, identity: tuple[int, int] | None) -> None:
             os.unlink(path)
 
 
+class UnsafeSocketDir(DaemonError):
+    """The socket's directory exists and is not private to us; ``directory`` and ``mode`` name it."""
+
+    def __init__(self, directory: Path, mode: int, why: str) -> None:
+        super().__init__(
+            f"refusing the socket directory {directory} (mode {mode:04o}): {why}; memoryd never changes the "
+            "mode of a directory it did not create. Choose a socket path in a private directory, e.g. "
+            "$XDG_RUNTIME_DIR/memoryd/memoryd.sock (the default)"
+        )
+        self.directory = directory
+        self.mode = mode
+
+
 def _prepare_dir(directory: Path) -> None:
+    """Create ``directory`` 0700 if missing; else check it is ours and not writable by others."""
     old = os.umask(0o077)
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     finally:
         os.umask(old)
     st = os.stat(directory)
+    mode = stat.S_IMODE(st.st_mode)
     if not stat.S_ISDIR(st.st_mode):
         raise DaemonError(f"socket directory {directory} is not a directory")
     if st.st_uid != os.geteuid():
-        raise DaemonError(
-            f"socket directory {directory} belongs to uid {st.st_uid}, not to us (uid {os.geteuid()}); "
-            "refusing to use it: choose a socket path in a private directory"
-        )
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(directory, 0o700)
-        log.warning("server.dir_fixed", dir=str(directory), old_mode=oct(stat.S_IMODE(st.st_mode)))
+        raise UnsafeSocketDir(directory, mode, f"it belongs to uid {st.st_uid}, not to us (uid {os.geteuid()})")
+    if mode & 0o022:
+        raise UnsafeSocketDir(directory, mode, "other users can write to it and could replace the socket")
 
 
 def _clear_stale(path: Path) -> None:

@@ -6,6 +6,13 @@ one queue and runs in order, so writes never race each other. Searches do not
 go through this thread: they run on the server's threads against the index's
 read side, and only wait for the short commit lock, never for embedding.
 
+At shutdown (:meth:`IndexWorker.stop`) the worker finishes what it can within
+its time; every task still queued after that, or submitted once it stopped,
+is *cancelled*: never run, its waiter woken, and ``Task.raise_if_cancelled``
+turns that into a -32003 "shutting down" reply for the socket request that
+waits on it (a queued ``remember`` writes nothing; a cancelled reconcile
+resumes at the next start).
+
 A failing task is logged and dropped; the periodic reconcile sweep repairs
 whatever it left behind (disk full included: nothing is marked indexed until
 it is committed).
@@ -29,6 +36,7 @@ from typing import Any
 import structlog
 
 from daemon.debouncer import Change
+from daemon.jsonrpc import SHUTTING_DOWN, RpcError
 from daemon.polite import PoliteEmbedder
 from daemon.rebuilder import Rebuilder
 from daemon.roots import RootMap
@@ -51,6 +59,20 @@ class Task:
     fn: Callable[[], Any] | None = None
     done: threading.Event | None = None
     result: dict[str, Any] = field(default_factory=dict)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise the -32003 "shutting down" error if shutdown cancelled this task (call after ``done``)."""
+        reason = self.result.get("cancelled")
+        if reason is not None:
+            raise RpcError(SHUTTING_DOWN, f"memoryd is shutting down: {reason}; retry when it is back")
+
+    def cancel(self, reason: str) -> None:
+        self.result["cancelled"] = reason
+        if self.done:
+            self.done.set()
+
+
+NOT_RUN = "this request was not run (nothing was changed)"
 
 
 _STOP = Task("stop")
@@ -77,7 +99,8 @@ class IndexWorker:
         self._queue: queue.Queue[Task] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._queued_files = 0
-        self._count_lock = threading.Lock()
+        self._count_lock = threading.Lock()  # also guards _closed
+        self._closed = False  # stopped: new tasks are cancelled at once
         self.reconciling = False
         self.reconcile_progress: tuple[int, int] = (0, 0)
         self.last_reconcile: float | None = None
@@ -112,8 +135,11 @@ class IndexWorker:
 
     def _put(self, task: Task, files: int) -> None:
         with self._count_lock:
+            if self._closed:
+                task.cancel(NOT_RUN)
+                return
             self._queued_files += files
-        self._queue.put(task)
+            self._queue.put(task)
 
     def set_roots(self, roots: RootMap) -> None:
         """New roots (config reload); takes effect from the next task."""
@@ -145,25 +171,32 @@ class IndexWorker:
         A rebuild still building is abandoned (the old structure is complete; it starts over next run).
         """
         if self._thread is None:
+            self._close()
             return True
         deadline = time.monotonic() + timeout
         self.rebuilder.request_stop()  # first: a long build must not hold up shutdown
         self._queue.put(_STOP)
         self._thread.join(timeout)
         stopped = not self._thread.is_alive()
+        self._close()
+        if not stopped:
+            self._queue.put(_STOP)  # _close took the first one: end after the task in hand
         self.rebuilder.stop(timeout=max(0.1, deadline - time.monotonic()))
         self.embedder.stop(timeout=max(0.1, deadline - time.monotonic()))
         return stopped
 
-    def drain_pending(self) -> None:
-        """Drop every queued task (used when shutdown must be fast)."""
+    def _close(self) -> None:
+        """Refuse new tasks and cancel every queued one (their waiters get "shutting down")."""
+        with self._count_lock:
+            self._closed = True
+            self._queued_files = 0
         while True:
             try:
                 task = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if task.done:
-                task.done.set()
+            if task is not _STOP:
+                task.cancel(NOT_RUN)
 
     def _run(self) -> None:
         while True:
@@ -179,6 +212,7 @@ class IndexWorker:
                     self._disk_full = False
             except ReconcileCancelled as exc:
                 log.info("reconcile.cancelled", detail=str(exc))
+                task.result["cancelled"] = f"the re-index was stopped ({exc}); it resumes at the next start"
             except DiskFullError as exc:
                 if not self._disk_full:
                     log.error("disk.full", error=str(exc), action="serving reads; retrying at the next sweep")

@@ -34,7 +34,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from daemon.audit import Audited, AuditLog
-from daemon.jsonrpc import Handler, InvalidParams, Peer, RpcError, param, reject_unknown
+from daemon.jsonrpc import SHUTTING_DOWN, Handler, InvalidParams, Peer, RpcError, param, reject_unknown
 from daemon.limits import RateLimited, WriteLimiter
 from indexer.pathguard import normalize
 from indexer.write import privacy
@@ -75,13 +75,14 @@ WRITE_DISABLED = -32027
 ENTRY_NOT_FOUND = -32028
 _CODES: dict[type[WriteError], int] = {AccessDenied: ACCESS_DENIED, BadTarget: BAD_TARGET,
                                        WriteConflict: WRITE_CONFLICT, EntryNotFound: ENTRY_NOT_FOUND}
-_ERRORS = frozenset({WRITE_CONFLICT, WRITE_TIMEOUT})  # audited as "error", not "denied"
+_ERRORS = frozenset({WRITE_CONFLICT, WRITE_TIMEOUT, SHUTTING_DOWN})  # audited as "error", not "denied"
 AUDIT_NAME = "audit.jsonl"
 MAX_AUDIT_TAIL = 10_000
 
 
 def build_write_handlers(d: Daemon) -> dict[str, Handler]:
     svc = WriteService(d)
+    d.on_shutdown.append(svc.audit_log.flush)  # refusals counted but not yet summarised (daemon.audit)
     return {"remember": svc.remember, "forget": svc.forget, "audit": svc.audit}
 
 
@@ -226,6 +227,7 @@ class WriteService:
             if not task.done.wait(wait_s):
                 raise RpcError(WRITE_TIMEOUT, f"the write is still running after {2 * wait_s:g} s; it will finish "
                                "in the background")
+        task.raise_if_cancelled()
         if "error" in task.result:
             raise RpcError(WRITE_CONFLICT, f"write failed on the index worker: {task.result['error']}")
         ok, value = task.result.get("value", (False, None))

@@ -105,7 +105,7 @@ class ServerConfig:
     socket: Path | None = None  # None: $XDG_RUNTIME_DIR/memoryd/memoryd.sock
     allowed_uids: tuple[int, ...] = ()
     max_request_bytes: int = 1_048_576
-    max_clients: int = 64
+    max_clients: int = 256
     idle_timeout_s: float = 300.0
     read_timeout_s: float = 10.0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -107,6 +108,23 @@ class FileChange:
     kept: int
 
 
+def create_private(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 if it does not exist, whatever the process umask.
+
+    SQLite would create the database 0644 & ~umask; it gives the ``-wal`` and
+    ``-shm`` files the database file's own mode, so creating the database 0600
+    first keeps all three private (the index holds the memories in clear text).
+    An existing file is left as it is.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot create index database {path}: {exc.strerror or exc}") from None
+    os.close(fd)  # a umask only takes bits away: the file is 0600 or stricter
+
+
 def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
     """Open the database with memoryd's pragmas; raises :class:`StoreError` naming the file."""
     try:
@@ -114,6 +132,7 @@ def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False,
                                    isolation_level=None, timeout=10.0)
         else:
+            create_private(path)
             conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")

@@ -361,11 +361,18 @@ def remove_stale_temps(path: Path) -> list[Path]:
     return gone
 
 
+def _private_opener(path: str, flags: int) -> int:
+    """0600 whatever the umask: the snapshot is derived from the memories (fchmod: a stale temp may exist)."""
+    fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     """Temp file, fsync, rename, fsync the directory; raises StoreError naming ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=_private_opener) as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -175,7 +175,7 @@ def running(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Path]]:
     (root / "peers" / "bob" / "MEMORY.md").write_text("- Bob likes the quokka plushie.\n")
     cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
     cfg = replace(cfg, server=replace(cfg.server, socket=short_dir / "m.sock"),
-                  write=replace(cfg.write, max_per_minute=MAX_PER_MINUTE))
+                  write=replace(cfg.write, max_per_minute=MAX_PER_MINUTE, max_per_turn=10))  # the minute limit first
     d = Daemon(cfg, env={})
     d.startup()
     try:

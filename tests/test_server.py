@@ -179,11 +179,12 @@ def test_umask_is_restored(serve: Callable[..., SocketServer]) -> None:
         os.umask(old)
 
 
-def test_loose_existing_dir_is_tightened(serve: Callable[..., SocketServer], sock_path: Path) -> None:
+def test_readable_existing_dir_is_left_alone(serve: Callable[..., SocketServer], sock_path: Path) -> None:
     sock_path.parent.mkdir()
-    os.chmod(sock_path.parent, 0o755)
+    os.chmod(sock_path.parent, 0o755)  # not ours to change; the 0600 socket keeps others out
     serve()
-    assert stat.S_IMODE(os.stat(sock_path.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(sock_path.parent).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
 
 
 def test_foreign_dir_is_refused(sock_path: Path, handlers: Handlers, monkeypatch: pytest.MonkeyPatch) -> None:
