@@ -53,6 +53,7 @@ class Outcome:
     score: float | None = None
     previous: str | None = None  # the entry replaced or removed
     reinforcement: int | None = None  # count after a reinforcement (None: the file has no front matter)
+    related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -109,7 +110,10 @@ class MemoryWriter:
             v = Verdict(APPEND, "the similar entry was edited away meanwhile; appended as new", c)
         edit = self._write(plan.target, lambda t: self._append(t, plan))
         assert edit is not None
-        return Outcome("appended", v.reason, plan.target, edit.line, ns, score)
+        related = None
+        if v.flag and c is not None:
+            related = {"flag": v.flag, "path": c.path, "line": c.line, "text": c.text, "score": score}
+        return Outcome("appended", v.reason, plan.target, edit.line, ns, score, related=related)
 
     def _append(self, text: str | None, plan: Plan) -> mdedit.Edit:
         now = self._clock()
