@@ -72,7 +72,7 @@ class HistoryMethods:
         rid = param(params, "id", str)
         if not rid or len(rid) > _ID_MAX:
             raise InvalidParams(f"param 'id' must be a history id (1..{_ID_MAX} characters)")
-        rec: dict[str, Any] = {"action": "undo", "uid": peer.uid, "pid": peer.pid, "undoes": rid}
+        rec: dict[str, Any] = {"action": "undo", "uid": peer.uid, "pid": peer.pid, "reason": f"undo {rid}"}
         with Audited(self.svc.audit_log, rec, _ERRORS):
             session = session_for(params, peer)
             rec["session"] = session.describe()
