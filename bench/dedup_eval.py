@@ -11,7 +11,9 @@ flag = appended and the old entry named, append) per language pair and overall;
 then, to show the overlap minimums are not fitted to one language, tunes them
 leave-one-language-pair-out (tune on en-en, evaluate zh-zh, and the reverse;
 en-zh pairs never reinforce or replace, so overlap does not touch them). The last
-line is one JSON object.
+line is one JSON object. With ``--also tests/data/calibration.jsonl`` the
+calibration set (231 pairs, its five classes mapped onto these four) is judged
+the same way, as a second check.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=REPO / "tests" / "security" / "data" / "dedup_pairs.jsonl")
     ap.add_argument("--provider", default="e5-small")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/memoryd-dedup-eval"))
+    ap.add_argument("--also", type=Path, help="a calibration-format set to judge too")
     args = ap.parse_args()
     pairs = cal.load_trust_pairs(args.data)
+    extra = cal.as_trust(cal.load_pairs(args.also)) if args.also else []
     t0 = time.perf_counter()
-    cos = cosines(pairs, args.provider, args.data_dir)
+    cos = cosines(pairs + extra, args.provider, args.data_dir)
     th = Thresholds.from_config(WriteConfig())
     report: dict[str, object] = {"pairs": len(pairs), "reinforce_overlap": th.reinforce_overlap,
                                  "replace_overlap": th.replace_overlap}
@@ -70,6 +74,13 @@ def main() -> int:
         print(f"held out {NAMES[held]}: tuned on the other language reinforce_overlap={tuned.reinforce_overlap} "
               f"replace_overlap={tuned.replace_overlap} → {json.dumps(s)}")
     report["leave_one_language_out"] = folds
+    if extra:
+        for lang in cal.TRUST_LANGS:
+            m = cal.trust_matrix([p for p in extra if p.lang == lang], cos, th)
+            print("\n" + cal.render_trust(m, f"{args.also.name}: {NAMES[lang]}"))
+        m = cal.trust_matrix(extra, cos, th)
+        print("\n" + cal.render_trust(m, f"{args.also.name}: all pairs"))
+        report[args.also.name] = cal.trust_summary(m)
     report["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(report, ensure_ascii=False))
     return 0

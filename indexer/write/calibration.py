@@ -171,6 +171,16 @@ def load_trust_pairs(path: Path) -> list[Pair]:
     return pairs
 
 
+#: The calibration set's classes as trust classes (to judge harm on it too).
+AS_TRUST = {"duplicate": "paraphrase", "paraphrase": "paraphrase", "conflicting_update": "update",
+            "related_other_fact": "same_topic", "unrelated": "unrelated"}
+
+
+def as_trust(pairs: Iterable[Pair]) -> list[Pair]:
+    """Calibration-set pairs relabelled with :data:`AS_TRUST`, ids prefixed (the two sets reuse ids)."""
+    return [dataclasses.replace(p, id=f"calibration:{p.id}", cls=AS_TRUST[p.cls]) for p in pairs]
+
+
 def trust_label(pair: Pair, cosine: float, th: Thresholds) -> str:
     return judge(pair.new, Candidate("", 0, pair.existing, cosine), th, pair.features).label
 

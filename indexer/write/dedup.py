@@ -24,8 +24,10 @@ reinforce, name the same values. The rule:
    share enough content words (``replace_overlap``), else **append** flagged as
    a possible update;
 4. no change signal and cosine ≥ the kind's ``reinforce`` threshold →
-   **reinforce** when they share enough content words (``reinforce_overlap``)
-   and every value named on one side is named on the other, else **append**;
+   **reinforce** when they share enough content words (``reinforce_overlap``),
+   every value named on one side is named on the other, and no long run of
+   words is exchanged in the same place (:func:`indexer.write.lexical.residue`,
+   :data:`MAX_RESIDUE`: "每天早上喝咖啡" is not "每天早上去散步"), else **append**;
 5. otherwise **append**.
 
 Thresholds are per pair kind (``latin``, ``cjk``, ``cross``) and come from the
@@ -52,6 +54,8 @@ KINDS = ("latin", "cjk", "cross")
 #: Content-word overlap a same-language reinforce / replace needs (bench/dedup_eval.py picks them).
 REINFORCE_OVERLAP = 0.3
 REPLACE_OVERLAP = 0.4
+#: The longest exchanged run a reinforce tolerates, per kind (Latin words / Chinese characters).
+MAX_RESIDUE = {"latin": 4, "cjk": 3, "cross": 0}
 
 
 @dataclass(frozen=True)
@@ -124,12 +128,14 @@ def judge(new_text: str, cand: Candidate, th: Thresholds, f: Features | None = N
     limit = th.reinforce[f.kind]
     if cand.score < limit:
         return Verdict(APPEND, f"new fact (closest entry: cosine {score} < {limit}, {f.kind})", cand)
-    if f.overlap >= th.reinforce_overlap and f.entities_agree:
+    residue_ok = f.residue <= MAX_RESIDUE[f.kind]
+    if f.overlap >= th.reinforce_overlap and f.entities_agree and residue_ok:
         return Verdict(REINFORCE, f"restates an existing entry (cosine {score} >= {limit}, {f.kind}; "
                        f"shared words {f.overlap:.2f})", cand)
     lacking = sorted(f.missing_old | f.missing_new)
-    why = f"names {', '.join(lacking)} that the other does not" if lacking else (
-        f"shares too few words ({f.overlap:.2f} < {th.reinforce_overlap})")
+    why = (f"names {', '.join(lacking)} that the other does not" if lacking
+           else f"shares too few words ({f.overlap:.2f} < {th.reinforce_overlap})" if f.overlap < th.reinforce_overlap
+           else f"says something else in the same frame ({f.residue} tokens exchanged)")
     return Verdict(APPEND, f"new fact: similar to {cand.path}:{cand.line} (cosine {score}) but {why}", cand)
 
 

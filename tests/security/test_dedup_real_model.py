@@ -78,3 +78,14 @@ def test_the_labelled_set_meets_the_targets(e5: Embedder) -> None:
         assert s["updates_caught"] >= 0.9, cal.render_trust(m, lang)
         assert lang == "cross" or s["paraphrases_reinforced"] >= 0.8, cal.render_trust(m, lang)
         assert m[("paraphrase", "append")] <= 3, cal.render_trust(m, lang)
+
+
+@pytest.mark.slow
+def test_the_calibration_set_loses_nothing_either(e5: Embedder) -> None:
+    pairs = cal.as_trust(cal.load_pairs(Path(__file__).parent.parent / "data" / "calibration.jsonl"))
+    texts = sorted({clean_line(t) for p in pairs for t in (p.existing, p.new)})
+    vecs = dict(zip(texts, e5.embed_passages(texts), strict=True))
+    cos = {p.id: float(vecs[clean_line(p.existing)] @ vecs[clean_line(p.new)]) for p in pairs}
+    m = cal.trust_matrix(pairs, cos, Thresholds.from_config(WriteConfig()))
+    s = cal.trust_summary(m)
+    assert s["unrelated_harmed"] == 0 and s["updates_lost"] == 0 and s["updates_caught"] >= 0.9, cal.render_trust(m, "")

@@ -96,3 +96,11 @@ def test_trust_summary_counts_harm() -> None:
     s = cal.trust_summary(m)
     assert (s["unrelated_harmed"], s["updates_caught"], s["unrelated_flagged"]) == (1, 0.75, 2)
     assert "| update | 0 | 0 | 3 | 1 | 4 |" in cal.render_trust(m, "t")
+
+
+def test_a_long_exchanged_run_in_the_same_frame_is_another_fact() -> None:
+    coffee, walk = "用户每天早上都要喝一杯咖啡。", "用户每天早上上班前会去散步。"
+    assert features(coffee, walk).residue >= 4 and features(coffee, walk).overlap >= TH.reinforce_overlap
+    v = judge(walk, Candidate("f.md", 1, coffee, 0.99), TH)
+    assert v.action == APPEND and "same frame" in v.reason
+    assert features("团队每天早上九点半开站会。", "每天早上九点半团队开站会。").residue == 0
