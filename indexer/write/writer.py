@@ -79,7 +79,8 @@ class MemoryWriter:
         outcome = self._execute(plan, verdict, session)
         self._reindex(outcome.path)
         log.info("write.remembered", decision=outcome.decision, path=outcome.path, line=outcome.line,
-                 namespace=outcome.namespace, score=outcome.score)
+                 namespace=outcome.namespace, score=outcome.score, history_id=outcome.history_id,
+                 flag=outcome.related["flag"] if outcome.related else None)
         return outcome
 
     def forget(self, rel: str, line: int, expect: str | None = None, session: dict[str, str] | None = None) -> Outcome:
