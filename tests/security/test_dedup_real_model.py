@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from daemon.app import Daemon
+from daemon.client import Client
+from daemon.methods import build_handlers
+from daemon.server import SocketServer
+from daemon.write_methods import build_write_handlers
 from indexer.config import EmbeddingConfig, WriteConfig
 from indexer.embedding import load_embedder
 from indexer.embedtext import clean_line
@@ -20,7 +25,7 @@ from indexer.write.dedup import Thresholds
 from indexer.write.history import History
 from indexer.write.pipeline import Plan, prepare
 from indexer.write.writer import MemoryWriter
-from tests.helpers import make_config
+from tests.helpers import make_config, ready, wait_for
 
 DATA = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
 
@@ -89,3 +94,46 @@ def test_the_calibration_set_loses_nothing_either(e5: Embedder) -> None:
     m = cal.trust_matrix(pairs, cos, Thresholds.from_config(WriteConfig()))
     s = cal.trust_summary(m)
     assert s["unrelated_harmed"] == 0 and s["updates_lost"] == 0 and s["updates_caught"] >= 0.9, cal.render_trust(m, "")
+
+
+@pytest.fixture
+def e5_daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Client, Path]]:
+    """An in-process daemon with the real model and the default write config, serving the socket."""
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
+    cfg = dataclasses.replace(cfg, embedding=EmbeddingConfig(),
+                              server=dataclasses.replace(cfg.server, socket=short_dir / "m.sock"))
+    d = Daemon(cfg, env={})
+    d.startup()
+    server = SocketServer(short_dir / "w.sock", build_handlers(d) | build_write_handlers(d))
+    try:
+        server.start()
+        client = Client(server.address, timeout=60)
+        wait_for(lambda: ready(client), timeout=60, what="start-up reconcile")
+        yield client, root
+        client.close()
+    finally:
+        server.stop()
+        d.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
+def test_through_the_socket_nothing_is_lost_and_a_replace_can_be_undone(e5_daemon: tuple[Client, Path]) -> None:
+    client, root = e5_daemon
+    texts = ["Always use tabs for indentation in Go files", "偏好使用 Vim 编辑器写代码",
+             "We decided to use PostgreSQL for the billing service", "我们决定采用微服务架构来重构整个订单系统"]
+    decisions = [client.call("remember", {"content": t})["decision"] for t in texts]
+    assert decisions == ["appended"] * 4
+    assert client.call("history", {})["entries"] == []
+    files = "".join(p.read_text() for p in root.rglob("*.md"))
+    assert all(t in files for t in texts)
+    client.call("remember", {"content": "We deploy the API to production every Tuesday."})
+    rep = client.call("remember", {"content": "We deploy the API to production every Thursday."})
+    assert rep["decision"] == "replaced" and rep["previous"] == "We deploy the API to production every Tuesday."
+    [entry] = client.call("history", {"path": rep["path"]})["entries"]
+    assert (entry["id"], entry["action"], entry["old"]) == (rep["history_id"], "replace", rep["previous"])
+    assert client.call("undo", {"id": rep["history_id"]})["decision"] == "restored"
+    text = (root / rep["path"]).read_text()
+    assert "every Tuesday." in text and "every Thursday." not in text
