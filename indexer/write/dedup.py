@@ -132,8 +132,8 @@ def judge(new_text: str, cand: Candidate, th: Thresholds, f: Features | None = N
     if f.overlap >= th.reinforce_overlap and f.entities_agree and residue_ok:
         return Verdict(REINFORCE, f"restates an existing entry (cosine {score} >= {limit}, {f.kind}; "
                        f"shared words {f.overlap:.2f})", cand)
-    lacking = sorted(f.missing_old | f.missing_new)
-    why = (f"names {', '.join(lacking)} that the other does not" if lacking
+    lacking = f.missing_old | f.missing_new  # counted, not quoted: reasons go to the audit log
+    why = (f"one names {len(lacking)} value(s) the other does not" if lacking
            else f"shares too few words ({f.overlap:.2f} < {th.reinforce_overlap})" if f.overlap < th.reinforce_overlap
            else f"says something else in the same frame ({f.residue} tokens exchanged)")
     return Verdict(APPEND, f"new fact: similar to {cand.path}:{cand.line} (cosine {score}) but {why}", cand)

@@ -68,7 +68,7 @@ def test_same_language_needs_shared_words_and_values_beyond_cosine() -> None:
     assert judge("Go files are indented with tabs.", tabs, TH).action == REINFORCE
     pg = Candidate("f.md", 1, "我们决定账单服务使用 PostgreSQL。", 0.99)
     v = judge("我们决定采用微服务架构来重构订单系统。", pg, TH)
-    assert v.action == APPEND and "postgresql" in v.reason
+    assert v.action == APPEND and "1 value(s)" in v.reason and "postgresql" not in v.reason.lower()
 
 
 def test_agreement_features() -> None:
