@@ -26,7 +26,7 @@ from indexer.atomic import ConcurrentEditError, atomic_write_text
 from indexer.config import WriteConfig
 from indexer.memblocks import BlockError
 from indexer.write import history as hist
-from indexer.write import mdedit
+from indexer.write import mdedit, privacy
 from indexer.write.access import namespace_of, resolve_target
 from indexer.write.candidates import gather
 from indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
@@ -117,6 +117,8 @@ class MemoryWriter:
         if rec.get("root") != str(self.root):
             raise BadTarget(f"{rid}: recorded for root {rec.get('root')!r}, not the first memory root")
         block = rec.get("block")
+        if rec.get("redacted"):
+            raise WriteConflict(f"{rid}: the entry held a secret, so the history kept it redacted; nothing to restore")
         if action in (hist.REPLACE, hist.FORGET) and not isinstance(block, list):
             raise WriteConflict(f"{rid}: the old entry was too long to keep; it is in the history, restore it by hand")
         now = self._clock()
@@ -146,6 +148,12 @@ class MemoryWriter:
         """Append a history record (when a history is kept); its id."""
         if self.history is None:
             return None
+        texts = [fields.get("old"), fields.get("new"), *(fields.get("block") or [])]
+        if any(t and not privacy.check(t).passed for t in texts):
+            # Never keep a secret in a second place (a forget is often how one is removed): the
+            # record says what happened, redacted, and cannot be undone.
+            fields = {**fields, "block": None, "redacted": True,
+                      **{k: privacy.redact_for_log(fields[k]) for k in ("old", "new") if fields.get(k)}}
         rec = hist.entry(action, self.root, rel, line, now=self._clock(), **fields)
         return str(self.history.append(rec)["id"])
 

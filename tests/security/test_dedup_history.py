@@ -245,3 +245,17 @@ def test_history_and_undo_through_the_cli(wd: WriteDaemon, capsys: pytest.Captur
 def test_the_cli_escapes_control_characters_from_entries() -> None:
     assert cli_history._safe("a\x1b]0;PWNED\x07b") == "a\\x1b]0;PWNED\\x07b"
     assert cli_history._safe("x" * 300, 10) == "x" * 9 + "…"
+
+
+def test_a_forgotten_secret_is_not_kept_in_the_history(env) -> None:
+    _, root, w = env
+    secret = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1"
+    (root / "MEMORY.md").write_text(f"# Memory\n\n- The bot key is {secret} for now.\n- Tea is served at four.\n")
+    out = w.forget("MEMORY.md", 3)
+    raw = w.history.path.read_text()
+    assert secret not in raw and "[REDACTED" in raw
+    rec = w.history.find(out.history_id)
+    assert rec["redacted"] is True and "block" not in rec
+    with pytest.raises(WriteConflict, match="secret"):
+        w.undo(out.history_id)
+    assert secret not in (root / "MEMORY.md").read_text()
