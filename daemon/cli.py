@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon import cli_bank, cli_mcp, cli_write
+from daemon import cli_bank, cli_history, cli_mcp, cli_write
 from indexer.errors import ConfigError, MemorydError, NotRunningError
 from indexer.paths import client_socket_path
 
@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_bank.add_parsers(sub)
     cli_write.add_parsers(sub)
+    cli_history.add_parsers(sub)
     cli_mcp.add_parsers(sub)
     return parser
 
@@ -272,6 +273,7 @@ _COMMANDS = {
 }
 _COMMANDS.update(cli_bank.COMMANDS)
 _COMMANDS.update(cli_mcp.COMMANDS)
+_COMMANDS.update(cli_history.COMMANDS)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -80,6 +80,9 @@ def cmd_remember(args: argparse.Namespace) -> int:
         print(f"rejected ({result.get('rule')}): {result.get('reason')}")
     else:
         print(f"{result['decision']}: {result['path']}:{result['line']} ({result.get('reason', '')})")
+        if result.get("related"):  # appended next to an entry it may update or restate: say which
+            r = result["related"]
+            print(f"  {r.get('flag', 'related')}: {r.get('path')}:{r.get('line')}")
     return EXIT_REJECTED if result.get("decision") == "rejected" else 0
 
 

@@ -28,7 +28,7 @@ log = structlog.get_logger(__name__)
 
 PRIVATE_UMASK = 0o077
 #: Names memoryd writes in its data directory (a name starts with one of these; ``models/`` is all ours).
-OWN_FILE_PREFIXES = ("index.sqlite3", "vectors.faiss", "audit.jsonl", "memoryd.lock")
+OWN_FILE_PREFIXES = ("index.sqlite3", "vectors.faiss", "audit.jsonl", "history.jsonl", "memoryd.lock")
 MODELS_DIR = "models"
 
 

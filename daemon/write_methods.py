@@ -57,6 +57,7 @@ from indexer.write.errors import (
     WriteConflict,
     WriteError,
 )
+from indexer.write.history import History
 from indexer.write.pipeline import Rejected, prepare
 from indexer.write.router import TYPES
 from indexer.write.writer import MemoryWriter
@@ -81,9 +82,11 @@ MAX_AUDIT_TAIL = 10_000
 
 
 def build_write_handlers(d: Daemon) -> dict[str, Handler]:
+    from daemon.history_methods import build_history_handlers  # it builds on this module
+
     svc = WriteService(d)
     d.on_shutdown.append(svc.audit_log.flush)  # refusals counted but not yet summarised (daemon.audit)
-    return {"remember": svc.remember, "forget": svc.forget, "audit": svc.audit}
+    return {"remember": svc.remember, "forget": svc.forget, "audit": svc.audit} | build_history_handlers(d, svc)
 
 
 def session_for(params: dict[str, Any], peer: Peer) -> Session:
@@ -110,7 +113,8 @@ class WriteService:
         self._writer_factory = writer_factory or self._writer
 
     def _writer(self) -> MemoryWriter:
-        return MemoryWriter(self.d.index, self.d.roots.roots[0], self.d.cfg.write)
+        return MemoryWriter(self.d.index, self.d.roots.roots[0], self.d.cfg.write,
+                            history=History.in_data_dir(self.d.cfg.data_dir))
 
     # -- methods ------------------------------------------------------------------
 
@@ -135,7 +139,7 @@ class WriteService:
                 self._log_rejection(plan, content)
                 return {"decision": "rejected", "reason": plan.reason, "rule": plan.rule, "stage": plan.stage}
             rec["path"] = plan.target
-            outcome = self._on_worker(lambda: self._writer_factory().remember(plan))
+            outcome = self._on_worker(lambda: self._writer_factory().remember(plan, session.describe()))
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
             return {**outcome.to_dict(), **plan.describe()}
 
@@ -152,7 +156,7 @@ class WriteService:
             rel = self._relative(raw)
             rec.update(path=rel, namespace=str(namespace_of(rel)))
             _write_error(lambda: authorize(session, FORGET, namespace_of(rel)))
-            outcome = self._on_worker(lambda: self._writer_factory().forget(rel, line, expect))
+            outcome = self._on_worker(lambda: self._writer_factory().forget(rel, line, expect, session.describe()))
             rec.update(decision=outcome.decision, reason=outcome.reason)
             return outcome.to_dict()
 

@@ -65,10 +65,11 @@ def test_update_cues_swaps_and_kinds() -> None:
     ("The user prefers Vim as their editor.", "The user prefers Neovim as their editor.", 0.85, APPEND),
     ("The user is based in Lisbon.", "The user works remotely from Lisbon.", 0.94, REINFORCE),
     ("The user is based in Lisbon.", "The user works remotely from Lisbon.", 0.89, APPEND),
-    ("用户偏好使用深色模式。", "用户喜欢暗色主题的界面。", 0.945, REINFORCE),
-    ("用户偏好使用深色模式。", "用户喜欢暗色主题的界面。", 0.93, APPEND),  # cjk needs 0.935
-    ("The user prefers dark mode.", "用户偏好深色模式。", 0.843, REINFORCE),  # cross needs 0.83
-    ("The user prefers Vim as their editor.", "用户现在偏好使用 Neovim 编辑器。", 0.837, REPLACE),
+    ("用户偏好使用深色模式。", "用户在编辑器里偏好使用深色模式。", 0.945, REINFORCE),
+    ("用户偏好使用深色模式。", "用户在编辑器里偏好使用深色模式。", 0.93, APPEND),  # cjk needs 0.935
+    ("用户偏好使用深色模式。", "用户喜欢暗色主题的界面。", 0.945, APPEND),  # only 用户 shared: not confirmed
+    ("The user prefers dark mode.", "用户偏好深色模式。", 0.843, APPEND),  # cross: never reinforced...
+    ("The user prefers Vim as their editor.", "用户现在偏好使用 Neovim 编辑器。", 0.837, APPEND),  # ...nor replaced
 ])
 def test_judge(old: str, new: str, score: float, action: str) -> None:
     v = judge(new, Candidate("f.md", 3, old, score), TH)
@@ -117,6 +118,7 @@ def test_search_separates_synthetic_pairs_and_costs_weigh_lost_information() -> 
     th = cal.search(pairs, cos, TH)
     m = cal.confusion(pairs, cos, th)
     assert cal.accuracy(m) == 1.0 and cal.cost(m) == 0.0
-    assert 0.7 < th.reinforce["latin"] <= 0.95 and 0.7 < th.replace["latin"] <= 0.96
+    # unrelated pairs share no words, so they never reach a replace whatever its cosine threshold
+    assert 0.7 < th.reinforce["latin"] <= 0.95 and 0.6 < th.replace["latin"] <= 0.96
     assert cal.COST[(APPEND, REPLACE)] > cal.COST[(APPEND, REINFORCE)] > cal.COST[(REINFORCE, APPEND)]
     assert "| duplicate (reinforce) | 3 | 0 | 0 | 3 |" in cal.render(m, "t")

@@ -23,6 +23,7 @@ split is only ever evaluated. Pure: cosines are computed by the caller.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections import Counter
@@ -136,4 +137,98 @@ def render(matrix: Counter[tuple[str, str]], title: str) -> str:
     for c in CLASSES:
         row = [matrix.get((c, a), 0) for a in ACTIONS]
         lines.append(f"| {c} ({EXPECTED[c]}) | " + " | ".join(map(str, row)) + f" | {sum(row)} |")
+    return "\n".join(lines)
+
+
+# -- the bilingual trust set ------------------------------------------------------
+#
+# ``tests/security/data/dedup_pairs.jsonl``: four classes in en-en, zh-zh and en-zh,
+# judged on *harm*, not on one right action. Reinforcing or replacing a pair
+# that is not the same fact loses a memory (never allowed); an update must be
+# replaced or at least flagged; a paraphrase should be reinforced.
+
+TRUST_CLASSES = ("paraphrase", "update", "same_topic", "unrelated")
+LABELS = ("reinforce", "replace", "flag", "append")
+TRUST_LANGS = ("en", "zh", "cross")
+TRUST_COST = {  # (class, verdict label) → cost; absent = 0
+    ("paraphrase", "append"): 1.0, ("paraphrase", "flag"): 1.0, ("paraphrase", "replace"): 0.5,
+    ("update", "append"): 2.0, ("update", "reinforce"): 4.0,
+    ("same_topic", "reinforce"): 10.0, ("same_topic", "replace"): 10.0, ("same_topic", "flag"): 0.25,
+    ("unrelated", "reinforce"): 10.0, ("unrelated", "replace"): 10.0, ("unrelated", "flag"): 0.25,
+}
+
+
+def load_trust_pairs(path: Path) -> list[Pair]:
+    """Read the trust set (``split`` is unused: ``lang`` is the fold); ValueError names a bad line."""
+    pairs = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r.get("class") not in TRUST_CLASSES or r.get("lang") not in TRUST_LANGS:
+            raise ValueError(f"{path}:{n}: bad class or lang in {r.get('id')!r}")
+        pairs.append(Pair(r["id"], r["class"], r["lang"], "all", r["existing"], r["new"]))
+    return pairs
+
+
+#: The calibration set's classes as trust classes (to judge harm on it too).
+AS_TRUST = {"duplicate": "paraphrase", "paraphrase": "paraphrase", "conflicting_update": "update",
+            "related_other_fact": "same_topic", "unrelated": "unrelated"}
+
+
+def as_trust(pairs: Iterable[Pair]) -> list[Pair]:
+    """Calibration-set pairs relabelled with :data:`AS_TRUST`, ids prefixed (the two sets reuse ids)."""
+    return [dataclasses.replace(p, id=f"calibration:{p.id}", cls=AS_TRUST[p.cls]) for p in pairs]
+
+
+def trust_label(pair: Pair, cosine: float, th: Thresholds) -> str:
+    return judge(pair.new, Candidate("", 0, pair.existing, cosine), th, pair.features).label
+
+
+def trust_matrix(pairs: Iterable[Pair], cosines: dict[str, float], th: Thresholds) -> Counter[tuple[str, str]]:
+    """Counts of (class, verdict label)."""
+    return Counter((p.cls, trust_label(p, cosines[p.id], th)) for p in pairs)
+
+
+def trust_summary(m: Counter[tuple[str, str]]) -> dict[str, float | int]:
+    """The targets: unrelated pairs harmed (must be 0), updates caught, paraphrases reinforced."""
+    def n(cls: str, *labels: str) -> int:
+        return sum(m.get((cls, lb), 0) for lb in labels)
+
+    def total(cls: str) -> int:
+        return n(cls, *LABELS)
+
+    harmed = sum(n(c, "reinforce", "replace") for c in ("same_topic", "unrelated"))
+    updates, paras = total("update"), total("paraphrase")
+    return {"unrelated_harmed": harmed,
+            "updates_caught": round(n("update", "replace", "flag") / updates, 4) if updates else 1.0,
+            "updates_lost": n("update", "reinforce"),
+            "paraphrases_reinforced": round(n("paraphrase", "reinforce") / paras, 4) if paras else 1.0,
+            "unrelated_flagged": sum(n(c, "flag") for c in ("same_topic", "unrelated")),
+            "cost": sum(TRUST_COST.get(k, 0.0) * v for k, v in m.items())}
+
+
+def tune_overlaps(pairs: Sequence[Pair], cosines: dict[str, float], base: Thresholds) -> Thresholds:
+    """The (reinforce_overlap, replace_overlap) with the lowest trust cost on ``pairs``; ties: the middle one."""
+    grid = [round(0.05 * i, 2) for i in range(1, 20)]
+    scored = []
+    for r in grid:
+        for q in grid:
+            th = dataclasses.replace(base, reinforce_overlap=r, replace_overlap=q)
+            scored.append((float(trust_summary(trust_matrix(pairs, cosines, th))["cost"]), r, q))
+    best = min(s[0] for s in scored)
+    ties = [(r, q) for c, r, q in scored if c == best]
+    rs, qs = sorted({r for r, _ in ties}), sorted({q for _, q in ties})
+    r, q = rs[len(rs) // 2], qs[len(qs) // 2]
+    if (r, q) not in ties:
+        r, q = ties[len(ties) // 2]
+    return dataclasses.replace(base, reinforce_overlap=r, replace_overlap=q)
+
+
+def render_trust(m: Counter[tuple[str, str]], title: str) -> str:
+    """The trust matrix as a Markdown table (rows: classes, columns: verdict labels)."""
+    lines = [f"**{title}**", "", "| class | " + " | ".join(LABELS) + " | n |", "|---|" + "---|" * (len(LABELS) + 1)]
+    for c in TRUST_CLASSES:
+        row = [m.get((c, lb), 0) for lb in LABELS]
+        lines.append(f"| {c} | " + " | ".join(map(str, row)) + f" | {sum(row)} |")
     return "\n".join(lines)

@@ -4,20 +4,39 @@ The seed's bands (cosine ≥ 0.92 reinforce, 0.85–0.92 replace, below append) 
 not survive contact with a multilingual model: with multilingual-e5-small a
 Chinese pair of *unrelated* memories scores 0.85–0.90, a cross-lingual
 *duplicate* only 0.82–0.89, and a conflicting update ("prefers Vim" →
-"prefers Neovim") 0.97, as high as a paraphrase. So the rule here is:
+"prefers Neovim") 0.97, as high as a paraphrase. Cosine says "same topic", not
+"same fact", so a reinforce or a replace — the two actions that leave the new
+text unwritten or the old one gone — also needs *agreement*: the two texts
+share content words (:func:`indexer.write.lexical.overlap`) and, for a
+reinforce, name the same values. The rule:
 
 1. texts equal after folding case, width and punctuation → **reinforce**;
-2. a change signal fired (:mod:`indexer.write.lexical`: a value exchanged, one
+2. the two texts are in different languages (kind ``cross``) → **append**,
+   always: across languages there are no shared words to confirm a cosine, and
+   measured cross-language paraphrases (0.82–0.89) and unrelated same-topic
+   pairs (up to 0.85) overlap. The verdict carries a *flag* naming the entry it
+   may update (a change signal and cosine ≥ the ``cross`` replace threshold) or
+   restate (cosine ≥ the ``cross`` reinforce threshold, the same values), so the
+   caller can show it; both texts stay;
+3. a change signal fired (:mod:`indexer.write.lexical`: a value exchanged, one
    content slot swapped, negation flipped, an update cue such as "now"/"改为")
-   → **replace** when cosine ≥ the kind's ``replace`` threshold, else **append**;
-3. no change signal → **reinforce** when cosine ≥ the kind's ``reinforce``
-   threshold, else **append**.
+   and cosine ≥ the kind's ``replace`` threshold → **replace** when the texts
+   share enough content words (``replace_overlap``), else **append** flagged as
+   a possible update;
+4. no change signal and cosine ≥ the kind's ``reinforce`` threshold →
+   **reinforce** when they share enough content words (``reinforce_overlap``),
+   every value named on one side is named on the other, and no long run of
+   words is exchanged in the same place (:func:`indexer.write.lexical.residue`,
+   :data:`MAX_RESIDUE`: "每天早上喝咖啡" is not "每天早上去散步"), else **append**;
+5. otherwise **append**.
 
 Thresholds are per pair kind (``latin``, ``cjk``, ``cross``) and come from the
-``[write]`` config, calibrated by ``bench/calibrate_dedup.py``. Over several
-candidates the strongest action wins (reinforce > replace > append), ties by
-cosine: an entry already present must not be appended again because a less
-similar one looked like an update.
+``[write]`` config; the overlap minimums were measured on
+``tests/security/data/dedup_pairs.jsonl`` by ``bench/dedup_eval.py``
+(docs/security/dedup.md). Over several candidates the strongest action wins
+(reinforce > replace > flagged append > append), ties by cosine: an entry
+already present must not be appended again because a less similar one looked
+like an update.
 """
 
 from __future__ import annotations
@@ -29,8 +48,14 @@ from indexer.config import WriteConfig
 from indexer.write.lexical import Features, features
 
 REINFORCE, REPLACE, APPEND = "reinforce", "replace", "append"
-_RANK = {REINFORCE: 2, REPLACE: 1, APPEND: 0}
+POSSIBLE_UPDATE, POSSIBLE_DUPLICATE = "possible_update", "possible_duplicate"
+_RANK = {REINFORCE: 3, REPLACE: 2, APPEND: 0}
 KINDS = ("latin", "cjk", "cross")
+#: Content-word overlap a same-language reinforce / replace needs (bench/dedup_eval.py picks them).
+REINFORCE_OVERLAP = 0.3
+REPLACE_OVERLAP = 0.4
+#: The longest exchanged run a reinforce tolerates, per kind (Latin words / Chinese characters).
+MAX_RESIDUE = {"latin": 4, "cjk": 3, "cross": 0}
 
 
 @dataclass(frozen=True)
@@ -39,6 +64,8 @@ class Thresholds:
 
     reinforce: Mapping[str, float]
     replace: Mapping[str, float]
+    reinforce_overlap: float = REINFORCE_OVERLAP
+    replace_overlap: float = REPLACE_OVERLAP
 
     @classmethod
     def from_config(cls, w: WriteConfig) -> Thresholds:
@@ -62,9 +89,18 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Verdict:
+    """``flag`` (appends only): the candidate may be updated (``possible_update``) or restated
+    (``possible_duplicate``) by the new text; both are kept and the caller reports it."""
+
     action: str  # REINFORCE | REPLACE | APPEND
     reason: str
     candidate: Candidate | None = None
+    flag: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``reinforce``, ``replace``, ``flag`` (an append that names a candidate) or ``append``."""
+        return "flag" if self.flag else self.action
 
 
 def judge(new_text: str, cand: Candidate, th: Thresholds, f: Features | None = None) -> Verdict:
@@ -76,16 +112,42 @@ def judge(new_text: str, cand: Candidate, th: Thresholds, f: Features | None = N
     score = round(cand.score, 3)
     if f.same_text:
         return Verdict(REINFORCE, "the same entry already exists", cand)
+    if f.kind == "cross":
+        return _judge_cross(cand, th, f, score)
     if f.changed:
         limit = th.replace[f.kind]
-        if cand.score >= limit:
-            why = ", ".join(f.signals())
-            return Verdict(REPLACE, f"updates an existing entry (cosine {score} >= {limit}, {f.kind}; {why})", cand)
-        return Verdict(APPEND, f"differs from the closest entry (cosine {score} < {limit}, {f.kind})", cand)
+        if cand.score < limit:
+            return Verdict(APPEND, f"differs from the closest entry (cosine {score} < {limit}, {f.kind})", cand)
+        why = ", ".join(f.signals())
+        if f.overlap >= th.replace_overlap:
+            return Verdict(REPLACE, f"updates an existing entry (cosine {score} >= {limit}, {f.kind}; {why}; "
+                           f"shared words {f.overlap:.2f})", cand)
+        return Verdict(APPEND, f"may update {cand.path}:{cand.line} (cosine {score}; {why}) but shares too few "
+                       f"words to replace it ({f.overlap:.2f} < {th.replace_overlap}); both kept", cand,
+                       POSSIBLE_UPDATE)
     limit = th.reinforce[f.kind]
-    if cand.score >= limit:
-        return Verdict(REINFORCE, f"restates an existing entry (cosine {score} >= {limit}, {f.kind})", cand)
-    return Verdict(APPEND, f"new fact (closest entry: cosine {score} < {limit}, {f.kind})", cand)
+    if cand.score < limit:
+        return Verdict(APPEND, f"new fact (closest entry: cosine {score} < {limit}, {f.kind})", cand)
+    residue_ok = f.residue <= MAX_RESIDUE[f.kind]
+    if f.overlap >= th.reinforce_overlap and f.entities_agree and residue_ok:
+        return Verdict(REINFORCE, f"restates an existing entry (cosine {score} >= {limit}, {f.kind}; "
+                       f"shared words {f.overlap:.2f})", cand)
+    lacking = f.missing_old | f.missing_new  # counted, not quoted: reasons go to the audit log
+    why = (f"one names {len(lacking)} value(s) the other does not" if lacking
+           else f"shares too few words ({f.overlap:.2f} < {th.reinforce_overlap})" if f.overlap < th.reinforce_overlap
+           else f"says something else in the same frame ({f.residue} tokens exchanged)")
+    return Verdict(APPEND, f"new fact: similar to {cand.path}:{cand.line} (cosine {score}) but {why}", cand)
+
+
+def _judge_cross(cand: Candidate, th: Thresholds, f: Features, score: float) -> Verdict:
+    """Across languages: always append; flag the entry it may update or restate."""
+    if f.changed and cand.score >= th.replace["cross"]:
+        return Verdict(APPEND, f"may update {cand.path}:{cand.line}, written in another language (cosine {score}; "
+                       f"{', '.join(f.signals())}); both kept", cand, POSSIBLE_UPDATE)
+    if not f.changed and cand.score >= th.reinforce["cross"] and f.entities_agree:
+        return Verdict(APPEND, f"may restate {cand.path}:{cand.line}, written in another language (cosine "
+                       f"{score}); both kept", cand, POSSIBLE_DUPLICATE)
+    return Verdict(APPEND, f"new fact (closest entry in another language: cosine {score})", cand)
 
 
 def decide(new_text: str, candidates: Iterable[Candidate], th: Thresholds) -> Verdict:
@@ -110,9 +172,13 @@ def decide(new_text: str, candidates: Iterable[Candidate], th: Thresholds) -> Ve
     return best or Verdict(APPEND, f"new fact (closest entry: cosine {round(top.score, 3)} < {floor})", top)
 
 
+def _rank(v: Verdict) -> int:
+    return 1 if v.flag else _RANK[v.action]
+
+
 def _better(a: Verdict, b: Verdict) -> bool:
-    if _RANK[a.action] != _RANK[b.action]:
-        return _RANK[a.action] > _RANK[b.action]
+    if _rank(a) != _rank(b):
+        return _rank(a) > _rank(b)
     sa = a.candidate.score if a.candidate else -1.0
     sb = b.candidate.score if b.candidate else -1.0
     return sa > sb

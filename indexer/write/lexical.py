@@ -16,13 +16,19 @@ Chinese, without a parser:
   ``不``-words that negate nothing are ignored);
 * **update cues** in the new text only — ``now``, ``switched``, ``改为``, ``换成`` …;
 * **kind** — ``latin``, ``cjk`` or ``cross``: with multilingual models cosine
-  scales differ per kind, so thresholds are chosen per kind.
+  scales differ per kind, so thresholds are chosen per kind;
+* **agreement** — what the two texts literally share: the overlap of their
+  content words (Latin words minus stop words, crudely stemmed; Chinese
+  character bigrams) and the values of one side missing from the other. Cosine
+  alone cannot tell "same fact" from "same topic" (an unrelated Chinese pair
+  scores 0.85–0.90), so a reinforce or a replace also needs these.
 
 Pure and deterministic; see ``tests/data/calibration.jsonl`` for what it is tuned on.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -89,6 +95,15 @@ class Features:
     swap: bool
     negation_flip: bool
     update_cue: bool
+    overlap: float = 0.0  # shared content tokens / the smaller side's (0..1)
+    missing_old: frozenset[str] = frozenset()  # values of the old text the new one does not mention
+    missing_new: frozenset[str] = frozenset()  # values of the new text the old one does not mention
+    residue: int = 0  # the longest slot each side fills with different content tokens (see :func:`residue`)
+
+    @property
+    def entities_agree(self) -> bool:
+        """Every value named on either side is named on the other (an empty side agrees with nothing)."""
+        return not self.missing_old and not self.missing_new
 
     @property
     def substituted(self) -> bool:
@@ -230,6 +245,25 @@ def swapped(old: str, new: str, min_frame: float = 0.6, max_slots: int = 2) -> b
     return 1 <= slots <= max_slots
 
 
+def residue(old: str, new: str) -> int:
+    """The longest run of content tokens that both texts fill differently in the same place.
+
+    "用户每天早上*都要喝一杯咖啡*" / "用户每天早上*上班前会去散步*" share a frame
+    and a lot of words, yet say different things: 5 characters each side are
+    exchanged. Paraphrases reword in short pieces (≤ 2 characters, ≤ 4 words on
+    the labelled sets), so a long exchanged run is evidence of another fact.
+    Counted in :func:`seq_tokens` (a Chinese character or a Latin word), stop words skipped.
+    """
+    a, b = seq_tokens(old), seq_tokens(new)
+    longest = 0
+    for op, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "replace":
+            na = sum(not _light([t]) for t in a[i1:i2])
+            nb = sum(not _light([t]) for t in b[j1:j2])
+            longest = max(longest, min(na, nb))
+    return longest
+
+
 def negated(text: str) -> bool:
     if _NEGATION_EN.search(text):
         return True
@@ -240,14 +274,60 @@ def update_cue(text: str) -> bool:
     return bool(_UPDATE_EN.search(text) or _UPDATE_ZH.search(text))
 
 
+_CONTENT_WORD = re.compile(r"[a-z][a-z0-9_+#.-]*[a-z0-9+#]|[a-z]|\d+(?:[.:]\d+)*")
+_CJK_RUN = re.compile(f"[{CJK}]+")
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def _stem(word: str) -> str:
+    """A crude suffix strip, enough for "deploys"/"deployed"/"deploying" to meet."""
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_tokens(text: str) -> frozenset[str]:
+    """Stemmed Latin content words and numbers, and Chinese character bigrams without stop characters."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    out = {_stem(w) for w in _CONTENT_WORD.findall(text) if w not in _STOP_EN}
+    for run in _CJK_RUN.findall(text):
+        if len(run) == 1:
+            out.add(run)
+        out |= {a + b for a, b in itertools.pairwise(run) if a not in _STOP_ZH and b not in _STOP_ZH}
+    return frozenset(out)
+
+
+def overlap(old: str, new: str) -> float:
+    """Shared content tokens over the smaller side's count: 1.0 when one text's words are all in the other."""
+    a, b = content_tokens(old), content_tokens(new)
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def missing_values(text: str, vals: frozenset[str], other: str) -> frozenset[str]:
+    """The values of ``text`` that ``other`` neither names as values nor spells out literally.
+
+    Literal presence counts because :func:`values` skips a capitalised sentence
+    opener ("Go files are …"), which is still the same name.
+    """
+    words = set(_CONTENT_WORD.findall(unicodedata.normalize("NFKC", other).lower()))
+    other_vals = values(other)
+    return frozenset(v for v in vals if v not in other_vals and v not in words)
+
+
 def features(old: str, new: str) -> Features:
     """The features of ``new`` (a memory being written) against ``old`` (an existing entry)."""
+    v_old, v_new = values(old), values(new)
     return Features(
         kind=pair_kind(old, new),
         same_text=fold(old) == fold(new),
-        values_old=values(old),
-        values_new=values(new),
+        values_old=v_old,
+        values_new=v_new,
         swap=swapped(old, new),
         negation_flip=negated(old) != negated(new),
         update_cue=update_cue(new) and not update_cue(old),
+        overlap=overlap(old, new),
+        missing_old=missing_values(old, v_old, new),
+        missing_new=missing_values(new, v_new, old),
+        residue=residue(old, new),
     )

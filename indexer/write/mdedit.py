@@ -39,6 +39,7 @@ class Edit:
     entry: str
     previous: str | None = None
     reinforcement: int | None = None
+    block: tuple[str, ...] = ()  # replace/remove: the old entry's exact lines (no terminators), for undo
 
 
 def entry_id(text: str) -> str:
@@ -109,9 +110,10 @@ def replace(text: str, old: str, line: int, new: str, now: datetime, where: str)
     doc = MdLines(doc.text())
     e = _find(doc, old, hint + len(doc.lines) - before)
     assert e is not None
+    block = _block(doc, e)
     doc.replace_line(e.index, _prefix(doc, e) + new)
     doc.delete(e.index + 1, e.end)
-    return _finish(text, doc, where, Edit(doc.text(), e.index + 1, new, previous=e.text))
+    return _finish(text, doc, where, Edit(doc.text(), e.index + 1, new, previous=e.text, block=block))
 
 
 def remove(text: str, line: int, expect: str | None, now: datetime, where: str) -> Edit | None:
@@ -125,8 +127,61 @@ def remove(text: str, line: int, expect: str | None, now: datetime, where: str) 
     doc = MdLines(doc.text())
     e2 = _find(doc, e.text, line - 1 + len(doc.lines) - before)
     assert e2 is not None
+    block = _block(doc, e2)
     doc.delete(e2.index, e2.end)
-    return _finish(text, doc, where, Edit(doc.text(), e2.index + 1, "", previous=e.text))
+    return _finish(text, doc, where, Edit(doc.text(), e2.index + 1, "", previous=e.text, block=block))
+
+
+def restore(text: str | None, line: int, block: list[str], now: datetime, where: str) -> Edit:
+    """Put the lines of a removed entry back before 1-based ``line`` (undo of a forget).
+
+    Where that line is no longer a place memoryd may write (inside a USER block,
+    a code fence, the front matter, past the end), the lines go to the end of the
+    writable region instead. A missing file is created with front matter.
+    """
+    base = text if text is not None else new_file(now)
+    doc = MdLines(base)
+    _touch(doc, now)
+    doc = MdLines(doc.text())
+    lo, hi = doc.region()
+    at = min(max(line - 1, lo), hi)
+    if at < hi and not doc.editable(at):
+        at = hi
+    doc.insert(at, list(block))
+    return _finish(base, doc, where, Edit(doc.text(), at + 1, block[0] if block else ""))
+
+
+def insert_after(text: str | None, old: str, line: int, entry: str, now: datetime, where: str) -> Edit:
+    """Add ``- entry`` right after entry ``old`` (seen on 1-based ``line``), or at the end if ``old`` is gone.
+
+    The undo of a reinforcement: the memory that was absorbed is written after all.
+    """
+    doc = MdLines(text) if text is not None else MdLines(new_file(now))
+    e = _find(doc, old, line - 1)
+    if e is None:
+        return restore(text, 1 << 30, [f"- {entry}"], now, where)
+    return restore(text, e.end + 1, [e.prefix.lstrip("\ufeff") + entry], now, where)
+
+
+def revert(text: str, new: str, line: int, block: list[str], now: datetime, where: str) -> Edit | None:
+    """Put the old entry's lines back in place of entry ``new`` (undo of a replace); None if ``new`` is gone."""
+    before = len(MdLines(text).lines)
+    doc = MdLines(text)
+    if _find(doc, new, line - 1) is None:
+        return None
+    _touch(doc, now, drop=entry_id(new))
+    doc = MdLines(doc.text())
+    e = _find(doc, new, line - 1 + len(doc.lines) - before)
+    assert e is not None
+    replaced = _block(doc, e)
+    doc.delete(e.index, e.end)
+    doc.insert(e.index, list(block))
+    return _finish(text, doc, where, Edit(doc.text(), e.index + 1, block[0] if block else "", previous=e.text,
+                                          block=replaced))
+
+
+def _block(doc: MdLines, e: Entry) -> tuple[str, ...]:
+    return tuple(doc.lines[i][0] for i in range(e.index, e.end))
 
 
 def _prefix(doc: MdLines, e: Entry) -> str:

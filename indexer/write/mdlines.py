@@ -117,6 +117,10 @@ class MdLines:
     def _editable(self, i: int) -> bool:
         return i >= self.body_start and i not in self.fenced and i not in self.user_lines
 
+    def editable(self, i: int) -> bool:
+        """Whether line ``i`` is body text memoryd may edit (not front matter, a code fence or a USER block)."""
+        return self._editable(i)
+
     def _continues(self, i: int, indent: int) -> bool:
         c = self.content(i)
         stripped = c.lstrip()

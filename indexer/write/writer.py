@@ -25,7 +25,8 @@ import structlog
 from indexer.atomic import ConcurrentEditError, atomic_write_text
 from indexer.config import WriteConfig
 from indexer.memblocks import BlockError
-from indexer.write import mdedit
+from indexer.write import history as hist
+from indexer.write import mdedit, privacy
 from indexer.write.access import namespace_of, resolve_target
 from indexer.write.candidates import gather
 from indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
@@ -53,6 +54,8 @@ class Outcome:
     score: float | None = None
     previous: str | None = None  # the entry replaced or removed
     reinforcement: int | None = None  # count after a reinforcement (None: the file has no front matter)
+    related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
+    history_id: str | None = None  # the history record of a replace, reinforce, removal or restore (undo ID)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -62,23 +65,25 @@ class MemoryWriter:
     """Executes plans against the files of ``root`` (the first memory root) and ``index``."""
 
     def __init__(self, index: MemoryIndex, root: Path, cfg: WriteConfig, *, clock: Clock | None = None,
-                 before_write: Callable[[Path], None] | None = None) -> None:
+                 before_write: Callable[[Path], None] | None = None, history: hist.History | None = None) -> None:
         self.index = index
         self.root = root
         self.cfg = cfg
+        self.history = history
         self.thresholds = Thresholds.from_config(cfg)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._before_write = before_write  # test seam: runs between our read and our write
 
-    def remember(self, plan: Plan) -> Outcome:
+    def remember(self, plan: Plan, session: dict[str, str] | None = None) -> Outcome:
         verdict = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
-        outcome = self._execute(plan, verdict)
+        outcome = self._execute(plan, verdict, session)
         self._reindex(outcome.path)
         log.info("write.remembered", decision=outcome.decision, path=outcome.path, line=outcome.line,
-                 namespace=outcome.namespace, score=outcome.score)
+                 namespace=outcome.namespace, score=outcome.score, history_id=outcome.history_id,
+                 flag=outcome.related["flag"] if outcome.related else None)
         return outcome
 
-    def forget(self, rel: str, line: int, expect: str | None = None) -> Outcome:
+    def forget(self, rel: str, line: int, expect: str | None = None, session: dict[str, str] | None = None) -> Outcome:
         """Remove the entry on 1-based ``line`` of ``rel``. Raises EntryNotFound, BadTarget, WriteConflict."""
         path = resolve_target(self.root, rel)
         if not path.is_file():
@@ -87,13 +92,72 @@ class MemoryWriter:
         if edit is None:
             what = "with that text " if expect is not None else ""
             raise EntryNotFound(f"{rel}:{line}: no memory entry {what}on that line (list items outside USER blocks)")
+        hid = self._record(hist.FORGET, rel, edit.line, old=edit.previous, block=list(edit.block), session=session,
+                           namespace=str(namespace_of(rel)))
         self._reindex(rel)
-        log.info("write.forgotten", path=rel, line=line)
-        return Outcome("removed", "entry removed", rel, edit.line, str(namespace_of(rel)), previous=edit.previous)
+        log.info("write.forgotten", path=rel, line=line, history_id=hid)
+        return Outcome("removed", "entry removed", rel, edit.line, str(namespace_of(rel)), previous=edit.previous,
+                       history_id=hid)
+
+    def undo(self, rid: str, session: dict[str, str] | None = None) -> Outcome:
+        """Revert history record ``rid``: a replace puts the old entry back in place of the new one (the new
+        text stays in the history), a forget puts the removed entry back, a reinforce writes the memory that
+        was absorbed. Recorded as an ``undo``; a record is undone at most once, and an undo is not undoable.
+        Raises EntryNotFound (no such id), WriteConflict (already undone, not restorable), BadTarget."""
+        if self.history is None:
+            raise EntryNotFound(f"{rid[:40]!r}: no write history is kept")
+        rec = self.history.find(rid)
+        if rec is None:
+            raise EntryNotFound(f"{rid[:40]!r}: no such history entry")
+        if rec.get("undone_by"):
+            raise WriteConflict(f"{rid} was already undone by {rec['undone_by']}; nothing changed")
+        action, rel, line = rec.get("action"), str(rec.get("path", "")), int(rec.get("line", 1))
+        if action == hist.UNDO:
+            raise WriteConflict(f"{rid} is an undo; an undo cannot be undone (nothing changed)")
+        if rec.get("root") != str(self.root):
+            raise BadTarget(f"{rid}: recorded for root {rec.get('root')!r}, not the first memory root")
+        block = rec.get("block")
+        if rec.get("redacted"):
+            raise WriteConflict(f"{rid}: the entry held a secret, so the history kept it redacted; nothing to restore")
+        if action in (hist.REPLACE, hist.FORGET) and not isinstance(block, list):
+            raise WriteConflict(f"{rid}: the old entry was too long to keep; it is in the history, restore it by hand")
+        now = self._clock()
+        if action == hist.REPLACE:
+            assert isinstance(block, list)
+            new = str(rec.get("new", ""))
+            edit = self._write(rel, lambda t: (mdedit.revert(t, new, line, block, now, rel) if t is not None
+                                               else None) or mdedit.restore(t, line, block, now, rel))
+        elif action == hist.FORGET:
+            assert isinstance(block, list)
+            edit = self._write(rel, lambda t: mdedit.restore(t, line, block, now, rel))
+        else:
+            old, new = str(rec.get("old", "")), str(rec.get("new", ""))
+            edit = self._write(rel, lambda t: mdedit.insert_after(t, old, line, new, now, rel))
+        assert edit is not None
+        ns = str(namespace_of(rel))
+        hid = self._record(hist.UNDO, rel, edit.line, old=edit.previous, new=edit.entry, block=list(edit.block) or None,
+                           session=session, namespace=ns, undoes=rid, undone_action=action)
+        self._reindex(rel)
+        log.info("write.undone", history_id=rid, action=action, path=rel, line=edit.line, undo_id=hid)
+        return Outcome("restored", f"undid {action} {rid}", rel, edit.line, ns, previous=edit.previous,
+                       history_id=hid)
 
     # -- internals ----------------------------------------------------------------
 
-    def _execute(self, plan: Plan, v: Verdict) -> Outcome:
+    def _record(self, action: str, rel: str, line: int, **fields: Any) -> str | None:
+        """Append a history record (when a history is kept); its id."""
+        if self.history is None:
+            return None
+        texts = [fields.get("old"), fields.get("new"), *(fields.get("block") or [])]
+        if any(t and not privacy.check(t).passed for t in texts):
+            # Never keep a secret in a second place (a forget is often how one is removed): the
+            # record says what happened, redacted, and cannot be undone.
+            fields = {**fields, "block": None, "redacted": True,
+                      **{k: privacy.redact_for_log(fields[k]) for k in ("old", "new") if fields.get(k)}}
+        rec = hist.entry(action, self.root, rel, line, now=self._clock(), **fields)
+        return str(self.history.append(rec)["id"])
+
+    def _execute(self, plan: Plan, v: Verdict, session: dict[str, str] | None = None) -> Outcome:
         ns = str(plan.namespace)
         c = v.candidate
         score = None if c is None else round(c.score, 4)
@@ -104,12 +168,21 @@ class MemoryWriter:
             else:
                 edit = self._write(c.path, lambda t: mdedit.replace(t, c.text, c.line, plan.content, now, c.path))
             if edit is not None:
-                decision = "reinforced" if v.action == REINFORCE else "replaced"
-                return Outcome(decision, v.reason, c.path, edit.line, ns, score, edit.previous, edit.reinforcement)
+                if v.action == REINFORCE:
+                    hid = self._record(hist.REINFORCE, c.path, edit.line, old=edit.entry, new=plan.content,
+                                       session=session, namespace=ns, reason=v.reason, score=score)
+                    return Outcome("reinforced", v.reason, c.path, edit.line, ns, score, None, edit.reinforcement,
+                                   history_id=hid)
+                hid = self._record(hist.REPLACE, c.path, edit.line, old=edit.previous, new=plan.content,
+                                   block=list(edit.block), session=session, namespace=ns, reason=v.reason, score=score)
+                return Outcome("replaced", v.reason, c.path, edit.line, ns, score, edit.previous, history_id=hid)
             v = Verdict(APPEND, "the similar entry was edited away meanwhile; appended as new", c)
         edit = self._write(plan.target, lambda t: self._append(t, plan))
         assert edit is not None
-        return Outcome("appended", v.reason, plan.target, edit.line, ns, score)
+        related = None
+        if v.flag and c is not None:
+            related = {"flag": v.flag, "path": c.path, "line": c.line, "text": c.text, "score": score}
+        return Outcome("appended", v.reason, plan.target, edit.line, ns, score, related=related)
 
     def _append(self, text: str | None, plan: Plan) -> mdedit.Edit:
         now = self._clock()

@@ -1,0 +1,69 @@
+"""``memoryd history [PATH]`` and ``memoryd undo ID``: see and revert what writes replaced, removed or absorbed.
+
+Clients of the running daemon, like ``memoryd audit`` (owner only; the socket
+methods are in :mod:`daemon.history_methods`). ``daemon.cli`` adds the parsers
+with :func:`add_parsers` and dispatches through :data:`COMMANDS`.
+
+Text from memory files is printed with control characters escaped, so an entry
+cannot drive the terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any
+
+from daemon.cli_write import _call, _common, _print_json
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _safe(value: object, width: int = 0) -> str:
+    text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))
+    return text if not width or len(text) <= width else text[: width - 1] + "…"
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``history`` and ``undo`` to the ``memoryd`` sub-command parsers."""
+    p = sub.add_parser("history", help="list replaced, removed and reinforced entries (newest first), with undo IDs")
+    _common(p)
+    p.add_argument("path", nargs="?", help="only this file, or the files under this folder (relative to the root)")
+    p.add_argument("--limit", type=int, default=50, help="number of records (default 50)")
+
+    p = sub.add_parser("undo", help="revert one history record: put a replaced or removed entry back")
+    _common(p)
+    p.add_argument("id", help="the record's ID, as printed by `memoryd history`")
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"limit": args.limit}
+    if args.path:
+        params["path"] = args.path
+    result = _call(args, "history", params)
+    if args.json:
+        _print_json(result)
+        return 0
+    for e in result.get("entries", []):
+        done = f"  (undone by {_safe(e['undone_by'])})" if e.get("undone_by") else ""
+        print(f"{_safe(e.get('id', '?'))}  {_safe(e.get('time', '?'))}  {_safe(e.get('action', '?')):<9} "
+              f"{_safe(e.get('path', '-'))}:{_safe(e.get('line', '?'))}{done}")
+        if e.get("old") is not None:
+            print(f"    old: {_safe(e['old'], 200)}")
+        if e.get("new") is not None:
+            print(f"    new: {_safe(e['new'], 200)}")
+    return 0
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    result = _call(args, "undo", {"id": args.id})
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"restored: {_safe(result['path'])}:{result['line']} ({_safe(result.get('reason', ''))}; "
+              f"recorded as {_safe(result.get('history_id', '?'))})")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"history": cmd_history, "undo": cmd_undo}

@@ -1,0 +1,139 @@
+"""With the real default model (multilingual-e5-small): the issue's two reproductions and the labelled set's targets."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from daemon.app import Daemon
+from daemon.client import Client
+from daemon.methods import build_handlers
+from daemon.server import SocketServer
+from daemon.write_methods import build_write_handlers
+from indexer.config import EmbeddingConfig, WriteConfig
+from indexer.embedding import load_embedder
+from indexer.embedtext import clean_line
+from indexer.engine import MemoryIndex
+from indexer.types import Embedder
+from indexer.write import calibration as cal
+from indexer.write.access import DEFAULT
+from indexer.write.dedup import Thresholds
+from indexer.write.history import History
+from indexer.write.pipeline import Plan, prepare
+from indexer.write.writer import MemoryWriter
+from tests.helpers import make_config, ready, wait_for
+
+DATA = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
+
+
+@pytest.fixture(scope="module")
+def e5(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return load_embedder(EmbeddingConfig(), tmp_path_factory.mktemp("e5"))
+
+
+@pytest.fixture
+def writer(tmp_path: Path, e5: Embedder) -> Iterator[tuple[MemoryWriter, Path]]:
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = dataclasses.replace(make_config(root, tmp_path / "data"), embedding=EmbeddingConfig())  # default thresholds
+    index = MemoryIndex(cfg, e5)
+    try:
+        yield MemoryWriter(index, root, cfg.write, history=History.in_data_dir(cfg.data_dir)), root
+    finally:
+        index.close()
+
+
+def _plan(text: str) -> Plan:
+    p = prepare(text, DEFAULT, date(2025, 3, 1))
+    assert isinstance(p, Plan), p
+    return p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("first", "second"), [
+    ("Always use tabs for indentation in Go files", "偏好使用 Vim 编辑器写代码"),
+    ("We decided to use PostgreSQL for the billing service", "我们决定采用微服务架构来重构整个订单系统"),
+])
+def test_an_unrelated_memory_in_another_language_is_written_next_to_the_old_one(
+        writer: tuple[MemoryWriter, Path], first: str, second: str) -> None:
+    w, root = writer
+    a = w.remember(_plan(first))
+    b = w.remember(_plan(second))
+    assert (a.decision, b.decision) == ("appended", "appended"), b
+    text = "".join(p.read_text() for p in root.rglob("*.md"))
+    assert first in text and second in text  # nothing replaced, nothing swallowed
+    assert w.history is not None and list(w.history.records()) == []
+
+
+@pytest.mark.slow
+def test_the_labelled_set_meets_the_targets(e5: Embedder) -> None:
+    pairs = cal.load_trust_pairs(DATA)
+    texts = sorted({clean_line(t) for p in pairs for t in (p.existing, p.new)})
+    vecs = dict(zip(texts, e5.embed_passages(texts), strict=True))
+    cos = {p.id: float(vecs[clean_line(p.existing)] @ vecs[clean_line(p.new)]) for p in pairs}
+    th = Thresholds.from_config(WriteConfig())
+    for lang in cal.TRUST_LANGS:
+        m = cal.trust_matrix([p for p in pairs if p.lang == lang], cos, th)
+        s = cal.trust_summary(m)
+        assert s["unrelated_harmed"] == 0 and s["updates_lost"] == 0, cal.render_trust(m, lang)
+        assert s["updates_caught"] >= 0.9, cal.render_trust(m, lang)
+        assert lang == "cross" or s["paraphrases_reinforced"] >= 0.8, cal.render_trust(m, lang)
+        assert m[("paraphrase", "append")] <= 3, cal.render_trust(m, lang)
+
+
+@pytest.mark.slow
+def test_the_calibration_set_loses_nothing_either(e5: Embedder) -> None:
+    pairs = cal.as_trust(cal.load_pairs(Path(__file__).parent.parent / "data" / "calibration.jsonl"))
+    texts = sorted({clean_line(t) for p in pairs for t in (p.existing, p.new)})
+    vecs = dict(zip(texts, e5.embed_passages(texts), strict=True))
+    cos = {p.id: float(vecs[clean_line(p.existing)] @ vecs[clean_line(p.new)]) for p in pairs}
+    m = cal.trust_matrix(pairs, cos, Thresholds.from_config(WriteConfig()))
+    s = cal.trust_summary(m)
+    assert s["unrelated_harmed"] == 0 and s["updates_lost"] == 0 and s["updates_caught"] >= 0.9, cal.render_trust(m, "")
+
+
+@pytest.fixture
+def e5_daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Client, Path]]:
+    """An in-process daemon with the real model and the default write config, serving the socket."""
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
+    cfg = dataclasses.replace(cfg, embedding=EmbeddingConfig(),
+                              server=dataclasses.replace(cfg.server, socket=short_dir / "m.sock"))
+    d = Daemon(cfg, env={})
+    d.startup()
+    server = SocketServer(short_dir / "w.sock", build_handlers(d) | build_write_handlers(d))
+    try:
+        server.start()
+        client = Client(server.address, timeout=60)
+        wait_for(lambda: ready(client), timeout=60, what="start-up reconcile")
+        yield client, root
+        client.close()
+    finally:
+        server.stop()
+        d.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
+def test_through_the_socket_nothing_is_lost_and_a_replace_can_be_undone(e5_daemon: tuple[Client, Path]) -> None:
+    client, root = e5_daemon
+    texts = ["Always use tabs for indentation in Go files", "偏好使用 Vim 编辑器写代码",
+             "We decided to use PostgreSQL for the billing service", "我们决定采用微服务架构来重构整个订单系统"]
+    decisions = [client.call("remember", {"content": t})["decision"] for t in texts]
+    assert decisions == ["appended"] * 4
+    assert client.call("history", {})["entries"] == []
+    files = "".join(p.read_text() for p in root.rglob("*.md"))
+    assert all(t in files for t in texts)
+    client.call("remember", {"content": "We deploy the API to production every Tuesday."})
+    rep = client.call("remember", {"content": "We deploy the API to production every Thursday."})
+    assert rep["decision"] == "replaced" and rep["previous"] == "We deploy the API to production every Tuesday."
+    [entry] = client.call("history", {"path": rep["path"]})["entries"]
+    assert (entry["id"], entry["action"], entry["old"]) == (rep["history_id"], "replace", rep["previous"])
+    assert client.call("undo", {"id": rep["history_id"]})["decision"] == "restored"
+    text = (root / rep["path"]).read_text()
+    assert "every Tuesday." in text and "every Thursday." not in text
