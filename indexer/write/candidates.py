@@ -25,8 +25,9 @@ from indexer.cache import cache_key
 from indexer.config import WriteConfig
 from indexer.embedtext import clean_line
 from indexer.memblocks import BlockError
-from indexer.write.access import namespace_of
+from indexer.write.access import namespace_of, resolve_target
 from indexer.write.dedup import Candidate
+from indexer.write.errors import BadTarget
 from indexer.write.mdedit import entries
 from indexer.write.pipeline import Plan
 
@@ -75,7 +76,18 @@ def _nearest_chunks(index: MemoryIndex, root: Path, plan: Plan, k: int) -> list[
     prefix = f"{root}/{plan.namespace.folder}/" if plan.namespace.folder else f"{root}/"
     hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix)["hits"]
     return [(h["path"], h["start_line"], h["end_line"]) for h in hits
-            if Path(h["root"]) == root and h["path"].endswith(".md") and namespace_of(h["path"]) == plan.namespace]
+            if Path(h["root"]) == root and h["path"].endswith(".md") and namespace_of(h["path"]) == plan.namespace
+            and _writable(root, h["path"])]
+
+
+def _writable(root: Path, rel: str) -> bool:
+    """Could the writer edit ``rel``? A link (symlink or hard link) never is: as a candidate it would
+    turn a plain append into a refused replace."""
+    try:
+        resolve_target(root, rel)
+    except BadTarget:
+        return False
+    return True
 
 
 def embed_entries(index: MemoryIndex, texts: Sequence[str]) -> FloatArray:
