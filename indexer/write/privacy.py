@@ -69,7 +69,10 @@ yes more less most least much many few several own such up down out off back awa
 per use using used needs need must should will would can could may might shall be been is was are were has have had
 do does did locked unlocked disabled enabled active inactive compromised leaked exposed obvious guessable trivial it
 it's that's what's there's mandatory complicated forgotten lost unchanged identical printed different standard shown
+see ask check look find get call contact refer follow read
 """.split())
+#: A value that is code reading the secret from somewhere else (``os.environ[…]``, ``getenv(…)``), or a file path.
+_INDIRECT = re.compile(r"^(?:[A-Za-z_][\w.]*[(\[]|~?/|\.\.?/|\$)")
 _PROSE_SUFFIXES = ("ed", "ing", "ly", "tion", "able", "ible", "ment", "ness")
 #: Algorithm and encoding names that follow 密码/パスワード without being a password (密码 SHA256 哈希).
 _TECH_TERMS = frozenset("""
@@ -140,7 +143,8 @@ def _is_prose_word(v: str) -> bool:
 def _value_given(m: re.Match[str]) -> bool:
     """``password is X`` / ``password: X`` gives a password unless X is a placeholder or a prose word."""
     v = _value(m)
-    return not _PLACEHOLDER.match(v) and not _is_prose_word(v) and v.lower().strip(".,;:") not in _TECH_TERMS
+    return (not _PLACEHOLDER.match(v) and not _INDIRECT.match(v) and not _is_prose_word(v)
+            and v.lower().strip(".,;:") not in _TECH_TERMS)
 
 
 def _value_secret_looking(m: re.Match[str]) -> bool:
@@ -179,7 +183,7 @@ def _card(m: re.Match[str]) -> bool:
         return False
     if seps and any(len(g) < 3 for g in re.split(r"\D", s)):
         return False  # 4111.1111.1111.1111 and 3782 822463 10005, not 1.2.3.4.5.6.7
-    return bool(_CARD_PREFIX.match(digits)) and _luhn_ok(digits)
+    return bool(_CARD_PREFIX.match(digits)) and _luhn_ok(digits) and not _labelled_other(m)
 
 
 def _cn_id(m: re.Match[str]) -> bool:
@@ -189,14 +193,20 @@ def _cn_id(m: re.Match[str]) -> bool:
     return s[17] == check and 1900 <= int(s[6:10]) <= 2100 and 1 <= int(s[10:12]) <= 12
 
 
-_ORDER_WORDS = re.compile(r"(?:订单|单号|编号|工单|流水|运单|快递|批次|序列号|注文|番号|order|invoice|ticket|tracking|"
-                          r"ref|sku|serial|id|no\.?|#)\s*[:：#]?\s*$", re.IGNORECASE)
+_ORDER_WORDS = re.compile(r"(?:订单|单号|编号|工单|流水|运单|快递|批次|序列|型号|发票|注文|型番|伝票|order|invoice|ticket"
+                          r"|tracking|ref|sku|serial|model|part|batch|build)\s*(?:no\.?|number|num|id|#|号|番号)?"
+                          r"\s*[:：#]?\s*$", re.IGNORECASE)
+
+
+def _labelled_other(m: re.Match[str]) -> bool:
+    """The words just before call the number an order, ticket, model or serial number (not personal data)."""
+    return _ORDER_WORDS.search(m.string[max(0, m.start() - 20):m.start()]) is not None
 
 
 def _ssn(m: re.Match[str]) -> bool:
     """The SSA's never-issued area, group and serial numbers (000, 666, 9xx; 00; 0000) are not SSNs."""
     area, group, serial = m.group().split("-")
-    return area not in ("000", "666") and group != "00" and serial != "0000"
+    return area not in ("000", "666") and group != "00" and serial != "0000" and not _labelled_other(m)
 
 
 def _assigned(m: re.Match[str]) -> bool:
@@ -207,9 +217,15 @@ def _assigned(m: re.Match[str]) -> bool:
     return _value_given(m)
 
 
+def _cli_value(m: re.Match[str]) -> bool:
+    """``-pSECRET``, ``-u user:SECRET``, ``-a SECRET``: the secret part is no placeholder (``$API_PASS``)."""
+    v = next(g for g in m.groups() if g)
+    return not _PLACEHOLDER.match(v.split(":", 1)[-1].strip("\"'"))
+
+
 def _cn_mobile(m: re.Match[str]) -> bool:
     """An 11-digit 1[3-9]… number, unless the words just before call it an order, ticket or serial number."""
-    return not _ORDER_WORDS.search(m.string[max(0, m.start() - 16):m.start()])
+    return not _labelled_other(m)
 
 
 _IBAN_LENGTHS = dict(
@@ -237,10 +253,16 @@ def _random_pieces(m: re.Match[str]) -> bool:
 
 
 def _aws_secret(m: re.Match[str]) -> bool:
-    """40 base64 characters, mixed case with a digit, with "secret"/"aws"/密钥 in the 120 characters before."""
+    """40 base64 characters, mixed case with a digit, and a ``/`` or ``+`` or "secret"/"aws"/密钥 just before.
+
+    Hex digests are lower case and base64 hashes are 28 or 44 characters long, so a
+    40-character mixed-case run with a slash is a credential far more often than not.
+    """
     s = m.group()
     if not (any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)):
         return False
+    if "/" in s or "+" in s:
+        return True
     before = m.string[max(0, m.start() - 120):m.start()].lower()
     return any(w in before for w in ("secret", "aws", "密钥", "秘钥", "シークレット", "秘密", "credential"))
 
@@ -302,8 +324,9 @@ _NUMBER_RUN = re.compile(r"[0-9][0-9 .\-/_\u00a0]{9,}[0-9]")
 _CJK_PASSWORD_WORDS = r"密码|口令|密钥|秘钥|私钥|令牌|验证码|支付密码|PIN码|pin码"
 _JA_PASSWORD_WORDS = (r"パスワード|暗証番号|パスコード|合言葉|PINコード|ピン番号|秘密鍵|シークレットキー|シークレット"
                       r"|アクセスキー|APIキー|トークン")
-_ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*_+\-~?.=/]{4,64}"
-_COUNTERS = r"(?![年月日号位個个次天时時分秒字文桁回%])"
+_ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*_+\-~?.=/]{4,64}+"
+#: After the value: a counter (8 位, 4 桁) or a particle saying where/how (KeePassで, ~/.ssh/id_rsa に) is no password.
+_COUNTERS = r"(?![年月日号位個个次天时時分秒字文桁回%])(?!\s*(?:で(?!す|し)|に(?!変|設|し|な)|を|から|へ|中|里|上|内))"
 
 _CONTEXT_RULES: tuple[SecretRule, ...] = (
     SecretRule("private_key", SECRET, re.compile(
@@ -325,7 +348,7 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"|reads)\s*[:=]?|\s*[:=])\s*[\"'“‘`]?(?P<value>[^\s\"'”’`]{3,64})", re.IGNORECASE),
         "contains a password", _value_given, needles=("pass", "pwd"), lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
-        rf"(?:{_CJK_PASSWORD_WORDS}|token)(?:都|也|还|就)?\s*(?:是|为|叫做|叫作|叫|设为|设置为|设成|改成|改为|换成|变成|[:：=])\s*"
+        rf"(?:{_CJK_PASSWORD_WORDS}|token)(?:都|也|还|就)?\s*(?:是|为|叫做|叫作|叫|(?:设为|设置为|设成|改成|改为|换成|变成)了?|[:：=])\s*"
         rf"[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}", re.IGNORECASE),
         "contains a password/token/key (密码/密钥)", _value_given,
         needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码", "token")),
@@ -347,7 +370,7 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:mysql|mysqldump|mariadb)\s[^\n]*?(?<=\s)-p(?P<value>[^\s'\"-][^\s]*)"
         r"|(?:curl|wget|http)\s[^\n]*?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
         r"|redis-cli\s[^\n]*?(?<=\s)-a\s+(?P<value3>[^\s]+)"),
-        "contains a password on a command line", needles=("mysql", "mariadb", "curl", "wget", "http", "redis-cli")),
+        "contains a password on a command line", _cli_value, needles=("mysql", "mariadb", "curl", "wget", "http", "redis-cli")),
     SecretRule("pin", SECRET, re.compile(
         r"(?<![A-Za-z0-9])(?:PIN|(?i:pin)(?=\s*(?:code|number|is|was|[:=#])))(?:\s*(?:code|number|码|コード|番号))?"
         r"\s*(?:is|was|[:=：#]|是|为|は)?\s*(?P<value>[0-9]{4,8})(?![0-9]|[.,][0-9])"),
@@ -356,8 +379,7 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:暗証番号|PINコード|取款密码|支付密码|银行卡密码)\s*(?:は|が|：|:|是|为)?\s*(?P<value>[0-9]{4,8})(?![0-9])"),
         "contains a PIN", needles=("暗証番号", "pinコード", "取款密码", "支付密码", "银行卡密码")),
     SecretRule("aws_secret_key", SECRET, re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])"),
-               "contains an AWS secret access key", _aws_secret,
-               needles=("secret", "aws", "密钥", "秘钥", "シークレット", "秘密", "credential")),
+               "contains an AWS secret access key", _aws_secret, gate=re.compile(r"[A-Za-z0-9+/]{40}")),
     SecretRule("encoded_secret", SECRET, re.compile(
         r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]{0,4096}[A-Z])"
         r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret", _encoded_secret, gate=re.compile(r"[A-Za-z0-9+/]{24}")),
