@@ -324,6 +324,8 @@ _NUMBER_RUN = re.compile(r"[0-9][0-9 .\-/_\u00a0]{9,}[0-9]")
 _CJK_PASSWORD_WORDS = r"密码|口令|密钥|秘钥|私钥|令牌|验证码|支付密码|PIN码|pin码"
 _JA_PASSWORD_WORDS = (r"パスワード|暗証番号|パスコード|合言葉|PINコード|ピン番号|秘密鍵|シークレットキー|シークレット"
                       r"|アクセスキー|APIキー|トークン")
+#: 是/为/叫做/改成了…: "is", "is called", "was changed to" (``token`` is followed only by these: ``token = …`` is code).
+_CJK_IS = r"是|为|叫做|叫作|叫|(?:设为|设置为|设成|改成|改为|换成|变成)了?"
 _ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*_+\-~?.=/]{4,64}+"
 #: After the value: a counter (8 位, 4 桁) or a particle saying where/how (KeePassで, ~/.ssh/id_rsa に) is no password.
 _COUNTERS = r"(?![年月日号位個个次天时時分秒字文桁回%])(?!\s*(?:で(?!す|し)|に(?!変|設|し|な)|を|から|へ|中|里|上|内))"
@@ -348,7 +350,7 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"|reads)\s*[:=]?|\s*[:=])\s*[\"'“‘`]?(?P<value>[^\s\"'”’`]{3,64})", re.IGNORECASE),
         "contains a password", _value_given, needles=("pass", "pwd"), lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
-        rf"(?:{_CJK_PASSWORD_WORDS}|token)(?:都|也|还|就)?\s*(?:是|为|叫做|叫作|叫|(?:设为|设置为|设成|改成|改为|换成|变成)了?|[:：=])\s*"
+        rf"(?:(?:{_CJK_PASSWORD_WORDS})(?:都|也|还|就)?\s*(?:{_CJK_IS}|[:：=])|token\s*(?:{_CJK_IS}))\s*"
         rf"[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}", re.IGNORECASE),
         "contains a password/token/key (密码/密钥)", _value_given,
         needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码", "token")),

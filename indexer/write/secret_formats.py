@@ -59,7 +59,7 @@ FORMATS: tuple[TokenFormat, ...] = (
                 "slack-bot-token, slack-user-token"),
     TokenFormat("slack_token", "xapp-", "A-Za-z0-9-", 20, None, "contains a Slack token", "slack-app-token"),
     TokenFormat("google_api_key", "AIza", _URL, 35, 35, "contains a Google API key", "gcp-api-key"),
-    TokenFormat("google_oauth_token", r"ya29\.", _URL, 20, None, "contains a Google OAuth access token",
+    TokenFormat("google_oauth_token", r"ya29\.", "A-Za-z0-9_.-", 20, None, "contains a Google OAuth access token",
                 "developers.google.com/identity (ya29. access tokens)"),
     TokenFormat("google_oauth_token", "GOCSPX-", _URL, 20, None, "contains a Google OAuth client secret",
                 "developers.google.com/identity (GOCSPX- client secrets)"),
