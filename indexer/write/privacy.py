@@ -54,8 +54,12 @@ _PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\*+|x{3,}|\.{3}|…|\$\{[^}]*\}|\{\{[^}]
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _NOT_ALNUM_AFTER = "(?![A-Za-z0-9])"
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 #: Words that follow "the password is" in prose about passwords, not in a sentence giving one.
-_PROSE_WORDS = frozenset("""
+_PROSE_WORDS = _words("""
 a an the in on at of for to not now still also being too very only just my your our their his her its this that these
 those same different set unset reset changed stored saved kept managed rotated expired correct incorrect wrong right
 invalid valid weak strong long short secure insecure required optional empty blank missing hashed encrypted hidden
@@ -70,16 +74,16 @@ per use using used needs need must should will would can could may might shall b
 do does did locked unlocked disabled enabled active inactive compromised leaked exposed obvious guessable trivial it
 it's that's what's there's mandatory complicated forgotten lost unchanged identical printed different standard shown
 see ask check look find get call contact refer follow read
-""".split())
+""")
 #: A value that is code reading the secret from somewhere else (``os.environ[…]``, ``getenv(…)``), or a file path.
 _INDIRECT = re.compile(r"^(?:[A-Za-z_][\w.]*[(\[]|~?/|\.\.?/|\$)")
 _PROSE_SUFFIXES = ("ed", "ing", "ly", "tion", "able", "ible", "ment", "ness")
 #: Algorithm and encoding names that follow 密码/パスワード without being a password (密码 SHA256 哈希).
-_TECH_TERMS = frozenset("""
+_TECH_TERMS = _words("""
 md5 sha1 sha-1 sha256 sha-256 sha512 sha-512 sha3 bcrypt scrypt argon2 argon2id pbkdf2 aes aes128 aes256 aes-128
 aes-256 aes-gcm rsa rsa2048 rsa4096 ecdsa ed25519 hmac hmac-sha256 base64 utf-8 utf8 ascii unicode totp hotp otp 2fa mfa
 sso ldap oauth oauth2 saml kerberos ntlm radius vault 1password bitwarden keepass lastpass keychain env json yaml
-""".split())
+""")
 
 
 @dataclass(frozen=True)
@@ -193,8 +197,8 @@ def _cn_id(m: re.Match[str]) -> bool:
     return s[17] == check and 1900 <= int(s[6:10]) <= 2100 and 1 <= int(s[10:12]) <= 12
 
 
-_ORDER_WORDS = re.compile(r"(?:订单|单号|编号|工单|流水|运单|快递|批次|序列|型号|发票|注文|型番|伝票|order|invoice|ticket"
-                          r"|tracking|ref|sku|serial|model|part|batch|build)\s*(?:no\.?|number|num|id|#|号|番号)?"
+_ORDER_WORDS = re.compile(r"(?:订单|单号|编号|工单|流水|运单|快递|批次|序列|型号|发票|注文|型番|伝票|order|invoice"
+                          r"|ticket|tracking|ref|sku|serial|model|part|batch|build)\s*(?:no\.?|number|num|id|#|号|番号)?"
                           r"\s*[:：#]?\s*$", re.IGNORECASE)
 
 
@@ -205,8 +209,10 @@ def _labelled_other(m: re.Match[str]) -> bool:
 
 def _ssn(m: re.Match[str]) -> bool:
     """The SSA's never-issued area, group and serial numbers (000, 666, 9xx; 00; 0000) are not SSNs."""
-    area, group, serial = m.group().split("-")
-    return area not in ("000", "666") and group != "00" and serial != "0000" and not _labelled_other(m)
+    d = re.sub(r"[^0-9]", "", m.group("value") if m.re.groupindex.get("value") else m.group())
+    area, group, serial = d[:3], d[3:5], d[5:]
+    return (area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+            and not _labelled_other(m))
 
 
 def _assigned(m: re.Match[str]) -> bool:
@@ -228,11 +234,11 @@ def _cn_mobile(m: re.Match[str]) -> bool:
     return not _labelled_other(m)
 
 
-_IBAN_LENGTHS = dict(
-    (c[:2], int(c[2:])) for c in """AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BR29 CH21 CR22 CY28 CZ24 DE22 DK18
+_IBAN_LENGTHS = {c[:2]: int(c[2:]) for c in _words("""
+    AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BR29 CH21 CR22 CY28 CZ24 DE22 DK18
     DO28 EE20 EG29 ES24 FI18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20
     LB28 LC32 LI21 LT20 LU20 LV21 MC27 MD24 ME22 MK19 MR27 MT31 MU30 NL18 NO15 PK24 PL28 PS29 PT25 QA29 RO24 RS22 SA24
-    SC31 SE24 SI19 SK24 SM27 ST25 SV28 TL23 TN24 TR26 UA29 VA22 VG24 XK20""".split())
+    SC31 SE24 SI19 SK24 SM27 ST25 SV28 TL23 TN24 TR26 UA29 VA22 VG24 XK20""")}
 
 
 def _iban(m: re.Match[str]) -> bool:
@@ -372,7 +378,8 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:mysql|mysqldump|mariadb)\s[^\n]*?(?<=\s)-p(?P<value>[^\s'\"-][^\s]*)"
         r"|(?:curl|wget|http)\s[^\n]*?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
         r"|redis-cli\s[^\n]*?(?<=\s)-a\s+(?P<value3>[^\s]+)"),
-        "contains a password on a command line", _cli_value, needles=("mysql", "mariadb", "curl", "wget", "http", "redis-cli")),
+        "contains a password on a command line", _cli_value,
+        needles=("mysql", "mariadb", "curl", "wget", "http", "redis-cli")),
     SecretRule("pin", SECRET, re.compile(
         r"(?<![A-Za-z0-9])(?:PIN|(?i:pin)(?=\s*(?:code|number|is|was|[:=#])))(?:\s*(?:code|number|码|コード|番号))?"
         r"\s*(?:is|was|[:=：#]|是|为|は)?\s*(?P<value>[0-9]{4,8})(?![0-9]|[.,][0-9])"),
@@ -384,21 +391,23 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
                "contains an AWS secret access key", _aws_secret, gate=re.compile(r"[A-Za-z0-9+/]{40}")),
     SecretRule("encoded_secret", SECRET, re.compile(
         r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]{0,4096}[A-Z])"
-        r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret", _encoded_secret, gate=re.compile(r"[A-Za-z0-9+/]{24}")),
+        r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret",
+        _encoded_secret, gate=re.compile(r"[A-Za-z0-9+/]{24}")),
     SecretRule("card_number", SECRET, re.compile(
         r"[0-9](?<![0-9.,-][0-9])[ .\-/_\u00a0]?(?:[0-9][ .\-/_\u00a0]?){11,17}[0-9](?![0-9]|[.,/-][0-9])"),
         "contains a payment card number", _card, gate=_NUMBER_RUN),
     SecretRule("national_id", SECRET, re.compile(r"[0-9](?<![0-9][0-9])[0-9]{16}[0-9Xx](?![0-9A-Za-z])"),
                "contains a national ID number", _cn_id, gate=_NUMBER_RUN),
-    SecretRule("phone_number", SECRET, re.compile(r"1(?<![A-Za-z0-9+]1)[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9]|[-.][0-9])"),
-               "contains a mobile phone number", _cn_mobile, gate=_NUMBER_RUN),
+    SecretRule("phone_number", SECRET, re.compile(
+        r"1(?<![A-Za-z0-9+]1)[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9]|[-.][0-9])"),
+        "contains a mobile phone number", _cn_mobile, gate=_NUMBER_RUN),
     SecretRule("phone_number", SECRET, re.compile(r"\+86[ -]?1[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9]|[-.][0-9])"),
                "contains a mobile phone number", needles=("+86",)),
     SecretRule("ssn", SECRET, re.compile(r"[0-8](?<![A-Za-z0-9-][0-8])[0-9]{2}-[0-9]{2}-[0-9]{4}(?![0-9]|-[0-9])"),
                "contains a social security number", _ssn, gate=_NUMBER_RUN),
     SecretRule("ssn", SECRET, re.compile(
         r"(?i:ssn|social security(?: number| no\.?)?)[^0-9\n]{0,12}(?P<value>[0-9]{3}[ -]?[0-9]{2}[ -]?[0-9]{4})"
-        r"(?![0-9])"), "contains a social security number", needles=("ssn", "social security")),
+        r"(?![0-9])"), "contains a social security number", _ssn, needles=("ssn", "social security")),
     SecretRule("iban", SECRET, re.compile(
         r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z][0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"),
         "contains a bank account number (IBAN)", _iban, gate=_DIGIT_RUN),
@@ -458,7 +467,7 @@ def _wanted(rule: SecretRule, text: str, low: str, gates: dict[re.Pattern[str], 
 
 def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]:
     """Every match in ``text`` as given (offsets into ``text``, no folding), earliest first, overlaps removed."""
-    hits = []
+    hits: list[Finding] = []
     low = text.lower()
     gates: dict[re.Pattern[str], bool] = {}
     for rule in RULES:

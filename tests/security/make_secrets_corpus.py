@@ -237,13 +237,12 @@ def positives(r: random.Random) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for kind, make in SECRETS.items():
         for lang, templates in TOKEN_NOTES.items():
-            for t in r.sample(templates, 3 if lang == "en" else 2):
-                rows.append({"text": t.format(s=make(r)), "label": 1, "kind": kind, "lang": lang})
+            rows.extend({"text": t.format(s=make(r)), "label": 1, "kind": kind, "lang": lang}
+                        for t in r.sample(templates, 3 if lang == "en" else 2))
     for kind, by_lang in PII_NOTES.items():
         for lang, templates in by_lang.items():
-            for _ in range(5 if lang in ("en", "zh") else 3):
-                rows.append({"text": r.choice(templates).format(s=pii_value(kind, r)), "label": 1, "kind": kind,
-                             "lang": lang})
+            rows.extend({"text": r.choice(templates).format(s=pii_value(kind, r)), "label": 1, "kind": kind,
+                         "lang": lang} for _ in range(5 if lang in ("en", "zh") else 3))
     for _ in range(12):  # keys split into groups by spaces, and base64 of a key or a .env line
         key = f"sk-proj-{mixed(r, 32)}"
         rows.append({"text": f"The key is {key[:8]}{group(key[8:], r.choice([4, 6, 8]))} (split for the slide)",
@@ -373,7 +372,8 @@ HAND_NEGATIVES: list[tuple[str, str, str]] = [
     ("tech", "en", "The build cache key is linux-x64-node20-3f9a2c1b7e4d5a6f8091a2b3c4d5e6f7."),
     ("tech", "en", "Bump the Docker base image to python:3.11.7-slim-bookworm."),
     ("tech", "en", "The Grafana dashboard UID is aBcD3fGh1 and the panel id is 12."),
-    ("tech", "en", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxkZ3Vxa2VyY2RvbWFpbi5leGFtcGxlLmNvbQ alice@laptop is the public key."),
+    ("tech", "en", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxkZ3Vxa2VyY2RvbWFpbi5leGFtcGxlLmNvbQ alice@laptop is the "
+                   "public key."),
     ("tech", "en", "YouTube video id dQw4w9WgXcQ was the example in the talk."),
     ("tech", "en", "The S3 bucket is s3://acme-prod-backups/2024/11/ and lifecycle is 30 days."),
     ("tech", "en", "Feature flag FF_NEW_CHECKOUT_FLOW_V2_ENABLED is on for 10% of users."),
@@ -481,9 +481,8 @@ def negatives(r: random.Random) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = [{"text": t, "label": 0, "kind": k, "lang": lang} for k, lang, t in HAND_NEGATIVES]
     for kind, by_lang in NEG_TEMPLATES.items():
         for lang, templates in by_lang.items():
-            for _ in range(9 if lang == "en" else 5):
-                rows.append({"text": r.choice(templates).format(**neg_fields(r)), "label": 0, "kind": kind,
-                             "lang": lang})
+            rows.extend({"text": r.choice(templates).format(**neg_fields(r)), "label": 0, "kind": kind,
+                         "lang": lang} for _ in range(9 if lang == "en" else 5))
     return rows
 
 
