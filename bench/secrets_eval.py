@@ -3,6 +3,8 @@
     python bench/secrets_eval.py                      # memoryd's detector
     python bench/secrets_eval.py --show-errors        # and every miss / false alarm
     python bench/secrets_eval.py --throughput DIR     # and its speed on the Markdown files under DIR
+    git show REV:indexer/write/privacy.py > /tmp/old_privacy.py
+    python bench/secrets_eval.py --throughput DIR --baseline /tmp/old_privacy.py   # and an older detector's
     python bench/secrets_eval.py --compare detect-secrets           # needs detect-secrets installed
     python bench/secrets_eval.py --compare gitleaks=PATH/gitleaks.toml
 
@@ -17,6 +19,7 @@ and entropy; its allowlists are not applied, which can only add hits).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import re
@@ -113,20 +116,40 @@ def table(title: str, cells: dict[str, Counter[str]]) -> str:
     return "\n".join(lines)
 
 
-def throughput(folder: Path) -> dict[str, float]:
-    """chars/s of ``redact(text, "secrets")`` (the index-time call) on 1,200-character slices of the files."""
+def _best_rate(texts: list[str], redact: Callable[[str, str], str], rounds: int = 7) -> float:
+    best = math.inf
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for t in texts:
+            redact(t, "secrets")
+        best = min(best, time.perf_counter() - t0)
+    return sum(map(len, texts)) / best
+
+
+def throughput(folder: Path, baseline: Path | None) -> dict[str, float]:
+    """chars/s of ``redact(text, "secrets")`` (the index-time call) on 1,200-character slices of the files.
+
+    With ``baseline`` (an older ``privacy.py``, stdlib-only), the two are timed in
+    alternation in this one process, so machine load affects both alike.
+    """
     texts = []
     for f in sorted(folder.rglob("*.md")):
         t = f.read_text(encoding="utf-8", errors="replace")
         texts += [t[i:i + 1200] for i in range(0, len(t), 1200)]
-    chars = sum(map(len, texts))
-    best = math.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for t in texts:
-            privacy.redact(t, "secrets")
-        best = min(best, time.perf_counter() - t0)
-    return {"chars": chars, "chars_per_s": round(chars / best)}
+    out: dict[str, float] = {"chars": sum(map(len, texts))}
+    if baseline is None:
+        out["chars_per_s"] = round(_best_rate(texts, privacy.redact))
+        return out
+    spec = importlib.util.spec_from_file_location("baseline_privacy", baseline)
+    assert spec is not None and spec.loader is not None
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(old)
+    now, before = 0.0, 0.0
+    for _ in range(3):
+        now = max(now, _best_rate(texts, privacy.redact, 3))
+        before = max(before, _best_rate(texts, old.redact, 3))
+    return out | {"chars_per_s": round(now), "baseline_chars_per_s": round(before), "slowdown": round(before / now, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--show-errors", action="store_true")
     ap.add_argument("--throughput", type=Path, metavar="DIR")
+    ap.add_argument("--baseline", type=Path, metavar="PRIVACY_PY", help="an older privacy.py to time as well")
     ap.add_argument("--compare", metavar="NAME[=PATH]", help="detect-secrets, or gitleaks=PATH/gitleaks.toml")
     args = ap.parse_args(argv)
     rows = load(args.corpus)
@@ -153,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"detector": name, "notes": len(rows), **dict(res["total"]),  # type: ignore[arg-type]
            "recall": round(res["recall"], 4), "fp_rate": round(res["fp_rate"], 4), **extra}  # type: ignore[arg-type]
     if args.throughput:
-        out |= throughput(args.throughput)
+        out |= throughput(args.throughput, args.baseline)
     print(json.dumps(out))
     return 0
 

@@ -325,6 +325,8 @@ _KEY_NAMES = (r"passwords?|passwd|passphrase|pwd|secret|client[_-]?secret|secret
               r"|private[_-]?key|credentials?|aws_secret_access_key|account[_-]?key|shared[_-]?access[_-]?key")
 _KEY_NEEDLES = ("pass", "pwd", "secret", "key", "token", "bearer", "credential")
 _DIGIT_RUN = re.compile(r"[0-9]{3}")
+#: AWS secret keys (40) and base64 worth decoding (24+) both need a long base64 run; one scan answers for both.
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24}")
 #: Cards, ID, mobile and social security numbers all hold 11+ digits and separators in a row.
 _NUMBER_RUN = re.compile(r"[0-9][0-9 .\-/_\u00a0]{9,}[0-9]")
 _CJK_PASSWORD_WORDS = r"密码|口令|密钥|秘钥|私钥|令牌|验证码|支付密码|PIN码|pin码"
@@ -376,10 +378,10 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         "contains a password on a command line", _value_not_placeholder, needles=("-p", "--")),
     SecretRule("credential_assignment", SECRET, re.compile(
         r"(?:mysql|mysqldump|mariadb)\s[^\n]*?(?<=\s)-p(?P<value>[^\s'\"-][^\s]*)"
-        r"|(?:curl|wget|http)\s[^\n]*?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
+        r"|(?:curl|wget)\s[^\n]*?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
         r"|redis-cli\s[^\n]*?(?<=\s)-a\s+(?P<value3>[^\s]+)"),
         "contains a password on a command line", _cli_value,
-        needles=("mysql", "mariadb", "curl", "wget", "http", "redis-cli")),
+        needles=("mysql", "mariadb", "curl", "wget", "redis-cli")),
     SecretRule("pin", SECRET, re.compile(
         r"(?<![A-Za-z0-9])(?:PIN|(?i:pin)(?=\s*(?:code|number|is|was|[:=#])))(?:\s*(?:code|number|码|コード|番号))?"
         r"\s*(?:is|was|[:=：#]|是|为|は)?\s*(?P<value>[0-9]{4,8})(?![0-9]|[.,][0-9])"),
@@ -388,11 +390,11 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:暗証番号|PINコード|取款密码|支付密码|银行卡密码)\s*(?:は|が|：|:|是|为)?\s*(?P<value>[0-9]{4,8})(?![0-9])"),
         "contains a PIN", needles=("暗証番号", "pinコード", "取款密码", "支付密码", "银行卡密码")),
     SecretRule("aws_secret_key", SECRET, re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])"),
-               "contains an AWS secret access key", _aws_secret, gate=re.compile(r"[A-Za-z0-9+/]{40}")),
+               "contains an AWS secret access key", _aws_secret, gate=_BASE64_RUN),
     SecretRule("encoded_secret", SECRET, re.compile(
         r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]{0,4096}[A-Z])"
         r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret",
-        _encoded_secret, gate=re.compile(r"[A-Za-z0-9+/]{24}")),
+        _encoded_secret, gate=_BASE64_RUN),
     SecretRule("card_number", SECRET, re.compile(
         r"[0-9](?<![0-9.,-][0-9])[ .\-/_\u00a0]?(?:[0-9][ .\-/_\u00a0]?){11,17}[0-9](?![0-9]|[.,/-][0-9])"),
         "contains a payment card number", _card, gate=_NUMBER_RUN),
