@@ -6,6 +6,7 @@
     git show REV:indexer/write/privacy.py > /tmp/old_privacy.py
     python bench/secrets_eval.py --throughput DIR --baseline /tmp/old_privacy.py   # and an older detector's
     python bench/secrets_eval.py --compare detect-secrets           # needs detect-secrets installed
+    python bench/secrets_eval.py --compare detect-secrets-adhoc     # its scan_line (--string) mode
     python bench/secrets_eval.py --compare gitleaks=PATH/gitleaks.toml
 
 Reads ``tests/security/data/secrets_corpus.jsonl`` (made by
@@ -46,6 +47,29 @@ def memoryd_detector(text: str) -> bool:
 
 
 def detect_secrets_detector() -> Callable[[str], bool]:
+    """detect-secrets as ``detect-secrets scan`` runs it: default plugins and filters, on a file.
+
+    (Its ``scan_line`` is the "adhoc" mode with eager search, which flags nearly every line of prose.)
+    """
+    import tempfile
+
+    from detect_secrets import SecretsCollection  # type: ignore[import-not-found]
+    from detect_secrets.settings import default_settings  # type: ignore[import-not-found]
+
+    folder = Path(tempfile.mkdtemp(prefix="secrets-eval-"))
+
+    def detect(text: str) -> bool:
+        note = folder / "note.txt"
+        note.write_text(text, encoding="utf-8")
+        found = SecretsCollection()
+        with default_settings():
+            found.scan_file(str(note))
+        return bool(found.data)
+    return detect
+
+
+def detect_secrets_adhoc_detector() -> Callable[[str], bool]:
+    """detect-secrets' ``scan_line`` (``detect-secrets scan --string``): eager search, line by line."""
     from detect_secrets.core.scan import scan_line  # type: ignore[import-not-found]
     from detect_secrets.settings import default_settings  # type: ignore[import-not-found]
 
@@ -158,12 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show-errors", action="store_true")
     ap.add_argument("--throughput", type=Path, metavar="DIR")
     ap.add_argument("--baseline", type=Path, metavar="PRIVACY_PY", help="an older privacy.py to time as well")
-    ap.add_argument("--compare", metavar="NAME[=PATH]", help="detect-secrets, or gitleaks=PATH/gitleaks.toml")
+    ap.add_argument("--compare", metavar="NAME[=PATH]",
+                    help="detect-secrets, detect-secrets-adhoc, or gitleaks=PATH/gitleaks.toml")
     args = ap.parse_args(argv)
     rows = load(args.corpus)
     detector, name, extra = memoryd_detector, "memoryd", {}
     if args.compare == "detect-secrets":
         detector, name = detect_secrets_detector(), "detect-secrets"
+    elif args.compare == "detect-secrets-adhoc":
+        detector, name = detect_secrets_adhoc_detector(), "detect-secrets-adhoc"
     elif args.compare and args.compare.startswith("gitleaks="):
         detector, used, skipped = gitleaks_detector(args.compare.split("=", 1)[1])
         name, extra = "gitleaks", {"rules_used": used, "rules_skipped": skipped}
