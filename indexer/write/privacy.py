@@ -51,8 +51,9 @@ _FOLD_TABLE: dict[int, str | None] = {**_INVISIBLE, **_DASHES}
 _PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\*+|x{3,}|\.{3}|…|\$\{[^}]*\}|\{\{[^}]*\}\}|%\w+%|\$\w+|\$\(\w+\)|null|none"
                           r"|nil|true|false|redacted|\[redacted[^\]]*\]|required|optional|empty|your[_-]\w+)$",
                           re.IGNORECASE)
-_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_NOT_ALNUM_BEFORE = "(?<![A-Za-z0-9])"
 _NOT_ALNUM_AFTER = "(?![A-Za-z0-9])"
+_MAX_TOKEN = 1024  # no provider's key is longer; a bound keeps a failed match from scanning a whole file
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -92,11 +93,9 @@ class SecretRule:
 
     The needles make the usual case — a chunk with no secret at all — cost a few
     substring searches at index time instead of every regex. A rule with ``gate``
-    instead runs when that (cheap) pattern is found. ``before`` is a look-behind
-    checked in code: a pattern that starts with a literal or a character class lets
-    ``re`` skip ahead to candidates, which a leading ``(?<!…)`` prevents (3-20x slower).
-    ``lower`` does the same for case-insensitive alternations, which ``re`` cannot
-    skip through: the pattern runs without IGNORECASE on the lowercased text.
+    instead runs when that (cheap) pattern is found. ``lower`` marks a case-insensitive
+    pattern written in lowercase, run without IGNORECASE on the lowercased text:
+    ``re`` cannot skip ahead through case-insensitive alternations (5-8x slower).
     """
 
     name: str
@@ -106,7 +105,6 @@ class SecretRule:
     valid: Callable[[re.Match[str]], bool] | None = None
     needles: tuple[str, ...] = ()
     gate: re.Pattern[str] | None = None
-    before: str = ""  # characters that may not come just before a match (a look-behind, checked in code)
     lower: bool = False  # an IGNORECASE pattern written in lowercase: run case-sensitively on the lowercased text
 
 
@@ -299,18 +297,21 @@ def _token_rules(f: TokenFormat) -> tuple[SecretRule, ...]:
 
     Every piece after the first must hold a digit or a capital, so the split form stops
     at the words that follow a key ("… MnOp3456 is the key") instead of swallowing them.
+    Lengths are bounded (:data:`_MAX_TOKEN`, 64 a piece) so that a long run of prefixes
+    (``sk-sk-sk-…``, file content is untrusted) costs linear time, not quadratic.
     """
-    count = f"{{{f.min_len},{f.max_len or ''}}}"
+    count = f"{{{f.min_len},{f.max_len or _MAX_TOKEN}}}"
     literal = re.match(r"(?:[A-Za-z0-9_-]|\\.)*", f.prefix)
     needles = f.needles or ((literal.group() if literal else "").replace("\\", "").lower(),)
     if not f.gate and not all(needles):
         raise ValueError(f"token format {f.name!r}: prefix {f.prefix!r} has no literal start; give needles")
-    strict = re.compile(f"{f.prefix}[{f.body}]{count}{_NOT_ALNUM_AFTER}")
-    split = re.compile(f"{f.prefix} ?(?P<body>[{f.body}]{{3,}}(?: (?=[{f.body}]*[0-9A-Z])[{f.body}]{{3,}}){{1,24}})"
-                       f"{_NOT_ALNUM_AFTER}")
+    strict = re.compile(f"{_NOT_ALNUM_BEFORE}{f.prefix}[{f.body}]{count}{_NOT_ALNUM_AFTER}")
+    piece = f"[{f.body}]{{3,64}}"
+    more = f" (?=[{f.body}]{{0,64}}[0-9A-Z]){piece}"
+    split = re.compile(f"{_NOT_ALNUM_BEFORE}{f.prefix} ?(?P<body>{piece}(?:{more}){{1,24}}){_NOT_ALNUM_AFTER}")
     gate = re.compile(f.gate) if f.gate else None
-    return (SecretRule(f.name, SECRET, strict, f.reason, needles=needles, gate=gate, before=_ALNUM),
-            SecretRule(f.name, SECRET, split, f.reason, _split_fits(f), needles=needles, gate=gate, before=_ALNUM))
+    return (SecretRule(f.name, SECRET, strict, f.reason, needles=needles, gate=gate),
+            SecretRule(f.name, SECRET, split, f.reason, _split_fits(f), needles=needles, gate=gate))
 
 
 def _split_fits(f: TokenFormat) -> Callable[[re.Match[str]], bool]:
@@ -344,7 +345,7 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)", re.DOTALL),
         "contains a PEM private key", needles=("private key",)),
     SecretRule("url_credentials", SECRET, re.compile(
-        r"(?<![A-Za-z0-9])[a-z][a-z0-9+.-]*://(?P<value>[^\s/:@]+:[^\s/@]+|[A-Za-z0-9_-]{20,})@", re.IGNORECASE),
+        r"(?<![A-Za-z0-9])[a-z][a-z0-9+.-]{0,31}://(?P<value>[^\s/:@]+:[^\s/@]+|[A-Za-z0-9_-]{20,})@", re.IGNORECASE),
         "contains credentials inside a URL or connection string", _value_not_placeholder, needles=("://",),
         lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
@@ -377,9 +378,9 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?P<value>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]{3,})"),
         "contains a password on a command line", _value_not_placeholder, needles=("-p", "--")),
     SecretRule("credential_assignment", SECRET, re.compile(
-        r"(?:mysql|mysqldump|mariadb)\s[^\n]*?(?<=\s)-p(?P<value>[^\s'\"-][^\s]*)"
-        r"|(?:curl|wget)\s[^\n]*?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
-        r"|redis-cli\s[^\n]*?(?<=\s)-a\s+(?P<value3>[^\s]+)"),
+        r"(?:mysql|mysqldump|mariadb)\s[^\n]{0,200}?(?<=\s)-p(?P<value>[^\s'\"-][^\s]*)"
+        r"|(?:curl|wget)\s[^\n]{0,200}?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
+        r"|redis-cli\s[^\n]{0,200}?(?<=\s)-a\s+(?P<value3>[^\s]+)"),
         "contains a password on a command line", _cli_value,
         needles=("mysql", "mariadb", "curl", "wget", "redis-cli")),
     SecretRule("pin", SECRET, re.compile(
@@ -431,7 +432,7 @@ _NETWORK_RULES: tuple[SecretRule, ...] = (
 
 RULES: tuple[SecretRule, ...] = (
     *(rule for f in FORMATS for rule in _token_rules(f)),
-    *(SecretRule(name, SECRET, re.compile(f"{rx}{_NOT_ALNUM_AFTER}"), reason, needles=needles, before=_ALNUM)
+    *(SecretRule(name, SECRET, re.compile(f"{_NOT_ALNUM_BEFORE}{rx}{_NOT_ALNUM_AFTER}"), reason, needles=needles)
       for name, rx, reason, _source, needles in PATTERNS),
     *_CONTEXT_RULES,
     *_NETWORK_RULES,
@@ -485,20 +486,11 @@ def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]
 
 
 def _matches(rule: SecretRule, text: str, low: str) -> list[re.Match[str]]:
-    """``rule``'s valid matches; one refused by ``before`` is searched again one character later."""
-    out = []
-    pos = 0
+    """``rule``'s non-empty matches that its ``valid`` accepts."""
     pattern = rule.pattern
     if rule.lower and len(low) == len(text):  # str.lower() keeps offsets except for a few letters (İ)
         pattern, text = _CASED[rule.pattern], low
-    while (m := pattern.search(text, pos)) is not None:
-        if rule.before and m.start() > 0 and text[m.start() - 1] in rule.before:
-            pos = m.start() + 1
-            continue
-        if m.end() > m.start() and (rule.valid is None or rule.valid(m)):
-            out.append(m)
-        pos = max(m.end(), m.start() + 1)
-    return out
+    return [m for m in pattern.finditer(text) if m.end() > m.start() and (rule.valid is None or rule.valid(m))]
 
 
 def _span(m: re.Match[str]) -> tuple[int, int]:

@@ -122,3 +122,15 @@ def test_redact_version_is_part_of_the_index_identity() -> None:
     assert privacy.REDACT_VERSION == "2"
     src = (Path(__file__).parents[2] / "indexer" / "engine.py").read_text()
     assert "REDACT_VERSION" in src
+
+
+@pytest.mark.parametrize("text", [
+    "ask-" * 25_000, "eyJ" * 33_000, "-eyJaaaaaaaaaa" * 8_000, "mysql " * 16_000, "curl -u " * 12_000,
+    "sk-\u200b" * 25_000, "ｓｋ－" * 33_000, "x://" + "a-" * 50_000, "token=" * 20_000, "4111 " * 25_000,
+], ids=["ask", "eyJ", "jwt-dashes", "mysql", "curl", "zero-width", "fullwidth", "scheme", "assign", "digits"])
+def test_hostile_file_content_costs_linear_time(text: str) -> None:
+    """File content is untrusted. Each of these took 10-135 s (quadratic backtracking) before the
+    patterns got bounded lengths and real look-behinds; now each is a fraction of a second, and the
+    suite's per-test timeout is what would catch a regression."""
+    privacy.redact(text, "all")
+    privacy.check(text)
