@@ -131,6 +131,35 @@ SECRETS = [
     ("metrics at prometheus.monitoring.svc.cluster.local", "internal_host"),
     ("ｓｋ－ｐｒｏｊ－abcdefghijklmnopqrstuvwx1234 is the key", "api_key"),  # fullwidth evasion
     ("sk-\u200babcdefghijklmnopqrstuvwx1234 is my key", "api_key"),  # zero-width evasion
+    # formats added with the one-detector rework (issue 15); tests/security/test_secrets_*.py has the rest
+    ("our aws secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for ci", "aws_secret_key"),
+    ("age key AGE-SECRET-KEY-1" + ("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" * 2)[:58], "age_secret_key"),
+    ("阿里云 LTAI5tQ9bX2rM7nK4pL8wZ3v 给了外包", "alibaba_access_key"),
+    ("databricks dapi0123456789abcdef0123456789abcdef here", "databricks_token"),
+    ("do token dop_v1_" + "0123456789abcdef" * 4, "digitalocean_token"),
+    ("hook https://discord.com/api/webhooks/123456789012345678/" + "Ab1_" * 16, "discord_webhook"),
+    ("encoded c2stcHJvai1BYkNkRWZHaElqS2xNbk9wUXJTdFV2V3gxMjM0", "encoded_secret"),
+    ("gitlab glpat-AbCdEfGh1234IjKlMnOp here", "gitlab_token"),
+    ("oauth ya29.a0AfH6SMBxAbCdEfGhIjKlMnOp here", "google_oauth_token"),
+    ("groq gsk_" + "Ab1Cd2Ef3Gh4" * 4 + " here", "groq_key"),
+    ("hf hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh here", "huggingface_token"),
+    ("rent to IBAN DE89 3704 0044 0532 0130 00 monthly", "iban"),
+    ("linear lin_api_" + "Ab1Cd2Ef3G" * 4, "linear_key"),
+    ("notion ntn_" + "Ab1Cd2Ef3G" * 5, "notion_token"),
+    ("npm npm_AbCdEfGhIjKlMnOpQrStUvWxYz1234567890", "npm_token"),
+    ("pplx-" + "Ab1Cd2Ef3G" * 5 + " is perplexity", "perplexity_key"),
+    ("张伟的手机 13812345678 有事打他", "phone_number"),
+    ("PIN 4821", "pin"),
+    ("pypi-AgEIcHlwaS5vcmc" + "Ab1Cd2Ef3G" * 6, "pypi_token"),
+    ("replicate r8_" + "Ab1Cd2Ef3G" * 4, "replicate_token"),
+    ("SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz1234567890AbCdEfG mail", "sendgrid_key"),
+    ("shpat_0123456789abcdef0123456789abcdef shop", "shopify_token"),
+    ("square sq0atp-AbCdEfGhIjKlMnOpQrStUv", "square_token"),
+    ("SSN 078-05-1120 on the form", "ssn"),
+    ("bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1 telegram", "telegram_bot_token"),
+    ("AKIDz8krbsJ5yKBZQpn74WFkmLPx3gnPhESA tencent", "tencent_secret_id"),
+    ("Twilio SK0123456789abcdef0123456789abcdef", "twilio_key"),
+    ("xai-" + "Ab1Cd2Ef3G" * 8, "xai_key"),
 ]
 
 NOT_SECRETS = [

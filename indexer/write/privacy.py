@@ -1,38 +1,90 @@
-"""The privacy filter: secrets and internal addresses never enter memory.
+"""The privacy filter: one secret detector for writes, the index and log lines.
 
-One reviewed table, :data:`RULES`: API keys (OpenAI/Anthropic ``sk-…``, AWS
-``AKIA…``, GitHub ``ghp_…``, Slack ``xox…``, Google ``AIza…``, Stripe), JWTs,
-PEM private keys, ``password=``/``token:``/``密码是`` assignments, credentials in
-URLs and connection strings, card and Chinese ID numbers (checksums verified),
-private-range IPs and internal host names. Each rule has a *kind*: ``secret``
-(always rejected, redacted at index time by default) or ``network`` (rejected
-on write; redacted at index time only with ``write.redact_index = "all"``,
-since a personal note about the NAS at 192.168.1.10 is often the point).
+One reviewed table, :data:`RULES`, built from three parts:
 
-Two uses:
+* provider token formats (:mod:`indexer.write.secret_formats`: OpenAI/Anthropic
+  ``sk-…``, AWS, GitHub, GitLab, Slack, Google, Stripe, Hugging Face, Groq, xAI,
+  npm, SendGrid, Twilio, …), each also matched when split by spaces;
+* credentials in context: ``password=``/``token:`` assignments, passwords and
+  PINs in English, Chinese and Japanese prose, passwords on command lines,
+  credentials in URLs, an AWS secret key near the word "secret", PEM private
+  keys, JWTs, and base64 text that decodes to any of these;
+* personal data with a checksum or a strict shape: payment cards (Luhn and
+  issuer prefix, any separator), Chinese ID numbers, Chinese mobile numbers,
+  US social security numbers and IBANs (mod-97).
 
-* :func:`check` decides whether content may be written. It scans the text and
-  its folded form (NFKC, invisible characters removed), so ``ｓｋ-…`` or a key
-  split by zero-width spaces is still caught.
-* :func:`redact` replaces matches (only the value of ``key = value`` forms) by
-  ``[REDACTED:rule]`` — for log lines, and
-  for chunk text before it reaches the keyword index, the cache or a hit. The
-  number of lines is kept, so chunk line spans stay true.
+Each rule has a *kind*: ``secret`` (always rejected, redacted at index time by
+default) or ``network`` (private IPs and internal host names: rejected on
+write; redacted at index time only with ``write.redact_index = "all"``, since
+a personal note about the NAS at 192.168.1.10 is often the point).
+
+Token rules never start with ``\\b``: CJK letters and ``_`` are word characters
+to Python's ``re``, so ``密钥sk-proj-…`` or ``key_sk-…`` has no word boundary
+before the key. Every rule uses an explicit ASCII look-around instead.
+
+Matching runs on the *folded* text (:func:`fold`: NFKC, zero-width and
+soft-hyphen characters removed, Unicode dashes made ``-``), so full-width
+``ｓｋ－…`` and keys split by invisible characters are caught. :func:`scan`
+maps what it finds back to offsets in the original text, so :func:`redact`
+replaces only the secret and leaves the rest of a chunk exactly as written
+(full-width punctuation, line breaks and all).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
+
 SECRET, NETWORK = "secret", "network"
-#: Bump when RULES change what is redacted: part of the index identity once redaction is wired into indexing.
-REDACT_VERSION = "1"
-_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u034f"))
-_PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\*+|x{3,}|\.{3}|…|\$\{[^}]*\}|\{\{[^}]*\}\}|%\w+%|\$\w+|null|none|nil|true"
-                          r"|false|redacted|\[redacted[^\]]*\]|required|optional|empty|your[_-]\w+)$", re.IGNORECASE)
+#: Bump when RULES change what is redacted: part of the index identity, so existing indexes re-redact.
+REDACT_VERSION = "2"
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u034f\u2061\u2062\u2063\u2064"))
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043\ufe58"), "-")
+_FOLD_TABLE: dict[int, str | None] = {**_INVISIBLE, **_DASHES}
+_PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\*+|x{3,}|\.{3}|…|\$\{[^}]*\}|\{\{[^}]*\}\}|%\w+%|\$\w+|\$\(\w+\)|null|none"
+                          r"|nil|true|false|redacted|\[redacted[^\]]*\]|required|optional|empty|your[_-]\w+)$",
+                          re.IGNORECASE)
+_NOT_ALNUM_BEFORE = "(?<![A-Za-z0-9])"
+_NOT_ALNUM_AFTER = "(?![A-Za-z0-9])"
+_MAX_TOKEN = 1024  # no provider's key is longer; a bound keeps a failed match from scanning a whole file
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: Words that follow "the password is" in prose about passwords, not in a sentence giving one.
+_PROSE_WORDS = _words("""
+a an the in on at of for to not now still also being too very only just my your our their his her its this that these
+those same different set unset reset changed stored saved kept managed rotated expired correct incorrect wrong right
+invalid valid weak strong long short secure insecure required optional empty blank missing hashed encrypted hidden
+masked shared known unknown available needed necessary generated provided given sent printed written listed fine ok
+okay good bad simple complex easy hard random unique private personal secret public safe unsafe temporary default new
+old current previous here there below above attached included inside somewhere nowhere never always usually often
+sometimes probably likely what which who whatever something nothing anything everything none nobody someone one two
+three four five six seven eight nine ten eleven twelve fifteen sixteen twenty enough then than and or but if when
+where how why as by with from into about over under after before again all any some each every both either neither no
+yes more less most least much many few several own such up down out off back away so because since until while via
+per use using used needs need must should will would can could may might shall be been is was are were has have had
+do does did locked unlocked disabled enabled active inactive compromised leaked exposed obvious guessable trivial it
+it's that's what's there's mandatory complicated forgotten lost unchanged identical printed different standard shown
+see ask check look find get call contact refer follow read
+""")
+#: A value that is code reading the secret from somewhere else (``os.environ[…]``, ``getenv(…)``), or a file path.
+_INDIRECT = re.compile(r"^(?:[A-Za-z_][\w.]*[(\[]|~?/|\.\.?/|\$)")
+_PROSE_SUFFIXES = ("ed", "ing", "ly", "tion", "able", "ible", "ment", "ness")
+#: Algorithm and encoding names that follow 密码/パスワード without being a password (密码 SHA256 哈希).
+_TECH_TERMS = _words("""
+md5 sha1 sha-1 sha256 sha-256 sha512 sha-512 sha3 bcrypt scrypt argon2 argon2id pbkdf2 aes aes128 aes256 aes-128
+aes-256 aes-gcm rsa rsa2048 rsa4096 ecdsa ed25519 hmac hmac-sha256 base64 utf-8 utf8 ascii unicode totp hotp otp 2fa mfa
+sso ldap oauth oauth2 saml kerberos ntlm radius vault 1password bitwarden keepass lastpass keychain env json yaml
+""")
 
 
 @dataclass(frozen=True)
@@ -40,7 +92,10 @@ class SecretRule:
     """``pattern`` (checked by ``valid``) is only run when one of ``needles`` is in the lowercased text.
 
     The needles make the usual case — a chunk with no secret at all — cost a few
-    substring searches at index time instead of every regex.
+    substring searches at index time instead of every regex. A rule with ``gate``
+    instead runs when that (cheap) pattern is found. ``lower`` marks a case-insensitive
+    pattern written in lowercase, run without IGNORECASE on the lowercased text:
+    ``re`` cannot skip ahead through case-insensitive alternations (5-8x slower).
     """
 
     name: str
@@ -49,6 +104,8 @@ class SecretRule:
     reason: str
     valid: Callable[[re.Match[str]], bool] | None = None
     needles: tuple[str, ...] = ()
+    gate: re.Pattern[str] | None = None
+    lower: bool = False  # an IGNORECASE pattern written in lowercase: run case-sensitively on the lowercased text
 
 
 @dataclass(frozen=True)
@@ -66,15 +123,38 @@ class PrivacyResult:
     reason: str = ""
 
 
+# --- validators -----------------------------------------------------------------------------------------------
+
+
+def _value(m: re.Match[str]) -> str:
+    return m.group("value").strip("\"'`“”‘’「」『』")
+
+
 def _value_not_placeholder(m: re.Match[str]) -> bool:
-    return not _PLACEHOLDER.match(m.group("value").strip("\"'`"))
+    return not _PLACEHOLDER.match(_value(m))
+
+
+def _is_prose_word(v: str) -> bool:
+    """A plain word that reads as part of a sentence about a password (``stored``, ``rotated``, ``the``)."""
+    w = v.rstrip(".,;:!?。，、)").lower()
+    if not w.replace("'", "").replace("-", "").isalpha():
+        return False
+    return w in _PROSE_WORDS or (len(w) > 4 and w.endswith(_PROSE_SUFFIXES))
+
+
+def _value_given(m: re.Match[str]) -> bool:
+    """``password is X`` / ``password: X`` gives a password unless X is a placeholder or a prose word."""
+    v = _value(m)
+    return (not _PLACEHOLDER.match(v) and not _INDIRECT.match(v) and not _is_prose_word(v)
+            and v.lower().strip(".,;:") not in _TECH_TERMS)
 
 
 def _value_secret_looking(m: re.Match[str]) -> bool:
-    """For "password is X": X has a digit, a symbol or mixed case (not "password is stored in the vault")."""
-    v = m.group("value").rstrip(".,;:!?。，")
-    mixed = any(c.isupper() for c in v[1:]) and any(c.islower() for c in v)
-    return _value_not_placeholder(m) and (any(c.isdigit() for c in v) or not v.isalnum() or mixed)
+    """For ``密码 X`` with no 是/为/: between: X has a digit, a symbol or mixed case and is no algorithm name."""
+    v = _value(m).rstrip(".,;:!?")
+    mixed = any(c.isupper() for c in v) and any(c.islower() for c in v)
+    looks = any(c.isdigit() for c in v) or not v.isalnum() or mixed
+    return looks and _value_given(m)
 
 
 def _private_ipv4(m: re.Match[str]) -> bool:
@@ -85,14 +165,27 @@ def _private_ipv4(m: re.Match[str]) -> bool:
             or (o[0] == 169 and o[1] == 254) or (o[0] == 100 and 64 <= o[1] <= 127))
 
 
-def _luhn(m: re.Match[str]) -> bool:
-    digits = [int(c) for c in m.group() if c.isdigit()]
-    if not 13 <= len(digits) <= 19 or len(set(digits)) == 1:
-        return False
+def _luhn_ok(digits: str) -> bool:
     total = 0
-    for i, d in enumerate(reversed(digits)):
+    for i, c in enumerate(reversed(digits)):
+        d = int(c)
         total += (d * 2 - 9 if d * 2 > 9 else d * 2) if i % 2 else d
     return total % 10 == 0
+
+
+_CARD_PREFIX = re.compile(r"4|5[1-5]|2[2-7]|3[47]|3[0689]|35|6011|6[245]")
+
+
+def _card(m: re.Match[str]) -> bool:
+    """13–19 digits, one separator used throughout (or none), a card issuer's prefix, and the Luhn check."""
+    s = m.group()
+    digits = "".join(c for c in s if c.isdigit())
+    seps = {c for c in s if not c.isdigit()}
+    if not 13 <= len(digits) <= 19 or len(set(digits)) == 1 or len(seps) > 1:
+        return False
+    if seps and any(len(g) < 3 for g in re.split(r"\D", s)):
+        return False  # 4111.1111.1111.1111 and 3782 822463 10005, not 1.2.3.4.5.6.7
+    return bool(_CARD_PREFIX.match(digits)) and _luhn_ok(digits) and not _labelled_other(m)
 
 
 def _cn_id(m: re.Match[str]) -> bool:
@@ -102,51 +195,228 @@ def _cn_id(m: re.Match[str]) -> bool:
     return s[17] == check and 1900 <= int(s[6:10]) <= 2100 and 1 <= int(s[10:12]) <= 12
 
 
+_ORDER_WORDS = re.compile(r"(?:订单|单号|编号|工单|流水|运单|快递|批次|序列|型号|发票|注文|型番|伝票|order|invoice"
+                          r"|ticket|tracking|ref|sku|serial|model|part|batch|build)\s*(?:no\.?|number|num|id|#|号|番号)?"
+                          r"\s*[:：#]?\s*$", re.IGNORECASE)
+
+
+def _labelled_other(m: re.Match[str]) -> bool:
+    """The words just before call the number an order, ticket, model or serial number (not personal data)."""
+    return _ORDER_WORDS.search(m.string[max(0, m.start() - 20):m.start()]) is not None
+
+
+def _ssn(m: re.Match[str]) -> bool:
+    """The SSA's never-issued area, group and serial numbers (000, 666, 9xx; 00; 0000) are not SSNs."""
+    d = re.sub(r"[^0-9]", "", m.group("value") if m.re.groupindex.get("value") else m.group())
+    area, group, serial = d[:3], d[3:5], d[5:]
+    return (area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+            and not _labelled_other(m))
+
+
+def _assigned(m: re.Match[str]) -> bool:
+    """``name = value``: a value given; for tokens and keys (not passwords) a short number is a count, not a secret."""
+    name, v = m.group("name").lower(), _value(m)
+    if v.isdigit() and len(v) < 12 and not ("pass" in name or "pwd" in name):
+        return False
+    return _value_given(m)
+
+
+def _cli_value(m: re.Match[str]) -> bool:
+    """``-pSECRET``, ``-u user:SECRET``, ``-a SECRET``: the secret part is no placeholder (``$API_PASS``)."""
+    v = next(g for g in m.groups() if g)
+    return not _PLACEHOLDER.match(v.split(":", 1)[-1].strip("\"'"))
+
+
+def _cn_mobile(m: re.Match[str]) -> bool:
+    """An 11-digit 1[3-9]… number, unless the words just before call it an order, ticket or serial number."""
+    return not _labelled_other(m)
+
+
+_IBAN_LENGTHS = {c[:2]: int(c[2:]) for c in _words("""
+    AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BR29 CH21 CR22 CY28 CZ24 DE22 DK18
+    DO28 EE20 EG29 ES24 FI18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20
+    LB28 LC32 LI21 LT20 LU20 LV21 MC27 MD24 ME22 MK19 MR27 MT31 MU30 NL18 NO15 PK24 PL28 PS29 PT25 QA29 RO24 RS22 SA24
+    SC31 SE24 SI19 SK24 SM27 ST25 SV28 TL23 TN24 TR26 UA29 VA22 VG24 XK20""")}
+
+
+def _iban(m: re.Match[str]) -> bool:
+    """A country's IBAN length and the ISO 13616 mod-97 check."""
+    s = m.group().replace(" ", "")
+    if _IBAN_LENGTHS.get(s[:2]) != len(s):
+        return False
+    moved = s[4:] + s[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def _random_pieces(m: re.Match[str]) -> bool:
+    """A key split by spaces: the pieces together hold a digit and a letter, and none is a common word."""
+    pieces = m.group("body").split()
+    body = "".join(pieces)
+    return (any(c.isdigit() for c in body) and any(c.isalpha() for c in body)
+            and not any(p.isalpha() and p.islower() and len(p) > 3 and p in _PROSE_WORDS for p in pieces))
+
+
+def _aws_secret(m: re.Match[str]) -> bool:
+    """40 base64 characters, mixed case with a digit, and a ``/`` or ``+`` or "secret"/"aws"/密钥 just before.
+
+    Hex digests are lower case and base64 hashes are 28 or 44 characters long, so a
+    40-character mixed-case run with a slash is a credential far more often than not.
+    """
+    s = m.group()
+    if not (any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)):
+        return False
+    if "/" in s or "+" in s:
+        return True
+    before = m.string[max(0, m.start() - 120):m.start()].lower()
+    return any(w in before for w in ("secret", "aws", "密钥", "秘钥", "シークレット", "秘密", "credential"))
+
+
+def _encoded_secret(m: re.Match[str]) -> bool:
+    """A base64 run that decodes to readable text which itself holds a secret."""
+    decoded = _b64_text(m.group())
+    return decoded is not None and bool(find(decoded, (SECRET,)))
+
+
+def _b64_text(run: str) -> str | None:
+    s = run.rstrip("=")
+    s += "=" * (-len(s) % 4)
+    try:
+        raw = base64.urlsafe_b64decode(s) if ("-" in s or "_" in s) else base64.b64decode(s, validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = sum(c.isprintable() or c in "\n\t" for c in text)
+    return text if text and printable >= 0.9 * len(text) else None
+
+
+# --- the table --------------------------------------------------------------------------------------------------
+
+
+def _token_rules(f: TokenFormat) -> tuple[SecretRule, ...]:
+    """A catalogue row as written, and split by spaces into pieces of 3+ characters.
+
+    Every piece after the first must hold a digit or a capital, so the split form stops
+    at the words that follow a key ("… MnOp3456 is the key") instead of swallowing them.
+    Lengths are bounded (:data:`_MAX_TOKEN`, 64 a piece) so that a long run of prefixes
+    (``sk-sk-sk-…``, file content is untrusted) costs linear time, not quadratic.
+    """
+    count = f"{{{f.min_len},{f.max_len or _MAX_TOKEN}}}"
+    literal = re.match(r"(?:[A-Za-z0-9_-]|\\.)*", f.prefix)
+    needles = f.needles or ((literal.group() if literal else "").replace("\\", "").lower(),)
+    if not f.gate and not all(needles):
+        raise ValueError(f"token format {f.name!r}: prefix {f.prefix!r} has no literal start; give needles")
+    strict = re.compile(f"{_NOT_ALNUM_BEFORE}{f.prefix}[{f.body}]{count}{_NOT_ALNUM_AFTER}")
+    piece = f"[{f.body}]{{3,64}}"
+    more = f" (?=[{f.body}]{{0,64}}[0-9A-Z]){piece}"
+    split = re.compile(f"{_NOT_ALNUM_BEFORE}{f.prefix} ?(?P<body>{piece}(?:{more}){{1,24}}){_NOT_ALNUM_AFTER}")
+    gate = re.compile(f.gate) if f.gate else None
+    return (SecretRule(f.name, SECRET, strict, f.reason, needles=needles, gate=gate),
+            SecretRule(f.name, SECRET, split, f.reason, _split_fits(f), needles=needles, gate=gate))
+
+
+def _split_fits(f: TokenFormat) -> Callable[[re.Match[str]], bool]:
+    def fits(m: re.Match[str]) -> bool:
+        n = len(m.group("body").replace(" ", ""))
+        return n >= f.min_len and (f.max_len is None or n <= f.max_len) and _random_pieces(m)
+    return fits
+
+
 _KEY_NAMES = (r"passwords?|passwd|passphrase|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey"
               r"|access[_-]?key(?:[_-]?id)?|auth[_-]?token|access[_-]?token|refresh[_-]?token|bearer|token"
               r"|private[_-]?key|credentials?|aws_secret_access_key|account[_-]?key|shared[_-]?access[_-]?key")
-
 _KEY_NEEDLES = ("pass", "pwd", "secret", "key", "token", "bearer", "credential")
-_DIGITS = tuple("0123456789")
+_DIGIT_RUN = re.compile(r"[0-9]{3}")
+#: AWS secret keys (40) and base64 worth decoding (24+) both need a long base64 run; one scan answers for both.
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24}")
+#: Cards, ID, mobile and social security numbers all hold 11+ digits and separators in a row.
+_NUMBER_RUN = re.compile(r"[0-9][0-9 .\-/_\u00a0]{9,}[0-9]")
+_CJK_PASSWORD_WORDS = r"密码|口令|密钥|秘钥|私钥|令牌|验证码|支付密码|PIN码|pin码"
+_JA_PASSWORD_WORDS = (r"パスワード|暗証番号|パスコード|合言葉|PINコード|ピン番号|秘密鍵|シークレットキー|シークレット"
+                      r"|アクセスキー|APIキー|トークン")
+#: 是/为/叫做/改成了…: "is", "is called", "was changed to" (``token`` is followed only by these: ``token = …`` is code).
+_CJK_IS = r"是|为|叫做|叫作|叫|(?:设为|设置为|设成|改成|改为|换成|变成)了?"
+_ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*_+\-~?.=/]{4,64}+"
+#: After the value: a counter (8 位, 4 桁) or a particle saying where/how (KeePassで, ~/.ssh/id_rsa に) is no password.
+_COUNTERS = r"(?![年月日号位個个次天时時分秒字文桁回%])(?!\s*(?:で(?!す|し)|に(?!変|設|し|な)|を|から|へ|中|里|上|内))"
 
-RULES: tuple[SecretRule, ...] = (
+_CONTEXT_RULES: tuple[SecretRule, ...] = (
     SecretRule("private_key", SECRET, re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)", re.DOTALL),
         "contains a PEM private key", needles=("private key",)),
-    SecretRule("api_key", SECRET, re.compile(r"\bsk-(?:proj-|ant-(?:api\d\d-)?|live-|test-)?[A-Za-z0-9_-]{20,}"),
-               "contains an API key (sk-…)", needles=("sk-",)),
-    SecretRule("aws_access_key", SECRET, re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
-               "contains an AWS access key id",
-               needles=("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa")),
-    SecretRule("github_token", SECRET, re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
-               "contains a GitHub token", needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    SecretRule("slack_token", SECRET, re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),
-               "contains a Slack token", needles=("xox",)),
-    SecretRule("google_api_key", SECRET, re.compile(r"\bAIza[0-9A-Za-z_-]{35}"),
-               "contains a Google API key", needles=("aiza",)),
-    SecretRule("stripe_key", SECRET, re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}"),
-               "contains a Stripe secret key", needles=("_live_", "_test_")),
-    SecretRule("jwt", SECRET, re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-               "contains a JSON Web Token", needles=("eyj",)),
     SecretRule("url_credentials", SECRET, re.compile(
-        r"\b[a-z][a-z0-9+.-]*://(?P<value>[^\s/:@]+:[^\s/@]+|[A-Za-z0-9_-]{20,})@", re.IGNORECASE),
-        "contains credentials inside a URL or connection string", _value_not_placeholder, needles=("://",)),
+        r"(?<![A-Za-z0-9])[a-z][a-z0-9+.-]{0,31}://(?P<value>[^\s/:@]+:[^\s/@]+|[A-Za-z0-9_-]{20,})@", re.IGNORECASE),
+        "contains credentials inside a URL or connection string", _value_not_placeholder, needles=("://",),
+        lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
-        rf"(?<![\w-])(?:{_KEY_NAMES})[\"']?\s*(?:[:=]|=>|：)\s*(?P<value>\"[^\"\n]{{3,}}\"|'[^'\n]{{3,}}'"
-        r"|[^\s\"',;]{4,})", re.IGNORECASE),
-        "contains a password/token/key assignment", _value_not_placeholder, needles=_KEY_NEEDLES),
+        rf"(?P<name>password|passwd|secret|token|(?<![A-Za-z0-9])(?:{_KEY_NAMES}))[\"']?\s*"
+        r"(?:[:=]|=>|：)\s*(?P<value>\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s\"',;]{4,})", re.IGNORECASE),
+        "contains a password/token/key assignment", _assigned, needles=_KEY_NEEDLES, lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
-        r"(?:密码|口令|密钥|秘钥|私钥|令牌|验证码|token)\s*(?:是|为|[:：=])\s*(?P<value>[^\s，。；,;]{4,})",
-        re.IGNORECASE), "contains a password/token/key (密码/密钥)", _value_not_placeholder,
-        needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "token")),
+        r"(?<![A-Za-z0-9])(?:pass(?:word|phrase|code)s?|passwd|pwd)"
+        r"(?:\s+(?:for|of|to|on|at|in)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w.@/:-]+(?:\s+[\w.@/:-]+)?)?"
+        r"(?:\s+(?:is\s+now|is\s+still|is\s+set\s+to|was\s+changed\s+to|was\s+set\s+to|changed\s+to|set\s+to|is|was"
+        r"|reads)\s*[:=]?|\s*[:=])\s*[\"'“‘`]?(?P<value>[^\s\"'”’`]{3,64})", re.IGNORECASE),
+        "contains a password", _value_given, needles=("pass", "pwd"), lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
-        r"\b(?:password|passphrase|passcode|pin)\s+(?:is|was)\s*[:=]?\s*(?P<value>\S{4,})", re.IGNORECASE),
-        "contains a password", _value_secret_looking, needles=("pass", "pin")),
-    SecretRule("card_number", SECRET, re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])"),
-               "contains a payment card number", _luhn, needles=_DIGITS),
-    SecretRule("national_id", SECRET, re.compile(r"(?<!\d)\d{17}[\dXx](?![\dA-Za-z])"),
-               "contains a national ID number", _cn_id, needles=_DIGITS),
+        rf"(?:(?:{_CJK_PASSWORD_WORDS})(?:都|也|还|就)?\s*(?:{_CJK_IS}|[:：=])|token\s*(?:{_CJK_IS}))\s*"
+        rf"[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}", re.IGNORECASE),
+        "contains a password/token/key (密码/密钥)", _value_given,
+        needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码", "token")),
+    SecretRule("credential_assignment", SECRET, re.compile(
+        rf"(?:{_CJK_PASSWORD_WORDS})\s*[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}"),
+        "contains a password/token/key (密码/密钥)", _value_secret_looking,
+        needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码")),
+    SecretRule("credential_assignment", SECRET, re.compile(
+        rf"(?:{_JA_PASSWORD_WORDS})\s*(?:は|が|を|も|：|:|=)?\s*[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}"),
+        "contains a password/token/key (パスワード)", _value_secret_looking,
+        needles=("パスワード", "暗証番号", "パスコード", "合言葉", "pinコード", "ピン番号", "秘密鍵", "シークレット",
+                 "アクセスキー", "apiキー", "トークン")),
+    SecretRule("credential_assignment", SECRET, re.compile(
+        r"(?:sshpass\s+-p\s*|(?<![A-Za-z0-9-])--(?:password|passwd|pass|token|api-key|apikey|secret|secret-key"
+        r"|secret-access-key|auth-token|access-token)(?:=|\s+)|(?<![A-Za-z0-9-])-p(?=['\"]))"
+        r"(?P<value>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]{3,})"),
+        "contains a password on a command line", _value_not_placeholder, needles=("-p", "--")),
+    SecretRule("credential_assignment", SECRET, re.compile(
+        r"(?:mysql|mysqldump|mariadb)\s[^\n]{0,200}?(?<=\s)-p(?P<value>[^\s'\"-][^\s]*)"
+        r"|(?:curl|wget)\s[^\n]{0,200}?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
+        r"|redis-cli\s[^\n]{0,200}?(?<=\s)-a\s+(?P<value3>[^\s]+)"),
+        "contains a password on a command line", _cli_value,
+        needles=("mysql", "mariadb", "curl", "wget", "redis-cli")),
+    SecretRule("pin", SECRET, re.compile(
+        r"(?<![A-Za-z0-9])(?:PIN|(?i:pin)(?=\s*(?:code|number|is|was|[:=#])))(?:\s*(?:code|number|码|コード|番号))?"
+        r"\s*(?:is|was|[:=：#]|是|为|は)?\s*(?P<value>[0-9]{4,8})(?![0-9]|[.,][0-9])"),
+        "contains a PIN", needles=("pin",)),
+    SecretRule("credential_assignment", SECRET, re.compile(
+        r"(?:暗証番号|PINコード|取款密码|支付密码|银行卡密码)\s*(?:は|が|：|:|是|为)?\s*(?P<value>[0-9]{4,8})(?![0-9])"),
+        "contains a PIN", needles=("暗証番号", "pinコード", "取款密码", "支付密码", "银行卡密码")),
+    SecretRule("aws_secret_key", SECRET, re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])"),
+               "contains an AWS secret access key", _aws_secret, gate=_BASE64_RUN),
+    SecretRule("encoded_secret", SECRET, re.compile(
+        r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]{0,4096}[A-Z])"
+        r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret",
+        _encoded_secret, gate=_BASE64_RUN),
+    SecretRule("card_number", SECRET, re.compile(
+        r"[0-9](?<![0-9.,-][0-9])[ .\-/_\u00a0]?(?:[0-9][ .\-/_\u00a0]?){11,17}[0-9](?![0-9]|[.,/-][0-9])"),
+        "contains a payment card number", _card, gate=_NUMBER_RUN),
+    SecretRule("national_id", SECRET, re.compile(r"[0-9](?<![0-9][0-9])[0-9]{16}[0-9Xx](?![0-9A-Za-z])"),
+               "contains a national ID number", _cn_id, gate=_NUMBER_RUN),
+    SecretRule("phone_number", SECRET, re.compile(
+        r"1(?<![A-Za-z0-9+]1)[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9]|[-.][0-9])"),
+        "contains a mobile phone number", _cn_mobile, gate=_NUMBER_RUN),
+    SecretRule("phone_number", SECRET, re.compile(r"\+86[ -]?1[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9]|[-.][0-9])"),
+               "contains a mobile phone number", needles=("+86",)),
+    SecretRule("ssn", SECRET, re.compile(r"[0-8](?<![A-Za-z0-9-][0-8])[0-9]{2}-[0-9]{2}-[0-9]{4}(?![0-9]|-[0-9])"),
+               "contains a social security number", _ssn, gate=_NUMBER_RUN),
+    SecretRule("ssn", SECRET, re.compile(
+        r"(?i:ssn|social security(?: number| no\.?)?)[^0-9\n]{0,12}(?P<value>[0-9]{3}[ -]?[0-9]{2}[ -]?[0-9]{4})"
+        r"(?![0-9])"), "contains a social security number", _ssn, needles=("ssn", "social security")),
+    SecretRule("iban", SECRET, re.compile(
+        r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z][0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"),
+        "contains a bank account number (IBAN)", _iban, gate=_DIGIT_RUN),
+)
+
+_NETWORK_RULES: tuple[SecretRule, ...] = (
     SecretRule("private_ip", NETWORK, re.compile(
         r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d]|\.\d)"),
         "contains a private-range IP address", _private_ipv4,
@@ -155,28 +425,58 @@ RULES: tuple[SecretRule, ...] = (
         r"(?<![\w:])(?:f[cd][0-9a-f]{2}|fe80):[0-9a-f:]*:[0-9a-f]*", re.IGNORECASE),
         "contains a private IPv6 address", needles=("fc", "fd", "fe80")),
     SecretRule("internal_host", NETWORK, re.compile(
-        r"\b[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:internal|corp|intranet|lan|local|localdomain)\b(?!\.\w)",
-        re.IGNORECASE), "contains an internal host name",
+        r"(?<![A-Za-z0-9.-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:internal|corp|intranet|lan|local|localdomain)"
+        r"(?![A-Za-z0-9_-])(?!\.\w)", re.IGNORECASE), "contains an internal host name",
         needles=(".internal", ".corp", ".intranet", ".lan", ".local")),
 )
 
+RULES: tuple[SecretRule, ...] = (
+    *(rule for f in FORMATS for rule in _token_rules(f)),
+    *(SecretRule(name, SECRET, re.compile(f"{_NOT_ALNUM_BEFORE}{rx}{_NOT_ALNUM_AFTER}"), reason, needles=needles)
+      for name, rx, reason, _source, needles in PATTERNS),
+    *_CONTEXT_RULES,
+    *_NETWORK_RULES,
+)
+_REASONS = {rule.name: rule.reason for rule in reversed(RULES)}
+_CASED = {r.pattern: re.compile(r.pattern.pattern, r.pattern.flags & ~re.IGNORECASE) for r in RULES if r.lower}
+
+
+# --- matching -----------------------------------------------------------------------------------------------------
+
 
 def fold(text: str) -> str:
-    """NFKC with invisible characters removed: what evasion attempts look like once undone."""
-    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    """NFKC, invisible characters removed, Unicode dashes made ``-``: what evasion attempts look like once undone."""
+    return unicodedata.normalize("NFKC", text).translate(_FOLD_TABLE)
+
+
+def _fold_with_origin(text: str) -> tuple[str, list[int]]:
+    """:func:`fold` one character at a time, with the index in ``text`` each folded character came from."""
+    out: list[str] = []
+    origin: list[int] = []
+    for i, c in enumerate(text):
+        f = c if c.isascii() else unicodedata.normalize("NFKC", c).translate(_FOLD_TABLE)
+        out.append(f)
+        origin.extend([i] * len(f))
+    return "".join(out), origin
+
+
+def _wanted(rule: SecretRule, text: str, low: str, gates: dict[re.Pattern[str], bool]) -> bool:
+    if rule.gate is not None:
+        if rule.gate not in gates:
+            gates[rule.gate] = rule.gate.search(text) is not None
+        return gates[rule.gate]
+    return any(n in low for n in rule.needles)
 
 
 def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]:
-    """Every match in ``text`` (offsets into ``text``), earliest first, overlaps removed."""
-    hits = []
+    """Every match in ``text`` as given (offsets into ``text``, no folding), earliest first, overlaps removed."""
+    hits: list[Finding] = []
     low = text.lower()
+    gates: dict[re.Pattern[str], bool] = {}
     for rule in RULES:
-        if rule.kind not in kinds or not any(n in low for n in rule.needles):
+        if rule.kind not in kinds or not _wanted(rule, text, low, gates):
             continue
-        for m in rule.pattern.finditer(text):
-            if m.end() > m.start() and (rule.valid is None or rule.valid(m)):
-                start, end = m.span("value") if "value" in rule.pattern.groupindex else m.span()
-                hits.append(Finding(rule.name, rule.kind, start, end))
+        hits.extend(Finding(rule.name, rule.kind, *_span(m)) for m in _matches(rule, text, low))
     hits.sort(key=lambda f: (f.start, -f.end))
     out: list[Finding] = []
     for f in hits:
@@ -185,25 +485,60 @@ def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]
     return out
 
 
+def _matches(rule: SecretRule, text: str, low: str) -> list[re.Match[str]]:
+    """``rule``'s non-empty matches that its ``valid`` accepts."""
+    pattern = rule.pattern
+    if rule.lower and len(low) == len(text):  # str.lower() keeps offsets except for a few letters (İ)
+        pattern, text = _CASED[rule.pattern], low
+    return [m for m in pattern.finditer(text) if m.end() > m.start() and (rule.valid is None or rule.valid(m))]
+
+
+def _span(m: re.Match[str]) -> tuple[int, int]:
+    """The value alone for ``key = value`` forms (``value*`` groups), else the whole match."""
+    for group in ("value", "value2", "value3"):
+        if group in m.re.groupindex and m.start(group) >= 0:
+            return m.span(group)
+    return m.span()
+
+
+def scan(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]:
+    """Every match in the folded form of ``text``, with offsets mapped back into ``text`` itself.
+
+    The fast path folds the whole string in C; only a text that holds a finding *and*
+    changes when folded is folded again character by character to map the offsets.
+    """
+    folded = fold(text)
+    found = find(folded, kinds)
+    if not found or folded == text:
+        return found
+    per_char, origin = _fold_with_origin(text)
+    mapped = [Finding(f.rule, f.kind, origin[f.start], origin[f.end - 1] + 1)
+              for f in find(per_char, kinds) if f.end > f.start]
+    if not mapped:  # composition made the two folds differ: redact the whole text rather than leak
+        return [Finding(found[0].rule, found[0].kind, 0, len(text))]
+    return mapped
+
+
 def check(content: str) -> PrivacyResult:
     """Reject content holding anything in :data:`RULES` (in its own or its folded form)."""
     for text in (content, fold(content)):
         found = find(text)
         if found:
-            rule = next(r for r in RULES if r.name == found[0].rule)
-            return PrivacyResult(False, rule.name, rule.reason)
+            return PrivacyResult(False, found[0].rule, _REASONS[found[0].rule])
     return PrivacyResult(True)
 
 
 def redact(text: str, level: str = "all") -> str:
     """``text`` with matches replaced by ``[REDACTED:rule]``; ``level`` "off", "secrets" or "all".
 
-    Newlines inside a match are kept (after the marker), so the line count is unchanged.
+    Matching runs on the folded text (:func:`scan`) and the spans are mapped back, so
+    everything that is not a secret stays as written. Newlines inside a match are kept
+    (after the marker), so the line count is unchanged.
     """
     if level == "off":
         return text
     kinds = (SECRET,) if level == "secrets" else (SECRET, NETWORK)
-    found = find(text, kinds)
+    found = scan(text, kinds)
     if not found:
         return text
     parts, pos = [], 0
