@@ -148,7 +148,7 @@ def test_every_data_dir_shares_one_build(tmp_path: Path) -> None:
             ids.append(index.embedder.model_id)
             index.close()
     built = [e for e in logs if e["event"] == "model.built"]
-    assert len(built) == 2  # the exact model with its table, then the int8 twin: once, not once per data dir
+    assert len(built) == 1 and len(built[0]["files"]) == 3  # model, table and int8 twin: once, in one child
     assert all(Path(f).parent == cfg.model_cache_dir for e in built for f in e["files"])
     assert ids[0] == ids[1] and not legacy.parent.exists()
     assert not (tmp_path / "b" / "models").exists()

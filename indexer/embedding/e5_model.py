@@ -152,6 +152,31 @@ def open_e5_model(model_dir: Path, *, threads: int = 0, weights: Path | None = N
     return _open_cached(path, weights, digest, threads, query=False)  # rebuilds a bad file
 
 
+def prebuild(model_dir: Path, *, query: bool, weights: Path | None = None) -> None:
+    """Build whatever is missing of the exact model, its word table and (``query``) the int8 twin in
+    one child process, before any session is loaded.
+
+    Why: one process start instead of two on first use, and the caller holds no model session
+    while the build's child runs (first start, daemon + child: ~100 + the child's peak instead of
+    ~340 + it). Failures are only logged here: the loaders that follow build again what is still
+    missing and report, or fall back, as each one does.
+    """
+    from indexer.embedding.word_table import table_path
+
+    weights = weights or e5_weights_path()
+    if not weights.is_file():
+        return  # open_e5_model names the missing file
+    digest = file_sha256(weights)
+    path = cached_model_path(model_dir, digest)
+    files = {"model": path, "table": table_path(path)}
+    if query:
+        files["query"] = cached_query_model_path(model_dir, digest)
+    try:
+        ensure_built(weights, digest, files)
+    except (ModelError, DiskFullError) as exc:
+        log.warning("model.prebuild_failed", reason=str(exc), action="building the parts one by one")
+
+
 def _shared_table(path: Path, weights: Path, digest: str) -> Mapping[str, Any] | None:
     """The word table of ``path`` for sharing, built again (in a child) if it is unreadable; None if it
     still cannot be had (each session then loads its own copy)."""

@@ -111,10 +111,11 @@ def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
 
 
 def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
-    from indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model
+    from indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model, prebuild
     from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from indexer.embedding.tokenization import TokenizerAdapter
 
+    prebuild(model_dir, query=cfg.query_precision == "int8")
     settings = _settings(cfg, _E5)
     tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
     model = open_e5_model(model_dir, threads=cfg.threads)
