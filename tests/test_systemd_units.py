@@ -80,7 +80,7 @@ def socket_unit() -> dict[str, dict[str, list[str]]]:
         ("SystemCallArchitectures", "native"),
         ("Nice", "10"),
         ("CPUWeight", "20"),
-        ("MemoryHigh", "1G"),
+        ("MemoryHigh", "768M"),
     ],
 )
 def test_service_directive(service, key, value):
