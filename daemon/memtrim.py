@@ -2,7 +2,7 @@
 
 Why: glibc keeps memory that was freed in the middle of its heaps, and in one
 arena per thread that ever allocated (up to 8 x cores of them). A bulk
-re-index frees a ~75 MB model session and the activations of 16 x 512-token
+re-index frees a ~20 MB model session and the activations of 16 x 512-token
 batches, but without help the daemon's RSS stays at its peak for the rest of
 its life. Two calls fix that:
 

@@ -1,6 +1,6 @@
 """Embedding models behind :class:`indexer.types.Embedder`.
 
-Entry point: :func:`load_embedder` (``EmbeddingConfig`` + data directory ->
+Entry point: :func:`load_embedder` (``EmbeddingConfig`` + model cache directory ->
 embedder). Importing this package is cheap: numpy, onnxruntime and tokenizers
 load only when a model does, so the CLI client can import the package tree.
 The other names below are resolved lazily on first access.
@@ -12,8 +12,8 @@ imported: without it, the import alone writes a device id and an event
 database (``onnxruntime.db``, table ``events``) for its telemetry under
 ``~/.cache/Microsoft/DeveloperTools/.onnxruntime``.
 
-    load_embedder(cfg, data_dir) -> Embedder        registry.py
-    ensure_e5_model(data_dir) -> Path               e5_model.py (build-on-first-use, verified)
+    load_embedder(cfg, model_dir) -> Embedder       registry.py (model_dir: the per-user model cache)
+    ensure_e5_model(model_dir) -> Path              e5_model.py (built once, in a child, verified)
     OnnxEmbedder, EmbedderSettings, make_session    onnx_embedder.py
     HashEmbedder                                    hash_embedder.py (deterministic fake)
 """
