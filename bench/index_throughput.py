@@ -97,7 +97,7 @@ def main() -> None:
     cfg = dataclasses.replace(cfg, embedding=EmbeddingConfig(
         provider=args.provider, threads=args.threads, batch_size=args.batch_size))
     t0 = time.perf_counter()
-    embedder = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
+    embedder = CountingEmbedder(load_embedder(cfg.embedding, cfg.model_cache_dir))
     load_s = time.perf_counter() - t0
     pf = PathFilter(cfg.watch.include, cfg.watch.exclude)
     index = MemoryIndex(cfg, embedder)

@@ -57,15 +57,15 @@ def copy_corpus(eval_dir: Path, convs: list[str], root: Path) -> tuple[list[Path
     return files, questions
 
 
-def load_bare_model(data_dir: Path) -> tuple[Any, float]:
-    """The e5 embedder in this process (builds the ONNX model into ``data_dir``, which the daemon reuses)."""
+def load_bare_model(model_dir: Path) -> tuple[Any, float]:
+    """The e5 embedder in this process (builds the ONNX model into ``model_dir``, the daemon's model cache)."""
     from daemon.logs import configure_logging
     from indexer.config import EmbeddingConfig
     from indexer.embedding import load_embedder
 
     configure_logging("warning", "console")  # this process's model.built/model.loaded lines are noise here
     t0 = time.perf_counter()
-    embedder = load_embedder(EmbeddingConfig(), data_dir)
+    embedder = load_embedder(EmbeddingConfig(), model_dir)
     return embedder, time.perf_counter() - t0
 
 
@@ -175,8 +175,8 @@ def main() -> None:
         root, data = tmp / "root", tmp / "data"
         files, questions = copy_corpus(args.eval_dir, args.convs.split(","), root)
         questions = questions[: args.queries] if args.queries else questions
-        embedder, load_s = load_bare_model(data)
-        extra = dict(kv.split("=", 1) for kv in args.env)
+        embedder, load_s = load_bare_model(tmp / "cache" / "memoryd" / "models")
+        extra = {"XDG_CACHE_HOME": str(tmp / "cache"), **dict(kv.split("=", 1) for kv in args.env)}
         with Daemon(tmp, [root], data, extra_env=extra) as d:
             t0 = time.perf_counter()
             st = d.wait_idle(timeout=900)

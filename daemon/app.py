@@ -1,8 +1,13 @@
 """``memoryd run``: start-up → main loop → time-limited shutdown.
 
-Start-up order matters and is chosen so that no change is ever lost:
+Start-up order matters and is chosen so that no change is ever lost, and so
+that every cheap check fails before the expensive model load (~1-8 s, more on
+first use):
 
-1. take the data-directory lock (one writer per index), open the index;
+0. cheap checks: the config was validated by the CLI; the data-directory lock
+   (one writer per index: a second daemon fails here) and the socket path
+   (another daemon answering there, a directory that is not ours);
+1. load the model and open the index;
 2. queue the start-up reconcile *first* on the worker's queue;
 3. start the socket server (queries are answered during reconcile;
    ``status`` says ``reconciling``), then the debouncer and the watchers —
@@ -34,6 +39,7 @@ import structlog
 from daemon.datalock import DataDirLock
 from daemon.debouncer import Debouncer
 from daemon.logs import configure_logging
+from daemon.memtrim import limit_arenas, trim
 from daemon.methods import build_handlers
 from daemon.oneshot import ensure_roots, open_index
 from daemon.pathfilter import PathFilter
@@ -43,6 +49,7 @@ from daemon.roots import RootMap
 from daemon.scheduler import Scheduler
 from daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
 from daemon.server import SocketServer
+from daemon.sockpath import check_socket_path
 from daemon.watcher import Watcher
 from daemon.worker import IndexWorker
 from indexer.config import Config
@@ -109,14 +116,17 @@ class Daemon:
         self._lock = DataDirLock(cfg.data_dir)
         self._lock.acquire()
         check_data_dir(cfg.data_dir)
+        fds = listen_fds(self.env)
+        if not fds:  # socket-activated: systemd holds the socket, nobody else can bind it
+            check_socket_path(cfg.socket_path)
         self.notifier.status("loading the embedding model")
         self.index = open_index(cfg, background_rebuilds=True)
+        trim("model loaded")
         _quiet_faiss_threads()
         self.query_embeddings = QueryEmbeddings(self.index.embedder)
         self.worker = IndexWorker(self.index, self.roots, self.path_filter, self.path_filter.accept_dir,
                                   on_status=self.notifier.status, should_stop=self.should_exit.is_set)
         self.worker.request_reconcile("start-up")
-        fds = listen_fds(self.env)
         srv = cfg.server
         self.server = SocketServer(
             cfg.socket_path, build_handlers(self), allowed_uids=srv.allowed_uids,
@@ -264,6 +274,7 @@ def run_daemon(cfg: Config, reload: Callable[[], Config] | None = None) -> int:
     set_private_umask()  # the whole process: files a library creates for us are private too (daemon.private)
     configure_logging(cfg.log.level, cfg.log.format)
     logging.captureWarnings(True)  # library warnings (watchdog's included) go to the log, formatted
+    limit_arenas()  # before any thread starts: see daemon.memtrim
     d = Daemon(cfg, os.environ, reload)
     with _signals(d):
         try:

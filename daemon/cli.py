@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon import cli_bank, cli_history, cli_mcp, cli_write
-from indexer.errors import ConfigError, MemorydError, NotRunningError
+from indexer.errors import (
+    ConfigError,
+    IndexInUseError,
+    MemorydError,
+    ModelError,
+    NotRunningError,
+    SocketInUseError,
+)
 from indexer.paths import client_socket_path
 
 if TYPE_CHECKING:
@@ -123,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(handler: Any, args: argparse.Namespace) -> int:
     try:
         return int(handler(args))
-    except ConfigError as exc:
+    except (ConfigError, IndexInUseError, SocketInUseError, ModelError) as exc:  # the README's "start-up failed"
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     except NotRunningError as exc:

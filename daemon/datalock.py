@@ -15,7 +15,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from indexer.errors import DaemonError, StoreError
+from indexer.errors import IndexInUseError, StoreError
 
 
 class DataDirLock:
@@ -24,7 +24,7 @@ class DataDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock or raise DaemonError naming the pid that holds it."""
+        """Take the lock or raise IndexInUseError naming the pid that holds it."""
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -35,7 +35,7 @@ class DataDirLock:
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise DaemonError(
+            raise IndexInUseError(
                 f"the index in {self.path.parent} is in use by another memoryd (pid {holder}); "
                 "stop it first, or use `memoryd reindex` to ask it to index"
             ) from None

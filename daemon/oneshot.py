@@ -23,8 +23,11 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
     left to the daemon's background rebuilder instead of delaying start-up.
     """
     from indexer.embedding import load_embedder
+    from indexer.embedding.model_cache import remove_legacy_models
 
-    embedder = load_embedder(cfg.embedding, cfg.data_dir)
+    if not read_only:
+        remove_legacy_models(cfg.data_dir, cfg.model_cache_dir)
+    embedder = load_embedder(cfg.embedding, cfg.model_cache_dir)
     return MemoryIndex(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
 
 

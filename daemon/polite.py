@@ -12,8 +12,11 @@ and its p50 went from ~13 to ~60 ms. Two facts shape the fix:
 So bulk batches go to one dedicated thread that first lowers its own priority
 and then opens its own session (:meth:`OnnxEmbedder.with_own_session`): every
 thread computing bulk passages is niced, and the query session's pool is never
-busy with them. That session (~75 MB) is dropped after ``IDLE_RELEASE_S``
-without bulk work.
+busy with them. That session (~30 MB beside the shared word table, plus up to
+~250 MB of activations while a batch runs) is dropped after ``IDLE_RELEASE_S``
+without bulk work, and the freed heap handed back to the kernel
+(:func:`daemon.memtrim.trim`): after a bulk re-index the daemon returns to its
+idle size.
 
 Small calls — at most one model batch, e.g. a single edited file or a
 ``remember`` — stay on the caller's thread and session: a busy machine must not
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from daemon.memtrim import trim
 from indexer.errors import MemorydError
 from indexer.types import Embedder
 
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-IDLE_RELEASE_S = 60.0  # drop the bulk session after this long without bulk work
+IDLE_RELEASE_S = 30.0  # drop the bulk session after this long without bulk work (re-opening costs ~0.3 s)
 _STOP = object()
 
 
@@ -123,6 +127,7 @@ class PoliteEmbedder:
             except queue.Empty:
                 if twin is not None:
                     twin = None  # its threads end and its memory goes back
+                    trim("bulk session released")
                     log.info("model.bulk_session_released", idle_s=IDLE_RELEASE_S)
                 continue
             if job is _STOP:

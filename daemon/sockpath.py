@@ -160,3 +160,15 @@ def adopt_listening_socket(fd: int) -> socket.socket:
         raise DaemonError(f"listen fd {fd} is not a Unix stream socket")
     sock.setblocking(False)
     return sock
+
+
+def check_socket_path(path: Path) -> None:
+    """Fail early, before the model loads, for a socket path that :func:`bind_unix_socket` would refuse.
+
+    The same checks (length, private directory, a live server answering, not a socket),
+    without binding; a stale socket from a crash is removed as the bind would.
+    """
+    if len(os.fsencode(path)) > _MAX_PATH_BYTES:
+        raise DaemonError(f"socket path {path} is too long for a Unix socket (max {_MAX_PATH_BYTES} bytes)")
+    _prepare_dir(path.parent)
+    _clear_stale(path)

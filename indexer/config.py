@@ -164,11 +164,17 @@ class Config:
     # Resolved XDG directories (filled by load(); defaults are for in-process use).
     state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
     data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
+    cache_home: Path = field(default_factory=lambda: paths.xdg_dir(os.environ, "CACHE", ".cache"))
     runtime_dir: Path | None = None
 
     @property
     def data_dir(self) -> Path:
         return self.storage.data_dir or self.state_home / "memoryd"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        """Built model files, one copy per user shared by every data dir: ``$XDG_CACHE_HOME/memoryd/models``."""
+        return self.cache_home / "memoryd" / "models"
 
     @property
     def socket_path(self) -> Path:
@@ -204,11 +210,11 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     cfg = _build(Config, raw, prefix="", source=str(path))
-    home = paths.home(env)
     cfg = dataclasses.replace(
         cfg,
-        state_home=Path(env.get("XDG_STATE_HOME") or home / ".local" / "state"),
-        data_home=Path(env.get("XDG_DATA_HOME") or home / ".local" / "share"),
+        state_home=paths.xdg_dir(env, "STATE", ".local/state"),
+        data_home=paths.xdg_dir(env, "DATA", ".local/share"),
+        cache_home=paths.xdg_dir(env, "CACHE", ".cache"),
         runtime_dir=paths.runtime_dir(env),
     )
     validate(cfg)

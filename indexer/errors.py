@@ -66,5 +66,9 @@ class SocketInUseError(DaemonError):
     """Another live daemon answers on the socket path."""
 
 
+class IndexInUseError(DaemonError):
+    """Another process holds the data directory's lock (a daemon or ``memoryd index``)."""
+
+
 class NotRunningError(DaemonError):
     """No daemon answers on the socket path."""

@@ -3,7 +3,12 @@
 Shared by :mod:`indexer.config` and the CLI's client commands, which must find
 the socket without loading the full config machinery (editors run ``memoryd
 reindex`` on every save). Functions take the environment as a parameter: only
-the CLI's entry point passes ``os.environ``.
+the CLI's entry point and :func:`indexer.config.load` pass ``os.environ``.
+
+The XDG base directories are computed here rather than with ``platformdirs``:
+memoryd runs on Linux only (Unix sockets, inotify, systemd), where the rules
+are four lines, and ``platformdirs`` reads ``os.environ`` itself, which would
+break the environment-as-a-parameter design the tests rely on.
 """
 
 from __future__ import annotations
@@ -19,9 +24,14 @@ def home(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or os.path.expanduser("~"))
 
 
+def xdg_dir(env: Mapping[str, str], name: str, fallback: str) -> Path:
+    """``$XDG_<name>_HOME`` when set to an absolute path (the spec says ignore a relative one), else ``~/fallback``."""
+    value = env.get(f"XDG_{name}_HOME") or ""
+    return Path(value) if os.path.isabs(value) else home(env) / fallback
+
+
 def default_config_path(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CONFIG_HOME") or str(home(env) / ".config")
-    return Path(base) / "memoryd" / "memoryd.toml"
+    return xdg_dir(env, "CONFIG", ".config") / "memoryd" / "memoryd.toml"
 
 
 def default_socket_path(runtime_dir: Path | None) -> Path:

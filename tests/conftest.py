@@ -4,10 +4,15 @@ Every test must leave no thread behind (watchdog observers, APScheduler and
 timers all start threads): the autouse ``no_leaked_threads`` fixture fails a
 test that does. Socket paths must stay short (a Unix socket path is limited to
 ~104 bytes and ``tmp_path`` can exceed it): use ``short_dir``.
+
+The whole session shares one model cache in a temporary ``XDG_CACHE_HOME``
+(``model_cache_home``): built models are per user, and a test must not write
+into the real ``~/.cache``; daemons the tests spawn inherit it.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -16,6 +21,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    try:
+        yield cache
+    finally:
+        if old is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old
 
 
 @pytest.fixture(autouse=True)

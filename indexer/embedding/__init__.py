@@ -1,12 +1,19 @@
 """Embedding models behind :class:`indexer.types.Embedder`.
 
-Entry point: :func:`load_embedder` (``EmbeddingConfig`` + data directory ->
+Entry point: :func:`load_embedder` (``EmbeddingConfig`` + model cache directory ->
 embedder). Importing this package is cheap: numpy, onnxruntime and tokenizers
 load only when a model does, so the CLI client can import the package tree.
 The other names below are resolved lazily on first access.
 
-    load_embedder(cfg, data_dir) -> Embedder        registry.py
-    ensure_e5_model(data_dir) -> Path               e5_model.py (build-on-first-use, verified)
+Importing this package also sets ``ORT_DISABLE_TELEMETRY=1`` in the process
+environment, before any onnxruntime import (every onnxruntime import of
+memoryd goes through this package). onnxruntime 1.2x reads it once, when it is
+imported: without it, the import alone writes a device id and an event
+database (``onnxruntime.db``, table ``events``) for its telemetry under
+``~/.cache/Microsoft/DeveloperTools/.onnxruntime``.
+
+    load_embedder(cfg, model_dir) -> Embedder       registry.py (model_dir: the per-user model cache)
+    ensure_e5_model(model_dir) -> Path              e5_model.py (built once, in a child, verified)
     OnnxEmbedder, EmbedderSettings, make_session    onnx_embedder.py
     HashEmbedder                                    hash_embedder.py (deterministic fake)
 """
@@ -14,9 +21,12 @@ The other names below are resolved lazily on first access.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
-from indexer.embedding.registry import load_embedder
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"  # before onnxruntime is imported: see the docstring
+
+from indexer.embedding.registry import load_embedder  # after the line above, on purpose
 
 if TYPE_CHECKING:
     from indexer.embedding.e5_model import ensure_e5_model

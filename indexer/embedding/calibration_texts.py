@@ -7,7 +7,7 @@ scripts. The quantiser only needs each input channel's typical magnitude;
 those are a property of the model far more than of the text, but covering
 the scripts and Markdown shapes that memoryd indexes keeps rare channels from
 being under-estimated. Changing these texts changes the query model: bump
-:data:`indexer.embedding.e5_int8.INT8_VERSION`.
+:data:`indexer.embedding.e5_model.INT8_VERSION`.
 """
 
 from __future__ import annotations

