@@ -57,6 +57,18 @@ def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condit
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
+def listening(sock: Path) -> bool:
+    """Something accepts connections on ``sock`` (the path exists a moment before ``listen``)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(sock))
+        except OSError:
+            return False
+    return True
+
+
 @contextmanager
 def running_daemon(
     tmp_path: Path, socket: Path, files: dict[str, str], timeout: float = 10.0, **config: Any,
@@ -93,4 +105,4 @@ def ready(client: Any) -> bool:
     return st["pending"] == 0 and not st["reconciling"]
 
 
-__all__ = ["CountingEmbedder", "WatchConfig", "make_config", "ready", "running_daemon", "wait_for"]
+__all__ = ["CountingEmbedder", "WatchConfig", "listening", "make_config", "ready", "running_daemon", "wait_for"]

@@ -13,7 +13,7 @@ import pytest
 
 from daemon.client import Client
 from daemon.render import parse_target, render_status
-from tests.helpers import wait_for
+from tests.helpers import listening, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -104,7 +104,7 @@ def test_sighup_adds_a_root(tmp_path: Path, short_dir: Path) -> None:
                              str(tmp_path / "d"), "--socket", str(sock)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(sock.exists, what="socket")
+        wait_for(lambda: listening(sock), what="socket")
         with Client(sock) as c:
             wait_for(lambda: c.call("status")["files"] == 1, what="first root indexed")
             conf.write_text(f'[embedding]\nprovider = "hash"\n[watch]\nroots = ["{a}", "{b}"]\n')

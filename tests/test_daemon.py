@@ -17,7 +17,7 @@ import pytest
 from daemon.app import Daemon
 from daemon.client import Client, RpcClientError
 from indexer.errors import DaemonError, NotRunningError
-from tests.helpers import make_config, ready, running_daemon, wait_for
+from tests.helpers import listening, make_config, ready, running_daemon, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -138,7 +138,7 @@ def test_subprocess_run_sigterm_exits_zero_and_removes_socket(tmp_path: Path, sh
            "--data-dir", str(tmp_path / "data"), "--socket", str(sock)]
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        wait_for(sock.exists, what="socket")
+        wait_for(lambda: listening(sock), what="socket")
         with Client(sock) as c:
             wait_for(lambda: ready(c), what="ready")
         out = subprocess.run([sys.executable, "-m", "daemon.cli", "search", "--socket", str(sock), "--json",

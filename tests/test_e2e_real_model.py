@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from daemon.client import Client
-from tests.helpers import wait_for
+from tests.helpers import listening, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def test_real_model_watcher_and_socket(tmp_path: Path, short_dir: Path) -> None:
     log = open(tmp_path / "daemon.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(sock.exists, timeout=120, what="daemon socket (model build on first start)")
+        wait_for(lambda: listening(sock), timeout=120, what="daemon socket (model build on first start)")
         with Client(sock, timeout=60) as c:
             wait_for(lambda: (st := c.call("status"))["files"] == 2 and not st["reconciling"] and not st["pending"],
                      timeout=120, what="start-up index")
