@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup run index test test-fast lint bench clean
+.PHONY: setup run index test test-fast lint bench smoke-wheel clean
 
 setup: $(VENV)/.installed
 
@@ -20,7 +20,7 @@ run: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy indexer daemon
+	MYPY=$(BIN)/mypy scripts/typecheck.sh
 
 test: setup lint
 	$(BIN)/pytest -q
@@ -29,8 +29,13 @@ test: setup lint
 test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
 
+# The wheel installed into a clean venv outside the checkout, used as a new user would
+# (needs the package index for its dependencies; CI runs it after `make test`).
+smoke-wheel: setup
+	scripts/wheel_smoke.sh
+
 bench: setup
 	$(BIN)/python bench/index_throughput.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info build dist

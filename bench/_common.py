@@ -28,8 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from daemon.client import Client  # noqa: E402  (needs the repository on sys.path)
-from indexer.errors import DaemonError  # noqa: E402
+from memoryd.daemon.client import Client  # noqa: E402  (needs the repository on sys.path)
+from memoryd.indexer.errors import DaemonError  # noqa: E402
 
 _SYSTEMD_VARS = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID")
 
@@ -69,8 +69,8 @@ def daemon_env(tmp: Path, notify_socket: Path | None = None) -> dict[str, str]:
 
 def memoryd_argv(command: str, roots: Sequence[Path], data_dir: Path, config: Path | None = None,
                  socket: Path | None = None) -> list[str]:
-    """``python -m daemon.cli COMMAND --root ... --data-dir ... [--config] [--socket]``."""
-    argv = [sys.executable, "-m", "daemon.cli", command, "--data-dir", str(data_dir)]
+    """``python -m memoryd.daemon.cli COMMAND --root ... --data-dir ... [--config] [--socket]``."""
+    argv = [sys.executable, "-m", "memoryd.daemon.cli", command, "--data-dir", str(data_dir)]
     for root in roots:
         argv += ["--root", str(root)]
     if config is not None:

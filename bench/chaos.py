@@ -3,7 +3,7 @@
 Why: memoryd runs unattended on people's own notes; a power cut or an OOM
 kill can land at any instruction. The index is only trustworthy if every such
 kill is repaired by the next start. This script runs the real daemon
-(``python -m daemon.cli run``) on a copied corpus while a driver edits,
+(``python -m memoryd.daemon.cli run``) on a copied corpus while a driver edits,
 creates, renames and deletes files (recording the exact bytes each file must
 hold), and SIGKILLs the daemon ``--kills`` times at varied moments: right
 after a burst of edits (embedding and SQLite commits in flight), in a steady
@@ -39,8 +39,8 @@ from typing import Any
 
 from _common import REPO, Daemon, bench_tmp, memoryd_argv, run_oneshot, write_config
 
-from daemon.client import Client
-from indexer.errors import DaemonError
+from memoryd.daemon.client import Client
+from memoryd.indexer.errors import DaemonError
 
 CORPUS = REPO.parent / "shared" / "eval" / "locomo-conv-41"
 MODES = ("burst", "steady", "remember", "startup")

@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from indexer.config import EmbeddingConfig, WriteConfig
-from indexer.embedding import load_embedder
-from indexer.embedtext import clean_line
-from indexer.write import calibration as cal
-from indexer.write.dedup import Thresholds
+from memoryd.indexer.config import EmbeddingConfig, WriteConfig
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.write import calibration as cal
+from memoryd.indexer.write.dedup import Thresholds
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = {"en": "en-en", "zh": "zh-zh", "cross": "en-zh"}

@@ -26,11 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from daemon.pathfilter import PathFilter
-from indexer.config import Config, EmbeddingConfig, with_overrides
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.reconcile import reconcile
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.reconcile import reconcile
 
 # Query-time rescoring knobs that are module defaults until [search] has keys for them; --search
 # sets either kind (a [search] field wins over a module default once it exists).

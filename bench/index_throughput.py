@@ -33,13 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from daemon.pathfilter import PathFilter
-from indexer.config import Config, EmbeddingConfig, with_overrides
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.files import read_memory_file, walk_root
-from indexer.pipeline import prepare_file
-from indexer.reconcile import reconcile
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.files import read_memory_file, walk_root
+from memoryd.indexer.pipeline import prepare_file
+from memoryd.indexer.reconcile import reconcile
 from tests.helpers import CountingEmbedder
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"

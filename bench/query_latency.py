@@ -59,9 +59,9 @@ def copy_corpus(eval_dir: Path, convs: list[str], root: Path) -> tuple[list[Path
 
 def load_bare_model(model_dir: Path) -> tuple[Any, float]:
     """The e5 embedder in this process (builds the ONNX model into ``model_dir``, the daemon's model cache)."""
-    from daemon.logs import configure_logging
-    from indexer.config import EmbeddingConfig
-    from indexer.embedding import load_embedder
+    from memoryd.daemon.logs import configure_logging
+    from memoryd.indexer.config import EmbeddingConfig
+    from memoryd.indexer.embedding import load_embedder
 
     configure_logging("warning", "console")  # this process's model.built/model.loaded lines are noise here
     t0 = time.perf_counter()

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import _THINGS, REPO, bench_tmp, fmt, percentile, print_table, remove_tree
 from gen_corpus import _ZH_THINGS, generate
 
-from daemon.query_embedding import QueryEmbeddings
+from memoryd.daemon.query_embedding import QueryEmbeddings
 
 N_TOPICS = 512
 NOISE = 0.05  # per-dimension std: a chunk's cosine to its topic centre ≈ 0.7, like related e5 passages
@@ -100,7 +100,7 @@ def dir_bytes(path: Path) -> int:
 
 def ann_recall(vectors: Any, n_queries: int, seed: int) -> tuple[float, float, float, float]:
     """(recall@10, HNSW build s, flat ms/query, HNSW ms/query) on copies of ``vectors``' contents."""
-    from indexer.vectors import VectorIndex
+    from memoryd.indexer.vectors import VectorIndex
 
     ids = vectors.ids()
     mat = vectors.vectors_of(ids.tolist())
@@ -137,8 +137,8 @@ def recall_only(size: int, queries: int, seed: int) -> dict[str, Any]:
     The vectors are exactly those a full run stores (same generator, texts differ); ~8 min at 1M
     instead of ~70, for checking the ANN parameters at sizes a full run takes an hour to reach.
     """
-    from indexer import ann
-    from indexer.vectors import VectorIndex
+    from memoryd.indexer import ann
+    from memoryd.indexer.vectors import VectorIndex
 
     gen = SyntheticPassages(_NoQueries())
     index = VectorIndex(gen.dimension)
@@ -154,9 +154,9 @@ def recall_only(size: int, queries: int, seed: int) -> dict[str, Any]:
 
 def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement for one corpus size, in this process."""
-    from indexer.config import Config, EmbeddingConfig, with_overrides
-    from indexer.embedding import load_embedder
-    from indexer.engine import MemoryIndex
+    from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.engine import MemoryIndex
 
     tmp = bench_tmp("memoryd-scale-")
     try:
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     if args.one:
-        from daemon.logs import configure_logging
+        from memoryd.daemon.logs import configure_logging
 
         configure_logging("warning", "console")
         print(json.dumps(run_one(args.one, args)))

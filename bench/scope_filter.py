@@ -31,13 +31,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from daemon.pathfilter import PathFilter  # noqa: E402
-from indexer.embedding import load_embedder  # noqa: E402
-from indexer.engine import MemoryIndex  # noqa: E402
-from indexer.pathguard import PathGuard  # noqa: E402
-from indexer.reconcile import reconcile  # noqa: E402
-from indexer.search import _allowed_ids  # noqa: E402
-from indexer.write.access import Session, read_refusal  # noqa: E402
+from memoryd.daemon.pathfilter import PathFilter  # noqa: E402
+from memoryd.indexer.embedding import load_embedder  # noqa: E402
+from memoryd.indexer.engine import MemoryIndex  # noqa: E402
+from memoryd.indexer.pathguard import PathGuard  # noqa: E402
+from memoryd.indexer.reconcile import reconcile  # noqa: E402
+from memoryd.indexer.search import _allowed_ids  # noqa: E402
+from memoryd.indexer.write.access import Session, read_refusal  # noqa: E402
 from tests.helpers import make_config  # noqa: E402
 
 LIKE_SQL = ("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
@@ -77,7 +77,7 @@ def main() -> None:
             prefix = f"{root}/peers/alice/"
             guard, alice = PathGuard([root]), Session("direct", peer="alice")
 
-            def check(r: str, rel: str) -> bool:  # as daemon.read_access.path_check: a fresh memo per query
+            def check(r: str, rel: str) -> bool:  # as memoryd.daemon.read_access.path_check: a fresh memo per query
                 return read_refusal(alice, root, guard.resolve(Path(r), rel, memo)) is None
 
             memo: dict[str, str] = {}

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from indexer.write import privacy  # noqa: E402
+from memoryd.indexer.write import privacy  # noqa: E402
 
 CORPUS = ROOT / "tests" / "security" / "data" / "secrets_corpus.jsonl"
 

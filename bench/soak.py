@@ -3,7 +3,7 @@
 Why: memoryd runs for months. A leak of one file descriptor per rename, one
 thread per reconnect or a few kB per batch never shows in a test that lasts
 seconds, but ends in EMFILE or an OOM kill after weeks. This script runs the
-real daemon (``python -m daemon.cli run``, hash embedder, short debounce) on a
+real daemon (``python -m memoryd.daemon.cli run``, hash embedder, short debounce) on a
 copied corpus (LoCoMo conv-41 + generated notes) while a driver makes
 ``--edits`` edits (appends, rewrites, editor-style atomic saves, creates,
 renames, deletes) paced over ``--minutes``, and ``--clients`` threads call
@@ -49,7 +49,7 @@ from _common import (
 )
 from chaos import chunk_set
 
-from daemon.client import Client
+from memoryd.daemon.client import Client
 
 CORPUS = REPO.parent / "shared" / "eval" / "locomo-conv-41"
 OPS = ("append", "rewrite", "atomic_save", "create", "rename", "delete")

@@ -36,25 +36,25 @@ from typing import Any
 
 import structlog
 
-from daemon.datalock import DataDirLock
-from daemon.debouncer import Debouncer
-from daemon.logs import configure_logging
-from daemon.memtrim import limit_arenas, trim
-from daemon.methods import build_handlers
-from daemon.oneshot import ensure_roots, open_index
-from daemon.pathfilter import PathFilter
-from daemon.private import check_data_dir, set_private_umask
-from daemon.query_embedding import QueryEmbeddings
-from daemon.roots import RootMap
-from daemon.scheduler import Scheduler
-from daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
-from daemon.server import SocketServer
-from daemon.sockpath import check_socket_path
-from daemon.watcher import Watcher
-from daemon.worker import IndexWorker
-from indexer.config import Config
-from indexer.engine import MemoryIndex
-from indexer.errors import MemorydError
+from memoryd.daemon.datalock import DataDirLock
+from memoryd.daemon.debouncer import Debouncer
+from memoryd.daemon.logs import configure_logging
+from memoryd.daemon.memtrim import limit_arenas, trim
+from memoryd.daemon.methods import build_handlers
+from memoryd.daemon.oneshot import ensure_roots, open_index
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.private import check_data_dir, set_private_umask
+from memoryd.daemon.query_embedding import QueryEmbeddings
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.scheduler import Scheduler
+from memoryd.daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
+from memoryd.daemon.server import SocketServer
+from memoryd.daemon.sockpath import check_socket_path
+from memoryd.daemon.watcher import Watcher
+from memoryd.daemon.worker import IndexWorker
+from memoryd.indexer.config import Config
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import MemorydError
 
 EXIT_OK = 0
 EXIT_STARTUP = 3
@@ -271,10 +271,10 @@ def _iso(ts: float | None) -> str | None:
 
 def run_daemon(cfg: Config, reload: Callable[[], Config] | None = None) -> int:
     """The body of ``memoryd run``; returns the exit status."""
-    set_private_umask()  # the whole process: files a library creates for us are private too (daemon.private)
+    set_private_umask()  # the whole process: files a library creates for us are private too (memoryd.daemon.private)
     configure_logging(cfg.log.level, cfg.log.format)
     logging.captureWarnings(True)  # library warnings (watchdog's included) go to the log, formatted
-    limit_arenas()  # before any thread starts: see daemon.memtrim
+    limit_arenas()  # before any thread starts: see memoryd.daemon.memtrim
     d = Daemon(cfg, os.environ, reload)
     with _signals(d):
         try:

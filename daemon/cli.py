@@ -8,7 +8,7 @@ reindex`` on every save, so start-up cost matters. ``run``, ``index`` and
 Exit codes: 0 ok, 1 error reported by the daemon or a bad argument, 2 usage,
 3 start-up failed (config, socket in use, model), 4 the daemon is not running.
 
-Everything the client commands print passes through ``daemon.termsafe``:
+Everything the client commands print passes through ``memoryd.daemon.termsafe``:
 control and escape characters from file names and content are shown
 escaped (``\x1b``), never sent to the terminal raw.
 """
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon import cli_bank, cli_history, cli_mcp, cli_write
-from indexer.errors import (
+from memoryd.daemon import cli_bank, cli_history, cli_mcp, cli_setup, cli_write
+from memoryd.indexer.errors import (
     ConfigError,
     IndexInUseError,
     MemorydError,
@@ -31,10 +31,10 @@ from indexer.errors import (
     NotRunningError,
     SocketInUseError,
 )
-from indexer.paths import client_socket_path
+from memoryd.indexer.paths import client_socket_path
 
 if TYPE_CHECKING:
-    from indexer.config import Config
+    from memoryd.indexer.config import Config
 
 EXIT_ERROR = 1
 EXIT_STARTUP = 3
@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_write.add_parsers(sub)
     cli_history.add_parsers(sub)
     cli_mcp.add_parsers(sub)
+    cli_setup.add_parsers(sub)
     return parser
 
 
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = _COMMANDS[args.command]
     if args.command in _RAW_OUTPUT:
         return _run(handler, args)
-    from daemon.termsafe import SafeStream
+    from memoryd.daemon.termsafe import SafeStream
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
@@ -145,7 +146,7 @@ def _run(handler: Any, args: argparse.Namespace) -> int:
 
 def _load_config(args: argparse.Namespace) -> Config:
     """The full, validated config (daemon-side commands only: it costs an import of the machinery)."""
-    from indexer import config as configmod
+    from memoryd.indexer import config as configmod
 
     cfg = configmod.load(args.config)
     return configmod.with_overrides(
@@ -164,13 +165,13 @@ def _socket(args: argparse.Namespace) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from daemon.app import run_daemon
+    from memoryd.daemon.app import run_daemon
 
     return run_daemon(_load_config(args), reload=lambda: _load_config(args))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from daemon.oneshot import run_index
+    from memoryd.daemon.oneshot import run_index
 
     return run_index(_load_config(args))
 
@@ -179,7 +180,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from daemon.client import Client
+    from memoryd.daemon.client import Client
 
     return Client(_socket(args))
 
@@ -193,7 +194,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
     if args.offline:
-        from daemon.oneshot import offline_search
+        from memoryd.daemon.oneshot import offline_search
 
         result = offline_search(_load_config(args), params)
     else:
@@ -202,7 +203,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        from daemon.render import render_hits
+        from memoryd.daemon.render import render_hits
 
         print(render_hits(result))
     return 0
@@ -214,7 +215,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        from daemon.render import render_status
+        from memoryd.daemon.render import render_status
 
         print(render_status(result))
     return 0
@@ -230,7 +231,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        from daemon.render import render_reindex
+        from memoryd.daemon.render import render_reindex
 
         print(render_reindex(result))
     return 0
@@ -250,7 +251,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from daemon.render import parse_target
+    from memoryd.daemon.render import parse_target
 
     params = parse_target(args.target)
     with _client(args) as client:
@@ -280,6 +281,7 @@ _COMMANDS = {
 }
 _COMMANDS.update(cli_bank.COMMANDS)
 _COMMANDS.update(cli_mcp.COMMANDS)
+_COMMANDS.update(cli_setup.COMMANDS)
 _COMMANDS.update(cli_history.COMMANDS)
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ changed files through its watcher and re-indexes them. ``plan`` changes
 nothing; ``apply`` computes the same plan and carries it out, printing the
 seed's execution summary. Exit status: 0 done (or nothing to do), 1 refused
 or failed (the message says why; with ``--json`` the object has ``error``).
-The heavy part (:mod:`indexer.bank`) is imported only when a bank command runs.
+The heavy part (:mod:`memoryd.indexer.bank`) is imported only when a bank command runs.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def _emit(args: argparse.Namespace, text: str, obj: dict[str, Any]) -> None:
 
 
 def cmd_bank(args: argparse.Namespace) -> int:
-    from daemon.logs import configure_logging
-    from indexer.errors import MemorydError
+    from memoryd.daemon.logs import configure_logging
+    from memoryd.indexer.errors import MemorydError
 
     configure_logging("warning", "auto")  # stdout is for the report
     try:
@@ -53,7 +53,7 @@ def cmd_bank(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from indexer import bank
+    from memoryd.indexer import bank
 
     if args.bank_action == "detect":
         det = bank.detect(args.path)

@@ -1,9 +1,9 @@
 """``memoryd mcp``: serve the memory tools to an MCP host over stdio (see docs/mcp.md).
 
-Import-light on purpose: ``daemon.cli`` imports this module for every command
+Import-light on purpose: ``memoryd.daemon.cli`` imports this module for every command
 (editors run ``memoryd reindex`` on each save), so the MCP SDK is imported only
-inside :func:`cmd_mcp`. ``daemon.cli`` adds the parser with :func:`add_parsers`
-and dispatches through :data:`COMMANDS`; ``python -m daemon.cli_mcp ...`` runs
+inside :func:`cmd_mcp`. ``memoryd.daemon.cli`` adds the parser with :func:`add_parsers`
+and dispatches through :data:`COMMANDS`; ``python -m memoryd.daemon.cli_mcp ...`` runs
 the same command stand-alone.
 
 The session flags map the MCP session to a memoryd session (seed 003): the
@@ -24,7 +24,7 @@ from pathlib import Path
 EXIT_USAGE = 2
 EXIT_STARTUP = 3
 SESSION_KINDS = ("owner", "direct", "group")
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # indexer.write.access's id rule
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # memoryd.indexer.write.access's id rule
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +63,7 @@ def session_of(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _socket(args: argparse.Namespace) -> Path:
-    from indexer.paths import client_socket_path
+    from memoryd.indexer.paths import client_socket_path
 
     if args.socket:
         return Path(os.path.abspath(os.path.expanduser(args.socket)))
@@ -79,8 +79,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import structlog
 
-    from daemon.logs import configure_logging
-    from daemon.mcp_server import DaemonBridge, serve
+    from memoryd.daemon.logs import configure_logging
+    from memoryd.daemon.mcp_server import DaemonBridge, serve
 
     configure_logging("info", "auto")  # stderr: MCP hosts keep it as the server's log
     log = structlog.get_logger(__name__)
@@ -105,8 +105,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"mcp": cmd_mcp}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m daemon.cli_mcp [flags]``: the ``mcp`` command without the rest of the CLI."""
-    from indexer.errors import ConfigError
+    """``python -m memoryd.daemon.cli_mcp [flags]``: the ``mcp`` command without the rest of the CLI."""
+    from memoryd.indexer.errors import ConfigError
 
     parser = argparse.ArgumentParser(prog="memoryd mcp", description="Serve memoryd's tools over MCP (stdio).")
     _arguments(parser)

@@ -1,10 +1,10 @@
 """The write commands of the ``memoryd`` CLI: ``remember``, ``forget`` and ``audit``.
 
-Clients of the running daemon, like ``search``: they import nothing heavy. ``daemon.cli`` adds the parsers
+Clients of the running daemon, like ``search``: they import nothing heavy. ``memoryd.daemon.cli`` adds the parsers
 with :func:`add_parsers` and dispatches through :data:`COMMANDS`.
 
 Exit codes: 0 written (or listed), 1 rejected by the quality gate or privacy
-filter, or an error reported by the daemon (message on stderr, by ``daemon.cli``).
+filter, or an error reported by the daemon (message on stderr, by ``memoryd.daemon.cli``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from indexer.paths import client_socket_path
+from memoryd.indexer.paths import client_socket_path
 
 EXIT_REJECTED = 1
-# indexer.write.router.TYPES, spelled out: compiling the router's regexes costs ~10 ms
+# memoryd.indexer.write.router.TYPES, spelled out: compiling the router's regexes costs ~10 ms
 # that every `memoryd reindex` (editor on-save hook) would pay. A test keeps the two equal.
 TYPES = ("instruction", "decision", "pattern", "preference", "entity", "journal")
 
@@ -50,14 +50,14 @@ def add_parsers(sub: Any) -> None:
 
 
 def _socket(args: argparse.Namespace) -> Path:
-    """The daemon's socket, found without loading the full config (as ``daemon.cli`` does)."""
+    """The daemon's socket, found without loading the full config (as ``memoryd.daemon.cli`` does)."""
     if args.socket:
         return Path(os.path.abspath(os.path.expanduser(args.socket)))
     return client_socket_path(args.config, os.environ)
 
 
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> Any:
-    from daemon.client import Client
+    from memoryd.daemon.client import Client
 
     with Client(_socket(args)) as client:
         return client.call(method, params)

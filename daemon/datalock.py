@@ -15,7 +15,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from indexer.errors import IndexInUseError, StoreError
+from memoryd.indexer.errors import IndexInUseError, StoreError
 
 
 class DataDirLock:

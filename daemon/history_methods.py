@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from daemon.audit import Audited
-from daemon.jsonrpc import Handler, InvalidParams, Peer, RpcError, param, reject_unknown
-from daemon.write_methods import _ERRORS, ACCESS_DENIED, WriteService, session_for
-from indexer.write.access import OWNER, Session
-from indexer.write.history import History
+from memoryd.daemon.audit import Audited
+from memoryd.daemon.jsonrpc import Handler, InvalidParams, Peer, RpcError, param, reject_unknown
+from memoryd.daemon.write_methods import _ERRORS, ACCESS_DENIED, WriteService, session_for
+from memoryd.indexer.write.access import OWNER, Session
+from memoryd.indexer.write.history import History
 
 if TYPE_CHECKING:
-    from daemon.app import Daemon
+    from memoryd.daemon.app import Daemon
 
 MAX_LIMIT = 1000
 _ID_MAX = 64

@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from indexer.errors import MemorydError
+from memoryd.indexer.errors import MemorydError
 
 WINDOW_S = 60.0
 MAX_TURNS_KEPT = 4096  # turn ids remembered (oldest forgotten first)

@@ -25,8 +25,8 @@ from typing import Any, TextIO
 
 import structlog
 
-from indexer.config import LOG_FORMATS, LOG_LEVELS
-from indexer.errors import ConfigError
+from memoryd.indexer.config import LOG_FORMATS, LOG_LEVELS
+from memoryd.indexer.errors import ConfigError
 
 __all__ = ["configure_logging", "reset_logging"]
 
@@ -52,8 +52,8 @@ class _Handler(logging.StreamHandler[TextIO]):
 def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
     """Route structlog and stdlib logging into one formatted stream.
 
-    ``level`` is one of :data:`indexer.config.LOG_LEVELS`, ``fmt`` one of
-    :data:`indexer.config.LOG_FORMATS` (else :class:`ConfigError` naming
+    ``level`` is one of :data:`memoryd.indexer.config.LOG_LEVELS`, ``fmt`` one of
+    :data:`memoryd.indexer.config.LOG_FORMATS` (else :class:`ConfigError` naming
     ``log.level`` / ``log.format``). ``stream`` defaults to the *current*
     ``sys.stderr``. Idempotent: a second call replaces the first one's handler
     and settings instead of adding to them.

@@ -40,16 +40,16 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from daemon.client import Client, RpcClientError
-from daemon.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
-from indexer.errors import MemorydError, NotRunningError
+from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
+from memoryd.indexer.errors import MemorydError, NotRunningError
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 log = structlog.get_logger(__name__)
 
-ACCESS_DENIED = -32020  # daemon.write_methods (not imported: it pulls in the write pipeline)
+ACCESS_DENIED = -32020  # memoryd.daemon.write_methods (not imported: it pulls in the write pipeline)
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 CALL_TIMEOUT_S = 90.0  # a remember may wait 2 x write.wait_s for the index worker

@@ -13,17 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
-from daemon.read_access import SESSION_PARAM, namespace_scope, path_check, resolve_for_read
-from daemon.write_methods import BAD_TARGET, build_write_handlers
-from indexer.config import SEARCH_MODES
-from indexer.errors import FileSkipped
-from indexer.files import read_memory_file
-from indexer.pathguard import PathRefused
-from indexer.querytext import clean_query
+from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
+from memoryd.daemon.read_access import SESSION_PARAM, namespace_scope, path_check, resolve_for_read
+from memoryd.daemon.write_methods import BAD_TARGET, build_write_handlers
+from memoryd.indexer.config import SEARCH_MODES
+from memoryd.indexer.errors import FileSkipped
+from memoryd.indexer.files import read_memory_file
+from memoryd.indexer.pathguard import PathRefused
+from memoryd.indexer.querytext import clean_query
 
 if TYPE_CHECKING:
-    from daemon.app import Daemon
+    from memoryd.daemon.app import Daemon
 
 MAX_QUERY_CHARS = 8192
 REINDEX_WAIT_S = 300.0
@@ -87,12 +87,12 @@ def _query_vector(d: Daemon, query: str) -> Callable[[], Any] | None:
     """The query's embedding, started now on its own thread (see daemon/query_embedding.py)."""
     if d.query_embeddings is None:
         return None
-    return d.query_embeddings.start(clean_query(query))  # what the searcher searches (indexer.querytext)
+    return d.query_embeddings.start(clean_query(query))  # what the searcher searches (memoryd.indexer.querytext)
 
 
 def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
-    from indexer.context import build_context
+    from memoryd.indexer.context import build_context
 
     reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "namespace", SESSION_PARAM})
     query = _query(params)
@@ -114,7 +114,7 @@ def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
 def get(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """Lines of a file inside a root (read-only; nothing outside the roots is served).
 
-    The path is resolved first (:func:`daemon.read_access.resolve_for_read`): access is decided on
+    The path is resolved first (:func:`memoryd.daemon.read_access.resolve_for_read`): access is decided on
     where it leads, and the resolved file is what is read.
     """
     reject_unknown(params, {"path", "start_line", "end_line", SESSION_PARAM})
@@ -203,7 +203,7 @@ def _join(folder: str, name: str) -> str:
 
 def _md_under(d: Daemon, root: Path, folder: str) -> list[str]:
     """Accepted files under ``root/folder`` (relative to ``folder``), judged by the root-relative filter."""
-    from indexer.files import walk_root
+    from memoryd.indexer.files import walk_root
 
     accept, accept_dir = d.path_filter, d.path_filter.accept_dir
     return [rel for rel, _ in walk_root(root / folder if folder else root, lambda sub: accept(_join(folder, sub)),

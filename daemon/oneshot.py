@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from indexer.config import Config
-from indexer.engine import IndexStats, MemoryIndex
+from memoryd.indexer.config import Config
+from memoryd.indexer.engine import IndexStats, MemoryIndex
 
 
 def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False) -> MemoryIndex:
@@ -22,8 +22,8 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
     ``background_rebuilds``: an index-structure switch already due at open is
     left to the daemon's background rebuilder instead of delaying start-up.
     """
-    from indexer.embedding import load_embedder
-    from indexer.embedding.model_cache import remove_legacy_models
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.embedding.model_cache import remove_legacy_models
 
     if not read_only:
         remove_legacy_models(cfg.data_dir, cfg.model_cache_dir)
@@ -33,8 +33,8 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
 
 def run_index(cfg: Config) -> int:
     """Reconcile every root once, with a progress bar on a TTY, and print a summary line."""
-    from daemon.datalock import DataDirLock
-    from daemon.logs import configure_logging
+    from memoryd.daemon.datalock import DataDirLock
+    from memoryd.daemon.logs import configure_logging
 
     configure_logging(cfg.log.level, cfg.log.format)
     t0 = time.perf_counter()
@@ -48,8 +48,8 @@ def run_index(cfg: Config) -> int:
 
 
 def _index_locked(cfg: Config, roots: list[Path], t0: float) -> int:
-    from daemon.pathfilter import PathFilter
-    from indexer.reconcile import reconcile
+    from memoryd.daemon.pathfilter import PathFilter
+    from memoryd.indexer.reconcile import reconcile
 
     index = open_index(cfg)
     path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)
@@ -102,7 +102,7 @@ def ensure_roots(cfg: Config) -> list[Path]:
     """The roots to index; the built-in default root is created with an example note."""
     roots = list(cfg.effective_roots)
     if not cfg.watch.roots:
-        from daemon.defaults import ensure_default_root
+        from memoryd.daemon.defaults import ensure_default_root
 
         ensure_default_root(cfg.default_root)
     return roots
@@ -110,7 +110,7 @@ def ensure_roots(cfg: Config) -> list[Path]:
 
 def offline_search(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
     """Search an index in-process, read-only; logs only warnings (stdout is for the result)."""
-    from daemon.logs import configure_logging
+    from memoryd.daemon.logs import configure_logging
 
     level = cfg.log.level if cfg.log.level in ("warning", "error") else "warning"
     configure_logging(level, cfg.log.format)

@@ -31,7 +31,7 @@ import fnmatch
 import re
 from collections.abc import Sequence
 
-from indexer.errors import ConfigError
+from memoryd.indexer.errors import ConfigError
 
 # Vim (swap files, its ``4913`` write probe, ``~`` backups), Emacs (``.#`` lock
 # links, ``#autosave#``), JetBrains safe-write, LibreOffice/MS Office locks, and

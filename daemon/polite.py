@@ -15,7 +15,7 @@ thread computing bulk passages is niced, and the query session's pool is never
 busy with them. That session (~30 MB beside the shared word table, plus up to
 ~250 MB of activations while a batch runs) is dropped after ``IDLE_RELEASE_S``
 without bulk work, and the freed heap handed back to the kernel
-(:func:`daemon.memtrim.trim`): after a bulk re-index the daemon returns to its
+(:func:`memoryd.daemon.memtrim.trim`): after a bulk re-index the daemon returns to its
 idle size.
 
 Small calls — at most one model batch, e.g. a single edited file or a
@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from daemon.memtrim import trim
-from indexer.errors import MemorydError
-from indexer.types import Embedder
+from memoryd.daemon.memtrim import trim
+from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.types import Embedder
 
 if TYPE_CHECKING:
-    from indexer.types import FloatArray
+    from memoryd.indexer.types import FloatArray
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +68,7 @@ def lower_priority(nice: int, what: str) -> bool:
 
 
 class PoliteEmbedder:
-    """An :class:`~indexer.types.Embedder` for the index worker: bulk passages go to a low-priority thread.
+    """An :class:`~memoryd.indexer.types.Embedder` for the index worker: bulk passages go to a low-priority thread.
 
     ``nice`` 0 turns it into a plain pass-through. Calls with more than ``small`` texts
     are bulk. :meth:`start` / :meth:`stop` own the thread; before ``start`` and after

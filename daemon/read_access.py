@@ -2,10 +2,10 @@
 
 A direct peer reads only ``peers/ID/`` and a group only ``groups/ID/`` of the
 first root; the owner (the default for the daemon's own uid) reads
-everything. The rules themselves live in :mod:`indexer.write.access`, and every
-path is resolved by :mod:`indexer.pathguard` (symlinks followed, ``..``
+everything. The rules themselves live in :mod:`memoryd.indexer.write.access`, and every
+path is resolved by :mod:`memoryd.indexer.pathguard` (symlinks followed, ``..``
 refused) before they are applied; these helpers turn them into the socket's
-errors (-32020 denied, -32024 malformed path, see :mod:`daemon.write_methods`).
+errors (-32020 denied, -32024 malformed path, see :mod:`memoryd.daemon.write_methods`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.jsonrpc import InvalidParams, Peer, RpcError, param
-from daemon.write_methods import ACCESS_DENIED, BAD_TARGET, session_for
-from indexer.pathguard import PathRefused, Resolved
-from indexer.write.access import NAMESPACE_FOLDERS, OWNER, can_read, parse_namespace, read_refusal, scoped_prefix
-from indexer.write.errors import AccessDenied, BadTarget
+from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError, param
+from memoryd.daemon.write_methods import ACCESS_DENIED, BAD_TARGET, session_for
+from memoryd.indexer.pathguard import PathRefused, Resolved
+from memoryd.indexer.write.access import (
+    NAMESPACE_FOLDERS,
+    OWNER,
+    can_read,
+    parse_namespace,
+    read_refusal,
+    scoped_prefix,
+)
+from memoryd.indexer.write.errors import AccessDenied, BadTarget
 
 if TYPE_CHECKING:
-    from daemon.app import Daemon
+    from memoryd.daemon.app import Daemon
 
 SESSION_PARAM = "session"
 

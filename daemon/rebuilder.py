@@ -21,10 +21,10 @@ from typing import Any
 
 import structlog
 
-from daemon.polite import lower_priority
-from indexer.ann import Rebuild
-from indexer.engine import MemoryIndex
-from indexer.errors import MemorydError
+from memoryd.daemon.polite import lower_priority
+from memoryd.indexer.ann import Rebuild
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import MemorydError
 
 log = structlog.get_logger(__name__)
 

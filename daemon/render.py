@@ -6,7 +6,7 @@ import re
 import shutil
 from typing import Any
 
-from daemon.termsafe import escape_line
+from memoryd.daemon.termsafe import escape_line
 
 _TARGET = re.compile(r"^(?P<path>.+?)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?$")
 
@@ -40,7 +40,7 @@ def render_hits(result: dict[str, Any]) -> str:
     width = shutil.get_terminal_size((100, 20)).columns
     out = []
     for h in hits:
-        # a name stays on its line (a newline in a file name must not forge a hit); see daemon.termsafe
+        # a name stays on its line (a newline in a file name must not forge a hit); see memoryd.daemon.termsafe
         head = f"{escape_line(h['path'])}:{h['start_line']}-{h['end_line']}  {h['score']:.3f}"
         if h.get("heading"):
             head += f"  [{escape_line(h['heading'])}]"
@@ -58,7 +58,7 @@ def render_hits(result: dict[str, Any]) -> str:
         dropped = ", ".join(plan.get("dropped_terms", [])) or "none"
         out.append(f"(keyword scores bounded: rare terms over every chunk, the rest among the newest; "
                    f"too common to score: {dropped})")
-    if "query_searched" in result:  # a transcript's speaker labels were removed (indexer.querytext)
+    if "query_searched" in result:  # a transcript's speaker labels were removed (memoryd.indexer.querytext)
         shown = " / ".join(result["query_searched"].splitlines())
         out.append(f"(searched as: {shown[:200]})")
     out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")

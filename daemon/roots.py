@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from indexer.pathguard import PathGuard
+from memoryd.indexer.pathguard import PathGuard
 
 
 class RootMap:

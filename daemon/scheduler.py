@@ -13,7 +13,7 @@ import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
 if TYPE_CHECKING:
-    from daemon.app import Daemon
+    from memoryd.daemon.app import Daemon
 
 log = structlog.get_logger(__name__)
 HEALTH_CHECK_S = 5

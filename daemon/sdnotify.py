@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from indexer.errors import DaemonError
+from memoryd.indexer.errors import DaemonError
 
 __all__ = [
     "SD_LISTEN_FDS_START",

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import structlog
 
-from indexer.errors import DaemonError, SocketInUseError
+from memoryd.indexer.errors import DaemonError, SocketInUseError
 
 log = structlog.get_logger(__name__)
 

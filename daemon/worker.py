@@ -18,8 +18,8 @@ whatever it left behind (disk full included: nothing is marked indexed until
 it is committed).
 
 The worker also owns two helper threads, both at ``embedding.background_nice``
-lower CPU priority: bulk passage embedding (:mod:`daemon.polite`) and vector
-structure rebuilds (:mod:`daemon.rebuilder`; polled after every task, swapped
+lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.polite`) and vector
+structure rebuilds (:mod:`memoryd.daemon.rebuilder`; polled after every task, swapped
 in on this thread).
 """
 
@@ -35,14 +35,14 @@ from typing import Any
 
 import structlog
 
-from daemon.debouncer import Change
-from daemon.jsonrpc import SHUTTING_DOWN, RpcError
-from daemon.polite import PoliteEmbedder
-from daemon.rebuilder import Rebuilder
-from daemon.roots import RootMap
-from indexer.engine import IndexStats, MemoryIndex
-from indexer.errors import DiskFullError, MemorydError
-from indexer.reconcile import reconcile
+from memoryd.daemon.debouncer import Change
+from memoryd.daemon.jsonrpc import SHUTTING_DOWN, RpcError
+from memoryd.daemon.polite import PoliteEmbedder
+from memoryd.daemon.rebuilder import Rebuilder
+from memoryd.daemon.roots import RootMap
+from memoryd.indexer.engine import IndexStats, MemoryIndex
+from memoryd.indexer.errors import DiskFullError, MemorydError
+from memoryd.indexer.reconcile import reconcile
 
 log = structlog.get_logger(__name__)
 

@@ -33,12 +33,12 @@ from collections.abc import Callable
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from daemon.audit import Audited, AuditLog
-from daemon.jsonrpc import SHUTTING_DOWN, Handler, InvalidParams, Peer, RpcError, param, reject_unknown
-from daemon.limits import RateLimited, WriteLimiter
-from indexer.pathguard import normalize
-from indexer.write import privacy
-from indexer.write.access import (
+from memoryd.daemon.audit import Audited, AuditLog
+from memoryd.daemon.jsonrpc import SHUTTING_DOWN, Handler, InvalidParams, Peer, RpcError, param, reject_unknown
+from memoryd.daemon.limits import RateLimited, WriteLimiter
+from memoryd.indexer.pathguard import normalize
+from memoryd.indexer.write import privacy
+from memoryd.indexer.write.access import (
     AUDIT,
     FORGET,
     REMEMBER,
@@ -48,7 +48,7 @@ from indexer.write.access import (
     parse_namespace,
     parse_session,
 )
-from indexer.write.errors import (
+from memoryd.indexer.write.errors import (
     AccessDenied,
     BadTarget,
     EntryNotFound,
@@ -57,13 +57,13 @@ from indexer.write.errors import (
     WriteConflict,
     WriteError,
 )
-from indexer.write.history import History
-from indexer.write.pipeline import Rejected, prepare
-from indexer.write.router import TYPES
-from indexer.write.writer import MemoryWriter
+from memoryd.indexer.write.history import History
+from memoryd.indexer.write.pipeline import Rejected, prepare
+from memoryd.indexer.write.router import TYPES
+from memoryd.indexer.write.writer import MemoryWriter
 
 if TYPE_CHECKING:
-    from daemon.app import Daemon
+    from memoryd.daemon.app import Daemon
 
 ACCESS_DENIED = -32020
 TURN_LIMIT = -32021
@@ -82,10 +82,10 @@ MAX_AUDIT_TAIL = 10_000
 
 
 def build_write_handlers(d: Daemon) -> dict[str, Handler]:
-    from daemon.history_methods import build_history_handlers  # it builds on this module
+    from memoryd.daemon.history_methods import build_history_handlers  # it builds on this module
 
     svc = WriteService(d)
-    d.on_shutdown.append(svc.audit_log.flush)  # refusals counted but not yet summarised (daemon.audit)
+    d.on_shutdown.append(svc.audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.audit)
     return {"remember": svc.remember, "forget": svc.forget, "audit": svc.audit} | build_history_handlers(d, svc)
 
 
@@ -195,7 +195,7 @@ class WriteService:
 
     def _relative(self, raw: str) -> str:
         """A forget path: relative to the first root, or absolute inside it (through the path resolver;
-        the writer's :func:`~indexer.write.access.resolve_target` then refuses links)."""
+        the writer's :func:`~memoryd.indexer.write.access.resolve_target` then refuses links)."""
         norm = _write_error(lambda: normalize(raw))
         if not os.path.isabs(raw):
             return raw

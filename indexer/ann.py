@@ -1,4 +1,4 @@
-"""Index policy: which FAISS structure backs :class:`~indexer.vectors.VectorIndex`, and how it is built.
+"""Index policy: which FAISS structure backs :class:`~memoryd.indexer.vectors.VectorIndex`, and how it is built.
 
 Two kinds, both inner product on L2-normalised vectors (= cosine), both inside an
 ``IndexIDMap2`` so chunk ids and ``reconstruct`` keep working:
@@ -32,7 +32,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from indexer.errors import ConfigError
+from memoryd.indexer.errors import ConfigError
 
 KINDS = ("flat", "hnsw")
 HNSW_M = 32  # graph degree: 16 lost ~1 point of recall on clustered data for little speed gain

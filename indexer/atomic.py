@@ -18,7 +18,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from indexer.errors import MemorydError
+from memoryd.indexer.errors import MemorydError
 
 
 class ConcurrentEditError(MemorydError):

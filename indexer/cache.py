@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from indexer.types import FloatArray
+    from memoryd.indexer.types import FloatArray
 
 
 def cache_key(model_id: str, text: str) -> bytes:

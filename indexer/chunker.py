@@ -37,9 +37,9 @@ import math
 from dataclasses import dataclass
 from hashlib import blake2b
 
-from indexer.errors import ConfigError
-from indexer.markdown_blocks import HEADING, LINE, Outline, parse_outline, split_long_texts
-from indexer.types import Chunk, Document, TokenCounter
+from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.markdown_blocks import HEADING, LINE, Outline, parse_outline, split_long_texts
+from memoryd.indexer.types import Chunk, Document, TokenCounter
 
 #: Part of the index identity: bump it when windows change, so every file is re-chunked once.
 CHUNKER_VERSION = "2"

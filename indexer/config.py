@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from indexer import paths
-from indexer.errors import ConfigError
+from memoryd.indexer import paths
+from memoryd.indexer.errors import ConfigError
 
 PROVIDERS = ("e5-small", "minilm", "onnx", "hash")
 POOLINGS = ("mean", "cls")
@@ -95,7 +95,7 @@ class SearchConfig:
     recency_half_life_days: float = 0.0
     proximity_weight: float = 2.0  # BM25 bonus for query words close together; 0 = off
     date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
-    merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (indexer.hits)
+    merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (memoryd.indexer.hits)
     index_type: str = "auto"
     hnsw_threshold: int = 50_000
 

@@ -34,19 +34,19 @@ from typing import Any
 import numpy as np
 import structlog
 
-from indexer import ann, keyword, vector_sync
-from indexer.cache import EmbeddingCache
-from indexer.chunker import CHUNKER_VERSION
-from indexer.config import Config
-from indexer.embedtext import EMBED_TEXT_VERSION
-from indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
-from indexer.files import read_memory_file
-from indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_reason
-from indexer.search import HybridSearcher, ReaderPool
-from indexer.store import Store
-from indexer.types import Embedder
-from indexer.vectors import VectorIndex
-from indexer.write.privacy import REDACT_VERSION
+from memoryd.indexer import ann, keyword, vector_sync
+from memoryd.indexer.cache import EmbeddingCache
+from memoryd.indexer.chunker import CHUNKER_VERSION
+from memoryd.indexer.config import Config
+from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
+from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
+from memoryd.indexer.files import read_memory_file
+from memoryd.indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_reason
+from memoryd.indexer.search import HybridSearcher, ReaderPool
+from memoryd.indexer.store import Store
+from memoryd.indexer.types import Embedder
+from memoryd.indexer.vectors import VectorIndex
+from memoryd.indexer.write.privacy import REDACT_VERSION
 
 log = structlog.get_logger(__name__)
 

@@ -3,7 +3,7 @@
 A memory folder is the user's, not ours: it may hold binary files, FIFOs named
 ``x.md``, files that vanish or change while we read them, symlink loops. Every
 read here is bounded and non-blocking, and every refusal is a
-:class:`~indexer.errors.FileSkipped` with a short stable ``reason`` code that
+:class:`~memoryd.indexer.errors.FileSkipped` with a short stable ``reason`` code that
 ``status`` can list.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from indexer.errors import FileSkipped
+from memoryd.indexer.errors import FileSkipped
 
 # Stable reason codes (shown in `status` and logs).
 NOT_REGULAR = "not-a-regular-file"
@@ -54,7 +54,7 @@ def read_memory_file(path: Path, root: Path, max_bytes: int) -> FileContent:
     back). Raises :class:`FileSkipped`.
     """
     rel = str(path)
-    if "\x00" in rel or ".." in path.parts:  # callers resolve names first (indexer.pathguard); never read these
+    if "\x00" in rel or ".." in path.parts:  # callers resolve names first (memoryd.indexer.pathguard); never read these
         raise FileSkipped(rel.replace("\x00", "\\x00"), OUTSIDE_ROOT, "name with '..' or a NUL byte")
     try:
         _check_inside_root(path, root)

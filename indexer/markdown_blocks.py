@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from indexer.types import TokenCounter
+from memoryd.indexer.types import TokenCounter
 
 # Boundary strength before a line: higher is a better place to start a window.
 NONE = 0  # blank, or inside a fenced code block: never a window edge

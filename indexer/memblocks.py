@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from indexer.errors import MemorydError
+from memoryd.indexer.errors import MemorydError
 
 MACHINE_START = "<!-- MACHINE_BLOCK_START -->"
 MACHINE_END = "<!-- MACHINE_BLOCK_END -->"

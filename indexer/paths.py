@@ -1,9 +1,9 @@
 """Where memoryd's files live by default (XDG), in one import-light module.
 
-Shared by :mod:`indexer.config` and the CLI's client commands, which must find
+Shared by :mod:`memoryd.indexer.config` and the CLI's client commands, which must find
 the socket without loading the full config machinery (editors run ``memoryd
 reindex`` on every save). Functions take the environment as a parameter: only
-the CLI's entry point and :func:`indexer.config.load` pass ``os.environ``.
+the CLI's entry point and :func:`memoryd.indexer.config.load` pass ``os.environ``.
 
 The XDG base directories are computed here rather than with ``platformdirs``:
 memoryd runs on Linux only (Unix sockets, inotify, systemd), where the rules
@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from indexer.errors import ConfigError
+from memoryd.indexer.errors import ConfigError
 
 
 def home(env: Mapping[str, str]) -> Path:

@@ -2,7 +2,7 @@
 
 Work is done in batches of files so that embedding runs in full, length-sorted
 batches even when every file holds one chunk; only texts missing from the
-cache reach the model. Nothing here writes: :mod:`indexer.engine` commits.
+cache reach the model. Nothing here writes: :mod:`memoryd.indexer.engine` commits.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from indexer import keyword
-from indexer.cache import EmbeddingCache, cache_key
-from indexer.chunker import chunk_markdown
-from indexer.config import ChunkingConfig
-from indexer.embedtext import embedding_text, keyword_text
-from indexer.errors import FileSkipped
-from indexer.files import FileContent
-from indexer.store import NewChunk
-from indexer.types import Embedder
-from indexer.write.privacy import redact
+from memoryd.indexer import keyword
+from memoryd.indexer.cache import EmbeddingCache, cache_key
+from memoryd.indexer.chunker import chunk_markdown
+from memoryd.indexer.config import ChunkingConfig
+from memoryd.indexer.embedtext import embedding_text, keyword_text
+from memoryd.indexer.errors import FileSkipped
+from memoryd.indexer.files import FileContent
+from memoryd.indexer.store import NewChunk
+from memoryd.indexer.types import Embedder
+from memoryd.indexer.write.privacy import redact
 
 if TYPE_CHECKING:
-    from indexer.types import FloatArray
+    from memoryd.indexer.types import FloatArray
 
 
 @dataclass

@@ -4,7 +4,7 @@ Used at start-up, by the periodic sweep, after a watcher failure and by
 ``memoryd index``. Cheap when nothing changed: size + mtime are compared
 first, and only files that differ are read (their sha256 then decides whether
 anything is re-chunked). Files of roots that are no longer configured are
-dropped. Temp files of :func:`indexer.atomic.atomic_write_bytes` that a killed
+dropped. Temp files of :func:`memoryd.indexer.atomic.atomic_write_bytes` that a killed
 writer left behind (never indexed: the path filter excludes them) are removed:
 only our own name pattern, and the single writer of this index is the thread
 running the reconcile, so no write of ours is in flight. (Another memoryd
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import structlog
 
-from indexer.atomic import is_own_temp
-from indexer.engine import IndexStats, MemoryIndex, Progress
-from indexer.files import walk_root
+from memoryd.indexer.atomic import is_own_temp
+from memoryd.indexer.engine import IndexStats, MemoryIndex, Progress
+from memoryd.indexer.files import walk_root
 
 log = structlog.get_logger(__name__)
 

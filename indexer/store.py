@@ -1,7 +1,7 @@
 """The SQLite side of the index: the source of truth.
 
 One database file (WAL) holds the roots, files, chunks, the FTS5 keyword table
-and the embedding cache (see :mod:`indexer.cache`). Writes go through the one
+and the embedding cache (see :mod:`memoryd.indexer.cache`). Writes go through the one
 write connection of a :class:`Store`, each in ``BEGIN IMMEDIATE``; readers use
 their own connections (:meth:`Store.reader`) and see only committed states, so
 a file's chunks are never seen half-replaced.
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from indexer.errors import DiskFullError, StoreClosedError, StoreCorruptError, StoreError
+from memoryd.indexer.errors import DiskFullError, StoreClosedError, StoreCorruptError, StoreError
 
 SCHEMA_VERSION = "1"
 CLEAN_CLOSE_KEY = "closed_cleanly"  # "1" only between a clean close and the next open

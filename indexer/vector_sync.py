@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import structlog
 
-from indexer import ann
-from indexer.cache import EmbeddingCache
-from indexer.config import SearchConfig
-from indexer.embedtext import embedding_text
-from indexer.store import Store, fetch_chunks
-from indexer.vectors import VectorIndex, remove_stale_temps
+from memoryd.indexer import ann
+from memoryd.indexer.cache import EmbeddingCache
+from memoryd.indexer.config import SearchConfig
+from memoryd.indexer.embedtext import embedding_text
+from memoryd.indexer.store import Store, fetch_chunks
+from memoryd.indexer.vectors import VectorIndex, remove_stale_temps
 
 log = structlog.get_logger(__name__)
 

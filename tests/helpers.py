@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexer.config import Config, EmbeddingConfig, WatchConfig, with_overrides
+from memoryd.indexer.config import Config, EmbeddingConfig, WatchConfig, with_overrides
 
 
 class CountingEmbedder:
@@ -78,8 +78,8 @@ def running_daemon(
 
     ``config`` replaces whole config sections (e.g. ``write=...``) on top of the test config.
     """
-    from daemon.app import Daemon
-    from daemon.client import Client
+    from memoryd.daemon.app import Daemon
+    from memoryd.daemon.client import Client
 
     root = tmp_path / "root"
     root.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer import ann
-from indexer.errors import ConfigError
-from indexer.vectors import VectorIndex
+from memoryd.indexer import ann
+from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.vectors import VectorIndex
 
 DIM = 32
 N = 2000
@@ -124,8 +124,8 @@ def test_snapshot_round_trip(tmp_path: Path, kind: str) -> None:
 
 
 def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
-    from indexer.embedding import load_embedder
-    from indexer.engine import MemoryIndex
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.engine import MemoryIndex
     from tests.helpers import make_config
 
     root = tmp_path / "root"
@@ -162,8 +162,8 @@ def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
 
 
 def test_engine_follows_the_auto_policy_on_open(tmp_path: Path) -> None:
-    from indexer.embedding import load_embedder
-    from indexer.engine import MemoryIndex
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.engine import MemoryIndex
     from tests.helpers import make_config
 
     cfg = make_config(tmp_path, tmp_path / "data")

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from daemon.pathfilter import PathFilter
-from daemon.roots import RootMap
-from daemon.worker import IndexWorker
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.reconcile import reconcile
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.worker import IndexWorker
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.reconcile import reconcile
 from tests.helpers import CountingEmbedder, make_config, wait_for
 
 FILTER = PathFilter(("*.md",), (".git/*",))

@@ -21,9 +21,9 @@ from unittest import mock
 
 import pytest
 
-from daemon.app import Daemon
-from daemon.client import Client
-from indexer import files as files_mod
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client import Client
+from memoryd.indexer import files as files_mod
 from tests.helpers import make_config
 
 MARK = "quokkamarker"

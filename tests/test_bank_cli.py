@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon import cli_bank
-from daemon.logs import reset_logging
+from memoryd.daemon import cli_bank
+from memoryd.daemon.logs import reset_logging
 from tests.test_bank_flows import USER, tree, write
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from indexer.bank import BankApplyError, BankError, Delete, apply_plan, detect, make_plan, plan_steps
-from indexer.bank.guards import added_secret, checked_path
-from indexer.bank.legacy import decision_rows
-from indexer.bank.routing import maintain_index
-from indexer.bank.scan import CANDIDATES, MAX_FILES, MAX_LINES, scan_project
-from indexer.bank.sections import demote_headings, find_section, generated_region, wrap_generated
-from indexer.memblocks import user_blocks
+from memoryd.indexer.bank import BankApplyError, BankError, Delete, apply_plan, detect, make_plan, plan_steps
+from memoryd.indexer.bank.guards import added_secret, checked_path
+from memoryd.indexer.bank.legacy import decision_rows
+from memoryd.indexer.bank.routing import maintain_index
+from memoryd.indexer.bank.scan import CANDIDATES, MAX_FILES, MAX_LINES, scan_project
+from memoryd.indexer.bank.sections import demote_headings, find_section, generated_region, wrap_generated
+from memoryd.indexer.memblocks import user_blocks
 from tests.test_bank_flows import TODAY, USER, fresh, v70, write
 
 # -- scan ----------------------------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from indexer.config import Config
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
+from memoryd.indexer.config import Config
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
 from tests.helpers import CountingEmbedder, make_config
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"

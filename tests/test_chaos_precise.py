@@ -2,7 +2,7 @@
 
 Random kills (``bench/chaos.py``, ``tests/test_chaos.py``) land in these
 microsecond windows only by chance. Here the daemon (a real ``python -m
-daemon.cli run`` subprocess, hash embedder) runs with ``tests/shims`` on its
+memoryd.daemon.cli run`` subprocess, hash embedder) runs with ``tests/shims`` on its
 ``PYTHONPATH``: the shim's ``sitecustomize`` makes it pause at one named point
 and announce it (see ``tests/shims/sitecustomize.py``). The test waits for the
 announcement, SIGKILLs, restarts the daemon normally and checks the repair:
@@ -119,8 +119,8 @@ class Scenario:
             return None
 
         def call() -> None:
-            from daemon.client import Client
-            from indexer.errors import DaemonError
+            from memoryd.daemon.client import Client
+            from memoryd.indexer.errors import DaemonError
 
             try:
                 with Client(d.socket, timeout=30) as c:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import Client
-from daemon.render import parse_target, render_status
+from memoryd.daemon.client import Client
+from memoryd.daemon.render import parse_target, render_status
 from tests.helpers import listening, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ def memoryd(*args: str, env: dict[str, str] | None = None, timeout: float = 60) 
     e = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
     e["XDG_CONFIG_HOME"] = "/nonexistent-memoryd-test"
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "daemon.cli", *args], cwd=REPO, env=e, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", *args], cwd=REPO, env=e, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -100,7 +100,7 @@ def test_sighup_adds_a_root(tmp_path: Path, short_dir: Path) -> None:
     conf.write_text(f'[embedding]\nprovider = "hash"\n[watch]\nroots = ["{a}"]\n')
     sock = short_dir / "s.sock"
     env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "run", "--config", str(conf), "--data-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "memoryd.daemon.cli", "run", "--config", str(conf), "--data-dir",
                              str(tmp_path / "d"), "--socket", str(sock)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from daemon.client import Client, RpcClientError
-from daemon.jsonrpc import InvalidParams, Peer, RpcError
-from daemon.server import SocketServer
-from indexer.errors import DaemonError, NotRunningError
+from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError
+from memoryd.daemon.server import SocketServer
+from memoryd.indexer.errors import DaemonError, NotRunningError
 
 WAIT_S = 5.0
 REPO = Path(__file__).resolve().parents[1]
@@ -174,8 +174,9 @@ def test_round_trip_latency(serve: Callable[..., SocketServer]) -> None:
 @pytest.mark.slow
 def test_import_is_light() -> None:
     code = (
-        "import sys; before = set(sys.modules); import daemon.client; "
-        "heavy = [m for m in ('numpy', 'structlog', 'typing', 'pathlib', 'indexer.config', 'daemon.server') "
+        "import sys; before = set(sys.modules); import memoryd.daemon.client; "
+        "heavy = [m for m in ('numpy', 'structlog', 'typing', 'pathlib', 'memoryd.indexer.config', "
+        "'memoryd.daemon.server') "
         "if m in sys.modules and m not in before]; print(heavy)"
     )
     out = subprocess.run(

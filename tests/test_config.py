@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer import config
-from indexer.errors import ConfigError
+from memoryd.indexer import config
+from memoryd.indexer.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 

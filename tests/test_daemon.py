@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from daemon.app import Daemon
-from daemon.client import Client, RpcClientError
-from indexer.errors import DaemonError, NotRunningError
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client import Client, RpcClientError
+from memoryd.indexer.errors import DaemonError, NotRunningError
 from tests.helpers import listening, make_config, ready, running_daemon, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,14 +134,14 @@ def test_subprocess_run_sigterm_exits_zero_and_removes_socket(tmp_path: Path, sh
     conf = tmp_path / "c.toml"
     conf.write_text('[embedding]\nprovider = "hash"\n')
     sock = short_dir / "s.sock"
-    cmd = [sys.executable, "-m", "daemon.cli", "run", "--config", str(conf), "--root", str(root),
+    cmd = [sys.executable, "-m", "memoryd.daemon.cli", "run", "--config", str(conf), "--root", str(root),
            "--data-dir", str(tmp_path / "data"), "--socket", str(sock)]
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: listening(sock), what="socket")
         with Client(sock) as c:
             wait_for(lambda: ready(c), what="ready")
-        out = subprocess.run([sys.executable, "-m", "daemon.cli", "search", "--socket", str(sock), "--json",
+        out = subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", "search", "--socket", str(sock), "--json",
                               "hello"], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=30)
         assert out.returncode == 0 and json.loads(out.stdout)["hits"][0]["path"] == "a.md"
         proc.send_signal(signal.SIGTERM)
@@ -153,7 +153,7 @@ def test_subprocess_run_sigterm_exits_zero_and_removes_socket(tmp_path: Path, sh
             proc.wait()
         if proc.stdout:
             proc.stdout.close()
-    down = subprocess.run([sys.executable, "-m", "daemon.cli", "status", "--socket", str(sock)], cwd=REPO,
+    down = subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", "status", "--socket", str(sock)], cwd=REPO,
                           env=_env(), capture_output=True, text=True, timeout=30)
     assert down.returncode == 4 and str(sock) in down.stderr and "memoryd run" in down.stderr
 
@@ -162,7 +162,7 @@ def test_subprocess_run_sigterm_exits_zero_and_removes_socket(tmp_path: Path, sh
 def test_startup_failure_has_its_own_exit_code(tmp_path: Path, short_dir: Path) -> None:
     conf = tmp_path / "c.toml"
     conf.write_text("[watch]\ndebounce_ms = 'soon'\n")
-    r = subprocess.run([sys.executable, "-m", "daemon.cli", "run", "--config", str(conf)], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", "run", "--config", str(conf)], cwd=REPO,
                        env=_env(), capture_output=True, text=True, timeout=30)
     assert r.returncode == 3 and "watch.debounce_ms" in r.stderr
 

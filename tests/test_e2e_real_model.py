@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import Client
+from memoryd.daemon.client import Client
 from tests.helpers import listening, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ def test_real_model_watcher_and_socket(tmp_path: Path, short_dir: Path) -> None:
     sock = short_dir / "s.sock"
     env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "noconfig")  # built-in defaults: the real e5 model
-    cmd = [sys.executable, "-m", "daemon.cli", "run", "--root", str(root), "--data-dir", str(tmp_path / "data"),
+    cmd = [sys.executable, "-m", "memoryd.daemon.cli", "run", "--root", str(root), "--data-dir", str(tmp_path / "data"),
            "--socket", str(sock)]
     log = open(tmp_path / "daemon.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)

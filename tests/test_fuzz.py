@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.app import Daemon
-from daemon.client import Client
-from indexer.errors import DaemonError
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client import Client
+from memoryd.indexer.errors import DaemonError
 from tests.helpers import make_config, wait_for
 
 METHODS = {

@@ -9,11 +9,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.pathfilter import PathFilter
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
-from indexer.reconcile import reconcile
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
+from memoryd.indexer.reconcile import reconcile
 from tests.helpers import make_config
 
 FILE = [f"line {n}" for n in range(1, 101)]
@@ -115,7 +115,7 @@ def test_search_returns_one_hit_for_a_passage_split_across_windows(tmp_path: Pat
 
 
 def test_explain_rendering_lists_the_merged_chunks() -> None:
-    from daemon.render import render_hits
+    from memoryd.daemon.render import render_hits
 
     e = {"fusion": "zscore", "vector_rank": 1, "keyword_rank": 2, "cosine": 0.9, "bm25": 3.0,
          "merged": [{"start_line": 18, "end_line": 27, "vector_rank": 2, "keyword_rank": 1, "cosine": 0.8,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from daemon.jsonrpc import (
+from memoryd.daemon.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -24,7 +24,7 @@ from daemon.jsonrpc import (
     parse_request,
     reject_unknown,
 )
-from indexer.errors import ConfigError
+from memoryd.indexer.errors import ConfigError
 
 PEER = Peer(pid=1234, uid=1000, gid=1000)
 

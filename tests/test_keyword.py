@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from indexer import keyword as kw
-from indexer.keyword import MAX_QUERY_TERMS, document_terms, fts_match_expression, query_terms
+from memoryd.indexer import keyword as kw
+from memoryd.indexer.keyword import MAX_QUERY_TERMS, document_terms, fts_match_expression, query_terms
 
 
 class Fts:

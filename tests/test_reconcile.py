@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.pathfilter import PathFilter
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.reconcile import reconcile
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.reconcile import reconcile
 from tests.helpers import make_config
 
 

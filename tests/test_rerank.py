@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from indexer.rerank import file_time, mmr_order, recency_factor
+from memoryd.indexer.rerank import file_time, mmr_order, recency_factor
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC).timestamp()
 
@@ -34,9 +34,9 @@ def test_mmr_prefers_a_different_second_hit() -> None:
 
 
 def test_recency_reorders_engine_results(tmp_path) -> None:
-    from indexer.embedding import load_embedder
-    from indexer.engine import MemoryIndex
-    from indexer.reconcile import reconcile
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.reconcile import reconcile
     from tests.helpers import make_config
 
     root = tmp_path / "root"

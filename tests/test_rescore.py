@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon.pathfilter import PathFilter
-from indexer.embedding import load_embedder
-from indexer.engine import MemoryIndex
-from indexer.keyword_plan import DocFrequencies
-from indexer.reconcile import reconcile
-from indexer.rescore import date_boost, keyword_with_proximity
+from memoryd.daemon.pathfilter import PathFilter
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.keyword_plan import DocFrequencies
+from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.rescore import date_boost, keyword_with_proximity
 from tests.helpers import make_config
 
 

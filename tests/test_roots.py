@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.roots import RootMap
+from memoryd.daemon.roots import RootMap
 
 
 def test_locate_inside_outside_and_nested_roots(tmp_path: Path) -> None:

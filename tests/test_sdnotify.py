@@ -1,4 +1,4 @@
-"""daemon.sdnotify: the notify and socket-activation protocols, against real sockets."""
+"""memoryd.daemon.sdnotify: the notify and socket-activation protocols, against real sockets."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from daemon import sdnotify
-from indexer.errors import DaemonError
+from memoryd.daemon import sdnotify
+from memoryd.indexer.errors import DaemonError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -189,7 +189,7 @@ os.execv(sys.executable, [sys.executable, "-c", sys.argv[1]])
 
 _CHECK = """
 import fcntl, json, os, socket
-from daemon.sdnotify import listen_fds_with_names
+from memoryd.daemon.sdnotify import listen_fds_with_names
 pairs = listen_fds_with_names(os.environ)
 cloexec = [bool(fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC) for fd, _ in pairs]
 listener = socket.socket(fileno=pairs[0][0])
@@ -235,8 +235,8 @@ def test_listen_fds_announced_but_not_open_raises():
     code = (
         "import os\n"
         "try:\n    os.close(3)\nexcept OSError:\n    pass\n"
-        "from daemon.sdnotify import listen_fds\n"
-        "from indexer.errors import DaemonError\n"
+        "from memoryd.daemon.sdnotify import listen_fds\n"
+        "from memoryd.indexer.errors import DaemonError\n"
         "try:\n"
         "    listen_fds({'LISTEN_PID': str(os.getpid()), 'LISTEN_FDS': '1'})\n"
         "except DaemonError as exc:\n    print(exc)\n"

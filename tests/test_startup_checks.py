@@ -13,14 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from daemon.datalock import DataDirLock
+from memoryd.daemon.datalock import DataDirLock
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _memoryd(args: list[str], work: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "XDG_CONFIG_HOME": str(work / "config")}
-    return subprocess.run([sys.executable, "-m", "daemon.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120, check=False)
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.cache import EmbeddingCache, cache_key
-from indexer.errors import StoreClosedError, StoreCorruptError
-from indexer.fusion import minmax
-from indexer.store import NewChunk, Store, fetch_chunks
-from indexer.vectors import VectorIndex
+from memoryd.indexer.cache import EmbeddingCache, cache_key
+from memoryd.indexer.errors import StoreClosedError, StoreCorruptError
+from memoryd.indexer.fusion import minmax
+from memoryd.indexer.store import NewChunk, Store, fetch_chunks
+from memoryd.indexer.vectors import VectorIndex
 
 
 def _chunk(text: str, start: int = 1) -> NewChunk:
@@ -119,8 +119,8 @@ def test_engine_keeps_the_cache_within_its_bound_while_indexing(tmp_path: Path) 
     (not only at the hourly maintenance), never losing a live chunk's vector."""
     import dataclasses
 
-    from indexer.embedding import load_embedder
-    from indexer.engine import VECTORS_NAME, MemoryIndex
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.engine import VECTORS_NAME, MemoryIndex
     from tests.helpers import CountingEmbedder, make_config
 
     root = tmp_path / "root"

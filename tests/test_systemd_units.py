@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.config import Config
+from memoryd.indexer.config import Config
 
 UNITS = Path(__file__).resolve().parents[1] / "systemd"
 SERVICE = UNITS / "memoryd.service"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from indexer.embedding.calibration_texts import PASSAGES, QUERIES
-from indexer.embedding.e5_model import e5_tokenizer_path
-from indexer.embedding.tokenization import TokenizerAdapter
-from indexer.embedding.unigram import CompactUnigram, compact_unigram
+from memoryd.indexer.embedding.calibration_texts import PASSAGES, QUERIES
+from memoryd.indexer.embedding.e5_model import e5_tokenizer_path
+from memoryd.indexer.embedding.tokenization import TokenizerAdapter
+from memoryd.indexer.embedding.unigram import CompactUnigram, compact_unigram
 
 DATA = Path(__file__).resolve().parent / "data" / "calibration.jsonl"
 EDGES = [

@@ -20,11 +20,11 @@ import pytest
 from watchdog.events import DirDeletedEvent, DirMovedEvent, FileMovedEvent, FileOpenedEvent
 from watchdog.observers.inotify import InotifyObserver
 
-import daemon.watcher as watcher_mod
-from daemon.debouncer import Change, Debouncer
-from daemon.pathfilter import PathFilter, is_editor_temp
-from daemon.watcher import Watcher, translate
-from indexer.errors import ConfigError
+import memoryd.daemon.watcher as watcher_mod
+from memoryd.daemon.debouncer import Change, Debouncer
+from memoryd.daemon.pathfilter import PathFilter, is_editor_temp
+from memoryd.daemon.watcher import Watcher, translate
+from memoryd.indexer.errors import ConfigError
 
 # watchdog 7.1 warns "Callback with id ... already exists" when a nested mkdir races its own
 # recursive watch setup (benign: it re-registers the same callback). Under this suite's

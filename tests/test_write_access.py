@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.write.access import (
+from memoryd.indexer.write.access import (
     ACTIONS,
     AUDIT,
     DEFAULT,
@@ -25,7 +25,7 @@ from indexer.write.access import (
     resolve_target,
     scoped_prefix,
 )
-from indexer.write.errors import AccessDenied, BadTarget, SessionError
+from memoryd.indexer.write.errors import AccessDenied, BadTarget, SessionError
 
 OWNER = Session("owner")
 ALICE = Session("direct", peer="alice")

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from indexer.config import EmbeddingConfig, WriteConfig
-from indexer.embedding import load_embedder
-from indexer.embedtext import clean_line
-from indexer.engine import MemoryIndex
-from indexer.types import Embedder
-from indexer.write import calibration as cal
-from indexer.write.access import DEFAULT
-from indexer.write.dedup import Thresholds
-from indexer.write.pipeline import Plan, prepare
-from indexer.write.writer import MemoryWriter
+from memoryd.indexer.config import EmbeddingConfig, WriteConfig
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.types import Embedder
+from memoryd.indexer.write import calibration as cal
+from memoryd.indexer.write.access import DEFAULT
+from memoryd.indexer.write.dedup import Thresholds
+from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 
 DATA = Path(__file__).parent / "data" / "calibration.jsonl"

@@ -1,4 +1,4 @@
-"""``memoryd remember / forget / audit``: the parsers ``daemon.cli`` adds, run against a live socket."""
+"""``memoryd remember / forget / audit``: the parsers ``memoryd.daemon.cli`` adds, run against a live socket."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from daemon import cli_write
-from daemon.client import RpcClientError
-from indexer.errors import NotRunningError
-from indexer.write.router import TYPES
+from memoryd.daemon import cli_write
+from memoryd.daemon.client import RpcClientError
+from memoryd.indexer.errors import NotRunningError
+from memoryd.indexer.write.router import TYPES
 from tests.write_fixtures import WriteDaemon, wd  # noqa: F401  (fixture)
 
 # watchdog warns "Callback with id ... already exists" when memoryd creates nested folders (peers/ID/)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from indexer.config import WriteConfig
-from indexer.write import calibration as cal
-from indexer.write.dedup import APPEND, REINFORCE, REPLACE, Candidate, Thresholds, decide, judge
-from indexer.write.lexical import features, negated, pair_kind, swapped, update_cue, values
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.write import calibration as cal
+from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Candidate, Thresholds, decide, judge
+from memoryd.indexer.write.lexical import features, negated, pair_kind, swapped, update_cue, values
 
 DATA = Path(__file__).parent / "data" / "calibration.jsonl"
 TH = Thresholds({"latin": 0.90, "cjk": 0.935, "cross": 0.83}, {"latin": 0.90, "cjk": 0.94, "cross": 0.805})

@@ -6,11 +6,11 @@ from datetime import date
 
 import pytest
 
-from indexer.write import privacy
-from indexer.write.access import DEFAULT, Namespace
-from indexer.write.gate import RULES, check_form, normalise, quality_gate
-from indexer.write.pipeline import Plan, Rejected, prepare
-from indexer.write.router import TYPES, route
+from memoryd.indexer.write import privacy
+from memoryd.indexer.write.access import DEFAULT, Namespace
+from memoryd.indexer.write.gate import RULES, check_form, normalise, quality_gate
+from memoryd.indexer.write.pipeline import Plan, Rejected, prepare
+from memoryd.indexer.write.router import TYPES, route
 
 GATE_REJECTS = [
     # (content, rule) — every rule, both languages, evasions

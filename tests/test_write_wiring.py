@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon import cli
-from daemon.app import Daemon
-from daemon.client import Client, RpcClientError
-from daemon.methods import build_handlers
-from daemon.write_methods import ACCESS_DENIED
-from indexer.pipeline import prepare_file
+from memoryd.daemon import cli
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.methods import build_handlers
+from memoryd.daemon.write_methods import ACCESS_DENIED
+from memoryd.indexer.pipeline import prepare_file
 from tests.helpers import running_daemon
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
@@ -35,7 +35,7 @@ def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Client, Pa
 
 def _needs_handlers(d: Daemon) -> None:
     if "remember" not in build_handlers(d):
-        pytest.skip("wire build_write_handlers(d) into daemon.methods.build_handlers")
+        pytest.skip("wire build_write_handlers(d) into memoryd.daemon.methods.build_handlers")
 
 
 def test_remember_is_served_by_the_daemon(daemon) -> None:
@@ -67,7 +67,7 @@ def test_reads_are_scoped_by_session(daemon) -> None:
 def test_secrets_are_redacted_before_the_index(daemon) -> None:
     d, client, root = daemon
     if "redact_level" not in inspect.signature(prepare_file).parameters:
-        pytest.skip("wire indexer.write.privacy.redact into indexer.pipeline.prepare_file")
+        pytest.skip("wire memoryd.indexer.write.privacy.redact into memoryd.indexer.pipeline.prepare_file")
     text = next(h["text"] for h in client.call("search", {"query": "quokka deploy", "mode": "keyword"})["hits"]
                 if h["path"] == "MEMORY.md")
     assert "[REDACTED:github_token]" in text and SECRET not in text
@@ -80,7 +80,7 @@ def test_secrets_are_redacted_before_the_index(daemon) -> None:
 def test_cli_has_the_write_commands(daemon, capsys: pytest.CaptureFixture[str]) -> None:
     d, _client, _root = daemon
     if "remember" not in cli._COMMANDS:
-        pytest.skip("wire daemon.cli_write.add_parsers / COMMANDS into daemon.cli")
+        pytest.skip("wire memoryd.daemon.cli_write.add_parsers / COMMANDS into memoryd.daemon.cli")
     _needs_handlers(d)
     rc = cli.main(["remember", "--socket", str(d.cfg.socket_path), "--json", "We decided to ship on Fridays."])
     assert rc == 0 and '"decision": "appended"' in capsys.readouterr().out

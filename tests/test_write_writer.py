@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from indexer.embedding.hash_embedder import HashEmbedder
-from indexer.engine import MemoryIndex
-from indexer.memblocks import user_blocks
-from indexer.write.access import DEFAULT, Namespace
-from indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
-from indexer.write.pipeline import Plan, prepare
-from indexer.write.writer import MAX_ATTEMPTS, MemoryWriter
+from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.memblocks import user_blocks
+from memoryd.indexer.write.access import DEFAULT, Namespace
+from memoryd.indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
+from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.writer import MAX_ATTEMPTS, MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE
 

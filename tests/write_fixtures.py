@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon.app import Daemon
-from daemon.client import Client
-from daemon.methods import build_handlers
-from daemon.server import SocketServer
-from daemon.write_methods import build_write_handlers
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client import Client
+from memoryd.daemon.methods import build_handlers
+from memoryd.daemon.server import SocketServer
+from memoryd.daemon.write_methods import build_write_handlers
 from tests.helpers import make_config, ready, wait_for
 
 # The hash embedder's cosines are token overlaps, not e5's: thresholds fitting it.

@@ -9,9 +9,9 @@ Applying a fresh plan right after an apply finds nothing to do.
 
 from __future__ import annotations
 
-from indexer.bank.apply import apply_plan
-from indexer.bank.detect import detect, locate
-from indexer.bank.model import (
+from memoryd.indexer.bank.apply import apply_plan
+from memoryd.indexer.bank.detect import detect, locate
+from memoryd.indexer.bank.model import (
     Archive,
     BankApplyError,
     BankError,
@@ -26,8 +26,8 @@ from indexer.bank.model import (
     Rmdir,
     Update,
 )
-from indexer.bank.plan import make_plan
-from indexer.bank.report import plan_steps, render_detection, render_plan, render_summary, summary_json
+from memoryd.indexer.bank.plan import make_plan
+from memoryd.indexer.bank.report import plan_steps, render_detection, render_plan, render_summary, summary_json
 
 __all__ = [
     "Archive", "BankApplyError", "BankError", "Change", "Create", "Delete", "Detection", "Mkdir", "Move", "Op",

@@ -1,6 +1,6 @@
 """Carrying out a :class:`Plan`, with seed 002's guards checked again on every operation.
 
-Every file write is atomic and conditional (:mod:`indexer.atomic`): a file
+Every file write is atomic and conditional (:mod:`memoryd.indexer.atomic`): a file
 that changed since the plan read it is not overwritten, and the apply stops
 with :class:`BankApplyError` listing what was already done. Before any
 update, the USER blocks of the old and new text are compared byte for byte.
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import structlog
 
-from indexer.atomic import ConcurrentEditError, atomic_write_bytes, file_sha256, fsync_dir
-from indexer.bank.detect import LEGACY_ENTRIES, read_text
-from indexer.bank.gitops import git_mv
-from indexer.bank.guards import checked_path, refuse_secrets
-from indexer.bank.model import (
+from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_bytes, file_sha256, fsync_dir
+from memoryd.indexer.bank.detect import LEGACY_ENTRIES, read_text
+from memoryd.indexer.bank.gitops import git_mv
+from memoryd.indexer.bank.guards import checked_path, refuse_secrets
+from memoryd.indexer.bank.model import (
     Archive,
     BankApplyError,
     BankError,
@@ -31,8 +31,8 @@ from indexer.bank.model import (
     Rmdir,
     Update,
 )
-from indexer.errors import MemorydError
-from indexer.memblocks import assert_user_blocks_unchanged
+from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.memblocks import assert_user_blocks_unchanged
 
 log = structlog.get_logger(__name__)
 NEW_FILE_MODE = 0o644  # bank files are project documents, usually committed and shared

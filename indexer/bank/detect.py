@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexer.bank.model import BANK_DIR, CURRENT_VERSION, BankError, Detection
-from indexer.bank.sections import lines_outside_fences
-from indexer.memblocks import MACHINE_END, MACHINE_START, TEMPLATE_MARKER, USER_END, USER_START, BlockError, user_spans
+from memoryd.indexer.bank.model import BANK_DIR, CURRENT_VERSION, BankError, Detection
+from memoryd.indexer.bank.sections import lines_outside_fences
+from memoryd.indexer.memblocks import (
+    MACHINE_END,
+    MACHINE_START,
+    TEMPLATE_MARKER,
+    USER_END,
+    USER_START,
+    BlockError,
+    user_spans,
+)
 
 MEMORY = "MEMORY.md"
 LEGACY_ENTRIES = ("_index.md", "brief.md", "active.md")

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from datetime import date
 
-from indexer.bank import templates as tpl
-from indexer.bank.detect import MEMORY, block_problems, read_text
-from indexer.bank.guards import refuse_secrets
-from indexer.bank.indexes import index_ops, sha256_text
-from indexer.bank.layout import DETAILS, STANDARD_FILES, STANDARD_FOLDERS, read_layout
-from indexer.bank.model import BankError, Change, Create, Detection, Mkdir, Op, Plan, Update
-from indexer.bank.routing import routing_body, routing_section
-from indexer.bank.scan import scan_project
-from indexer.bank.sections import find_section, generated_region, lines_outside_fences, replace_generated
-from indexer.memblocks import MACHINE_END, MACHINE_START, TEMPLATE_MARKER, user_spans
+from memoryd.indexer.bank import templates as tpl
+from memoryd.indexer.bank.detect import MEMORY, block_problems, read_text
+from memoryd.indexer.bank.guards import refuse_secrets
+from memoryd.indexer.bank.indexes import index_ops, sha256_text
+from memoryd.indexer.bank.layout import DETAILS, STANDARD_FILES, STANDARD_FOLDERS, read_layout
+from memoryd.indexer.bank.model import BankError, Change, Create, Detection, Mkdir, Op, Plan, Update
+from memoryd.indexer.bank.routing import routing_body, routing_section
+from memoryd.indexer.bank.scan import scan_project
+from memoryd.indexer.bank.sections import find_section, generated_region, lines_outside_fences, replace_generated
+from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, TEMPLATE_MARKER, user_spans
 
 
 def plan_init(det: Detection, today: date) -> Plan:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from indexer.bank.model import BankError
+from memoryd.indexer.bank.model import BankError
 
 _TIMEOUT_S = 30.0
 

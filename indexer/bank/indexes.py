@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from indexer.bank.detect import read_text
-from indexer.bank.guards import refuse_secrets
-from indexer.bank.layout import DETAILS, INDEX, INDEX_THRESHOLD, Layout, stem_title, title_of
-from indexer.bank.model import Create, Op, Update
-from indexer.bank.routing import maintain_index, new_index
+from memoryd.indexer.bank.detect import read_text
+from memoryd.indexer.bank.guards import refuse_secrets
+from memoryd.indexer.bank.layout import DETAILS, INDEX, INDEX_THRESHOLD, Layout, stem_title, title_of
+from memoryd.indexer.bank.model import Create, Op, Update
+from memoryd.indexer.bank.routing import maintain_index, new_index
 
 
 def sha256_text(text: str) -> str:

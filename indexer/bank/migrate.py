@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from indexer.bank import templates as tpl
-from indexer.bank.detect import LEGACY_ENTRIES, MEMORY, read_text
-from indexer.bank.gitops import in_work_tree, is_tracked
-from indexer.bank.guards import refuse_secrets
-from indexer.bank.indexes import index_ops, sha256_text
-from indexer.bank.layout import DETAILS, LEGACY, STANDARD_FILES, STANDARD_FOLDERS, Layout, read_layout
-from indexer.bank.legacy import decision_rows, section_body
-from indexer.bank.model import Archive, BankError, Create, Delete, Detection, Mkdir, Move, Op, Plan, Rmdir
-from indexer.bank.routing import routing_section
-from indexer.bank.scan import scan_project
-from indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, user_blocks
+from memoryd.indexer.bank import templates as tpl
+from memoryd.indexer.bank.detect import LEGACY_ENTRIES, MEMORY, read_text
+from memoryd.indexer.bank.gitops import in_work_tree, is_tracked
+from memoryd.indexer.bank.guards import refuse_secrets
+from memoryd.indexer.bank.indexes import index_ops, sha256_text
+from memoryd.indexer.bank.layout import DETAILS, LEGACY, STANDARD_FILES, STANDARD_FOLDERS, Layout, read_layout
+from memoryd.indexer.bank.legacy import decision_rows, section_body
+from memoryd.indexer.bank.model import Archive, BankError, Create, Delete, Detection, Mkdir, Move, Op, Plan, Rmdir
+from memoryd.indexer.bank.routing import routing_section
+from memoryd.indexer.bank.scan import scan_project
+from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, user_blocks
 
 KNOWN_DIRS = {"docs": "design", "design": "design", "requirements": "requirements", "learnings": "learnings"}
 _SKIP = {MEMORY, LEGACY, DETAILS, *LEGACY_ENTRIES}

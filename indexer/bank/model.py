@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from indexer.errors import MemorydError
+from memoryd.indexer.errors import MemorydError
 
 Case = Literal["init", "upgrade", "migrate", "refresh"]
 CURRENT_VERSION = (7, 1)

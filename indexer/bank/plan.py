@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from indexer.bank.detect import detect
-from indexer.bank.flows import plan_init, plan_refresh, plan_upgrade
-from indexer.bank.migrate import plan_migrate
-from indexer.bank.model import Plan
+from memoryd.indexer.bank.detect import detect
+from memoryd.indexer.bank.flows import plan_init, plan_refresh, plan_upgrade
+from memoryd.indexer.bank.migrate import plan_migrate
+from memoryd.indexer.bank.model import Plan
 
 _FLOWS = {"init": plan_init, "upgrade": plan_upgrade, "migrate": plan_migrate, "refresh": plan_refresh}
 
@@ -17,7 +17,7 @@ def make_plan(path: Path, today: date | None = None) -> Plan:
     """The operations that bring the bank at ``path`` to v7.1, in the order ``apply`` runs them.
 
     ``path`` is the project folder or its ``memory-bank`` folder; ``today`` dates a new Current
-    Focus (default: the local date). Raises :class:`~indexer.bank.model.BankError` when the flow must
+    Focus (default: the local date). Raises :class:`~memoryd.indexer.bank.model.BankError` when the flow must
     not run (broken block markers, a move onto an existing file, a secret in new text, an
     unreadable file); the message names the file and says what to fix.
     """

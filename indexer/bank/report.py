@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from indexer.bank.model import Archive, Change, Create, Delete, Detection, Mkdir, Move, Op, Plan, Rmdir, Update
+from memoryd.indexer.bank.model import Archive, Change, Create, Delete, Detection, Mkdir, Move, Op, Plan, Rmdir, Update
 
 _CHANGE_TEXT = {
     "set_marker": "version marker {}",

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 
-from indexer.bank.layout import DETAILS, INDEX, STANDARD_FILES, STANDARD_FOLDERS, Layout
-from indexer.bank.model import Change
-from indexer.bank.sections import lines_outside_fences, wrap_generated
-from indexer.bank.templates import LEGACY_NOTE, ROUTING
-from indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, machine_span, user_spans
+from memoryd.indexer.bank.layout import DETAILS, INDEX, STANDARD_FILES, STANDARD_FOLDERS, Layout
+from memoryd.indexer.bank.model import Change
+from memoryd.indexer.bank.sections import lines_outside_fences, wrap_generated
+from memoryd.indexer.bank.templates import LEGACY_NOTE, ROUTING
+from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, machine_span, user_spans
 
 _P = f"memory-bank/{DETAILS}"
 _INTENTS = {

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import date
 
-from indexer.bank.scan import Snapshot
-from indexer.bank.sections import wrap_generated
-from indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START
+from memoryd.indexer.bank.scan import Snapshot
+from memoryd.indexer.bank.sections import wrap_generated
+from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START
 
 MARKER = "<!-- MEMORY_BANK_TEMPLATE:v7.1 -->"
 TITLE = "# Project Memory\n"

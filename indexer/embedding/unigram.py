@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import ModelError
+from memoryd.indexer.errors import ModelError
 
 MIN_VOCAB = 50_000  # below this the library's trie is small: keep the library
 _UNK_PENALTY = 10.0  # tokenizers' K_UNK_PENALTY

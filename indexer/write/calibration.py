@@ -31,8 +31,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexer.write.dedup import APPEND, KINDS, REINFORCE, REPLACE, Candidate, Thresholds, judge
-from indexer.write.lexical import Features, features, pair_kind
+from memoryd.indexer.write.dedup import APPEND, KINDS, REINFORCE, REPLACE, Candidate, Thresholds, judge
+from memoryd.indexer.write.lexical import Features, features, pair_kind
 
 EXPECTED = {"duplicate": REINFORCE, "paraphrase": REINFORCE, "conflicting_update": REPLACE,
             "related_other_fact": APPEND, "unrelated": APPEND}

@@ -21,19 +21,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from indexer.cache import cache_key
-from indexer.config import WriteConfig
-from indexer.embedtext import clean_line
-from indexer.memblocks import BlockError
-from indexer.write.access import namespace_of, resolve_target
-from indexer.write.dedup import Candidate
-from indexer.write.errors import BadTarget
-from indexer.write.mdedit import entries
-from indexer.write.pipeline import Plan
+from memoryd.indexer.cache import cache_key
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.write.access import namespace_of, resolve_target
+from memoryd.indexer.write.dedup import Candidate
+from memoryd.indexer.write.errors import BadTarget
+from memoryd.indexer.write.mdedit import entries
+from memoryd.indexer.write.pipeline import Plan
 
 if TYPE_CHECKING:
-    from indexer.engine import MemoryIndex
-    from indexer.types import FloatArray
+    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.types import FloatArray
 
 
 def read_text(path: Path) -> str | None:

@@ -7,7 +7,7 @@ Chinese pair of *unrelated* memories scores 0.85–0.90, a cross-lingual
 "prefers Neovim") 0.97, as high as a paraphrase. Cosine says "same topic", not
 "same fact", so a reinforce or a replace — the two actions that leave the new
 text unwritten or the old one gone — also needs *agreement*: the two texts
-share content words (:func:`indexer.write.lexical.overlap`) and, for a
+share content words (:func:`memoryd.indexer.write.lexical.overlap`) and, for a
 reinforce, name the same values. The rule:
 
 1. texts equal after folding case, width and punctuation → **reinforce**;
@@ -18,7 +18,7 @@ reinforce, name the same values. The rule:
    may update (a change signal and cosine ≥ the ``cross`` replace threshold) or
    restate (cosine ≥ the ``cross`` reinforce threshold, the same values), so the
    caller can show it; both texts stay;
-3. a change signal fired (:mod:`indexer.write.lexical`: a value exchanged, one
+3. a change signal fired (:mod:`memoryd.indexer.write.lexical`: a value exchanged, one
    content slot swapped, negation flipped, an update cue such as "now"/"改为")
    and cosine ≥ the kind's ``replace`` threshold → **replace** when the texts
    share enough content words (``replace_overlap``), else **append** flagged as
@@ -26,7 +26,7 @@ reinforce, name the same values. The rule:
 4. no change signal and cosine ≥ the kind's ``reinforce`` threshold →
    **reinforce** when they share enough content words (``reinforce_overlap``),
    every value named on one side is named on the other, and no long run of
-   words is exchanged in the same place (:func:`indexer.write.lexical.residue`,
+   words is exchanged in the same place (:func:`memoryd.indexer.write.lexical.residue`,
    :data:`MAX_RESIDUE`: "每天早上喝咖啡" is not "每天早上去散步"), else **append**;
 5. otherwise **append**.
 
@@ -44,8 +44,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from indexer.config import WriteConfig
-from indexer.write.lexical import Features, features
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.write.lexical import Features, features
 
 REINFORCE, REPLACE, APPEND = "reinforce", "replace", "append"
 POSSIBLE_UPDATE, POSSIBLE_DUPLICATE = "possible_update", "possible_duplicate"

@@ -1,4 +1,4 @@
-"""The write path's errors (all :class:`~indexer.errors.MemorydError`), one per way a write is refused.
+"""The write path's errors (all :class:`~memoryd.indexer.errors.MemorydError`), one per way a write is refused.
 
     MemorydError
     └── WriteError
@@ -14,7 +14,7 @@ The daemon maps each to its own JSON-RPC code (``daemon/write_methods.py``).
 
 from __future__ import annotations
 
-from indexer.errors import MemorydError
+from memoryd.indexer.errors import MemorydError
 
 
 class WriteError(MemorydError):

@@ -17,8 +17,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from indexer.embedtext import clean_line
-from indexer.write.lexical import script_of
+from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.write.lexical import script_of
 
 MIN_CJK_CHARS = 10
 MIN_OTHER_CHARS = 20

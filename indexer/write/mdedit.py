@@ -1,12 +1,12 @@
 """The writer's Markdown edits: append, replace, reinforce, remove — never losing user text.
 
-Every operation works on :class:`~indexer.write.mdlines.MdLines`, touching only
+Every operation works on :class:`~memoryd.indexer.write.mdlines.MdLines`, touching only
 the lines it means to: the entry line(s) and, when the file has YAML front
 matter, the ``updated:`` line and the ``reinforcement:`` mapping (entry id →
 count, the seed's per-entry reinforcement). A file without front matter gets
 none added (it would shift every line of a user's file); a file memoryd creates
 starts with one. Before returning, each operation proves that every USER block
-is byte-identical (:func:`indexer.memblocks.assert_user_blocks_unchanged`).
+is byte-identical (:func:`memoryd.indexer.memblocks.assert_user_blocks_unchanged`).
 
 Entries are found again by their text, not trusted by line number: the line a
 candidate was seen on is only a hint, so an edit re-applied after a concurrent
@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from indexer.memblocks import assert_user_blocks_unchanged
-from indexer.write.lexical import fold
-from indexer.write.mdlines import ITEM, Entry, MdLines
+from memoryd.indexer.memblocks import assert_user_blocks_unchanged
+from memoryd.indexer.write.lexical import fold
+from memoryd.indexer.write.mdlines import ITEM, Entry, MdLines
 
 _UPDATED = re.compile(r"^updated[ \t]*:[ \t]*(.*)$")
 _REINFORCEMENT = re.compile(r"^reinforcement[ \t]*:[ \t]*(.*?)[ \t]*$")

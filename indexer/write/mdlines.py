@@ -6,8 +6,8 @@ text all survive. Edits are line-level inserts, replacements and deletions on
 that list (:meth:`MdLines.insert`, :meth:`MdLines.delete`); nothing else is
 ever re-serialised. New lines use the file's own line ending.
 
-Structure comes from :func:`indexer.markdown_blocks.parse_outline` (front
-matter, headings, code fences) and :mod:`indexer.memblocks` (USER and MACHINE
+Structure comes from :func:`memoryd.indexer.markdown_blocks.parse_outline` (front
+matter, headings, code fences) and :mod:`memoryd.indexer.memblocks` (USER and MACHINE
 blocks). *Entries* are list items outside code fences and USER blocks, with
 their indented continuation lines.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from indexer.markdown_blocks import parse_outline
-from indexer.memblocks import MACHINE_END, MACHINE_START, BlockError, user_spans
+from memoryd.indexer.markdown_blocks import parse_outline
+from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, BlockError, user_spans
 
 ITEM = re.compile(r"^([ \t]{0,8}(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)(\S.*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#+[ \t]*)?$")

@@ -2,7 +2,7 @@
 
 No I/O and no model: it runs on the caller's thread, so noise and secrets are
 refused at once, without queueing behind indexing. What passes becomes a
-:class:`Plan` that :class:`indexer.write.writer.MemoryWriter` executes (embed →
+:class:`Plan` that :class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed →
 dedup → edit → re-index) on the index's one writer thread.
 """
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from indexer.write import privacy
-from indexer.write.access import Namespace, check_relative
-from indexer.write.gate import quality_gate
-from indexer.write.router import Route, route
+from memoryd.indexer.write import privacy
+from memoryd.indexer.write.access import Namespace, check_relative
+from memoryd.indexer.write.gate import quality_gate
+from memoryd.indexer.write.router import Route, route
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 One reviewed table, :data:`RULES`, built from three parts:
 
-* provider token formats (:mod:`indexer.write.secret_formats`: OpenAI/Anthropic
+* provider token formats (:mod:`memoryd.indexer.write.secret_formats`: OpenAI/Anthropic
   ``sk-…``, AWS, GitHub, GitLab, Slack, Google, Stripe, Hugging Face, Groq, xAI,
   npm, SendGrid, Twilio, …), each also matched when split by spaces;
 * credentials in context: ``password=``/``token:`` assignments, passwords and
@@ -39,7 +39,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
+from memoryd.indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
 
 SECRET, NETWORK = "secret", "network"
 #: Bump when RULES change what is redacted: part of the index identity, so existing indexes re-redact.

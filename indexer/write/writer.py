@@ -4,7 +4,7 @@
 ``IndexWorker``), so a write never races indexing; the edited file is
 re-indexed before the call returns, so the next search sees it.
 
-Every file write is conditional (:func:`indexer.atomic.atomic_write_text` with
+Every file write is conditional (:func:`memoryd.indexer.atomic.atomic_write_text` with
 ``check=True``): if the user saved the file between our read and our write,
 the file is read again and the edit re-applied to the new text — entries are
 found again by their text — up to :data:`MAX_ATTEMPTS` times; the user's edit is
@@ -22,19 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from indexer.atomic import ConcurrentEditError, atomic_write_text
-from indexer.config import WriteConfig
-from indexer.memblocks import BlockError
-from indexer.write import history as hist
-from indexer.write import mdedit, privacy
-from indexer.write.access import namespace_of, resolve_target
-from indexer.write.candidates import gather
-from indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
-from indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
-from indexer.write.pipeline import Plan
+from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.write import history as hist
+from memoryd.indexer.write import mdedit, privacy
+from memoryd.indexer.write.access import namespace_of, resolve_target
+from memoryd.indexer.write.candidates import gather
+from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
+from memoryd.indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
+from memoryd.indexer.write.pipeline import Plan
 
 if TYPE_CHECKING:
-    from indexer.engine import MemoryIndex
+    from memoryd.indexer.engine import MemoryIndex
 
 log = structlog.get_logger(__name__)
 

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from daemon import cli_history
-from daemon.client import RpcClientError
-from daemon.write_methods import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
-from indexer.embedding.hash_embedder import HashEmbedder
-from indexer.engine import MemoryIndex
-from indexer.write import history as hist
-from indexer.write.access import DEFAULT
-from indexer.write.errors import EntryNotFound, WriteConflict
-from indexer.write.pipeline import Plan, prepare
-from indexer.write.writer import MemoryWriter
+from memoryd.daemon import cli_history
+from memoryd.daemon.client import RpcClientError
+from memoryd.daemon.write_methods import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
+from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.write import history as hist
+from memoryd.indexer.write.access import DEFAULT
+from memoryd.indexer.write.errors import EntryNotFound, WriteConflict
+from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE, WriteDaemon, wd  # noqa: F401  (fixture)
 

@@ -9,22 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from daemon.app import Daemon
-from daemon.client import Client
-from daemon.methods import build_handlers
-from daemon.server import SocketServer
-from daemon.write_methods import build_write_handlers
-from indexer.config import EmbeddingConfig, WriteConfig
-from indexer.embedding import load_embedder
-from indexer.embedtext import clean_line
-from indexer.engine import MemoryIndex
-from indexer.types import Embedder
-from indexer.write import calibration as cal
-from indexer.write.access import DEFAULT
-from indexer.write.dedup import Thresholds
-from indexer.write.history import History
-from indexer.write.pipeline import Plan, prepare
-from indexer.write.writer import MemoryWriter
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client import Client
+from memoryd.daemon.methods import build_handlers
+from memoryd.daemon.server import SocketServer
+from memoryd.daemon.write_methods import build_write_handlers
+from memoryd.indexer.config import EmbeddingConfig, WriteConfig
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.types import Embedder
+from memoryd.indexer.write import calibration as cal
+from memoryd.indexer.write.access import DEFAULT
+from memoryd.indexer.write.dedup import Thresholds
+from memoryd.indexer.write.history import History
+from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config, ready, wait_for
 
 DATA = Path(__file__).parent / "data" / "dedup_pairs.jsonl"

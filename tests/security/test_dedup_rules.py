@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from indexer.config import WriteConfig
-from indexer.write import calibration as cal
-from indexer.write.dedup import (
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.write import calibration as cal
+from memoryd.indexer.write.dedup import (
     APPEND,
     POSSIBLE_DUPLICATE,
     POSSIBLE_UPDATE,
@@ -21,7 +21,7 @@ from indexer.write.dedup import (
     decide,
     judge,
 )
-from indexer.write.lexical import features, overlap
+from memoryd.indexer.write.lexical import features, overlap
 
 DATA = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
 TH = Thresholds.from_config(WriteConfig())

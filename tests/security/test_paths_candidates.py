@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from indexer.write.candidates import _writable
+from memoryd.indexer.write.candidates import _writable
 
 
 def test_links_are_not_dedup_candidates(tmp_path: Path) -> None:

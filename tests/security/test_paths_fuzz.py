@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.client import RpcClientError
-from indexer.config import Config
+from memoryd.daemon.client import RpcClientError
+from memoryd.indexer.config import Config
 from tests.helpers import running_daemon
 from tests.security.paths_fixtures import ALICE, BOB, BOB_CAPS, OUTSIDE_WORD, TEAM, WORDS, files, words_in
 

@@ -1,4 +1,4 @@
-"""The path resolver (indexer.pathguard) and the read rule on resolved paths (access.read_refusal), in-process."""
+"""The path resolver (indexer/pathguard.py) and the read rule on resolved paths (access.read_refusal), in-process."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from indexer.pathguard import MAX_NAME_BYTES, MAX_PATH_BYTES, PathGuard, PathRefused, check_text, normalize
-from indexer.write.access import Session, read_refusal, resolve_target, scoped_prefix
-from indexer.write.errors import BadTarget
+from memoryd.indexer.pathguard import MAX_NAME_BYTES, MAX_PATH_BYTES, PathGuard, PathRefused, check_text, normalize
+from memoryd.indexer.write.access import Session, read_refusal, resolve_target, scoped_prefix
+from memoryd.indexer.write.errors import BadTarget
 
 ALICE = Session("direct", peer="alice")
 OWNER = Session("owner")

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from daemon.private import PRIVATE_UMASK, check_data_dir, set_private_umask
-from daemon.server import SocketServer
-from daemon.sockpath import UnsafeSocketDir
+from memoryd.daemon.private import PRIVATE_UMASK, check_data_dir, set_private_umask
+from memoryd.daemon.server import SocketServer
+from memoryd.daemon.sockpath import UnsafeSocketDir
 from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +95,8 @@ def test_memoryd_run_refuses_a_shared_socket_dir_with_exit_3(tmp_path: Path, sho
     cfg = tmp_path / "memoryd.toml"
     cfg.write_text('[embedding]\nprovider = "hash"\n', encoding="utf-8")
     res = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "run", "--config", str(cfg), "--socket", str(shared / "memoryd.sock"),
+        [sys.executable, "-m", "memoryd.daemon.cli", "run", "--config", str(cfg),
+         "--socket", str(shared / "memoryd.sock"),
          "--root", str(tmp_path / "root"), "--data-dir", str(tmp_path / "data")],
         cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "NOTIFY_SOCKET": ""},
     )
@@ -126,7 +127,7 @@ def test_every_data_file_is_0600_whatever_the_umask(tmp_path: Path, short_dir: P
 
 
 def test_sqlite_wal_and_shm_follow_the_database_mode(tmp_path: Path) -> None:
-    from indexer.store import connect
+    from memoryd.indexer.store import connect
 
     with _umask(0):
         conn = connect(tmp_path / "x.sqlite3")

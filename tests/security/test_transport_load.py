@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from daemon.client import Client, RpcClientError
-from daemon.jsonrpc import IDLE_CLOSED, SERVER_BUSY, Peer
-from daemon.server import SocketServer
-from indexer.config import Config
-from indexer.errors import DaemonError
+from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.jsonrpc import IDLE_CLOSED, SERVER_BUSY, Peer
+from memoryd.daemon.server import SocketServer
+from memoryd.indexer.config import Config
+from memoryd.indexer.errors import DaemonError
 from tests.helpers import running_daemon, wait_for
 
 FILES = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n- Deploys run on Fridays.\n"}

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from daemon.jsonrpc import SHUTTING_DOWN, Peer
-from daemon.server import SocketServer
+from memoryd.daemon.jsonrpc import SHUTTING_DOWN, Peer
+from memoryd.daemon.server import SocketServer
 from tests.helpers import running_daemon, wait_for
 
 FILES = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n", "memory/2024-01-02.md": "# Day\n\n- standup\n"}
@@ -132,7 +132,7 @@ def test_daemon_shutdown_answers_queued_requests(
     tmp_path: Path, short_dir: Path, gate: threading.Event, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The worker is stuck past its shutdown budget: what waits behind it is cancelled and answered -32003."""
-    monkeypatch.setattr("daemon.app.SHUTDOWN_BUDGET_S", 3.5)  # the worker's share: 0.5 s
+    monkeypatch.setattr("memoryd.daemon.app.SHUTDOWN_BUDGET_S", 3.5)  # the worker's share: 0.5 s
     with running_daemon(tmp_path, short_dir / "m.sock", FILES) as (d, _client, root):
         _queue_behind_a_blocked_worker(d, gate)
         reindex, remember, sweep = (Line(d.cfg.socket_path) for _ in range(3))

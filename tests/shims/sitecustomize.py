@@ -19,8 +19,8 @@ Contract (environment, set by the test only):
   loaded" from "the point was never reached".
 
 The wrapped code is the real code: for the snapshot, ``open`` and ``os`` as
-seen by :mod:`indexer.vectors`; for ``remember``, ``os`` as seen by
-:mod:`indexer.atomic`; for SQLite, :func:`indexer.store._replace_chunks`
+seen by :mod:`memoryd.indexer.vectors`; for ``remember``, ``os`` as seen by
+:mod:`memoryd.indexer.atomic`; for SQLite, :func:`memoryd.indexer.store._replace_chunks`
 (which runs inside ``Store.replace_file``'s transaction).
 """
 
@@ -129,7 +129,7 @@ def _atomic_replace(src: Any, dst: Any) -> None:
 
 
 def _install() -> None:
-    from indexer import atomic, store, vectors
+    from memoryd.indexer import atomic, store, vectors
 
     original = store._replace_chunks
 
@@ -141,7 +141,7 @@ def _install() -> None:
         return change
 
     store._replace_chunks = replace_chunks  # replace_file looks it up at call time
-    vectors.open = _vectors_open  # type: ignore[attr-defined]  # shadows the builtin inside indexer.vectors only
+    vectors.open = _vectors_open  # type: ignore[attr-defined]  # shadows the builtin inside memoryd.indexer.vectors only
     vectors.os = _OsProxy(replace=_vectors_replace)  # type: ignore[assignment]
     atomic.os = _OsProxy(fdopen=_atomic_fdopen, replace=_atomic_replace)  # type: ignore[assignment]
     _announce("loaded", {"point": POINT, "pid": os.getpid()})

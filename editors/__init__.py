@@ -1,0 +1,1 @@
+"""Package data: shipped in the wheel as ``memoryd.editors`` (read with importlib.resources)."""

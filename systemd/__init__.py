@@ -1,0 +1,1 @@
+"""Package data: shipped in the wheel as ``memoryd.systemd`` (read with importlib.resources)."""
