@@ -41,7 +41,7 @@ from memoryd.indexer.config import Config
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
 from memoryd.indexer.files import read_memory_file
-from memoryd.indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_reason
+from memoryd.indexer.ingest import PreparedFile, embed_missing, prepare_file, skip_reason
 from memoryd.indexer.search import HybridSearcher, ReaderPool
 from memoryd.indexer.store import Store
 from memoryd.indexer.types import Embedder

@@ -17,8 +17,8 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.memblocks import user_blocks
 from memoryd.indexer.write.access import DEFAULT, Namespace
-from memoryd.indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
-from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.intake import Accepted, prepare
+from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MAX_ATTEMPTS, MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE
@@ -41,9 +41,9 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
         index.close()
 
 
-def plan(text: str, ns: Namespace = DEFAULT) -> Plan:
+def plan(text: str, ns: Namespace = DEFAULT) -> Accepted:
     p = prepare(text, ns, date(2025, 3, 1))
-    assert isinstance(p, Plan), p
+    assert isinstance(p, Accepted), p
     return p
 
 

@@ -15,7 +15,7 @@ from memoryd.indexer.bank.model import (
     Archive,
     BankApplyError,
     BankError,
-    Change,
+    ContentChange,
     Create,
     Delete,
     Detection,
@@ -30,7 +30,7 @@ from memoryd.indexer.bank.plan import make_plan
 from memoryd.indexer.bank.report import plan_steps, render_detection, render_plan, render_summary, summary_json
 
 __all__ = [
-    "Archive", "BankApplyError", "BankError", "Change", "Create", "Delete", "Detection", "Mkdir", "Move", "Op",
+    "Archive", "BankApplyError", "BankError", "ContentChange", "Create", "Delete", "Detection", "Mkdir", "Move", "Op",
     "Plan", "Rmdir", "Update", "apply_plan", "detect", "locate", "make_plan", "plan_steps", "render_detection",
     "render_plan", "render_summary", "summary_json",
 ]

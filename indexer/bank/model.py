@@ -55,7 +55,7 @@ class Detection:
 
 
 @dataclass(frozen=True)
-class Change:
+class ContentChange:
     """One edit inside an updated file: ``kind`` is a stable code, ``detail`` is shown to people."""
 
     kind: str
@@ -88,7 +88,7 @@ class Update:
     path: str
     content: str
     expected_sha256: str
-    changes: tuple[Change, ...]
+    changes: tuple[ContentChange, ...]
     op: Literal["update"] = "update"
 
 

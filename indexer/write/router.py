@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from memoryd.indexer.write.errors import UnknownType
+from memoryd.indexer.write.refusals import UnknownType
 
 FILES, SINGLE = "files", "single"
 

@@ -20,8 +20,8 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.access import DEFAULT
-from memoryd.indexer.write.errors import EntryNotFound, WriteConflict
-from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.intake import Accepted, prepare
+from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE, WriteDaemon, wd  # noqa: F401  (fixture)
@@ -90,9 +90,9 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
         index.close()
 
 
-def plan(text: str) -> Plan:
+def plan(text: str) -> Accepted:
     p = prepare(text, DEFAULT, date(2025, 3, 1))
-    assert isinstance(p, Plan), p
+    assert isinstance(p, Accepted), p
     return p
 
 
