@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
 from memoryd.daemon.read_access import SESSION_PARAM, namespace_scope, path_check, resolve_for_read
 from memoryd.daemon.write_methods import BAD_TARGET, build_write_handlers
-from memoryd.indexer.config import SEARCH_MODES
+from memoryd.indexer.config import SEARCH_MODES, is_search_mode
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.files import read_memory_file
 from memoryd.indexer.pathguard import PathRefused
@@ -68,7 +68,7 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     if not 1 <= k <= 1000:
         raise InvalidParams(f"param 'k' must be in 1..1000, got {k}")
     mode = param(params, "mode", str, d.cfg.search.mode)
-    if mode not in SEARCH_MODES:
+    if not is_search_mode(mode):
         raise InvalidParams(f"param 'mode' must be one of {list(SEARCH_MODES)}, got {mode!r}")
     scope = namespace_scope(d, params, peer)
     if scope is None:
@@ -79,8 +79,8 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         explain=explain, path_check=path_check(d, params, peer),
         query_vector=_query_vector(d, query) if mode != "keyword" else None,
     )
-    d.log.debug("search.done", mode=mode, k=k, hits=len(result["hits"]), took_ms=round(result["took_ms"], 2))
-    return result
+    d.log.debug("search.done", mode=mode, k=k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
+    return result.to_json()
 
 
 def _query_vector(d: Daemon, query: str) -> Callable[[], Any] | None:
@@ -106,7 +106,7 @@ def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     scope = namespace_scope(d, params, peer)
     found = d.index.search(query, k=k, path_prefix=scope[0], exclude_prefixes=scope[1],
                            path_check=path_check(d, params, peer),
-                           query_vector=_query_vector(d, query)) if scope else {"hits": []}
+                           query_vector=_query_vector(d, query)).to_json() if scope else {"hits": []}
     block = build_context(query, found["hits"], budget, d.index.embedder.count_tokens)
     return {**block, "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 

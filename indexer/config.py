@@ -23,20 +23,29 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeGuard, get_args, get_origin, get_type_hints
 
 from memoryd.indexer import paths
 from memoryd.indexer.errors import ConfigError
 
-PROVIDERS = ("e5-small", "minilm", "onnx", "hash")
+Provider = Literal["e5-small", "minilm", "onnx", "hash"]
+SearchMode = Literal["hybrid", "vector", "keyword"]
+FusionKind = Literal["zscore", "minmax", "rrf"]
+
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+FUSIONS: tuple[FusionKind, ...] = get_args(FusionKind)
 POOLINGS = ("mean", "cls")
 QUERY_PRECISIONS = ("int8", "exact")
-SEARCH_MODES = ("hybrid", "vector", "keyword")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("auto", "json", "console")
 INDEX_TYPES = ("auto", "flat", "hnsw")
 REDACT_LEVELS = ("off", "secrets", "all")
-FUSIONS = ("zscore", "minmax", "rrf")
+
+
+def is_search_mode(value: str) -> TypeGuard[SearchMode]:
+    """Whether ``value`` names a search mode (narrows a request's string for the type checker)."""
+    return value in SEARCH_MODES
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,7 @@ class StorageConfig:
 class EmbeddingConfig:
     """The embedding model. ``provider`` picks a built-in; ``onnx`` takes any model file."""
 
-    provider: str = "e5-small"
+    provider: Provider = "e5-small"
     model_path: Path | None = None  # provider "onnx": the .onnx file
     tokenizer_path: Path | None = None  # provider "onnx": its tokenizer.json
     pooling: str = "mean"
@@ -85,9 +94,9 @@ class ChunkingConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    mode: str = "hybrid"
+    mode: SearchMode = "hybrid"
     k: int = 8
-    fusion: str = "zscore"
+    fusion: FusionKind = "zscore"
     vector_weight: float = 0.5
     text_weight: float = 0.5
     candidates: int = 50
@@ -272,6 +281,8 @@ def _coerce(value: Any, typ: Any, name: str, source: str) -> Any:
         if value == "" or value is None:
             return None
         typ = next(a for a in args if a is not type(None))
+    if get_origin(typ) is Literal:  # a choice of strings: the type here, the choice in validate()
+        typ = str
     if get_origin(typ) is tuple:
         if not isinstance(value, list):
             raise ConfigError(f"{source}: '{name}' must be a list, got {value!r}")

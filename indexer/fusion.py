@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from memoryd.indexer.config import FUSIONS
+from memoryd.indexer.config import FUSIONS, FusionKind
 
 __all__ = ["FUSIONS", "fuse", "minmax", "rrf", "zscore"]
 
@@ -60,7 +60,7 @@ def rrf(scores: dict[int, float], ids: Sequence[int]) -> dict[int, float]:
 
 
 def fuse(
-    method: str, vec: dict[int, float], kw: dict[int, float], ids: Sequence[int], wv: float, wk: float,
+    method: FusionKind, vec: dict[int, float], kw: dict[int, float], ids: Sequence[int], wv: float, wk: float,
 ) -> dict[int, float]:
     """Combined score per candidate, higher is better (scale depends on ``method``)."""
     if method == "zscore":

@@ -99,7 +99,7 @@ def test_search_returns_one_hit_for_a_passage_split_across_windows(tmp_path: Pat
         idx = MemoryIndex(cfg, emb)
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf)
-        results[merge] = idx.search("zeppelin quartet rehearsal", k=5, mode="keyword", explain=True)["hits"]
+        results[merge] = idx.search("zeppelin quartet rehearsal", k=5, mode="keyword", explain=True).to_json()["hits"]
         idx.close()
     per_chunk, merged = results[False], results[True]
     assert len(per_chunk) >= 2 and per_chunk[0]["end_line"] >= per_chunk[1]["start_line"] - 1  # neighbours

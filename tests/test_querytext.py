@@ -57,7 +57,7 @@ def test_both_legs_search_the_cleaned_query_and_explain_says_so(tmp_path: Path) 
     emb.embed_query = recording  # type: ignore[method-assign]
     idx = MemoryIndex(cfg, emb)
     reconcile(idx, [root], PathFilter(("*.md",), ()))
-    res = idx.search("Bart: sunflower shirt\nAssistant: lovely", k=3, explain=True)
+    res = idx.search("Bart: sunflower shirt\nAssistant: lovely", k=3, explain=True).to_json()
     idx.close()
     assert seen == ["sunflower shirt\nlovely"] and res["query_searched"] == "sunflower shirt\nlovely"
     assert res["hits"] and res["hits"][0]["explain"]["keyword_rank"] == 1

@@ -74,10 +74,10 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig) -> 
 
 def _nearest_chunks(index: MemoryIndex, root: Path, plan: Accepted, k: int) -> list[tuple[str, int, int]]:
     prefix = f"{root}/{plan.namespace.folder}/" if plan.namespace.folder else f"{root}/"
-    hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix)["hits"]
-    return [(h["path"], h["start_line"], h["end_line"]) for h in hits
-            if Path(h["root"]) == root and h["path"].endswith(".md") and namespace_of(h["path"]) == plan.namespace
-            and _writable(root, h["path"])]
+    hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix).hits
+    return [(h.path, h.start_line, h.end_line) for h in hits
+            if Path(h.root) == root and h.path.endswith(".md") and namespace_of(h.path) == plan.namespace
+            and _writable(root, h.path)]
 
 
 def _writable(root: Path, rel: str) -> bool:

@@ -112,7 +112,7 @@ def test_replace_then_undo_restores_the_old_lines_exactly(env) -> None:
     back = w.undo(out.history_id, {"kind": "owner"})
     assert back.decision == "restored" and back.previous == "The user prefers Neovim as their editor."
     assert f.read_text() == before  # byte for byte, continuation line included
-    assert index.search("since 2019", mode="keyword")["hits"]  # re-indexed
+    assert index.search("since 2019", mode="keyword").to_json()["hits"]  # re-indexed
     with pytest.raises(WriteConflict, match="already undone"):
         w.undo(out.history_id)
     assert f.read_text() == before
