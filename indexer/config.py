@@ -23,10 +23,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeGuard, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, get_args, get_origin, get_type_hints
 
 from memoryd.indexer import paths
 from memoryd.indexer.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 Provider = Literal["e5-small", "minilm", "onnx", "hash"]
 SearchMode = Literal["hybrid", "vector", "keyword"]
@@ -253,10 +256,11 @@ def _abs(p: Path) -> Path:
     return Path(os.path.abspath(os.path.expanduser(p)))
 
 
+_T = TypeVar("_T", bound="DataclassInstance")
 _SECTIONS = frozenset(k for k, t in get_type_hints(Config).items() if dataclasses.is_dataclass(t))
 
 
-def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
+def _build(cls: type[_T], raw: dict[str, Any], prefix: str, source: str) -> _T:
     hints = get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     known = names & _SECTIONS if cls is Config else names
@@ -266,10 +270,10 @@ def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
         if key not in known:
             raise ConfigError(f"{source}: unknown config key '{name}'")
         typ = hints[key]
-        if dataclasses.is_dataclass(typ):
+        if isinstance(typ, type) and dataclasses.is_dataclass(typ):
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: '{name}' must be a table ([{name}])")
-            kwargs[key] = _build(typ, value, prefix=f"{name}.", source=source)  # type: ignore[arg-type]
+            kwargs[key] = _build(typ, value, prefix=f"{name}.", source=source)
         else:
             kwargs[key] = _coerce(value, typ, name, source)
     return cls(**kwargs)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 
 from memoryd.indexer.bank import templates as tpl
@@ -118,9 +119,10 @@ def plan_refresh(det: Detection, today: date) -> Plan:
     notes: list[str] = []
     text, changes = old, []
     snap = scan_project(det.project)
-    parts = ((tpl.SNAPSHOT, lambda: tpl.snapshot_body(snap), lambda: tpl.snapshot_section(snap)),
-             (tpl.ROUTING, lambda: routing_body(layout),
-              lambda: routing_section(layout, legacy_note=find_section(text, [tpl.LEGACY_ROUTING]) is not None)))
+    parts: tuple[tuple[tuple[str, ...], Callable[[], str], Callable[[], str]], ...] = (
+        (tpl.SNAPSHOT, lambda: tpl.snapshot_body(snap), lambda: tpl.snapshot_section(snap)),
+        (tpl.ROUTING, lambda: routing_body(layout),
+         lambda: routing_section(layout, legacy_note=find_section(text, [tpl.LEGACY_ROUTING]) is not None)))
     for names, body, whole in parts:
         span = find_section(text, names)
         if span is None:

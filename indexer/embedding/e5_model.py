@@ -321,4 +321,5 @@ def probe_embedding(session: ort.InferenceSession) -> npt.NDArray[np.float32]:
     except Exception as exc:  # onnxruntime raises its own untyped errors
         raise ModelError(f"model failed to run the probe: {exc}") from None
     pooled = np.asarray(hidden, dtype=np.float32)[0].mean(axis=0)
-    return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+    unit: npt.NDArray[np.float32] = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+    return unit
