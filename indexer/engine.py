@@ -216,7 +216,8 @@ class MemoryIndex:
         root_id = self.store.root_id(root)
         row = self.store.file(root_id, rel)
         try:
-            content = read_memory_file(root / rel, root, self.cfg.watch.max_file_bytes)
+            content = read_memory_file(root / rel, root, self.cfg.watch.max_file_bytes,
+                                       follow_symlinks=self.cfg.watch.follow_symlinks)
         except FileSkipped as exc:
             stats.files_skipped += 1
             if exc.reason == "vanished":

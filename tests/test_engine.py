@@ -142,6 +142,25 @@ def test_model_change_drops_chunks_once(env) -> None:
     idx.store._conn = None
 
 
+def test_follow_symlinks_decides_whether_a_link_inside_the_root_is_indexed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "real.md").write_text("- The kayak is stored in the garage.\n")
+    (root / "link.md").symlink_to(root / "real.md")
+    for follow, linked in ((True, True), (False, False)):
+        cfg = make_config(root, tmp_path / f"data-{follow}", follow_symlinks=follow)
+        idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+        try:
+            reconcile(idx, [root], FILTER)
+            paths = {h["path"] for h in idx.search("kayak", k=5, mode="keyword").to_json()["hits"]}
+            reasons = {s["path"].rsplit("/", 1)[-1]: s["reason"] for s in idx.status()["skipped"]}
+        finally:
+            idx.close()
+        assert paths == ({"real.md", "link.md"} if linked else {"real.md"})
+        assert ("link.md" in reasons) is not linked
+        assert linked or reasons["link.md"].startswith("symlink")
+
+
 def test_bad_files_are_skipped_with_reasons_and_do_not_stop_the_rest(env) -> None:
     root, cfg, _emb, idx = env
     (root / "bin.md").write_bytes(b"abc\x00def")
