@@ -1,4 +1,4 @@
-"""A ready-to-inject Markdown block of the best memories, within a token budget (seed 001).
+"""A ready-to-inject Markdown block of the best memories, within a token budget (the ``context`` method).
 
 Hits of one file that overlap or touch (adjacent windows share their 80-token
 overlap) are merged into one span, so the block never repeats a line. Spans

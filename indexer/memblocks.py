@@ -1,4 +1,4 @@
-"""The MACHINE and USER blocks of Memory-Bank style Markdown files (seed 002).
+"""The MACHINE and USER blocks of Memory-Bank style Markdown files (docs/memory-bank.md).
 
 A USER block (``<!-- USER_BLOCK_START -->`` … ``<!-- USER_BLOCK_END -->``) is
 the user's: memoryd never changes a byte inside it. Writers locate the blocks

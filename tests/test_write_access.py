@@ -1,4 +1,4 @@
-"""Seed 003's permission matrix — every session kind × action × namespace — and path safety."""
+"""The scoped-access matrix of indexer/write/access.py (session kind × action × namespace) and path safety."""
 
 from __future__ import annotations
 

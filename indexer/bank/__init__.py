@@ -1,8 +1,8 @@
-"""Memory Bank maintenance (seed 002): detect, plan and apply init / upgrade / migrate / refresh.
+"""Memory Bank maintenance (docs/memory-bank.md): detect, plan and apply init / upgrade / migrate / refresh.
 
 A pure library: :func:`detect` classifies a folder, :func:`make_plan` lists
 typed operations without changing anything, :func:`apply_plan` carries them
-out with seed 002's guards (only ``.md``, only inside ``memory-bank/``, USER
+out with the bank's guards (only ``.md``, only inside ``memory-bank/``, USER
 blocks byte-identical, no deletes but migration's, no secrets, atomic writes).
 Applying a fresh plan right after an apply finds nothing to do.
 """

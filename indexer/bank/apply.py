@@ -1,4 +1,4 @@
-"""Carrying out a :class:`Plan`, with seed 002's guards checked again on every operation.
+"""Carrying out a :class:`Plan`, with the guards of :mod:`memoryd.indexer.bank.guards` checked again per operation.
 
 Every file write is atomic and conditional (:mod:`memoryd.indexer.atomic`): a file
 that changed since the plan read it is not overwritten, and the apply stops

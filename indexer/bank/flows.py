@@ -1,4 +1,4 @@
-"""Planning the init, upgrade and refresh flows of seed 002 (migration lives in :mod:`migrate`).
+"""Planning the init, upgrade and refresh flows (docs/memory-bank.md) (migration lives in :mod:`migrate`).
 
 * init: create what is missing (folders, details files, a v7.1 MEMORY.md); never overwrite.
 * upgrade (append-only): refuse unless all four block markers are sound; set or insert the

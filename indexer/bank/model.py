@@ -34,7 +34,7 @@ class BankApplyError(BankError):
 
 @dataclass(frozen=True)
 class Detection:
-    """Which flow of seed 002 a folder needs, and why (``reasons`` are whole sentences)."""
+    """Which maintenance flow (docs/memory-bank.md) a folder needs, and why (``reasons`` are whole sentences)."""
 
     case: Case
     bank: Path

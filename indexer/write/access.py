@@ -1,4 +1,4 @@
-"""Scoped access (seed 003): who may read or change which memories.
+"""Scoped access (docs/security.md, docs/security/paths.md): who may read or change which memories.
 
 A request carries a *session*:
 
