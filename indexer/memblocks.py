@@ -50,10 +50,6 @@ def user_blocks(text: str) -> list[str]:
     return [text[a:b] for a, b in user_spans(text)]
 
 
-def inside_user_block(text: str, offset: int) -> bool:
-    return any(a <= offset < b for a, b in user_spans(text))
-
-
 def assert_user_blocks_unchanged(before: str, after: str, where: str) -> None:
     """Raise :class:`BlockError` naming ``where`` if any USER block differs between the two texts."""
     if user_blocks(before) != user_blocks(after):

@@ -93,9 +93,6 @@ class HybridSearcher:
         self._cfg = cfg
         self._df = keyword_plan.DocFrequencies()
 
-    def set_vectors(self, vectors: VectorIndex) -> None:
-        self._vectors = vectors
-
     def search(
         self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
         path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
