@@ -20,7 +20,7 @@ from memoryd.indexer.config import SEARCH_MODES, is_search_mode
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.files import read_memory_file
 from memoryd.indexer.pathguard import PathRefused
-from memoryd.indexer.querytext import clean_query
+from memoryd.indexer.search.querytext import clean_query
 
 if TYPE_CHECKING:
     from memoryd.daemon.app import Daemon
@@ -87,12 +87,12 @@ def _query_vector(d: Daemon, query: str) -> Callable[[], Any] | None:
     """The query's embedding, started now on its own thread (see daemon/query_embedding.py)."""
     if d.query_embeddings is None:
         return None
-    return d.query_embeddings.start(clean_query(query))  # what the searcher searches (memoryd.indexer.querytext)
+    return d.query_embeddings.start(clean_query(query))  # what the searcher searches (memoryd.indexer.search.querytext)
 
 
 def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
-    from memoryd.indexer.context import build_context
+    from memoryd.indexer.search.context import build_context
 
     reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "namespace", SESSION_PARAM})
     query = _query(params)

@@ -107,7 +107,7 @@ class SearchConfig:
     recency_half_life_days: float = 0.0
     proximity_weight: float = 2.0  # BM25 bonus for query words close together; 0 = off
     date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
-    merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (memoryd.indexer.hits)
+    merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (search/hits.py)
     index_type: str = "auto"
     hnsw_threshold: int = 50_000
 

@@ -41,9 +41,9 @@ from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
 from memoryd.indexer.files import read_memory_file
-from memoryd.indexer.hits import SearchResult
 from memoryd.indexer.ingest import PreparedFile, embed_missing, prepare_file, skip_reason
-from memoryd.indexer.search import HybridSearcher, ReaderPool
+from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.search.hybrid import HybridSearcher, ReaderPool
 from memoryd.indexer.store import Store
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectors import VectorIndex
@@ -303,7 +303,7 @@ class MemoryIndex:
         exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
         path_check: Callable[[str, str], bool] | None = None,
     ) -> SearchResult:
-        """One query (:meth:`memoryd.indexer.search.HybridSearcher.search` says what each argument does)."""
+        """One query (:meth:`memoryd.indexer.search.hybrid.HybridSearcher.search` says what each argument does)."""
         return self.searcher.search(
             query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
             exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check,

@@ -1,4 +1,4 @@
-"""Consecutive overlapping hits of one file become one hit (indexer/hits.py), in the library and in search."""
+"""Consecutive overlapping hits of one file become one hit (indexer/search/hits.py), in the library and in search."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from memoryd.daemon.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
 from tests.helpers import make_config
 
 FILE = [f"line {n}" for n in range(1, 101)]

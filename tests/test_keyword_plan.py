@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from memoryd.daemon.pathfilter import PathFilter
-from memoryd.indexer import keyword_plan
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.keyword_plan import DocFrequencies, KeywordPass, plan
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.search import keyword_plan
+from memoryd.indexer.search.keyword_plan import DocFrequencies, KeywordPass, plan
 from memoryd.indexer.store import Store
 from tests.helpers import make_config
 

@@ -1,4 +1,4 @@
-"""Transcript queries lose their speaker labels (indexer/querytext.py), in both legs and over the socket path."""
+"""Transcript queries lose their speaker labels (indexer/search/querytext.py), in both legs and over the socket path."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from memoryd.daemon import methods
 from memoryd.daemon.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.querytext import clean_query
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.search.querytext import clean_query
 from tests.helpers import CountingEmbedder, make_config
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memoryd.indexer.rerank import file_time, mmr_order, recency_factor
+from memoryd.indexer.search.rerank import file_time, mmr_order, recency_factor
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC).timestamp()
 

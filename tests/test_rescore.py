@@ -10,9 +10,9 @@ import pytest
 from memoryd.daemon.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.keyword_plan import DocFrequencies
 from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.rescore import date_boost, keyword_with_proximity
+from memoryd.indexer.search.keyword_plan import DocFrequencies
+from memoryd.indexer.search.rescore import date_boost, keyword_with_proximity
 from tests.helpers import make_config
 
 

@@ -3,9 +3,9 @@
 Each leg proposes its top candidates; every candidate then gets *both* scores
 (its cosine by reconstructing its vector; its BM25 from the keyword leg's
 deeper list, ``KEYWORD_DEPTH`` times the candidate count, or "no match" past
-it), and :mod:`memoryd.indexer.fusion` combines them (z-score by default). FTS5's
+it), and :mod:`memoryd.indexer.search.fusion` combines them (z-score by default). FTS5's
 ``bm25()`` is negative and unbounded, so it is negated first. The keyword
-leg's work is bounded at any corpus size by :mod:`memoryd.indexer.keyword_plan`.
+leg's work is bounded at any corpus size by :mod:`memoryd.indexer.search.keyword_plan`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from dataclasses import replace
 from queue import Empty, Queue
 from typing import Any
 
-from memoryd.indexer import keyword, keyword_plan, rescore
+from memoryd.indexer import keyword
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError, StoreClosedError
-from memoryd.indexer.fusion import fuse, minmax
-from memoryd.indexer.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
-from memoryd.indexer.querytext import clean_query
-from memoryd.indexer.rerank import mmr_order, recency_factor
+from memoryd.indexer.search import keyword_plan, rescore
+from memoryd.indexer.search.fusion import fuse, minmax
+from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
+from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.search.rerank import mmr_order, recency_factor
 from memoryd.indexer.store import ChunkRow, fetch_chunks
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectors import VectorIndex
@@ -115,7 +116,7 @@ class HybridSearcher:
         ``lstat`` calls whatever the namespace's size; a refused link costs the query one
         candidate slot.
 
-        The query is searched as :func:`memoryd.indexer.querytext.clean_query` returns it (a
+        The query is searched as :func:`memoryd.indexer.search.querytext.clean_query` returns it (a
         transcript's speaker labels removed). ``query_vector``, when given, returns the
         embedding of that cleaned query (e.g. the result of a computation the caller started
         on another thread); it is called after the keyword leg, so the two can overlap. It is
@@ -186,7 +187,7 @@ class HybridSearcher:
         return "keyword" if self._embedder is None else mode
 
     def _rerank(self, hits: list[Hit], rows: dict[int, ChunkRow], k: int, has_vectors: bool) -> list[Hit]:
-        """Recency decay and MMR, when configured (both off by default; see :mod:`memoryd.indexer.rerank`)."""
+        """Recency decay and MMR, when configured (both off by default; see :mod:`memoryd.indexer.search.rerank`)."""
         cfg = self._cfg
         if cfg.recency_half_life_days > 0:
             now = time.time()
@@ -236,7 +237,7 @@ class HybridSearcher:
     ) -> list[Hit]:
         """Rank candidates; ``score`` is the fused value rescaled to [0, 1] over the candidates.
 
-        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.rescore`);
+        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.search.rescore`);
         ``vector`` mode stays pure similarity.
         """
         ids = [i for i in cands if i in rows]
@@ -280,7 +281,7 @@ def _explanations(
 ) -> list[dict[str, Any]]:
     """Why each hit ranks where it does: its rank and raw score in each leg, and the fusion used.
 
-    A hit merged from consecutive chunks (:mod:`memoryd.indexer.hits`) explains its first chunk, and lists
+    A hit merged from consecutive chunks (:mod:`memoryd.indexer.search.hits`) explains its first chunk, and lists
     the chunks it absorbed under ``merged`` with their own spans, ranks and scores."""
     vr, kr = _ranks(vec), _ranks(kw)
 
@@ -302,7 +303,7 @@ def _keyword_leg(
     conn: sqlite3.Connection, plan: keyword_plan.KeywordPlan, n: int, allowed: set[int] | None,
 ) -> dict[int, float]:
     """The ``n`` best chunks by (negated) BM25, best first; a chunk found by several passes keeps its
-    best score (each pass is a lower bound of the exact BM25, see :mod:`memoryd.indexer.keyword_plan`)."""
+    best score (each pass is a lower bound of the exact BM25, see :mod:`memoryd.indexer.search.keyword_plan`)."""
     limit = n if allowed is None else max(n * 20, 1000)
     best: dict[int, float] = {}
     for p in plan.passes:
