@@ -306,11 +306,11 @@ class VectorIndex:
         """
         tomb_path = _tomb_path(path)
         if self._tomb:
-            _write_atomic(tomb_path, self._tomb_array().tobytes())
+            _write_snapshot_file(tomb_path, self._tomb_array().tobytes())
         else:
             with contextlib.suppress(FileNotFoundError):
                 tomb_path.unlink()
-        _write_atomic(path, faiss.serialize_index(self._index).tobytes())
+        _write_snapshot_file(path, faiss.serialize_index(self._index).tobytes())
         self.dirty = False
 
     @classmethod
@@ -346,7 +346,7 @@ def _tomb_path(path: Path) -> Path:
     return path.with_name(path.name + ".tomb")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def _write_snapshot_file(path: Path, data: bytes) -> None:
     """:func:`~memoryd.indexer.atomic.atomic_write_bytes` (0600: derived from the memories); raises StoreError
     naming ``path`` (chained to the OSError, whose errno tells a full disk)."""
     try:

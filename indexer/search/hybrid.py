@@ -169,14 +169,14 @@ class HybridSearcher:
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
         hits = hits[:k]
-        explained = bool(explain and terms)
+        explanations = None
+        if explain:
+            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
         return SearchResult(
-            mode=mode, hits=hits, took_ms=(time.perf_counter() - t0) * 1000,
-            abstained=reason is not None, reason=reason,
-            keyword_plan=plan.describe() if explained else None,
+            mode=mode, hits=hits, abstained=reason is not None, reason=reason,
+            keyword_plan=plan.describe() if explain and terms else None,
             query_searched=query if explain and query != raw_query else None,
-            explanations=_explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
-            if explain else None,
+            explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
         )
 
     def _mode(self, mode: str | None) -> SearchMode:
