@@ -37,7 +37,7 @@ import numpy.typing as npt
 import structlog
 
 from memoryd.indexer.atomic import file_sha256, remove_stale_temps
-from memoryd.indexer.embedding.model_cache import write_model_file
+from memoryd.indexer.embedding import model_cache
 from memoryd.indexer.errors import DiskFullError, ModelError
 
 if TYPE_CHECKING:
@@ -244,8 +244,6 @@ def ensure_built(weights: Path, digest: str, files: Mapping[str, Path]) -> None:
     """
     if all(p.exists() for p in files.values()):
         return
-    from memoryd.indexer.embedding import model_cache
-
     model_dir = next(iter(files.values())).parent
     with model_cache.build_lock(model_dir):
         missing = {kind: p for kind, p in files.items() if not p.exists()}
@@ -292,7 +290,7 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
         except Exception as exc:  # calibration runs onnxruntime, which raises its own untyped errors
             raise ModelError(f"cannot build {files[kind].name} from {weights}: {exc}") from None
         data = model.SerializeToString()
-        write_model_file(files[kind], data)
+        model_cache.write_model_file(files[kind], data)
         sizes[kind] = len(data)
     return sizes
 
