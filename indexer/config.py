@@ -31,19 +31,27 @@ from memoryd.indexer.errors import ConfigError
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+# Every choice is a Literal (what the type checker sees) and its tuple (what validate() and
+# error messages list), the tuple derived from the Literal so the two cannot drift apart.
 Provider = Literal["e5-small", "minilm", "onnx", "hash"]
 SearchMode = Literal["hybrid", "vector", "keyword"]
 FusionKind = Literal["zscore", "minmax", "rrf"]
+Pooling = Literal["mean", "cls"]
+QueryPrecision = Literal["int8", "exact"]
+IndexType = Literal["auto", "flat", "hnsw"]
+RedactLevel = Literal["off", "secrets", "all"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+LogFormat = Literal["auto", "json", "console"]
 
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
 FUSIONS: tuple[FusionKind, ...] = get_args(FusionKind)
-POOLINGS = ("mean", "cls")
-QUERY_PRECISIONS = ("int8", "exact")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMATS = ("auto", "json", "console")
-INDEX_TYPES = ("auto", "flat", "hnsw")
-REDACT_LEVELS = ("off", "secrets", "all")
+POOLINGS: tuple[Pooling, ...] = get_args(Pooling)
+QUERY_PRECISIONS: tuple[QueryPrecision, ...] = get_args(QueryPrecision)
+INDEX_TYPES: tuple[IndexType, ...] = get_args(IndexType)
+REDACT_LEVELS: tuple[RedactLevel, ...] = get_args(RedactLevel)
+LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
+LOG_FORMATS: tuple[LogFormat, ...] = get_args(LogFormat)
 
 
 def is_search_mode(value: str) -> TypeGuard[SearchMode]:
@@ -78,7 +86,7 @@ class EmbeddingConfig:
     provider: Provider = "e5-small"
     model_path: Path | None = None  # provider "onnx": the .onnx file
     tokenizer_path: Path | None = None  # provider "onnx": its tokenizer.json
-    pooling: str = "mean"
+    pooling: Pooling = "mean"
     query_prefix: str | None = None  # None: the provider's default
     passage_prefix: str | None = None
     max_tokens: int = 512
@@ -86,7 +94,7 @@ class EmbeddingConfig:
     threads: int = 0  # 0: all cores
     cache_entries: int = 50_000
     background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off
-    query_precision: str = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
+    query_precision: QueryPrecision = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,7 @@ class SearchConfig:
     proximity_weight: float = 2.0  # BM25 bonus for query words close together; 0 = off
     date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
     merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (search/hits.py)
-    index_type: str = "auto"
+    index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000
 
 
@@ -153,13 +161,13 @@ class WriteConfig:
     wait_s: float = 30.0
     audit_max_bytes: int = 5_000_000
     audit_backups: int = 3
-    redact_index: str = "secrets"
+    redact_index: RedactLevel = "secrets"
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    level: str = "info"
-    format: str = "auto"
+    level: LogLevel = "info"
+    format: LogFormat = "auto"
 
 
 @dataclass(frozen=True)
