@@ -66,7 +66,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list
     for mode in modes:
         rows = []
         for q in queries:
-            res = index.search(q["question"], k=k, mode=mode)
+            res = index.search(q["question"], k=k, mode=mode).to_json()
             rows.append({"qid": q["qid"], "hits": [{"path": h["path"], "start_line": h["start_line"],
                                                     "end_line": h["end_line"]} for h in res["hits"]]})
         per_mode[mode] = rows

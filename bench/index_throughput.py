@@ -38,7 +38,7 @@ from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.files import read_memory_file, walk_root
-from memoryd.indexer.pipeline import prepare_file
+from memoryd.indexer.ingest import prepare_file
 from memoryd.indexer.reconcile import reconcile
 from tests.helpers import CountingEmbedder
 

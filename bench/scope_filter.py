@@ -36,7 +36,7 @@ from memoryd.indexer.embedding import load_embedder  # noqa: E402
 from memoryd.indexer.engine import MemoryIndex  # noqa: E402
 from memoryd.indexer.pathguard import PathGuard  # noqa: E402
 from memoryd.indexer.reconcile import reconcile  # noqa: E402
-from memoryd.indexer.search import _allowed_ids  # noqa: E402
+from memoryd.indexer.search.hybrid import _allowed_ids  # noqa: E402
 from memoryd.indexer.write.access import Session, read_refusal  # noqa: E402
 from tests.helpers import make_config  # noqa: E402
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
 from memoryd.daemon.read_access import SESSION_PARAM, namespace_scope, path_check, resolve_for_read
 from memoryd.daemon.write_methods import BAD_TARGET, build_write_handlers
-from memoryd.indexer.config import SEARCH_MODES
+from memoryd.indexer.config import SEARCH_MODES, is_search_mode
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.files import read_memory_file
 from memoryd.indexer.pathguard import PathRefused
-from memoryd.indexer.querytext import clean_query
+from memoryd.indexer.search.querytext import clean_query
 
 if TYPE_CHECKING:
     from memoryd.daemon.app import Daemon
@@ -68,7 +68,7 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     if not 1 <= k <= 1000:
         raise InvalidParams(f"param 'k' must be in 1..1000, got {k}")
     mode = param(params, "mode", str, d.cfg.search.mode)
-    if mode not in SEARCH_MODES:
+    if not is_search_mode(mode):
         raise InvalidParams(f"param 'mode' must be one of {list(SEARCH_MODES)}, got {mode!r}")
     scope = namespace_scope(d, params, peer)
     if scope is None:
@@ -79,20 +79,20 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         explain=explain, path_check=path_check(d, params, peer),
         query_vector=_query_vector(d, query) if mode != "keyword" else None,
     )
-    d.log.debug("search.done", mode=mode, k=k, hits=len(result["hits"]), took_ms=round(result["took_ms"], 2))
-    return result
+    d.log.debug("search.done", mode=mode, k=k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
+    return result.to_json()
 
 
 def _query_vector(d: Daemon, query: str) -> Callable[[], Any] | None:
     """The query's embedding, started now on its own thread (see daemon/query_embedding.py)."""
     if d.query_embeddings is None:
         return None
-    return d.query_embeddings.start(clean_query(query))  # what the searcher searches (memoryd.indexer.querytext)
+    return d.query_embeddings.start(clean_query(query))  # what the searcher searches (memoryd.indexer.search.querytext)
 
 
 def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
-    from memoryd.indexer.context import build_context
+    from memoryd.indexer.search.context import build_context
 
     reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "namespace", SESSION_PARAM})
     query = _query(params)
@@ -106,7 +106,7 @@ def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     scope = namespace_scope(d, params, peer)
     found = d.index.search(query, k=k, path_prefix=scope[0], exclude_prefixes=scope[1],
                            path_check=path_check(d, params, peer),
-                           query_vector=_query_vector(d, query)) if scope else {"hits": []}
+                           query_vector=_query_vector(d, query)).to_json() if scope else {"hits": []}
     block = build_context(query, found["hits"], budget, d.index.embedder.count_tokens)
     return {**block, "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 

@@ -117,6 +117,6 @@ def offline_search(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
     index = open_index(cfg, read_only=True)
     try:
         query = params.pop("query")
-        return index.search(query, **params)
+        return index.search(query, **params).to_json()
     finally:
         index.close()

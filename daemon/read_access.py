@@ -26,7 +26,7 @@ from memoryd.indexer.write.access import (
     read_refusal,
     scoped_prefix,
 )
-from memoryd.indexer.write.errors import AccessDenied, BadTarget
+from memoryd.indexer.write.refusals import AccessDenied, BadTarget
 
 if TYPE_CHECKING:
     from memoryd.daemon.app import Daemon

@@ -58,7 +58,7 @@ def render_hits(result: dict[str, Any]) -> str:
         dropped = ", ".join(plan.get("dropped_terms", [])) or "none"
         out.append(f"(keyword scores bounded: rare terms over every chunk, the rest among the newest; "
                    f"too common to score: {dropped})")
-    if "query_searched" in result:  # a transcript's speaker labels were removed (memoryd.indexer.querytext)
+    if "query_searched" in result:  # a transcript's speaker labels were removed (memoryd.indexer.search.querytext)
         shown = " / ".join(result["query_searched"].splitlines())
         out.append(f"(searched as: {shown[:200]})")
     out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")

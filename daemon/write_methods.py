@@ -48,7 +48,9 @@ from memoryd.indexer.write.access import (
     parse_namespace,
     parse_session,
 )
-from memoryd.indexer.write.errors import (
+from memoryd.indexer.write.history import History
+from memoryd.indexer.write.intake import Rejected, prepare
+from memoryd.indexer.write.refusals import (
     AccessDenied,
     BadTarget,
     EntryNotFound,
@@ -57,8 +59,6 @@ from memoryd.indexer.write.errors import (
     WriteConflict,
     WriteError,
 )
-from memoryd.indexer.write.history import History
-from memoryd.indexer.write.pipeline import Rejected, prepare
 from memoryd.indexer.write.router import TYPES
 from memoryd.indexer.write.writer import MemoryWriter
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,11 +55,6 @@ class EmbeddingCache:
             self.hits += sum(1 for k in unique if k in found)
             self.misses += sum(1 for k in unique if k not in found)
         return found
-
-    def touch(self, conn: sqlite3.Connection, keys: Iterable[bytes]) -> None:
-        """Mark entries as used now (inside the caller's transaction)."""
-        now = time.time()
-        conn.executemany("UPDATE embed_cache SET last_used = ? WHERE key = ?", [(now, k) for k in keys])
 
     def put_many(self, conn: sqlite3.Connection, vectors: Mapping[bytes, FloatArray]) -> None:
         """Store vectors (inside the caller's transaction)."""

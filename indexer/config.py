@@ -23,20 +23,40 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, get_args, get_origin, get_type_hints
 
 from memoryd.indexer import paths
 from memoryd.indexer.errors import ConfigError
 
-PROVIDERS = ("e5-small", "minilm", "onnx", "hash")
-POOLINGS = ("mean", "cls")
-QUERY_PRECISIONS = ("int8", "exact")
-SEARCH_MODES = ("hybrid", "vector", "keyword")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMATS = ("auto", "json", "console")
-INDEX_TYPES = ("auto", "flat", "hnsw")
-REDACT_LEVELS = ("off", "secrets", "all")
-FUSIONS = ("zscore", "minmax", "rrf")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# Every choice is a Literal (what the type checker sees) and its tuple (what validate() and
+# error messages list), the tuple derived from the Literal so the two cannot drift apart.
+Provider = Literal["e5-small", "minilm", "onnx", "hash"]
+SearchMode = Literal["hybrid", "vector", "keyword"]
+FusionKind = Literal["zscore", "minmax", "rrf"]
+Pooling = Literal["mean", "cls"]
+QueryPrecision = Literal["int8", "exact"]
+IndexType = Literal["auto", "flat", "hnsw"]
+RedactLevel = Literal["off", "secrets", "all"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+LogFormat = Literal["auto", "json", "console"]
+
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+FUSIONS: tuple[FusionKind, ...] = get_args(FusionKind)
+POOLINGS: tuple[Pooling, ...] = get_args(Pooling)
+QUERY_PRECISIONS: tuple[QueryPrecision, ...] = get_args(QueryPrecision)
+INDEX_TYPES: tuple[IndexType, ...] = get_args(IndexType)
+REDACT_LEVELS: tuple[RedactLevel, ...] = get_args(RedactLevel)
+LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
+LOG_FORMATS: tuple[LogFormat, ...] = get_args(LogFormat)
+
+
+def is_search_mode(value: str) -> TypeGuard[SearchMode]:
+    """Whether ``value`` names a search mode (narrows a request's string for the type checker)."""
+    return value in SEARCH_MODES
 
 
 @dataclass(frozen=True)
@@ -63,10 +83,10 @@ class StorageConfig:
 class EmbeddingConfig:
     """The embedding model. ``provider`` picks a built-in; ``onnx`` takes any model file."""
 
-    provider: str = "e5-small"
+    provider: Provider = "e5-small"
     model_path: Path | None = None  # provider "onnx": the .onnx file
     tokenizer_path: Path | None = None  # provider "onnx": its tokenizer.json
-    pooling: str = "mean"
+    pooling: Pooling = "mean"
     query_prefix: str | None = None  # None: the provider's default
     passage_prefix: str | None = None
     max_tokens: int = 512
@@ -74,7 +94,7 @@ class EmbeddingConfig:
     threads: int = 0  # 0: all cores
     cache_entries: int = 50_000
     background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off
-    query_precision: str = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
+    query_precision: QueryPrecision = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
 
 
 @dataclass(frozen=True)
@@ -85,9 +105,9 @@ class ChunkingConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    mode: str = "hybrid"
+    mode: SearchMode = "hybrid"
     k: int = 8
-    fusion: str = "zscore"
+    fusion: FusionKind = "zscore"
     vector_weight: float = 0.5
     text_weight: float = 0.5
     candidates: int = 50
@@ -95,8 +115,8 @@ class SearchConfig:
     recency_half_life_days: float = 0.0
     proximity_weight: float = 2.0  # BM25 bonus for query words close together; 0 = off
     date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
-    merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (memoryd.indexer.hits)
-    index_type: str = "auto"
+    merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (search/hits.py)
+    index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000
 
 
@@ -141,13 +161,13 @@ class WriteConfig:
     wait_s: float = 30.0
     audit_max_bytes: int = 5_000_000
     audit_backups: int = 3
-    redact_index: str = "secrets"
+    redact_index: RedactLevel = "secrets"
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    level: str = "info"
-    format: str = "auto"
+    level: LogLevel = "info"
+    format: LogFormat = "auto"
 
 
 @dataclass(frozen=True)
@@ -244,10 +264,11 @@ def _abs(p: Path) -> Path:
     return Path(os.path.abspath(os.path.expanduser(p)))
 
 
+_T = TypeVar("_T", bound="DataclassInstance")
 _SECTIONS = frozenset(k for k, t in get_type_hints(Config).items() if dataclasses.is_dataclass(t))
 
 
-def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
+def _build(cls: type[_T], raw: dict[str, Any], prefix: str, source: str) -> _T:
     hints = get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     known = names & _SECTIONS if cls is Config else names
@@ -257,10 +278,10 @@ def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
         if key not in known:
             raise ConfigError(f"{source}: unknown config key '{name}'")
         typ = hints[key]
-        if dataclasses.is_dataclass(typ):
+        if isinstance(typ, type) and dataclasses.is_dataclass(typ):
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: '{name}' must be a table ([{name}])")
-            kwargs[key] = _build(typ, value, prefix=f"{name}.", source=source)  # type: ignore[arg-type]
+            kwargs[key] = _build(typ, value, prefix=f"{name}.", source=source)
         else:
             kwargs[key] = _coerce(value, typ, name, source)
     return cls(**kwargs)
@@ -272,6 +293,8 @@ def _coerce(value: Any, typ: Any, name: str, source: str) -> Any:
         if value == "" or value is None:
             return None
         typ = next(a for a in args if a is not type(None))
+    if get_origin(typ) is Literal:  # a choice of strings: the type here, the choice in validate()
+        typ = str
     if get_origin(typ) is tuple:
         if not isinstance(value, list):
             raise ConfigError(f"{source}: '{name}' must be a list, got {value!r}")

@@ -37,12 +37,13 @@ import structlog
 from memoryd.indexer import ann, keyword, vector_sync
 from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.chunker import CHUNKER_VERSION
-from memoryd.indexer.config import Config
+from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
 from memoryd.indexer.files import read_memory_file
-from memoryd.indexer.pipeline import PreparedFile, embed_missing, prepare_file, skip_reason
-from memoryd.indexer.search import HybridSearcher, ReaderPool
+from memoryd.indexer.ingest import PreparedFile, embed_missing, prepare_file, skip_reason
+from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.search.hybrid import HybridSearcher, ReaderPool
 from memoryd.indexer.store import Store
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectors import VectorIndex
@@ -215,7 +216,8 @@ class MemoryIndex:
         root_id = self.store.root_id(root)
         row = self.store.file(root_id, rel)
         try:
-            content = read_memory_file(root / rel, root, self.cfg.watch.max_file_bytes)
+            content = read_memory_file(root / rel, root, self.cfg.watch.max_file_bytes,
+                                       follow_symlinks=self.cfg.watch.follow_symlinks)
         except FileSkipped as exc:
             stats.files_skipped += 1
             if exc.reason == "vanished":
@@ -295,8 +297,17 @@ class MemoryIndex:
 
     # -- the rest -------------------------------------------------------------
 
-    def search(self, query: str, **kw: Any) -> dict[str, Any]:
-        return self.searcher.search(query, **kw)
+    def search(
+        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
+        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
+        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
+        path_check: Callable[[str, str], bool] | None = None,
+    ) -> SearchResult:
+        """One query (:meth:`memoryd.indexer.search.hybrid.HybridSearcher.search` says what each argument does)."""
+        return self.searcher.search(
+            query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
+            exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check,
+        )
 
     def save(self, force: bool = False) -> bool:
         """Snapshot the vector index if it changed (or ``force``); persist cache counters."""

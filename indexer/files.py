@@ -27,6 +27,7 @@ BINARY = "binary"
 UNREADABLE = "unreadable"
 VANISHED = "vanished"
 OUTSIDE_ROOT = "symlink-outside-root"
+SYMLINK = "symlink"  # watch.follow_symlinks = false
 CHANGED = "changed-while-reading"
 
 
@@ -45,8 +46,11 @@ def stat_signature(st: os.stat_result) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def read_memory_file(path: Path, root: Path, max_bytes: int) -> FileContent:
+def read_memory_file(path: Path, root: Path, max_bytes: int, *, follow_symlinks: bool = True) -> FileContent:
     """Read and decode one file, refusing anything that is not a sane text file.
+
+    A symlink (the file, or a folder on its way under ``root``) is followed only when it
+    resolves inside ``root``, and only with ``follow_symlinks`` (``watch.follow_symlinks``).
 
     Opens with ``O_NONBLOCK`` and checks ``fstat`` before reading, so a FIFO or
     socket never blocks us. A file whose size or mtime changes during the read
@@ -57,7 +61,7 @@ def read_memory_file(path: Path, root: Path, max_bytes: int) -> FileContent:
     if "\x00" in rel or ".." in path.parts:  # callers resolve names first (memoryd.indexer.pathguard); never read these
         raise FileSkipped(rel.replace("\x00", "\\x00"), OUTSIDE_ROOT, "name with '..' or a NUL byte")
     try:
-        _check_inside_root(path, root)
+        _check_inside_root(path, root, follow_symlinks)
     except OSError as exc:  # e.g. a name too long for the kernel
         raise FileSkipped(rel, UNREADABLE, exc.strerror or str(exc)) from None
     try:
@@ -124,10 +128,12 @@ def decode_text(data: bytes, rel: str) -> tuple[str, list[str]]:
     return text, warnings
 
 
-def _check_inside_root(path: Path, root: Path) -> None:
-    """Symlinks are followed only when they resolve inside the root."""
+def _check_inside_root(path: Path, root: Path, follow_symlinks: bool = True) -> None:
+    """Symlinks are followed only when they resolve inside the root, and only if ``follow_symlinks``."""
     if not path.is_symlink() and not any(p.is_symlink() for p in path.parents if _is_under(p, root)):
         return
+    if not follow_symlinks:
+        raise FileSkipped(str(path), SYMLINK, "watch.follow_symlinks is false")
     try:
         real = path.resolve(strict=True)
     except FileNotFoundError:

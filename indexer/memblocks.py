@@ -1,4 +1,4 @@
-"""The MACHINE and USER blocks of Memory-Bank style Markdown files (seed 002).
+"""The MACHINE and USER blocks of Memory-Bank style Markdown files (docs/memory-bank.md).
 
 A USER block (``<!-- USER_BLOCK_START -->`` … ``<!-- USER_BLOCK_END -->``) is
 the user's: memoryd never changes a byte inside it. Writers locate the blocks
@@ -48,10 +48,6 @@ def user_spans(text: str) -> list[tuple[int, int]]:
 
 def user_blocks(text: str) -> list[str]:
     return [text[a:b] for a, b in user_spans(text)]
-
-
-def inside_user_block(text: str, offset: int) -> bool:
-    return any(a <= offset < b for a, b in user_spans(text))
 
 
 def assert_user_blocks_unchanged(before: str, after: str, where: str) -> None:

@@ -83,14 +83,16 @@ def reconcile(
     stats.merge(index.index_files(p.to_index, progress=progress))
     stats.files_unchanged += p.unchanged
     index.save()
-    _remove_stale_temps(p.temp_files)
+    _remove_found_temps(p.temp_files)
     log.info("reconcile.done", roots=len(roots), indexed=stats.files_indexed, removed=stats.files_removed,
              unchanged=stats.files_unchanged, skipped=stats.files_skipped, embedded=stats.embedded,
              seconds=round(stats.seconds, 2))
     return stats
 
 
-def _remove_stale_temps(paths: Sequence[Path]) -> None:
+def _remove_found_temps(paths: Sequence[Path]) -> None:
+    """Remove the temp files of user-file writes that the walk found (their target may be gone, so
+    :func:`memoryd.indexer.atomic.remove_stale_temps`, which looks beside one target, would miss them)."""
     for path in paths:
         try:
             os.unlink(path)

@@ -18,11 +18,12 @@ import numpy as np
 import structlog
 
 from memoryd.indexer import ann
+from memoryd.indexer.atomic import remove_stale_temps
 from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.embedtext import embedding_text
 from memoryd.indexer.store import Store, fetch_chunks
-from memoryd.indexer.vectors import VectorIndex, remove_stale_temps
+from memoryd.indexer.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
 

@@ -16,7 +16,6 @@ and a switch between kinds is rebuilt from the index's own vectors.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,7 +26,7 @@ import numpy as np
 import structlog
 
 from memoryd.indexer import ann
-from memoryd.indexer.atomic import fsync_dir
+from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes
 from memoryd.indexer.errors import StoreError
 
 if TYPE_CHECKING:
@@ -307,11 +306,11 @@ class VectorIndex:
         """
         tomb_path = _tomb_path(path)
         if self._tomb:
-            _write_atomic(tomb_path, self._tomb_array().tobytes())
+            _write_snapshot_file(tomb_path, self._tomb_array().tobytes())
         else:
             with contextlib.suppress(FileNotFoundError):
                 tomb_path.unlink()
-        _write_atomic(path, faiss.serialize_index(self._index).tobytes())
+        _write_snapshot_file(path, faiss.serialize_index(self._index).tobytes())
         self.dirty = False
 
     @classmethod
@@ -347,38 +346,10 @@ def _tomb_path(path: Path) -> Path:
     return path.with_name(path.name + ".tomb")
 
 
-def remove_stale_temps(path: Path) -> list[Path]:
-    """Delete the temp files a killed snapshot write of ``path`` (or its sidecar) left behind.
-
-    Only for the index's single writer (the data-directory lock holder): no other
-    process may be writing a snapshot of ``path`` at the time. Returns what went.
-    """
-    gone = []
-    for tmp in path.parent.glob(f".{path.name}*.tmp"):
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-            gone.append(tmp)
-    return gone
-
-
-def _private_opener(path: str, flags: int) -> int:
-    """0600 whatever the umask: the snapshot is derived from the memories (fchmod: a stale temp may exist)."""
-    fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
-    os.fchmod(fd, 0o600)
-    return fd
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename, fsync the directory; raises StoreError naming ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _write_snapshot_file(path: Path, data: bytes) -> None:
+    """:func:`~memoryd.indexer.atomic.atomic_write_bytes` (0600: derived from the memories); raises StoreError
+    naming ``path`` (chained to the OSError, whose errno tells a full disk)."""
     try:
-        with open(tmp, "wb", opener=_private_opener) as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
+        atomic_write_bytes(path, data, keep_mode=False, temp_suffix=DATA_TEMP_SUFFIX)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise StoreError(f"cannot write vector snapshot {path}: {exc.strerror or exc}") from exc

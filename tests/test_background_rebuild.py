@@ -70,7 +70,7 @@ def within(fn: Callable[[], Any], timeout: float = WAIT_S) -> Any:
 
 
 def vector_paths(idx: MemoryIndex, query: str) -> set[str]:
-    return {h["path"] for h in idx.search(query, k=100, mode="vector")["hits"]}
+    return {h["path"] for h in idx.search(query, k=100, mode="vector").to_json()["hits"]}
 
 
 def test_engine_background_switch_answers_searches_and_keeps_updates(setup) -> None:
@@ -87,7 +87,7 @@ def test_engine_background_switch_answers_searches_and_keeps_updates(setup) -> N
         builder.start()
         try:
             assert hold.entered.wait(WAIT_S)
-            assert within(lambda: idx.search("violin lesson", k=3))["hits"]
+            assert within(lambda: idx.search("violin lesson", k=3).to_json())["hits"]
             (root / "new.md").write_text("# New\n\nA harpsichord concert in the crypt.\n")
             os.unlink(root / "note-001.md")
             within(lambda: reconcile(idx, [root], FILTER))  # updates go on during the build
@@ -160,7 +160,7 @@ def test_worker_builds_in_the_background_and_swaps_in_the_updates(worker) -> Non
     base = os.getpriority(os.PRIO_PROCESS, 0)
     assert hold.nice == min(19, base + 5)  # at lower CPU priority
     assert idx.vectors.kind == "flat" and idx.status()["index"]["rebuilding"] == "hnsw"
-    assert within(lambda: idx.search("kayak trip", k=3))["hits"]
+    assert within(lambda: idx.search("kayak trip", k=3).to_json())["hits"]
     (root / "late.md").write_text("# Late\n\nThe harpsichord concert moved to the crypt.\n")
     late = w.index_now([(root, "late.md")])  # the worker is free: the build is elsewhere
     assert late.done is not None and late.done.wait(WAIT_S) and late.result["chunks_added"] == 1

@@ -3,8 +3,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from memoryd.indexer.context import build_context, merge_hits
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.search.context import build_context, merge_hits
 
 
 def hit(path: str, start: int, end: int, score: float, root: str = "/r") -> dict:

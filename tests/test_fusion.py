@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.indexer.fusion import fuse, minmax, rrf, zscore
+from memoryd.indexer.search.fusion import fuse, minmax, rrf, zscore
 
 
 def test_zscore_is_scale_free_and_handles_ties_and_missing() -> None:

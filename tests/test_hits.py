@@ -1,4 +1,4 @@
-"""Consecutive overlapping hits of one file become one hit (indexer/hits.py), in the library and in search."""
+"""Consecutive overlapping hits of one file become one hit (indexer/search/hits.py), in the library and in search."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from memoryd.daemon.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
 from tests.helpers import make_config
 
 FILE = [f"line {n}" for n in range(1, 101)]
@@ -99,7 +99,7 @@ def test_search_returns_one_hit_for_a_passage_split_across_windows(tmp_path: Pat
         idx = MemoryIndex(cfg, emb)
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf)
-        results[merge] = idx.search("zeppelin quartet rehearsal", k=5, mode="keyword", explain=True)["hits"]
+        results[merge] = idx.search("zeppelin quartet rehearsal", k=5, mode="keyword", explain=True).to_json()["hits"]
         idx.close()
     per_chunk, merged = results[False], results[True]
     assert len(per_chunk) >= 2 and per_chunk[0]["end_line"] >= per_chunk[1]["start_line"] - 1  # neighbours

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from memoryd.daemon.pathfilter import PathFilter
-from memoryd.indexer import keyword_plan
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.keyword_plan import DocFrequencies, KeywordPass, plan
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.search import keyword_plan
+from memoryd.indexer.search.keyword_plan import DocFrequencies, KeywordPass, plan
 from memoryd.indexer.store import Store
 from tests.helpers import make_config
 
@@ -83,14 +83,14 @@ def test_bounded_leg_finds_an_old_rare_term_and_ranks_common_words_among_recent_
     idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        exact = idx.search("zebracorn backup job", k=3, mode="keyword", explain=True)
+        exact = idx.search("zebracorn backup job", k=3, mode="keyword", explain=True).to_json()
         assert exact["keyword_plan"]["exact"] and exact["hits"][0]["path"] == "memory/2020-01-01.md"
         monkeypatch.setattr(keyword_plan, "ROW_BUDGET", 10)
         monkeypatch.setattr(keyword_plan, "SCAN_BUDGET", 30)
-        bounded = idx.search("zebracorn backup job", k=3, mode="keyword", explain=True)
+        bounded = idx.search("zebracorn backup job", k=3, mode="keyword", explain=True).to_json()
         assert not bounded["keyword_plan"]["exact"]
         assert bounded["hits"][0]["path"] == "memory/2020-01-01.md"  # the rare term is scored everywhere
-        common = idx.search("backup job night", k=5, mode="keyword", explain=True)
+        common = idx.search("backup job night", k=5, mode="keyword", explain=True).to_json()
         assert not common["keyword_plan"]["exact"] and common["hits"]
         assert all(h["path"].startswith("memory/2024-02-") for h in common["hits"])
     finally:

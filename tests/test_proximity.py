@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from memoryd.indexer import proximity
-from memoryd.indexer.proximity import MAX_PAIR_TERMS, idf, pair_terms, proximity_scores, word_terms
+from memoryd.indexer.search import proximity
+from memoryd.indexer.search.proximity import MAX_PAIR_TERMS, idf, pair_terms, proximity_scores, word_terms
 
 IDF = {"support": 2.0, "group": 1.5, "lgbtq": 3.0, "carolin": 1e-6, "支持": 2.0, "小组": 2.0}
 

@@ -31,8 +31,8 @@ def test_a_vector_computed_on_another_thread_ranks_like_an_inline_one(tmp_path: 
 
         pool._embedder = type("E", (), {"embed_query": staticmethod(embed)})()  # record the thread
         for query in ("who owns billing", "when does the deploy run", "cold store"):
-            ahead = idx.search(query, query_vector=pool.start(query))
-            inline = idx.search(query)
+            ahead = idx.search(query, query_vector=pool.start(query)).to_json()
+            inline = idx.search(query).to_json()
             assert [(h["path"], h["start_line"], h["score"]) for h in ahead["hits"]] == \
                 [(h["path"], h["start_line"], h["score"]) for h in inline["hits"]]
         assert threads and all(t.startswith("memoryd-query-embed") for t in threads)

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from memoryd.indexer.querydates import DateSpec, file_date, matching_paths, query_dates
+from memoryd.indexer.search.querydates import DateSpec, file_date, matching_paths, query_dates
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Transcript queries lose their speaker labels (indexer/querytext.py), in both legs and over the socket path."""
+"""Transcript queries lose their speaker labels (indexer/search/querytext.py), in both legs and over the socket path."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from memoryd.daemon import methods
 from memoryd.daemon.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.querytext import clean_query
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.search.querytext import clean_query
 from tests.helpers import CountingEmbedder, make_config
 
 
@@ -57,7 +57,7 @@ def test_both_legs_search_the_cleaned_query_and_explain_says_so(tmp_path: Path) 
     emb.embed_query = recording  # type: ignore[method-assign]
     idx = MemoryIndex(cfg, emb)
     reconcile(idx, [root], PathFilter(("*.md",), ()))
-    res = idx.search("Bart: sunflower shirt\nAssistant: lovely", k=3, explain=True)
+    res = idx.search("Bart: sunflower shirt\nAssistant: lovely", k=3, explain=True).to_json()
     idx.close()
     assert seen == ["sunflower shirt\nlovely"] and res["query_searched"] == "sunflower shirt\nlovely"
     assert res["hits"] and res["hits"][0]["explain"]["keyword_rank"] == 1

@@ -10,9 +10,9 @@ import pytest
 from memoryd.daemon.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.keyword_plan import DocFrequencies
 from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.rescore import date_boost, keyword_with_proximity
+from memoryd.indexer.search.keyword_plan import DocFrequencies
+from memoryd.indexer.search.rescore import date_boost, keyword_with_proximity
 from tests.helpers import make_config
 
 
@@ -74,14 +74,14 @@ def test_search_prefers_the_file_dated_as_the_query_says(tmp_path: Path) -> None
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf)
         for mode in ("hybrid", "keyword"):
-            hits = idx.search("What did Mel paint in July 2023?", k=3, mode=mode)["hits"]
+            hits = idx.search("What did Mel paint in July 2023?", k=3, mode=mode).to_json()["hits"]
             assert hits[0]["path"] == "memory/2023-07-15.md", mode
-        hits = idx.search("support group", k=2, mode="keyword")["hits"]
+        hits = idx.search("support group", k=2, mode="keyword").to_json()["hits"]
         assert hits[0]["path"] == "memory/2023-08-01.md"
         # vector mode stays pure similarity: its score is the cosine, dates or not
-        for hit in idx.search("What did Mel paint in July 2023?", k=3, mode="vector")["hits"]:
+        for hit in idx.search("What did Mel paint in July 2023?", k=3, mode="vector").to_json()["hits"]:
             assert hit["score"] == hit["vector_score"]
-        explained = idx.search("the support group", k=1, mode="hybrid", explain=True)["hits"][0]
+        explained = idx.search("the support group", k=1, mode="hybrid", explain=True).to_json()["hits"][0]
         assert explained["explain"]["bm25"] is not None  # raw BM25, without the proximity bonus
     finally:
         idx.close()

@@ -8,7 +8,7 @@ import pytest
 
 from memoryd.indexer.cache import EmbeddingCache, cache_key
 from memoryd.indexer.errors import StoreClosedError, StoreCorruptError
-from memoryd.indexer.fusion import minmax
+from memoryd.indexer.search.fusion import minmax
 from memoryd.indexer.store import NewChunk, Store, fetch_chunks
 from memoryd.indexer.vectors import VectorIndex
 

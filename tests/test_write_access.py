@@ -1,4 +1,4 @@
-"""Seed 003's permission matrix — every session kind × action × namespace — and path safety."""
+"""The scoped-access matrix of indexer/write/access.py (session kind × action × namespace) and path safety."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from memoryd.indexer.write.access import (
     resolve_target,
     scoped_prefix,
 )
-from memoryd.indexer.write.errors import AccessDenied, BadTarget, SessionError
+from memoryd.indexer.write.refusals import AccessDenied, BadTarget, SessionError
 
 OWNER = Session("owner")
 ALICE = Session("direct", peer="alice")

@@ -17,7 +17,7 @@ from memoryd.indexer.types import Embedder
 from memoryd.indexer.write import calibration as cal
 from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.dedup import Thresholds
-from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 
@@ -59,9 +59,9 @@ def writer(tmp_path: Path, e5: Embedder) -> Iterator[tuple[MemoryWriter, Path]]:
         index.close()
 
 
-def _plan(text: str) -> Plan:
+def _plan(text: str) -> Accepted:
     p = prepare(text, DEFAULT, date(2025, 3, 1))
-    assert isinstance(p, Plan)
+    assert isinstance(p, Accepted)
     return p
 
 

@@ -9,7 +9,7 @@ import pytest
 from memoryd.indexer.write import privacy
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.gate import RULES, check_form, normalise, quality_gate
-from memoryd.indexer.write.pipeline import Plan, Rejected, prepare
+from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.router import TYPES, route
 
 GATE_REJECTS = [
@@ -251,7 +251,7 @@ def test_prepare_runs_privacy_before_the_gate_and_builds_namespace_paths() -> No
     assert prepare("pwd=hunter22", DEFAULT, date(2025, 3, 1)) == Rejected(
         "privacy", "credential_assignment", "contains a password/token/key assignment")
     plan = prepare("- The user prefers dark mode in every editor.", Namespace("agent", "coder"), date(2025, 3, 1))
-    assert isinstance(plan, Plan) and plan.target == "agents/coder/user/preferences.md"
+    assert isinstance(plan, Accepted) and plan.target == "agents/coder/user/preferences.md"
     assert plan.content == "The user prefers dark mode in every editor."
     peer = prepare("Bob prefers async updates over meetings.", Namespace("peer", "bob"), date(2025, 3, 1))
-    assert isinstance(peer, Plan) and (peer.target, peer.route.section) == ("peers/bob/MEMORY.md", "Preferences")
+    assert isinstance(peer, Accepted) and (peer.target, peer.route.section) == ("peers/bob/MEMORY.md", "Preferences")

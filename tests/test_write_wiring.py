@@ -1,7 +1,7 @@
 """The write path as wired into the daemon: handler map, read scoping, CLI, index-time redaction.
 
 Each test skips (saying what to wire) until ``daemon/methods.py``, ``daemon/cli.py``
-and ``indexer/pipeline.py`` call into the write path; then it must pass.
+and ``indexer/ingest.py`` call into the write path; then it must pass.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from memoryd.daemon.app import Daemon
 from memoryd.daemon.client import Client, RpcClientError
 from memoryd.daemon.methods import build_handlers
 from memoryd.daemon.write_methods import ACCESS_DENIED
-from memoryd.indexer.pipeline import prepare_file
+from memoryd.indexer.ingest import prepare_file
 from tests.helpers import running_daemon
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
@@ -67,7 +67,7 @@ def test_reads_are_scoped_by_session(daemon) -> None:
 def test_secrets_are_redacted_before_the_index(daemon) -> None:
     d, client, root = daemon
     if "redact_level" not in inspect.signature(prepare_file).parameters:
-        pytest.skip("wire memoryd.indexer.write.privacy.redact into memoryd.indexer.pipeline.prepare_file")
+        pytest.skip("wire memoryd.indexer.write.privacy.redact into memoryd.indexer.ingest.prepare_file")
     text = next(h["text"] for h in client.call("search", {"query": "quokka deploy", "mode": "keyword"})["hits"]
                 if h["path"] == "MEMORY.md")
     assert "[REDACTED:github_token]" in text and SECRET not in text

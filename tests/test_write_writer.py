@@ -17,8 +17,8 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.memblocks import user_blocks
 from memoryd.indexer.write.access import DEFAULT, Namespace
-from memoryd.indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
-from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.intake import Accepted, prepare
+from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MAX_ATTEMPTS, MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE
@@ -41,9 +41,9 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
         index.close()
 
 
-def plan(text: str, ns: Namespace = DEFAULT) -> Plan:
+def plan(text: str, ns: Namespace = DEFAULT) -> Accepted:
     p = prepare(text, ns, date(2025, 3, 1))
-    assert isinstance(p, Plan), p
+    assert isinstance(p, Accepted), p
     return p
 
 
@@ -52,7 +52,7 @@ def test_remember_reindexes_before_returning(env) -> None:
     out = w.remember(plan("The user prefers zebracorn keyboards for typing."))
     assert (out.decision, out.path, out.line) == ("appended", "user/preferences.md", 7)
     assert (root / out.path).read_text().startswith("---\nupdated: 2025-03-01T09:00:00Z\n---\n\n## Preferences\n")
-    hits = index.search("zebracorn", mode="keyword")["hits"]
+    hits = index.search("zebracorn", mode="keyword").to_json()["hits"]
     assert hits and hits[0]["path"] == "user/preferences.md"
 
 
@@ -187,4 +187,4 @@ def test_forget(env) -> None:
     out = w.forget(a.path, a.line)
     assert out.decision == "removed" and out.previous == "The user prefers window seats on long flights."
     assert "window" not in (root / a.path).read_text()
-    assert not index.search("window seats", mode="keyword")["hits"]
+    assert not index.search("window seats", mode="keyword").to_json()["hits"]

@@ -1,4 +1,4 @@
-"""Carrying out a :class:`Plan`, with seed 002's guards checked again on every operation.
+"""Carrying out a :class:`Plan`, with the guards of :mod:`memoryd.indexer.bank.guards` checked again per operation.
 
 Every file write is atomic and conditional (:mod:`memoryd.indexer.atomic`): a file
 that changed since the plan read it is not overwritten, and the apply stops
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import structlog
 
-from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_bytes, file_sha256, fsync_dir
+from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_bytes, current_sha256, fsync_dir
 from memoryd.indexer.bank.detect import LEGACY_ENTRIES, read_text
 from memoryd.indexer.bank.gitops import git_mv
 from memoryd.indexer.bank.guards import checked_path, refuse_secrets
@@ -74,7 +74,7 @@ def _apply_one(bank: Path, op: Op, case: str) -> None:
 
 def _write(bank: Path, rel: str, content: str, expected: str | None) -> None:
     path = checked_path(bank, rel)
-    current = file_sha256(path)
+    current = current_sha256(path)
     if current != expected:
         what = "appeared" if expected is None else ("disappeared" if current is None else "changed")
         raise ConcurrentEditError(f"memory-bank/{rel} {what} since the plan was made; run the plan again")
@@ -105,7 +105,7 @@ def _delete(bank: Path, op: Delete, case: str) -> None:
         raise BankError(f"memory-bank/{op.path}: refusing to delete: only a migration deletes, and only "
                         f"{', '.join(LEGACY_ENTRIES)}")
     path = checked_path(bank, op.path)
-    if file_sha256(path) != op.expected_sha256:
+    if current_sha256(path) != op.expected_sha256:
         raise ConcurrentEditError(f"memory-bank/{op.path} changed since its content was migrated; not deleted")
     path.unlink()
     fsync_dir(path.parent)

@@ -1,4 +1,4 @@
-"""Which of seed 002's four flows a folder needs: init, upgrade, migrate or refresh.
+"""Which of the four maintenance flows (docs/memory-bank.md) a folder needs: init, upgrade, migrate or refresh.
 
 ``PATH`` may be the project folder (the bank is ``PATH/memory-bank``) or the
 ``memory-bank`` folder itself; the project (what the scan reads) is the

@@ -1,4 +1,4 @@
-"""Planning the init, upgrade and refresh flows of seed 002 (migration lives in :mod:`migrate`).
+"""Planning the init, upgrade and refresh flows (docs/memory-bank.md) (migration lives in :mod:`migrate`).
 
 * init: create what is missing (folders, details files, a v7.1 MEMORY.md); never overwrite.
 * upgrade (append-only): refuse unless all four block markers are sound; set or insert the
@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 
 from memoryd.indexer.bank import templates as tpl
@@ -18,7 +19,7 @@ from memoryd.indexer.bank.detect import MEMORY, block_problems, read_text
 from memoryd.indexer.bank.guards import refuse_secrets
 from memoryd.indexer.bank.indexes import index_ops, sha256_text
 from memoryd.indexer.bank.layout import DETAILS, STANDARD_FILES, STANDARD_FOLDERS, read_layout
-from memoryd.indexer.bank.model import BankError, Change, Create, Detection, Mkdir, Op, Plan, Update
+from memoryd.indexer.bank.model import BankError, ContentChange, Create, Detection, Mkdir, Op, Plan, Update
 from memoryd.indexer.bank.routing import routing_body, routing_section
 from memoryd.indexer.bank.scan import scan_project
 from memoryd.indexer.bank.sections import find_section, generated_region, lines_outside_fences, replace_generated
@@ -72,7 +73,7 @@ def plan_upgrade(det: Detection, today: date) -> Plan:
     for names in tpl.ALL_SECTIONS:
         if find_section(text, names) is None:
             added.append(builders.get(names, lambda names=names: _fixed_section(names, today))())
-            changes.append(Change("append_section", names[0]))
+            changes.append(ContentChange("append_section", names[0]))
     if added:
         text = _insert_before_machine_end(text, added)
     refuse_secrets(MEMORY, old, text, source="the project scan")
@@ -87,17 +88,17 @@ def _fixed_section(names: tuple[str, ...], today: date) -> str:
     return fixed[names]()
 
 
-def _set_marker(text: str) -> tuple[str, Change]:
+def _set_marker(text: str) -> tuple[str, ContentChange]:
     spans = user_spans(text)
     for off, line in lines_outside_fences(text):
         m = TEMPLATE_MARKER.search(line)
         if m and not any(a <= off < b for a, b in spans):
             a, b = off + m.start(), off + m.end()
-            return text[:a] + tpl.MARKER + text[b:], Change("set_marker", f"v{m.group(1)}.{m.group(2)} → v7.1")
+            return text[:a] + tpl.MARKER + text[b:], ContentChange("set_marker", f"v{m.group(1)}.{m.group(2)} → v7.1")
     i = text.find(MACHINE_START) + len(MACHINE_START)
     if text.startswith("\n", i):
-        return text[: i + 1] + tpl.MARKER + "\n" + text[i + 1:], Change("insert_marker", "v7.1")
-    return text[:i] + "\n" + tpl.MARKER + "\n" + text[i:], Change("insert_marker", "v7.1")
+        return text[: i + 1] + tpl.MARKER + "\n" + text[i + 1:], ContentChange("insert_marker", "v7.1")
+    return text[:i] + "\n" + tpl.MARKER + "\n" + text[i:], ContentChange("insert_marker", "v7.1")
 
 
 def _insert_before_machine_end(text: str, sections: list[str]) -> str:
@@ -118,14 +119,15 @@ def plan_refresh(det: Detection, today: date) -> Plan:
     notes: list[str] = []
     text, changes = old, []
     snap = scan_project(det.project)
-    parts = ((tpl.SNAPSHOT, lambda: tpl.snapshot_body(snap), lambda: tpl.snapshot_section(snap)),
-             (tpl.ROUTING, lambda: routing_body(layout),
-              lambda: routing_section(layout, legacy_note=find_section(text, [tpl.LEGACY_ROUTING]) is not None)))
+    parts: tuple[tuple[tuple[str, ...], Callable[[], str], Callable[[], str]], ...] = (
+        (tpl.SNAPSHOT, lambda: tpl.snapshot_body(snap), lambda: tpl.snapshot_section(snap)),
+        (tpl.ROUTING, lambda: routing_body(layout),
+         lambda: routing_section(layout, legacy_note=find_section(text, [tpl.LEGACY_ROUTING]) is not None)))
     for names, body, whole in parts:
         span = find_section(text, names)
         if span is None:
             text = _insert_before_machine_end(text, [whole()])
-            changes.append(Change("append_section", names[0]))
+            changes.append(ContentChange("append_section", names[0]))
             continue
         region = generated_region(text, *span)
         if region is None:
@@ -134,7 +136,7 @@ def plan_refresh(det: Detection, today: date) -> Plan:
             notes.append(f"{names[0]}: its generated part was edited by hand since memoryd wrote it: kept.")
         elif text[region[0]:region[1]] != (new := body()):
             text = replace_generated(text, region[0], region[1], new)
-            changes.append(Change("refresh_section", names[0]))
+            changes.append(ContentChange("refresh_section", names[0]))
     if changes:
         refuse_secrets(MEMORY, old, text, source="the project scan")
         ops.append(Update(MEMORY, text, sha256_text(old), tuple(changes)))

@@ -1,7 +1,7 @@
 """The three git questions a migration asks: in a work tree? tracked? move it with history.
 
 ``git mv`` (rather than a rename) keeps ``git log --follow`` working for moved
-detail files, as seed 002 asks. Only tracked files are moved with git: git
+detail files, as the migration flow asks (docs/memory-bank.md). Only tracked files are moved with git: git
 refuses to ``mv`` an untracked file, and a plain rename is right for those.
 A missing ``git`` binary just means "not in a work tree".
 """

@@ -1,4 +1,5 @@
-"""Seed 002's guards, checked again at apply time whatever the plan says.
+"""The Memory Bank's guards (docs/memory-bank.md, "Guards"), checked again at apply time
+whatever the plan says.
 
 Only ``.md`` files are written, moved or deleted; nothing outside the bank
 folder is touched (symlinks included); text memoryd writes must not carry a
@@ -6,7 +7,7 @@ secret. Secrets are what the write path's privacy filter
 (:mod:`memoryd.indexer.write.privacy`) calls ``secret`` (keys, tokens, passwords,
 private keys, credentials in URLs, card and ID numbers), in the text or its
 folded form. Its ``network`` kind (private IPs, internal host names) is not
-refused here: seed 002 bans credentials and private data, and a project's
+refused here: a bank must never hold credentials or private data, and a project's
 README naming its staging host is ordinary documentation. Messages name the
 kind of secret, never the value.
 """

@@ -1,4 +1,4 @@
-"""Seed 002's index rule for ``details/`` sub-folders, as plan operations.
+"""The index rule (docs/memory-bank.md) for ``details/`` sub-folders, as plan operations.
 
 A sub-folder that has an ``index.md`` keeps it maintained (entries added for
 new files, removed for deleted ones); a sub-folder without one gets one only

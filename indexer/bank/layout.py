@@ -16,7 +16,7 @@ INDEX = "index.md"
 LEGACY = "legacy.md"
 STANDARD_FILES = ("tech.md", "patterns.md", "progress.md")
 STANDARD_FOLDERS = ("design", "requirements", "learnings")
-INDEX_THRESHOLD = 8  # seed 002: an index.md is suggested when a folder holds more than 8 files
+INDEX_THRESHOLD = 8  # the v7.1 layout: an index.md is suggested when a folder holds more than 8 files
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Mapping the old entry files onto v7.1 sections (seed 002, migration step 2).
+"""Mapping the old entry files onto v7.1 sections (the migration flow of docs/memory-bank.md, step 2).
 
 ``brief.md`` becomes Project Snapshot, ``active.md`` Current Focus, and the
 decisions in ``patterns.md`` become Decision Highlights rows (a summary:
@@ -15,7 +15,7 @@ import re
 from memoryd.indexer.bank.sections import demote_headings, lines_outside_fences, strip_title_and_markers
 from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START
 
-MAX_HIGHLIGHTS = 20  # seed 002: keep Decision Highlights within 10-20 rows
+MAX_HIGHLIGHTS = 20  # the v7.1 template keeps Decision Highlights within 10-20 rows
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _ROW = re.compile(r"^\s*\|(.+)\|\s*$")
 _RULE = re.compile(r"^\s*\|?\s*:?-{2,}")

@@ -1,4 +1,4 @@
-"""Planning seed 002's migration: an old-layout bank (``_index.md``/``brief.md``/``active.md``) to v7.1.
+"""Planning the migration (docs/memory-bank.md): an old-layout bank (``_index.md``/``brief.md``/``active.md``) to v7.1.
 
 Order matters for a crash half-way: folders, then moves, then new details
 files and indexes, then ``legacy.md``, then ``MEMORY.md`` (the commit point:

@@ -34,7 +34,7 @@ class BankApplyError(BankError):
 
 @dataclass(frozen=True)
 class Detection:
-    """Which flow of seed 002 a folder needs, and why (``reasons`` are whole sentences)."""
+    """Which maintenance flow (docs/memory-bank.md) a folder needs, and why (``reasons`` are whole sentences)."""
 
     case: Case
     bank: Path
@@ -55,7 +55,7 @@ class Detection:
 
 
 @dataclass(frozen=True)
-class Change:
+class ContentChange:
     """One edit inside an updated file: ``kind`` is a stable code, ``detail`` is shown to people."""
 
     kind: str
@@ -88,7 +88,7 @@ class Update:
     path: str
     content: str
     expected_sha256: str
-    changes: tuple[Change, ...]
+    changes: tuple[ContentChange, ...]
     op: Literal["update"] = "update"
 
 

@@ -8,7 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.indexer.bank.model import Archive, Change, Create, Delete, Detection, Mkdir, Move, Op, Plan, Rmdir, Update
+from memoryd.indexer.bank.model import (
+    Archive,
+    ContentChange,
+    Create,
+    Delete,
+    Detection,
+    Mkdir,
+    Move,
+    Op,
+    Plan,
+    Rmdir,
+    Update,
+)
 
 _CHANGE_TEXT = {
     "set_marker": "version marker {}",
@@ -24,7 +36,7 @@ def _p(plan: Plan, rel: str, folder: bool = False) -> str:
     return f"{plan.detection.bank.name}/{rel}" + ("/" if folder and rel else "")
 
 
-def change_text(c: Change) -> str:
+def change_text(c: ContentChange) -> str:
     return _CHANGE_TEXT.get(c.kind, c.kind + " {}").format(c.detail)
 
 

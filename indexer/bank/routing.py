@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from memoryd.indexer.bank.layout import DETAILS, INDEX, STANDARD_FILES, STANDARD_FOLDERS, Layout
-from memoryd.indexer.bank.model import Change
+from memoryd.indexer.bank.model import ContentChange
 from memoryd.indexer.bank.sections import lines_outside_fences, wrap_generated
 from memoryd.indexer.bank.templates import LEGACY_NOTE, ROUTING
 from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, machine_span, user_spans
@@ -69,7 +69,7 @@ def new_index(folder: str, titles: dict[str, str]) -> str:
             f"{MACHINE_START}\n{lines}{MACHINE_END}\n\n{USER_START}\n{USER_END}\n")
 
 
-def maintain_index(text: str, folder: str, titles: dict[str, str]) -> tuple[str, list[Change]]:
+def maintain_index(text: str, folder: str, titles: dict[str, str]) -> tuple[str, list[ContentChange]]:
     """``text`` with entry lines added for unlisted files and removed for files that are gone.
 
     ``titles`` maps every file the folder will hold (``index.md`` excluded) to its title. Only lines
@@ -91,7 +91,7 @@ def maintain_index(text: str, folder: str, titles: dict[str, str]) -> tuple[str,
         linked.update(targets)
         last_entry = (off + len(line), line)
     missing = sorted(set(titles) - linked)
-    changes = [Change("remove_entry", t) for _, _, t in drop] + [Change("add_entry", n) for n in missing]
+    changes = [ContentChange("remove_entry", t) for _, _, t in drop] + [ContentChange("add_entry", n) for n in missing]
     if not changes:
         return text, []
     add = "".join(_styled(folder, n, titles[n], last_entry[1] if last_entry else None) for n in missing)

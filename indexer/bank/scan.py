@@ -1,4 +1,4 @@
-"""A small snapshot of a project, read within seed 002's scan budget.
+"""A small snapshot of a project, read within a fixed budget.
 
 The budget (at most 10 files, at most 200 lines each) keeps a refresh cheap
 and predictable on a large repository: only well-known manifest and README

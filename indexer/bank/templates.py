@@ -1,4 +1,4 @@
-"""memoryd's own v7.1 template text (English), with seed 002's structure and headings.
+"""memoryd's own v7.1 template text (English), with the v7.1 structure and headings (docs/memory-bank.md).
 
 Every section builder returns ``"## Heading\\n\\n...body...\\n"``; callers join
 sections with one blank line. Nothing here spells out a block marker inside

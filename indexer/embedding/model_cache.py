@@ -29,6 +29,7 @@ removed by :func:`remove_legacy_models`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import multiprocessing
 import os
@@ -39,6 +40,7 @@ from typing import Any
 
 import structlog
 
+from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes
 from memoryd.indexer.errors import DiskFullError, MemorydError, ModelError
 
 log = structlog.get_logger(__name__)
@@ -127,6 +129,20 @@ def _child_main(sender: Any, target: Callable[..., Any], args: tuple[Any, ...]) 
         reply = ("ModelError", f"{type(exc).__name__}: {exc}")
     sender.send(reply)
     sender.close()
+
+
+def write_model_file(path: Path, data: bytes) -> None:
+    """Write a built file into the cache atomically (0600, ``.tmp`` temp file: a killed build's is swept).
+
+    Raises :class:`DiskFullError` on ENOSPC and :class:`ModelError` on other I/O errors, naming ``path``.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data, keep_mode=False, temp_suffix=DATA_TEMP_SUFFIX)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(f"no space left in {path.parent} to write {path.name}") from None
+        raise ModelError(f"cannot write model file {path}: {exc}") from None
 
 
 LEGACY_PATTERNS = ("e5-small-*.onnx", "e5-small-*.word-table.npz", ".e5-small-*.tmp")

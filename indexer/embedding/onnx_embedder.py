@@ -130,7 +130,8 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> FloatArray:
         """Shape (dimension,), with the query prefix."""
-        return self._embed([self._settings.query_prefix + text], self._query_session)[0]
+        row: FloatArray = self._embed([self._settings.query_prefix + text], self._query_session)[0]
+        return row
 
     def _embed(self, texts: list[str], session: ort.InferenceSession | None = None) -> FloatArray:
         if not texts:
@@ -160,7 +161,8 @@ class OnnxEmbedder:
             raise ModelError(f"embedding model {self.model_id} failed: {exc}") from None
         pooled = result if self._pooled else _pool(result, mask, self._settings.pooling)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+        unit: FloatArray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+        return unit
 
 
 def _feed(name: str, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -178,7 +180,8 @@ def _pool(hidden: FloatArray, mask: npt.NDArray[np.int64], pooling: str) -> Floa
         return hidden[:, 0, :]
     weights = mask.astype(np.float32)
     summed = np.matmul(weights[:, None, :], hidden)[:, 0, :]
-    return summed / np.maximum(weights.sum(axis=1, keepdims=True), 1.0)
+    mean: FloatArray = summed / np.maximum(weights.sum(axis=1, keepdims=True), 1.0)
+    return mean
 
 
 def _check_inputs(session: ort.InferenceSession, name: str) -> dict[str, type]:

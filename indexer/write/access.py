@@ -1,4 +1,4 @@
-"""Scoped access (seed 003): who may read or change which memories.
+"""Scoped access (docs/security.md, docs/security/paths.md): who may read or change which memories.
 
 A request carries a *session*:
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from memoryd.indexer.pathguard import Resolved, check_text, normalize, shown
-from memoryd.indexer.write.errors import AccessDenied, BadTarget, SessionError
+from memoryd.indexer.write.refusals import AccessDenied, BadTarget, SessionError
 
 OWNER, DIRECT, GROUP = "owner", "direct", "group"
 READ, REMEMBER, FORGET, AUDIT = "read", "remember", "forget", "audit"

@@ -27,9 +27,9 @@ from memoryd.indexer.embedtext import clean_line
 from memoryd.indexer.memblocks import BlockError
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.dedup import Candidate
-from memoryd.indexer.write.errors import BadTarget
+from memoryd.indexer.write.intake import Accepted
 from memoryd.indexer.write.mdedit import entries
-from memoryd.indexer.write.pipeline import Plan
+from memoryd.indexer.write.refusals import BadTarget
 
 if TYPE_CHECKING:
     from memoryd.indexer.engine import MemoryIndex
@@ -44,7 +44,7 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def gather(index: MemoryIndex, root: Path, plan: Plan, cfg: WriteConfig) -> list[Candidate]:
+def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig) -> list[Candidate]:
     """Candidates for ``plan``, each scored against it (cosine of passage embeddings)."""
     found: dict[tuple[str, int], str] = {}
     texts: dict[str, str | None] = {}
@@ -72,12 +72,12 @@ def gather(index: MemoryIndex, root: Path, plan: Plan, cfg: WriteConfig) -> list
     return [Candidate(p, ln, found[(p, ln)], float(s)) for (p, ln), s in zip(keys, scores, strict=True)]
 
 
-def _nearest_chunks(index: MemoryIndex, root: Path, plan: Plan, k: int) -> list[tuple[str, int, int]]:
+def _nearest_chunks(index: MemoryIndex, root: Path, plan: Accepted, k: int) -> list[tuple[str, int, int]]:
     prefix = f"{root}/{plan.namespace.folder}/" if plan.namespace.folder else f"{root}/"
-    hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix)["hits"]
-    return [(h["path"], h["start_line"], h["end_line"]) for h in hits
-            if Path(h["root"]) == root and h["path"].endswith(".md") and namespace_of(h["path"]) == plan.namespace
-            and _writable(root, h["path"])]
+    hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix).hits
+    return [(h.path, h.start_line, h.end_line) for h in hits
+            if Path(h.root) == root and h.path.endswith(".md") and namespace_of(h.path) == plan.namespace
+            and _writable(root, h.path)]
 
 
 def _writable(root: Path, rel: str) -> bool:

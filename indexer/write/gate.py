@@ -1,4 +1,4 @@
-"""The quality gate (seed 000): is this worth remembering at all?
+"""The quality gate (README, "Writing memories"): is this worth remembering at all?
 
 Noise is rejected before anything else runs: content too short, assistant
 filler ("Sure, let me…", "好的，我来…"), bare code, paths or JSON, and

@@ -42,6 +42,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes
+
 HISTORY_NAME = "history.jsonl"
 MAX_BYTES = 4 * 1024 * 1024
 MAX_BLOCK_CHARS = 64 * 1024  # an entry longer than this is recorded, but not restorable
@@ -146,15 +148,8 @@ class History:
                 break
             keep.append(raw)
             total += len(raw)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
-        try:
-            os.fchmod(fd, _FILE_MODE)
-            _write_all(fd, b"".join(reversed(keep)))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        atomic_write_bytes(self.path, b"".join(reversed(keep)), keep_mode=False, new_mode=_FILE_MODE,
+                           temp_suffix=DATA_TEMP_SUFFIX)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,4 +1,4 @@
-"""The smart router (seed 000): which file and section a memory belongs in.
+"""The smart router (README, "Writing memories"): which file and section a memory belongs in.
 
 Keyword rules in priority order (first match wins); an explicit ``type`` skips
 them. Targets are relative to the namespace's folder. Two layouts:
@@ -7,7 +7,7 @@ them. Targets are relative to the namespace's folder. Two layouts:
   per type, as in the seed — ``user/instructions.md``, ``agent/decisions.md``,
   …, and the journal in ``memory/YYYY-MM-DD.md`` (OpenClaw's daily notes);
 * ``single`` (``peer:…`` and ``group:…``): everything in the namespace's
-  ``MEMORY.md``, one section per type — seed 003 lets a peer or a group append
+  ``MEMORY.md``, one section per type — the access rules let a peer or a group append
   to its own ``MEMORY.md`` and nothing else.
 
 English keywords match whole words (the seed's bare ``like`` is left out: it is
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from memoryd.indexer.write.errors import UnknownType
+from memoryd.indexer.write.refusals import UnknownType
 
 FILES, SINGLE = "files", "single"
 

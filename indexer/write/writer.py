@@ -30,8 +30,8 @@ from memoryd.indexer.write import mdedit, privacy
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
 from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
-from memoryd.indexer.write.errors import BadTarget, EntryNotFound, WriteConflict
-from memoryd.indexer.write.pipeline import Plan
+from memoryd.indexer.write.intake import Accepted
+from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 
 if TYPE_CHECKING:
     from memoryd.indexer.engine import MemoryIndex
@@ -74,7 +74,7 @@ class MemoryWriter:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._before_write = before_write  # test seam: runs between our read and our write
 
-    def remember(self, plan: Plan, session: dict[str, str] | None = None) -> Outcome:
+    def remember(self, plan: Accepted, session: dict[str, str] | None = None) -> Outcome:
         verdict = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
         outcome = self._execute(plan, verdict, session)
         self._reindex(outcome.path)
@@ -157,7 +157,7 @@ class MemoryWriter:
         rec = hist.entry(action, self.root, rel, line, now=self._clock(), **fields)
         return str(self.history.append(rec)["id"])
 
-    def _execute(self, plan: Plan, v: Verdict, session: dict[str, str] | None = None) -> Outcome:
+    def _execute(self, plan: Accepted, v: Verdict, session: dict[str, str] | None = None) -> Outcome:
         ns = str(plan.namespace)
         c = v.candidate
         score = None if c is None else round(c.score, 4)
@@ -184,7 +184,7 @@ class MemoryWriter:
             related = {"flag": v.flag, "path": c.path, "line": c.line, "text": c.text, "score": score}
         return Outcome("appended", v.reason, plan.target, edit.line, ns, score, related=related)
 
-    def _append(self, text: str | None, plan: Plan) -> mdedit.Edit:
+    def _append(self, text: str | None, plan: Accepted) -> mdedit.Edit:
         now = self._clock()
         base = text if text is not None else mdedit.new_file(now)
         r = plan.route

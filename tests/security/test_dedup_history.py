@@ -20,8 +20,8 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.access import DEFAULT
-from memoryd.indexer.write.errors import EntryNotFound, WriteConflict
-from memoryd.indexer.write.pipeline import Plan, prepare
+from memoryd.indexer.write.intake import Accepted, prepare
+from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE, WriteDaemon, wd  # noqa: F401  (fixture)
@@ -90,9 +90,9 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
         index.close()
 
 
-def plan(text: str) -> Plan:
+def plan(text: str) -> Accepted:
     p = prepare(text, DEFAULT, date(2025, 3, 1))
-    assert isinstance(p, Plan), p
+    assert isinstance(p, Accepted), p
     return p
 
 
@@ -112,7 +112,7 @@ def test_replace_then_undo_restores_the_old_lines_exactly(env) -> None:
     back = w.undo(out.history_id, {"kind": "owner"})
     assert back.decision == "restored" and back.previous == "The user prefers Neovim as their editor."
     assert f.read_text() == before  # byte for byte, continuation line included
-    assert index.search("since 2019", mode="keyword")["hits"]  # re-indexed
+    assert index.search("since 2019", mode="keyword").to_json()["hits"]  # re-indexed
     with pytest.raises(WriteConflict, match="already undone"):
         w.undo(out.history_id)
     assert f.read_text() == before

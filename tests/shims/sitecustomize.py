@@ -18,10 +18,11 @@ Contract (environment, set by the test only):
 * ``DIR/loaded`` is written at start-up, so a test can tell "the shim never
   loaded" from "the point was never reached".
 
-The wrapped code is the real code: for the snapshot, ``open`` and ``os`` as
-seen by :mod:`memoryd.indexer.vectors`; for ``remember``, ``os`` as seen by
-:mod:`memoryd.indexer.atomic`; for SQLite, :func:`memoryd.indexer.store._replace_chunks`
-(which runs inside ``Store.replace_file``'s transaction).
+The wrapped code is the real code: for the snapshot and for ``remember``, ``os`` as
+seen by :mod:`memoryd.indexer.atomic` (memoryd's one atomic writer; the temp file's
+name tells a snapshot from a user's file); for SQLite,
+:func:`memoryd.indexer.store._replace_chunks` (which runs inside ``Store.replace_file``'s
+transaction).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ PAUSE_S = 120.0
 
 POINT = os.environ.get("MEMORYD_SHIM_POINT", "")
 SHIM_DIR = os.environ.get("MEMORYD_SHIM_DIR", "")
-_SNAPSHOT_TMP = re.compile(r"^\.vectors\.faiss\.\d+\.tmp$")  # not the ``.tomb`` sidecar's temp file
+_SNAPSHOT_TMP = re.compile(r"^\.vectors\.faiss\.[^.]+\.tmp$")  # not the ``.tomb`` sidecar's temp file
 _fired = False
 
 
@@ -101,35 +102,26 @@ class _OsProxy:
         return getattr(os, name)
 
 
-def _vectors_open(file: Any, mode: str = "r", *args: Any, **kw: Any) -> Any:
-    fh = builtins.open(file, mode, *args, **kw)  # noqa: SIM115  (returned to the caller's ``with``)
-    if "w" in mode and _SNAPSHOT_TMP.match(os.path.basename(os.fspath(file))) and _should("faiss_mid_write"):
-        return _HalfWriter(fh, "faiss_mid_write", os.fspath(file))
-    return fh
-
-
-def _vectors_replace(src: Any, dst: Any) -> None:
-    if os.path.basename(os.fspath(dst)) == "vectors.faiss" and _should("faiss_before_rename"):
-        _stop_here("faiss_before_rename", tmp=os.fspath(src), size=os.path.getsize(src))
-    os.replace(src, dst)
-
-
 def _atomic_fdopen(fd: int, *args: Any, **kw: Any) -> Any:
     fh = os.fdopen(fd, *args, **kw)
     tmp = os.readlink(f"/proc/self/fd/{fd}")
+    if _SNAPSHOT_TMP.match(os.path.basename(tmp)) and _should("faiss_mid_write"):
+        return _HalfWriter(fh, "faiss_mid_write", tmp)
     if tmp.endswith(".memoryd-tmp") and _should("remember_mid_write"):
         return _HalfWriter(fh, "remember_mid_write", tmp)
     return fh
 
 
 def _atomic_replace(src: Any, dst: Any) -> None:
+    if os.path.basename(os.fspath(dst)) == "vectors.faiss" and _should("faiss_before_rename"):
+        _stop_here("faiss_before_rename", tmp=os.fspath(src), size=os.path.getsize(src))
     if os.fspath(dst).endswith(".md") and _should("remember_before_rename"):
         _stop_here("remember_before_rename", tmp=os.fspath(src), target=os.fspath(dst))
     os.replace(src, dst)
 
 
 def _install() -> None:
-    from memoryd.indexer import atomic, store, vectors
+    from memoryd.indexer import atomic, store
 
     original = store._replace_chunks
 
@@ -141,8 +133,6 @@ def _install() -> None:
         return change
 
     store._replace_chunks = replace_chunks  # replace_file looks it up at call time
-    vectors.open = _vectors_open  # type: ignore[attr-defined]  # shadows the builtin inside memoryd.indexer.vectors only
-    vectors.os = _OsProxy(replace=_vectors_replace)  # type: ignore[assignment]
     atomic.os = _OsProxy(fdopen=_atomic_fdopen, replace=_atomic_replace)  # type: ignore[assignment]
     _announce("loaded", {"point": POINT, "pid": os.getpid()})
 

@@ -1,6 +1,6 @@
 """Fusing the vector and keyword legs into one ranking.
 
-Both legs score every candidate (see :mod:`memoryd.indexer.search`); each leg is then
+Both legs score every candidate (see :mod:`memoryd.indexer.search.hybrid`); each leg is then
 normalised over the candidate set of the query and the two are combined with
 the configured weights. Three normalisations are offered because the data
 decide (``docs/quality.md``): ``zscore`` (default — the distance from the
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from memoryd.indexer.config import FUSIONS
+from memoryd.indexer.config import FUSIONS, FusionKind
 
 __all__ = ["FUSIONS", "fuse", "minmax", "rrf", "zscore"]
 
@@ -60,7 +60,7 @@ def rrf(scores: dict[int, float], ids: Sequence[int]) -> dict[int, float]:
 
 
 def fuse(
-    method: str, vec: dict[int, float], kw: dict[int, float], ids: Sequence[int], wv: float, wk: float,
+    method: FusionKind, vec: dict[int, float], kw: dict[int, float], ids: Sequence[int], wv: float, wk: float,
 ) -> dict[int, float]:
     """Combined score per candidate, higher is better (scale depends on ``method``)."""
     if method == "zscore":

@@ -4,12 +4,12 @@ Two general signals that neither leg sees, both measured on the evaluation
 data (docs/quality.md) and both touching only the query's candidates (at most
 two legs × ``search.candidates`` chunks), never the corpus:
 
-- **Proximity** (:mod:`memoryd.indexer.proximity`): a candidate's BM25 gets a bonus
+- **Proximity** (:mod:`memoryd.indexer.search.proximity`): a candidate's BM25 gets a bonus
   when the query's words occur close together in it. It needs each
   candidate's analysed terms (stored in ``chunks_fts``) and the terms'
   document frequencies (``fts5vocab``, cached by
-  :class:`~memoryd.indexer.keyword_plan.DocFrequencies`).
-- **Named dates** (:mod:`memoryd.indexer.querydates`): when the query names a date,
+  :class:`~memoryd.indexer.search.keyword_plan.DocFrequencies`).
+- **Named dates** (:mod:`memoryd.indexer.search.querydates`): when the query names a date,
   chunks of files dated then gain ``DATE_BOOST`` standard deviations of the
   fused scores — strong evidence, yet not a filter: a better match from
   another day still wins when its lead is large. Scaling by the spread keeps
@@ -23,8 +23,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from memoryd.indexer.proximity import PROXIMITY_WEIGHT, idf, pair_terms, proximity_scores, word_terms
-from memoryd.indexer.querydates import matching_paths, query_dates
+from memoryd.indexer.search.proximity import PROXIMITY_WEIGHT, idf, pair_terms, proximity_scores, word_terms
+from memoryd.indexer.search.querydates import matching_paths, query_dates
 from memoryd.indexer.store import select_in
 
 __all__ = ["DATE_BOOST", "PROXIMITY_WEIGHT", "date_boost", "keyword_with_proximity"]

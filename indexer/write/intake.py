@@ -1,8 +1,8 @@
 """The pure front half of ``remember``: quality gate → privacy filter → router → target path.
 
 No I/O and no model: it runs on the caller's thread, so noise and secrets are
-refused at once, without queueing behind indexing. What passes becomes a
-:class:`Plan` that :class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed →
+refused at once, without queueing behind indexing. What passes becomes an
+:class:`Accepted` that :class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed →
 dedup → edit → re-index) on the index's one writer thread.
 """
 
@@ -19,7 +19,7 @@ from memoryd.indexer.write.router import Route, route
 
 
 @dataclass(frozen=True)
-class Plan:
+class Accepted:
     """A memory that passed the gate and the filter, and the file it is routed to."""
 
     content: str  # the entry text to write (normalised, one line)
@@ -41,7 +41,7 @@ class Rejected:
     reason: str
 
 
-def prepare(content: str, namespace: Namespace, today: date, memory_type: str | None = None) -> Plan | Rejected:
+def prepare(content: str, namespace: Namespace, today: date, memory_type: str | None = None) -> Accepted | Rejected:
     """Gate, filter and route ``content``. Raises ``UnknownType`` for a bad ``memory_type``.
 
     The privacy filter runs on the raw content too (not only the gate's
@@ -56,4 +56,4 @@ def prepare(content: str, namespace: Namespace, today: date, memory_type: str | 
         return Rejected("gate", gate.rule, gate.reason)
     r = route(gate.content, today, memory_type, namespace.layout)
     target = f"{namespace.folder}/{r.target}" if namespace.folder else r.target
-    return Plan(gate.content, r, namespace, check_relative(target))
+    return Accepted(gate.content, r, namespace, check_relative(target))

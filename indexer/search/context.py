@@ -1,4 +1,4 @@
-"""A ready-to-inject Markdown block of the best memories, within a token budget (seed 001).
+"""A ready-to-inject Markdown block of the best memories, within a token budget (the ``context`` method).
 
 Hits of one file that overlap or touch (adjacent windows share their 80-token
 overlap) are merged into one span, so the block never repeats a line. Spans
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryd.indexer.hits import add_lines, span_text
+from memoryd.indexer.search.hits import add_lines, span_text
 
 HEADER = "## Relevant memories\n\nRetrieved by memoryd for: {query}\n"
 

@@ -3,9 +3,9 @@
 Each leg proposes its top candidates; every candidate then gets *both* scores
 (its cosine by reconstructing its vector; its BM25 from the keyword leg's
 deeper list, ``KEYWORD_DEPTH`` times the candidate count, or "no match" past
-it), and :mod:`memoryd.indexer.fusion` combines them (z-score by default). FTS5's
+it), and :mod:`memoryd.indexer.search.fusion` combines them (z-score by default). FTS5's
 ``bm25()`` is negative and unbounded, so it is negated first. The keyword
-leg's work is bounded at any corpus size by :mod:`memoryd.indexer.keyword_plan`.
+leg's work is bounded at any corpus size by :mod:`memoryd.indexer.search.keyword_plan`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from dataclasses import replace
 from queue import Empty, Queue
 from typing import Any
 
-from memoryd.indexer import keyword, keyword_plan, rescore
-from memoryd.indexer.config import SEARCH_MODES, SearchConfig
+from memoryd.indexer import keyword
+from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError, StoreClosedError
-from memoryd.indexer.fusion import fuse, minmax
-from memoryd.indexer.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
-from memoryd.indexer.querytext import clean_query
-from memoryd.indexer.rerank import mmr_order, recency_factor
+from memoryd.indexer.search import keyword_plan, rescore
+from memoryd.indexer.search.fusion import fuse, minmax
+from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
+from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.search.rerank import mmr_order, recency_factor
 from memoryd.indexer.store import ChunkRow, fetch_chunks
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectors import VectorIndex
@@ -93,16 +94,13 @@ class HybridSearcher:
         self._cfg = cfg
         self._df = keyword_plan.DocFrequencies()
 
-    def set_vectors(self, vectors: VectorIndex) -> None:
-        self._vectors = vectors
-
     def search(
-        self, query: str, k: int | None = None, mode: str | None = None,
+        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
         path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
         exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
         path_check: Callable[[str, str], bool] | None = None,
-    ) -> dict[str, Any]:
-        """Run one query; returns ``{"hits": [...], "took_ms": float, "mode": str}``.
+    ) -> SearchResult:
+        """Run one query; returns the hits, best first, and how they were found.
 
         ``min_score`` is the abstention threshold, on the *absolute* cosine
         similarity (``vector_score``): a hit is kept when its cosine reaches it
@@ -118,7 +116,7 @@ class HybridSearcher:
         ``lstat`` calls whatever the namespace's size; a refused link costs the query one
         candidate slot.
 
-        The query is searched as :func:`memoryd.indexer.querytext.clean_query` returns it (a
+        The query is searched as :func:`memoryd.indexer.search.querytext.clean_query` returns it (a
         transcript's speaker labels removed). ``query_vector``, when given, returns the
         embedding of that cleaned query (e.g. the result of a computation the caller started
         on another thread); it is called after the keyword leg, so the two can overlap. It is
@@ -165,30 +163,31 @@ class HybridSearcher:
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
             raise
         hits = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query), rows, k, qvec is not None)
-        out: dict[str, Any] = {"mode": mode}
+        reason = None
         if min_score is not None and qvec is not None:
-            hits = _confident(hits, vec, kw, min_score, out)
+            hits, reason = _confident(hits, vec, kw, min_score)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
-        dicts = [h.to_dict() for h in hits[:k]]
+        hits = hits[:k]
+        explanations = None
         if explain:
-            _add_explanations(dicts, hits[:k], vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
-            if terms:
-                out["keyword_plan"] = plan.describe()
-            if query != raw_query:
-                out["query_searched"] = query
-        out.update(hits=dicts, took_ms=(time.perf_counter() - t0) * 1000)
-        return out
+            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
+        return SearchResult(
+            mode=mode, hits=hits, abstained=reason is not None, reason=reason,
+            keyword_plan=plan.describe() if explain and terms else None,
+            query_searched=query if explain and query != raw_query else None,
+            explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
+        )
 
-    def _mode(self, mode: str | None) -> str:
+    def _mode(self, mode: str | None) -> SearchMode:
         """The mode to run: the configured default if none; keyword-only when there is no model."""
         mode = mode or self._cfg.mode
-        if mode not in SEARCH_MODES:
+        if not is_search_mode(mode):
             raise SearchError(f"unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}")
         return "keyword" if self._embedder is None else mode
 
     def _rerank(self, hits: list[Hit], rows: dict[int, ChunkRow], k: int, has_vectors: bool) -> list[Hit]:
-        """Recency decay and MMR, when configured (both off by default; see :mod:`memoryd.indexer.rerank`)."""
+        """Recency decay and MMR, when configured (both off by default; see :mod:`memoryd.indexer.search.rerank`)."""
         cfg = self._cfg
         if cfg.recency_half_life_days > 0:
             now = time.time()
@@ -233,12 +232,12 @@ class HybridSearcher:
         return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:n])
 
     def _fuse(
-        self, mode: str, cands: list[int], vec: dict[int, float], kw: dict[int, float],
+        self, mode: SearchMode, cands: list[int], vec: dict[int, float], kw: dict[int, float],
         rows: dict[int, ChunkRow], query: str = "",
     ) -> list[Hit]:
         """Rank candidates; ``score`` is the fused value rescaled to [0, 1] over the candidates.
 
-        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.rescore`);
+        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.search.rescore`);
         ``vector`` mode stays pure similarity.
         """
         ids = [i for i in cands if i in rows]
@@ -262,29 +261,27 @@ class HybridSearcher:
 
 
 def _confident(
-    hits: list[Hit], vec: dict[int, float], kw: dict[int, float], min_score: float, out: dict[str, Any],
-) -> list[Hit]:
-    """Hits whose cosine reaches ``min_score`` or that match a keyword; with none left, ``out``
-    says the search abstained and why."""
+    hits: list[Hit], vec: dict[int, float], kw: dict[int, float], min_score: float,
+) -> tuple[list[Hit], str | None]:
+    """Hits whose cosine reaches ``min_score`` or that match a keyword; with none left, also why
+    the search abstains (None: it does not)."""
     kept = [h for h in hits if h.vector_score >= min_score or h.chunk_id in kw]
-    if not kept:
-        best = max(vec.values(), default=0.0)
-        out["abstained"] = True
-        out["reason"] = f"no confident match: best cosine {best:.3f} < min_score {min_score:g} and no keyword match"
-    return kept
+    if kept:
+        return kept, None
+    best = max(vec.values(), default=0.0)
+    return kept, f"no confident match: best cosine {best:.3f} < min_score {min_score:g} and no keyword match"
 
 
 def _ranks(scores: dict[int, float]) -> dict[int, int]:
     return {i: rank for rank, i in enumerate(sorted(scores, key=lambda i: -scores[i]), 1)}
 
 
-def _add_explanations(
-    dicts: list[dict[str, Any]], hits: Sequence[Hit], vec: dict[int, float], kw: dict[int, float], how: str,
-    rows: dict[int, ChunkRow],
-) -> None:
+def _explanations(
+    hits: Sequence[Hit], vec: dict[int, float], kw: dict[int, float], how: str, rows: dict[int, ChunkRow],
+) -> list[dict[str, Any]]:
     """Why each hit ranks where it does: its rank and raw score in each leg, and the fusion used.
 
-    A hit merged from consecutive chunks (:mod:`memoryd.indexer.hits`) explains its first chunk, and lists
+    A hit merged from consecutive chunks (:mod:`memoryd.indexer.search.hits`) explains its first chunk, and lists
     the chunks it absorbed under ``merged`` with their own spans, ranks and scores."""
     vr, kr = _ranks(vec), _ranks(kw)
 
@@ -292,18 +289,21 @@ def _add_explanations(
         return {"vector_rank": vr.get(i), "keyword_rank": kr.get(i), "cosine": round(vec.get(i, 0.0), 6),
                 "bm25": round(kw[i], 6) if i in kw else None}
 
-    for d, h in zip(dicts, hits, strict=True):
-        d["explain"] = {"fusion": how, **leg(h.chunk_id)}
+    out = []
+    for h in hits:
+        why = {"fusion": how, **leg(h.chunk_id)}
         if h.absorbed:
-            d["explain"]["merged"] = [{"start_line": rows[i].start_line, "end_line": rows[i].end_line, **leg(i)}
-                                      for i in h.absorbed]
+            why["merged"] = [{"start_line": rows[i].start_line, "end_line": rows[i].end_line, **leg(i)}
+                             for i in h.absorbed]
+        out.append(why)
+    return out
 
 
 def _keyword_leg(
     conn: sqlite3.Connection, plan: keyword_plan.KeywordPlan, n: int, allowed: set[int] | None,
 ) -> dict[int, float]:
     """The ``n`` best chunks by (negated) BM25, best first; a chunk found by several passes keeps its
-    best score (each pass is a lower bound of the exact BM25, see :mod:`memoryd.indexer.keyword_plan`)."""
+    best score (each pass is a lower bound of the exact BM25, see :mod:`memoryd.indexer.search.keyword_plan`)."""
     limit = n if allowed is None else max(n * 20, 1000)
     best: dict[int, float] = {}
     for p in plan.passes:

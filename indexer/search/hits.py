@@ -14,8 +14,10 @@ rank.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from memoryd.indexer.config import SearchMode
 
 MAX_MERGED_CHUNKS = 3
 
@@ -40,6 +42,40 @@ class Hit:
         return {"root": self.root, "path": self.path, "start_line": self.start_line, "end_line": self.end_line,
                 "heading": self.heading, "text": self.text, "score": self.score,
                 "vector_score": self.vector_score, "text_score": self.text_score}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What one search returns: the hits, best first, and how they were found.
+
+    :meth:`to_json` is the ``search`` method's result on the socket, field for
+    field and in that order; the daemon sends it as is.
+    """
+
+    mode: SearchMode  # the mode that ran (keyword-only when there is no model)
+    hits: list[Hit]
+    took_ms: float
+    abstained: bool = False  # min_score left no hit; ``reason`` says why
+    reason: str | None = None
+    keyword_plan: dict[str, Any] | None = None  # explain, with query words: how the keyword leg was bounded
+    query_searched: str | None = None  # explain, when cleaning changed the query: what was searched
+    explanations: list[dict[str, Any]] | None = field(default=None, repr=False)  # explain: one per hit
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.abstained:
+            out["abstained"] = True
+            out["reason"] = self.reason
+        if self.keyword_plan is not None:
+            out["keyword_plan"] = self.keyword_plan
+        if self.query_searched is not None:
+            out["query_searched"] = self.query_searched
+        hits = [h.to_dict() for h in self.hits]
+        if self.explanations is not None:
+            for d, why in zip(hits, self.explanations, strict=True):
+                d["explain"] = why
+        out.update(hits=hits, took_ms=self.took_ms)
+        return out
 
 
 def merge_consecutive(hits: Sequence[Hit], max_chunks: int = MAX_MERGED_CHUNKS) -> list[Hit]:
