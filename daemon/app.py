@@ -36,22 +36,22 @@ from typing import Any
 
 import structlog
 
+from memoryd.daemon.api.read import build_handlers
 from memoryd.daemon.datalock import DataDirLock
-from memoryd.daemon.debouncer import Debouncer
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
-from memoryd.daemon.methods import build_handlers
 from memoryd.daemon.oneshot import ensure_roots, open_index
-from memoryd.daemon.pathfilter import PathFilter
 from memoryd.daemon.private import check_data_dir, set_private_umask
-from memoryd.daemon.query_embedding import QueryEmbeddings
 from memoryd.daemon.roots import RootMap
-from memoryd.daemon.scheduler import Scheduler
+from memoryd.daemon.rpc.server import SocketServer
+from memoryd.daemon.rpc.sockpath import check_socket_path
 from memoryd.daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
-from memoryd.daemon.server import SocketServer
-from memoryd.daemon.sockpath import check_socket_path
-from memoryd.daemon.watcher import Watcher
-from memoryd.daemon.worker import IndexWorker
+from memoryd.daemon.watch.debouncer import Debouncer
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.watch.watcher import Watcher
+from memoryd.daemon.work.query_embedding import QueryEmbeddings
+from memoryd.daemon.work.scheduler import Scheduler
+from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError

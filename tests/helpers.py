@@ -79,7 +79,7 @@ def running_daemon(
     ``config`` replaces whole config sections (e.g. ``write=...``) on top of the test config.
     """
     from memoryd.daemon.app import Daemon
-    from memoryd.daemon.client import Client
+    from memoryd.daemon.client.rpc_client import Client
 
     root = tmp_path / "root"
     root.mkdir(parents=True, exist_ok=True)

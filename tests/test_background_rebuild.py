@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.pathfilter import PathFilter
 from memoryd.daemon.roots import RootMap
-from memoryd.daemon.worker import IndexWorker
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile

@@ -22,7 +22,7 @@ from unittest import mock
 import pytest
 
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer import files as files_mod
 from tests.helpers import make_config
 

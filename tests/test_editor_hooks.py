@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
 
 REPO = Path(__file__).resolve().parent.parent
 EDITORS = REPO / "editors"

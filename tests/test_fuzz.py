@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.errors import DaemonError
 from tests.helpers import make_config, wait_for
 

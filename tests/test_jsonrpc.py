@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.jsonrpc import (
+from memoryd.daemon.rpc.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from memoryd.daemon import cli, cli_mcp
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
-from memoryd.daemon.mcp_server import DaemonBridge
-from memoryd.daemon.mcp_tools import BY_NAME, TOOLS, ToolError, check_arguments
+from memoryd.daemon.client import cli, cli_mcp
+from memoryd.daemon.client.mcp_server import DaemonBridge
+from memoryd.daemon.client.mcp_tools import BY_NAME, TOOLS, ToolError, check_arguments
+from memoryd.daemon.client.rpc_client import Client
 from tests.helpers import make_config, ready, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_bad_session_flags_are_usage_errors(flags: list[str], expect: str, capsy
 
 def test_memoryd_cli_wires_the_mcp_command() -> None:
     if "mcp" not in cli._COMMANDS:
-        pytest.skip("wire memoryd.daemon.cli_mcp into daemon/cli.py (add_parsers + COMMANDS)")
+        pytest.skip("wire memoryd.daemon.client.cli_mcp into daemon/cli.py (add_parsers + COMMANDS)")
     args = cli.build_parser().parse_args(["mcp", "--socket", "/tmp/x.sock", "--session", "direct", "--peer", "a"])
     assert cli._COMMANDS[args.command] is cli_mcp.cmd_mcp and cli_mcp.session_of(args)["peer"] == "a"
 
@@ -136,7 +136,7 @@ def server_command() -> list[str]:
     """``memoryd mcp`` through the real CLI once it is wired, else the module's own entry point."""
     if "mcp" in cli._COMMANDS:
         return [sys.executable, "-m", "memoryd.daemon.cli", "mcp"]
-    return [sys.executable, "-m", "memoryd.daemon.cli_mcp"]
+    return [sys.executable, "-m", "memoryd.daemon.client.cli_mcp"]
 
 
 def run_session(sock: Path, errlog: Path, body: Callable[[Any], Awaitable[Any]], *flags: str) -> Any:
@@ -283,7 +283,7 @@ def test_daemon_down_every_tool_says_how_to_start_it(short_dir: Path, tmp_path: 
 
 @pytest.mark.slow
 def test_cli_import_stays_free_of_the_sdk_and_initialize_is_quick(short_dir: Path, tmp_path: Path) -> None:
-    probe = "import sys, memoryd.daemon.cli, memoryd.daemon.cli_mcp; " \
+    probe = "import sys, memoryd.daemon.cli, memoryd.daemon.client.cli_mcp; " \
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic', 'anyio')))"
     r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr

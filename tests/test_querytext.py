@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon import methods
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.api import read as methods
+from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.querytext import clean_query

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.jsonrpc import Peer, RpcError
-from memoryd.daemon.server import SocketServer
+from memoryd.daemon.rpc.jsonrpc import Peer, RpcError
+from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.errors import DaemonError, SocketInUseError
 
 WAIT_S = 5.0  # bound of every wait in these tests
@@ -190,7 +190,7 @@ def test_readable_existing_dir_is_left_alone(serve: Callable[..., SocketServer],
 def test_foreign_dir_is_refused(sock_path: Path, handlers: Handlers, monkeypatch: pytest.MonkeyPatch) -> None:
     sock_path.parent.mkdir()
     server = SocketServer(sock_path, handlers.table())
-    monkeypatch.setattr("memoryd.daemon.sockpath.os.geteuid", lambda: os.getuid() + 4242)
+    monkeypatch.setattr("memoryd.daemon.rpc.sockpath.os.geteuid", lambda: os.getuid() + 4242)
     with pytest.raises(DaemonError, match=r"belongs to uid \d+, not to us"):
         server.start()
     assert not sock_path.exists()

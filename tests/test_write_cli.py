@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from memoryd.daemon import cli_write
-from memoryd.daemon.client import RpcClientError
+from memoryd.daemon.client import cli_write
+from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.indexer.errors import NotRunningError
 from memoryd.indexer.write.router import TYPES
 from tests.write_fixtures import WriteDaemon, wd  # noqa: F401  (fixture)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from memoryd.daemon.client import RpcClientError
-from memoryd.daemon.write_methods import ACCESS_DENIED, CONTENT_TOO_LARGE, ENTRY_NOT_FOUND, MINUTE_LIMIT, TURN_LIMIT
+from memoryd.daemon.api.write import ACCESS_DENIED, CONTENT_TOO_LARGE, ENTRY_NOT_FOUND, MINUTE_LIMIT, TURN_LIMIT
+from memoryd.daemon.client.rpc_client import RpcClientError
 from tests.write_fixtures import WriteDaemon, wd  # noqa: F401  (fixture)
 
 # watchdog warns "Callback with id ... already exists" when memoryd creates nested folders (peers/ID/)

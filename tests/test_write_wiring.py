@@ -1,6 +1,6 @@
 """The write path as wired into the daemon: handler map, read scoping, CLI, index-time redaction.
 
-Each test skips (saying what to wire) until ``daemon/methods.py``, ``daemon/cli.py``
+Each test skips (saying what to wire) until ``daemon/api/read.py``, ``daemon/cli.py``
 and ``indexer/pipeline.py`` call into the write path; then it must pass.
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon import cli
+from memoryd.daemon.api.read import build_handlers
+from memoryd.daemon.api.write import ACCESS_DENIED
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client, RpcClientError
-from memoryd.daemon.methods import build_handlers
-from memoryd.daemon.write_methods import ACCESS_DENIED
+from memoryd.daemon.client import cli
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.indexer.pipeline import prepare_file
 from tests.helpers import running_daemon
 
@@ -35,7 +35,7 @@ def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Client, Pa
 
 def _needs_handlers(d: Daemon) -> None:
     if "remember" not in build_handlers(d):
-        pytest.skip("wire build_write_handlers(d) into memoryd.daemon.methods.build_handlers")
+        pytest.skip("wire build_write_handlers(d) into memoryd.daemon.api.read.build_handlers")
 
 
 def test_remember_is_served_by_the_daemon(daemon) -> None:
@@ -80,7 +80,7 @@ def test_secrets_are_redacted_before_the_index(daemon) -> None:
 def test_cli_has_the_write_commands(daemon, capsys: pytest.CaptureFixture[str]) -> None:
     d, _client, _root = daemon
     if "remember" not in cli._COMMANDS:
-        pytest.skip("wire memoryd.daemon.cli_write.add_parsers / COMMANDS into memoryd.daemon.cli")
+        pytest.skip("wire memoryd.daemon.client.cli_write.add_parsers / COMMANDS into memoryd.daemon.cli")
     _needs_handlers(d)
     rc = cli.main(["remember", "--socket", str(d.cfg.socket_path), "--json", "We decided to ship on Fridays."])
     assert rc == 0 and '"decision": "appended"' in capsys.readouterr().out

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.daemon.api.read import build_handlers
+from memoryd.daemon.api.write import build_write_handlers
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
-from memoryd.daemon.methods import build_handlers
-from memoryd.daemon.server import SocketServer
-from memoryd.daemon.write_methods import build_write_handlers
+from memoryd.daemon.client.rpc_client import Client
+from memoryd.daemon.rpc.server import SocketServer
 from tests.helpers import make_config, ready, wait_for
 
 # The hash embedder's cosines are token overlaps, not e5's: thresholds fitting it.

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon import cli_history
-from memoryd.daemon.client import RpcClientError
-from memoryd.daemon.write_methods import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
+from memoryd.daemon.api.write import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
+from memoryd.daemon.client import cli_history
+from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist

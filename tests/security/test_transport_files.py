@@ -19,8 +19,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.daemon.private import PRIVATE_UMASK, check_data_dir, set_private_umask
-from memoryd.daemon.server import SocketServer
-from memoryd.daemon.sockpath import UnsafeSocketDir
+from memoryd.daemon.rpc.server import SocketServer
+from memoryd.daemon.rpc.sockpath import UnsafeSocketDir
 from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parents[2]

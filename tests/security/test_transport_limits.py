@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.audit import DENIAL_WINDOW_S, MAX_DENIAL_KEYS, AuditLog
-from memoryd.daemon.limits import MAX_SESSIONS_KEPT, WINDOW_S, RateLimited, WriteLimiter
-from memoryd.daemon.mcp_server import DaemonBridge, TurnClock
-from memoryd.daemon.mcp_tools import ToolError
+from memoryd.daemon.api.audit import DENIAL_WINDOW_S, MAX_DENIAL_KEYS, AuditLog
+from memoryd.daemon.api.limits import MAX_SESSIONS_KEPT, WINDOW_S, RateLimited, WriteLimiter
+from memoryd.daemon.client.mcp_server import DaemonBridge, TurnClock
+from memoryd.daemon.client.mcp_tools import ToolError
 from tests.write_fixtures import WriteDaemon, start_write_daemon
 
 

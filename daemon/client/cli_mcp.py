@@ -3,7 +3,7 @@
 Import-light on purpose: ``memoryd.daemon.cli`` imports this module for every command
 (editors run ``memoryd reindex`` on each save), so the MCP SDK is imported only
 inside :func:`cmd_mcp`. ``memoryd.daemon.cli`` adds the parser with :func:`add_parsers`
-and dispatches through :data:`COMMANDS`; ``python -m memoryd.daemon.cli_mcp ...`` runs
+and dispatches through :data:`COMMANDS`; ``python -m memoryd.daemon.client.cli_mcp ...`` runs
 the same command stand-alone.
 
 The session flags map the MCP session to a memoryd session (seed 003): the
@@ -79,8 +79,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import structlog
 
+    from memoryd.daemon.client.mcp_server import DaemonBridge, serve
     from memoryd.daemon.logs import configure_logging
-    from memoryd.daemon.mcp_server import DaemonBridge, serve
 
     configure_logging("info", "auto")  # stderr: MCP hosts keep it as the server's log
     log = structlog.get_logger(__name__)
@@ -105,7 +105,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"mcp": cmd_mcp}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m memoryd.daemon.cli_mcp [flags]``: the ``mcp`` command without the rest of the CLI."""
+    """``python -m memoryd.daemon.client.cli_mcp [flags]``: the ``mcp`` command without the rest of the CLI."""
     from memoryd.indexer.errors import ConfigError
 
     parser = argparse.ArgumentParser(prog="memoryd mcp", description="Serve memoryd's tools over MCP (stdio).")

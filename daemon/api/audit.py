@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from memoryd.daemon.jsonrpc import RpcError
+from memoryd.daemon.rpc.jsonrpc import RpcError
 
 log = structlog.get_logger(__name__)
 

@@ -5,7 +5,7 @@ first root; the owner (the default for the daemon's own uid) reads
 everything. The rules themselves live in :mod:`memoryd.indexer.write.access`, and every
 path is resolved by :mod:`memoryd.indexer.pathguard` (symlinks followed, ``..``
 refused) before they are applied; these helpers turn them into the socket's
-errors (-32020 denied, -32024 malformed path, see :mod:`memoryd.daemon.write_methods`).
+errors (-32020 denied, -32024 malformed path, see :mod:`memoryd.daemon.api.write`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError, param
-from memoryd.daemon.write_methods import ACCESS_DENIED, BAD_TARGET, session_for
+from memoryd.daemon.api.write import ACCESS_DENIED, BAD_TARGET, session_for
+from memoryd.daemon.rpc.jsonrpc import InvalidParams, Peer, RpcError, param
 from memoryd.indexer.pathguard import PathRefused, Resolved
 from memoryd.indexer.write.access import (
     NAMESPACE_FOLDERS,

@@ -18,8 +18,8 @@ whatever it left behind (disk full included: nothing is marked indexed until
 it is committed).
 
 The worker also owns two helper threads, both at ``embedding.background_nice``
-lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.polite`) and vector
-structure rebuilds (:mod:`memoryd.daemon.rebuilder`; polled after every task, swapped
+lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.work.polite`) and vector
+structure rebuilds (:mod:`memoryd.daemon.work.rebuilder`; polled after every task, swapped
 in on this thread).
 """
 
@@ -35,11 +35,11 @@ from typing import Any
 
 import structlog
 
-from memoryd.daemon.debouncer import Change
-from memoryd.daemon.jsonrpc import SHUTTING_DOWN, RpcError
-from memoryd.daemon.polite import PoliteEmbedder
-from memoryd.daemon.rebuilder import Rebuilder
 from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.jsonrpc import SHUTTING_DOWN, RpcError
+from memoryd.daemon.watch.debouncer import Change
+from memoryd.daemon.work.polite import PoliteEmbedder
+from memoryd.daemon.work.rebuilder import Rebuilder
 from memoryd.indexer.engine import IndexStats, MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.reconcile import reconcile

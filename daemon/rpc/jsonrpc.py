@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 over lines: parse one request line, dispatch it, encode the answer.
 
 No sockets and no threads here, so that every protocol rule can be tested
-in-process; ``memoryd.daemon.server`` only moves bytes. The framing (DESIGN.md, "Socket
+in-process; ``memoryd.daemon.rpc.server`` only moves bytes. The framing (DESIGN.md, "Socket
 protocol"): one UTF-8 JSON object per line in both directions.
 
 Rules this module fixes:

@@ -8,7 +8,7 @@ get one -32001 error line and are closed. When ``max_clients`` connections are
 open, the one idle longest (for at least ``evict_idle_after_s``) is closed with
 one -32004 line to make room, so idle clients cannot lock new ones out; only
 when none is idle does a newcomer get one -32002 "server busy" line (and
-``memoryd.daemon.client.Client`` retries with backoff within its timeout).
+``memoryd.daemon.client.rpc_client.Client`` retries with backoff within its timeout).
 
 Stopping is two steps so that no request goes unanswered: ``begin_stop()``
 stops accepting (new requests on open connections are answered -32003
@@ -42,9 +42,9 @@ from types import TracebackType
 
 import structlog
 
-from memoryd.daemon.connection import Connection, Limits
-from memoryd.daemon.jsonrpc import PERMISSION_DENIED, SERVER_BUSY, Handler, Peer, encode_error
-from memoryd.daemon.sockpath import (
+from memoryd.daemon.rpc.connection import Connection, Limits
+from memoryd.daemon.rpc.jsonrpc import PERMISSION_DENIED, SERVER_BUSY, Handler, Peer, encode_error
+from memoryd.daemon.rpc.sockpath import (
     adopt_listening_socket,
     bind_unix_socket,
     peer_credentials,

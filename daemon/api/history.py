@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.audit import Audited
-from memoryd.daemon.jsonrpc import Handler, InvalidParams, Peer, RpcError, param, reject_unknown
-from memoryd.daemon.write_methods import _ERRORS, ACCESS_DENIED, WriteService, session_for
+from memoryd.daemon.api.audit import Audited
+from memoryd.daemon.api.write import _ERRORS, ACCESS_DENIED, WriteService, session_for
+from memoryd.daemon.rpc.jsonrpc import Handler, InvalidParams, Peer, RpcError, param, reject_unknown
 from memoryd.indexer.write.access import OWNER, Session
 from memoryd.indexer.write.history import History
 

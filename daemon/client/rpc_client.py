@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 START_HINT = "Start it with `memoryd run` or `systemctl --user start memoryd`."
 _RECV_BYTES = 65536
-SERVER_BUSY = -32002  # memoryd.daemon.jsonrpc's codes (not imported: this module must stay light)
+SERVER_BUSY = -32002  # memoryd.daemon.rpc.jsonrpc's codes (not imported: this module must stay light)
 IDLE_CLOSED = -32004
 _RETRY_CODES = (SERVER_BUSY, IDLE_CLOSED)
 _FIRST_BACKOFF_S = 0.01

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
-from memoryd.daemon.read_access import SESSION_PARAM, namespace_scope, path_check, resolve_for_read
-from memoryd.daemon.write_methods import BAD_TARGET, build_write_handlers
+from memoryd.daemon.api.access import SESSION_PARAM, namespace_scope, path_check, resolve_for_read
+from memoryd.daemon.api.write import BAD_TARGET, build_write_handlers
+from memoryd.daemon.rpc.jsonrpc import InvalidParams, Peer, RpcError, param, reject_unknown
 from memoryd.indexer.config import SEARCH_MODES
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.files import read_memory_file
@@ -84,7 +84,7 @@ def search(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
 
 
 def _query_vector(d: Daemon, query: str) -> Callable[[], Any] | None:
-    """The query's embedding, started now on its own thread (see daemon/query_embedding.py)."""
+    """The query's embedding, started now on its own thread (see daemon/work/query_embedding.py)."""
     if d.query_embeddings is None:
         return None
     return d.query_embeddings.start(clean_query(query))  # what the searcher searches (memoryd.indexer.querytext)
@@ -114,7 +114,7 @@ def context(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
 def get(d: Daemon, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
     """Lines of a file inside a root (read-only; nothing outside the roots is served).
 
-    The path is resolved first (:func:`memoryd.daemon.read_access.resolve_for_read`): access is decided on
+    The path is resolved first (:func:`memoryd.daemon.api.access.resolve_for_read`): access is decided on
     where it leads, and the resolved file is what is read.
     """
     reject_unknown(params, {"path", "start_line", "end_line", SESSION_PARAM})

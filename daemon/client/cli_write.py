@@ -57,7 +57,7 @@ def _socket(args: argparse.Namespace) -> Path:
 
 
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> Any:
-    from memoryd.daemon.client import Client
+    from memoryd.daemon.client.rpc_client import Client
 
     with Client(_socket(args)) as client:
         return client.call(method, params)

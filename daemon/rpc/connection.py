@@ -1,6 +1,6 @@
 """One client connection of the socket server: line framing, size and time limits.
 
-A ``Connection`` runs on its own thread (started by ``memoryd.daemon.server``) and
+A ``Connection`` runs on its own thread (started by ``memoryd.daemon.rpc.server``) and
 answers requests in order. Limits, and why:
 
 - a line longer than ``max_request_bytes`` (newline excluded) gets one -32600
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from memoryd.daemon.jsonrpc import (
+from memoryd.daemon.rpc.jsonrpc import (
     IDLE_CLOSED,
     INVALID_REQUEST,
     SHUTTING_DOWN,

@@ -33,9 +33,9 @@ from collections.abc import Callable
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.audit import Audited, AuditLog
-from memoryd.daemon.jsonrpc import SHUTTING_DOWN, Handler, InvalidParams, Peer, RpcError, param, reject_unknown
-from memoryd.daemon.limits import RateLimited, WriteLimiter
+from memoryd.daemon.api.audit import Audited, AuditLog
+from memoryd.daemon.api.limits import RateLimited, WriteLimiter
+from memoryd.daemon.rpc.jsonrpc import SHUTTING_DOWN, Handler, InvalidParams, Peer, RpcError, param, reject_unknown
 from memoryd.indexer.pathguard import normalize
 from memoryd.indexer.write import privacy
 from memoryd.indexer.write.access import (
@@ -82,10 +82,10 @@ MAX_AUDIT_TAIL = 10_000
 
 
 def build_write_handlers(d: Daemon) -> dict[str, Handler]:
-    from memoryd.daemon.history_methods import build_history_handlers  # it builds on this module
+    from memoryd.daemon.api.history import build_history_handlers  # it builds on this module
 
     svc = WriteService(d)
-    d.on_shutdown.append(svc.audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.audit)
+    d.on_shutdown.append(svc.audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
     return {"remember": svc.remember, "forget": svc.forget, "audit": svc.audit} | build_history_handlers(d, svc)
 
 
