@@ -395,3 +395,14 @@ class MemoryIndex:
             self.save()
         self.readers.close()
         self.store.close()
+
+    def maintain(self) -> dict[str, Any]:
+        """The periodic upkeep, on the writing thread: trim the embedding cache, checkpoint the WAL,
+        let SQLite refresh its statistics. Returns what it did (for the log)."""
+        evicted = self.evict_cache()
+        # A background rebuild reads a snapshot in one long read transaction: TRUNCATE would
+        # wait for it (up to the busy timeout, on the worker); PASSIVE copies what it can.
+        mode = "PASSIVE" if self.vectors.rebuilding else "TRUNCATE"
+        self.store.conn.execute(f"PRAGMA wal_checkpoint({mode})")
+        self.store.conn.execute("PRAGMA optimize")
+        return {"cache_evicted": evicted, "checkpoint": mode.lower()}

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
-from memoryd.daemon.rpc.jsonrpc import InvalidParams, Peer, RpcError
+from memoryd.daemon.rpc.errors import InvalidParams, RpcError
+from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.errors import DaemonError, NotRunningError
 

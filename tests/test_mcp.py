@@ -117,8 +117,6 @@ def test_bad_session_flags_are_usage_errors(flags: list[str], expect: str, capsy
 
 
 def test_memoryd_cli_wires_the_mcp_command() -> None:
-    if "mcp" not in cli._COMMANDS:
-        pytest.skip("wire memoryd.daemon.client.cli_mcp into daemon/cli.py (add_parsers + COMMANDS)")
     args = cli.build_parser().parse_args(["mcp", "--socket", "/tmp/x.sock", "--session", "direct", "--peer", "a"])
     assert cli._COMMANDS[args.command] is cli_mcp.cmd_mcp and cli_mcp.session_of(args)["peer"] == "a"
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.rpc.jsonrpc import Peer, RpcError
+from memoryd.daemon.rpc.errors import RpcError
+from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.errors import DaemonError, SocketInUseError
 

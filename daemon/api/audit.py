@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from memoryd.daemon.rpc.jsonrpc import RpcError
+from memoryd.daemon.rpc.errors import RpcError
 
 log = structlog.get_logger(__name__)
 

@@ -17,69 +17,48 @@ namespace, and an undo rewrites a file. A confined session (``direct``,
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from memoryd.daemon.api.audit import Audited
-from memoryd.daemon.api.write import _ERRORS, ACCESS_DENIED, WriteService, session_for
-from memoryd.daemon.rpc.jsonrpc import Handler, InvalidParams, Peer, RpcError, param, reject_unknown
-from memoryd.indexer.write.access import OWNER, Session
+from memoryd.daemon.api.requests import parse_history, parse_undo
+from memoryd.daemon.api.session import owner_only
+from memoryd.daemon.api.write import AUDITED_AS_ERROR, WriteMethods
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.write.history import History
-
-if TYPE_CHECKING:
-    from memoryd.daemon.app import Daemon
-
-MAX_LIMIT = 1000
-_ID_MAX = 64
-
-
-def history_of(d: Daemon) -> History:
-    """The daemon's write history (``history.jsonl`` in its data dir)."""
-    return History.in_data_dir(d.cfg.data_dir)
-
-
-def build_history_handlers(d: Daemon, svc: WriteService) -> dict[str, Handler]:
-    h = HistoryMethods(d, svc)
-    return {"history": h.history, "undo": h.undo}
-
-
-def _owner_only(session: Session, what: str) -> None:
-    if session.kind != OWNER:
-        raise RpcError(ACCESS_DENIED, f"{what} is for the owner only; a {session.kind} session may not use it")
 
 
 class HistoryMethods:
-    def __init__(self, d: Daemon, svc: WriteService) -> None:
-        self.d = d
-        self.svc = svc
-        self.store = history_of(d)
+    """``history`` reads the write history; ``undo`` runs like a write, through ``writes``."""
+
+    def __init__(self, *, writes: WriteMethods, history: History, roots: Callable[[], RootMap]) -> None:
+        self._writes = writes
+        self.store = history
+        self._roots = roots
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"history": self.history, "undo": self.undo}
 
     def history(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        reject_unknown(params, {"path", "limit", "session"})
-        path = param(params, "path", str, None)
-        limit = param(params, "limit", int, 50)
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidParams(f"param 'limit' must be in 1..{MAX_LIMIT}, got {limit}")
-        if path is not None and ("\x00" in path or len(path) > 4096):
-            raise InvalidParams("param 'path' must be a path without NUL, at most 4096 characters")
-        _owner_only(session_for(params, peer), "history")
+        req = parse_history(params, peer)
+        owner_only(req.session, "history")
+        path = req.path
         if path is not None and os.path.isabs(path):
-            loc = self.d.roots.locate(path)
+            loc = self._roots().locate(path)
             path = loc[1] if loc is not None else path
-        return {"entries": self.store.recent(path, limit), "path": str(self.store.path)}
+        return {"entries": self.store.recent(path, req.limit), "path": str(self.store.path)}
 
     def undo(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        reject_unknown(params, {"id", "session"})
-        rid = param(params, "id", str)
-        if not rid or len(rid) > _ID_MAX:
-            raise InvalidParams(f"param 'id' must be a history id (1..{_ID_MAX} characters)")
-        rec: dict[str, Any] = {"action": "undo", "uid": peer.uid, "pid": peer.pid, "reason": f"undo {rid}"}
-        with Audited(self.svc.audit_log, rec, _ERRORS):
-            session = session_for(params, peer)
+        req = parse_undo(params, peer)
+        rec: dict[str, Any] = {"action": "undo", "uid": peer.uid, "pid": peer.pid, "reason": f"undo {req.id}"}
+        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+            session = req.claim.resolve()
             rec["session"] = session.describe()
-            _owner_only(session, "undo")
-            session = self.svc._admit(params, peer, rec)
-            writer = self.svc._writer_factory()
-            outcome = self.svc._on_worker(lambda: writer.undo(rid, session.describe()))
+            owner_only(session, "undo")
+            session = self._writes.admit(req.claim, rec)
+            writer = self._writes.new_writer()
+            outcome = self._writes.on_worker(lambda: writer.undo(req.id, session.describe()))
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
             result: dict[str, Any] = outcome.to_dict()
             return result

@@ -43,18 +43,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from memoryd.daemon.rpc.jsonrpc import (
-    IDLE_CLOSED,
-    INVALID_REQUEST,
-    SHUTTING_DOWN,
-    Handler,
-    Peer,
-    Request,
-    RpcError,
-    dispatch,
-    encode_error,
-    parse_request,
-)
+from memoryd.daemon.rpc.errors import IDLE_CLOSED, INVALID_REQUEST, SHUTTING_DOWN, RpcError
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer, Request, dispatch, encode_error, parse_request
 
 log = structlog.get_logger(__name__)
 

@@ -43,7 +43,8 @@ from types import TracebackType
 import structlog
 
 from memoryd.daemon.rpc.connection import Connection, Limits
-from memoryd.daemon.rpc.jsonrpc import PERMISSION_DENIED, SERVER_BUSY, Handler, Peer, encode_error
+from memoryd.daemon.rpc.errors import PERMISSION_DENIED, SERVER_BUSY
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer, encode_error
 from memoryd.daemon.rpc.sockpath import (
     adopt_listening_socket,
     bind_unix_socket,

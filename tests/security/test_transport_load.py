@@ -20,7 +20,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
-from memoryd.daemon.rpc.jsonrpc import IDLE_CLOSED, SERVER_BUSY, Peer
+from memoryd.daemon.rpc.errors import IDLE_CLOSED, SERVER_BUSY
+from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import DaemonError

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.rpc.jsonrpc import SHUTTING_DOWN, Peer
+from memoryd.daemon.rpc.errors import SHUTTING_DOWN
+from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from tests.helpers import running_daemon, wait_for
 
