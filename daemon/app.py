@@ -41,6 +41,7 @@ from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.datalock import DataDirLock
+from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
 from memoryd.daemon.oneshot import ensure_roots, open_index
@@ -62,8 +63,6 @@ from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.write.history import History
 from memoryd.indexer.write.writer import MemoryWriter
 
-EXIT_OK = 0
-EXIT_STARTUP = 3
 SHUTDOWN_BUDGET_S = 9.0
 SERVER_STOP_S = 2.0  # of the budget: running requests answer, then the connections close
 

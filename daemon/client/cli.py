@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memoryd.daemon.client import cli_bank, cli_history, cli_mcp, cli_setup, cli_write
+from memoryd.daemon.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_RUNNING, EXIT_STARTUP, EXIT_USAGE
 from memoryd.indexer.errors import (
     ConfigError,
     IndexInUseError,
@@ -36,9 +37,6 @@ from memoryd.indexer.paths import client_socket_path
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
 
-EXIT_ERROR = 1
-EXIT_STARTUP = 3
-EXIT_NOT_RUNNING = 4
 
 
 def _common(p: argparse.ArgumentParser, daemon_side: bool = False) -> None:
@@ -113,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.command:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     handler = _COMMANDS[args.command]
     if args.command in _RAW_OUTPUT:
         return _run(handler, args)
@@ -141,7 +139,7 @@ def _run(handler: Any, args: argparse.Namespace) -> int:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _load_config(args: argparse.Namespace) -> Config:

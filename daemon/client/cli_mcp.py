@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-EXIT_USAGE = 2
-EXIT_STARTUP = 3
+from memoryd.daemon.exits import EXIT_INTERRUPTED, EXIT_STARTUP, EXIT_USAGE
+
 SESSION_KINDS = ("owner", "direct", "group")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # memoryd.indexer.write.access's id rule
 
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memoryd mcp: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

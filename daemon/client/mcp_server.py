@@ -42,6 +42,7 @@ import structlog
 
 from memoryd.daemon.client.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
+from memoryd.daemon.rpc.errors import ACCESS_DENIED
 from memoryd.indexer.errors import MemorydError, NotRunningError
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-ACCESS_DENIED = -32020  # memoryd.daemon.api.write (not imported: it pulls in the write pipeline)
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 CALL_TIMEOUT_S = 90.0  # a remember may wait 2 x write.wait_s for the index worker

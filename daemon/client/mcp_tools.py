@@ -22,7 +22,7 @@ from memoryd.daemon.client.cli_write import TYPES
 ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
 MODES = ("hybrid", "vector", "keyword")
-MAX_QUERY_CHARS = 8192  # memoryd.daemon.api.read.MAX_QUERY_CHARS
+MAX_QUERY_CHARS = 8192  # memoryd.daemon.api.requests.MAX_QUERY_CHARS (the bridge does not load the server side)
 
 
 class ToolError(Exception):
