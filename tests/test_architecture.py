@@ -47,7 +47,7 @@ MODULES = _modules()
 
 
 def _is_type_checking(node: ast.If) -> bool:
-    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING" or (
+    return (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING") or (
         isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
 
 
@@ -83,7 +83,8 @@ def imports_of(module: str) -> list[Import]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
             out += [Import(_resolve(t), not in_function) for t in targets if t != "__future__"]
     return out

@@ -1,4 +1,4 @@
-"""Seed 003's permission matrix — every session kind × action × namespace — and path safety."""
+"""The permission matrix (docs/security.md) — every session kind × action × namespace — and path safety."""
 
 from __future__ import annotations
 

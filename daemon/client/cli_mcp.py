@@ -6,7 +6,7 @@ inside :func:`cmd_mcp`. ``memoryd.daemon.cli`` adds the parser with :func:`add_p
 and dispatches through :data:`COMMANDS`; ``python -m memoryd.daemon.client.cli_mcp ...`` runs
 the same command stand-alone.
 
-The session flags map the MCP session to a memoryd session (seed 003): the
+The session flags map the MCP session to a memoryd session (docs/mcp.md): the
 owner by default; ``--session direct --peer ID`` or ``--session group --group
 ID`` confine a shared agent to that peer's or group's namespace. Exit status:
 0 when the host closes stdin, 2 for bad flags, 3 for a bad config file.

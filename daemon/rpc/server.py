@@ -1,6 +1,6 @@
 """The Unix-socket JSON-RPC server: one accept thread plus one thread per client.
 
-Contract (DESIGN.md, "Socket protocol"): the socket's directory is 0700 and the
+Contract (README, "Socket protocol"; docs/security/transport.md): the socket's directory is 0700 and the
 socket 0600, both set by a restrictive umask *at creation*, so there is no window
 in which another user could connect. Only peers whose ``SO_PEERCRED`` uid is the
 owner's (default: our effective uid) or in ``allowed_uids`` are served; others
@@ -16,7 +16,7 @@ stops accepting (new requests on open connections are answered -32003
 in between, which answers or cancels what was queued for it — then ``stop()``
 answers -32003 for any request still running and closes everything.
 
-Per connection (see ``_Connection``): requests are answered in order; a line over
+Per connection (see :class:`memoryd.daemon.rpc.connection.Connection`): requests are answered in order; a line over
 ``max_request_bytes`` gets one -32600 error and the connection is closed; a
 connection with no complete request for ``idle_timeout_s`` is closed, and so is
 one whose current line is not complete ``read_timeout_s`` after its first byte
