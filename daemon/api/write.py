@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 
@@ -191,8 +191,7 @@ class WriteMethods:
         if not ok:
             assert isinstance(value, BaseException)
             raise _write_error_of(value) from None
-        result: T = value  # type: ignore[assignment]  # ok: fn's return value
-        return result
+        return cast(T, value)  # ok: what fn returned
 
     def _log_rejection(self, plan: Rejected, content: str) -> None:
         preview = privacy.redact_for_log(content)

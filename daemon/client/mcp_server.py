@@ -34,7 +34,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -240,11 +240,9 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
                                                           destructiveHint=False, openWorldHint=False))
              for t in TOOLS]
 
-    @server.list_tools()
     async def list_tools() -> list[types.Tool]:
         return tools
 
-    @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         try:
             text, structured = await anyio.to_thread.run_sync(bridge.call_tool, name, arguments)
@@ -254,6 +252,12 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structuredContent=structured)
 
+    # The SDK's registering decorators carry no annotations: give them their types here, once.
+    on_list_tools: Callable[[], Callable[[Callable[[], Awaitable[list[types.Tool]]]], object]] = server.list_tools
+    on_call_tool: Callable[..., Callable[[Callable[[str, dict[str, Any] | None], Awaitable[types.CallToolResult]]],
+                                          object]] = server.call_tool
+    on_list_tools()(list_tools)
+    on_call_tool(validate_input=False)(call_tool)
     return server
 
 
