@@ -3,6 +3,7 @@
 - ``daemon/`` has no import cycles: every import counts, those inside functions too (a late
   import is no way to break a cycle), except ``if TYPE_CHECKING:`` blocks, which never run;
 - ``indexer/`` never imports ``daemon/`` (the library knows nothing of processes and sockets);
+- only the entry point imports ``memoryd.daemon.app`` (which assembles everything);
 - the client side (``daemon/client/``, the ``memoryd.daemon.cli`` entry point) stays light: what
   it imports at module level, followed transitively, reaches neither numpy/onnxruntime/faiss
   nor the server side. Imports inside functions are not followed: that is how the CLI keeps a
@@ -173,3 +174,9 @@ def test_the_client_side_loads_nothing_heavy_and_nothing_of_the_server() -> None
     server = {m: by for m, by in closure.items() if m.startswith(SERVER_SIDE)}
     assert heavy == {} and server == {}
     assert "memoryd.daemon.rpc.errors" in closure  # the one server module it shares: the code table
+
+
+def test_only_the_entry_point_imports_the_app() -> None:
+    """The app assembles every part; a module that imported it back would depend on all of them."""
+    importers = sorted(m for m in MODULES if any(i.target == "memoryd.daemon.app" for i in imports_of(m)))
+    assert importers == ["memoryd.daemon.client.cli"]
