@@ -104,10 +104,11 @@ def start_daemon(
 
 @contextmanager
 def running_daemon(
-    tmp_path: Path, socket: Path, files: dict[str, str], timeout: float = 10.0, **config: Any,
+    tmp_path: Path, socket: Path, files: dict[str, str], timeout: float = 10.0,
+    tweak: Callable[[Config], Config] = lambda cfg: cfg, **config: Any,
 ) -> Iterator[tuple[Any, Any, Path]]:
     """:func:`start_daemon` as a context manager: shuts everything down after."""
-    d, client, root = start_daemon(tmp_path, socket, files, timeout, **config)
+    d, client, root = start_daemon(tmp_path, socket, files, timeout, tweak, **config)
     try:
         yield d, client, root
     finally:

@@ -26,8 +26,8 @@ from memoryd.daemon.app import Daemon
 from memoryd.daemon.client import cli, cli_mcp
 from memoryd.daemon.client.mcp_server import DaemonBridge
 from memoryd.daemon.client.mcp_tools import BY_NAME, TOOLS, ToolError, check_arguments
-from memoryd.daemon.client.rpc_client import Client
-from tests.helpers import make_config, ready, wait_for
+from memoryd.indexer.config import Config
+from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status"}
@@ -164,24 +164,17 @@ def text_of(res: Any) -> str:
 
 @pytest.fixture
 def running(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Path]]:
-    root = tmp_path / "root"
-    for sub in ("memory", "peers/alice", "peers/bob"):
-        (root / sub).mkdir(parents=True)
-    (root / "MEMORY.md").write_text("# Memory\n\n- The user prefers Neovim.\n")
-    (root / "memory" / "2026-01-02.md").write_text(f"# 2026-01-02\n\n{ZEBRA}")
-    (root / "peers" / "alice" / "MEMORY.md").write_text("- Alice likes the quokka mascot.\n")
-    (root / "peers" / "bob" / "MEMORY.md").write_text("- Bob likes the quokka plushie.\n")
-    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
-    cfg = replace(cfg, server=replace(cfg.server, socket=short_dir / "m.sock"),
-                  write=replace(cfg.write, max_per_minute=MAX_PER_MINUTE, max_per_turn=10))  # the minute limit first
-    d = Daemon(cfg, env={})
-    d.startup()
-    try:
-        with Client(cfg.socket_path, timeout=20) as c:
-            wait_for(lambda: ready(c), what="start-up reconcile")
+    files = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n",
+             "memory/2026-01-02.md": f"# 2026-01-02\n\n{ZEBRA}",
+             "peers/alice/MEMORY.md": "- Alice likes the quokka mascot.\n",
+             "peers/bob/MEMORY.md": "- Bob likes the quokka plushie.\n"}
+
+    def limits(cfg: Config) -> Config:  # the minute limit first
+        return replace(cfg, write=replace(cfg.write, max_per_minute=MAX_PER_MINUTE, max_per_turn=10))
+
+    with running_daemon(tmp_path, short_dir / "m.sock", files, timeout=20, tweak=limits) as (d, client, root):
+        client.close()  # the tests talk through the MCP bridge
         yield d, root
-    finally:
-        d.shutdown()
 
 
 @pytest.mark.slow
