@@ -1,4 +1,5 @@
-"""What the socket methods need from the rest of the daemon, as small Protocols.
+"""What the socket methods need from the rest of the daemon, as small Protocols, and how
+they wait for the worker (:func:`worker_result`).
 
 The handlers are built from these parts in :mod:`memoryd.daemon.app` only; tests
 build them from fakes, with neither a socket nor a started daemon.
