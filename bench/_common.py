@@ -28,7 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memoryd.daemon.client import Client  # noqa: E402  (needs the repository on sys.path)
+from memoryd.daemon.client.rpc_client import Client  # noqa: E402  (needs the repository on sys.path)
 from memoryd.indexer.errors import DaemonError  # noqa: E402
 
 _SYSTEMD_VARS = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID")

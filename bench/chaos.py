@@ -39,7 +39,7 @@ from typing import Any
 
 from _common import REPO, Daemon, bench_tmp, memoryd_argv, run_oneshot, write_config
 
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.errors import DaemonError
 
 CORPUS = REPO.parent / "shared" / "eval" / "locomo-conv-41"

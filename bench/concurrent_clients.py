@@ -7,7 +7,7 @@ default ``max_clients = 64``, 200 concurrent ``Client`` searches got 112
 ``[server]`` setting at its default unless ``--max-clients`` is given) and:
 
 1. releases ``--clients`` threads together, each doing one ``search`` with a
-   fresh ``memoryd.daemon.client.Client``; reports answered/failed, the daemon's
+   fresh ``memoryd.daemon.client.rpc_client.Client``; reports answered/failed, the daemon's
    ``server.busy`` refusals (which the client retries) and the wall time;
 2. opens ``max_clients`` idle raw connections, then makes one ``Client`` call:
    reports whether it was answered, how long it took and how many idle
@@ -29,7 +29,7 @@ from typing import Any
 
 from _common import Daemon, bench_tmp, remove_tree, write_config
 
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import DaemonError
 

@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import _THINGS, REPO, bench_tmp, fmt, percentile, print_table, remove_tree
 from gen_corpus import _ZH_THINGS, generate
 
-from memoryd.daemon.query_embedding import QueryEmbeddings
+from memoryd.daemon.work.query_embedding import QueryEmbeddings
 
 N_TOPICS = 512
 NOISE = 0.05  # per-dimension std: a chunk's cosine to its topic centre ≈ 0.7, like related e5 passages
@@ -259,7 +259,7 @@ def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> d
     things = _THINGS + _ZH_THINGS
     queries = [rnd.choice(QUERIES).format(t=rnd.choice(things)) + f" {i}" for i in range(n + 10)]
     out: dict[str, list[float]] = {"hybrid": [], "vector": [], "keyword": [], "embed": []}
-    # As the daemon searches (daemon/methods.py): the query's embedding starts on its own thread
+    # As the daemon searches (daemon/api/read.py): the query's embedding starts on its own thread
     # and the keyword leg runs meanwhile.
     pool = QueryEmbeddings(embedder)
     try:

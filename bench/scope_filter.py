@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memoryd.daemon.pathfilter import PathFilter  # noqa: E402
+from memoryd.daemon.watch.pathfilter import PathFilter  # noqa: E402
 from memoryd.indexer.embedding import load_embedder  # noqa: E402
 from memoryd.indexer.engine import MemoryIndex  # noqa: E402
 from memoryd.indexer.pathguard import PathGuard  # noqa: E402
@@ -77,7 +77,7 @@ def main() -> None:
             prefix = f"{root}/peers/alice/"
             guard, alice = PathGuard([root]), Session("direct", peer="alice")
 
-            def check(r: str, rel: str) -> bool:  # as memoryd.daemon.read_access.path_check: a fresh memo per query
+            def check(r: str, rel: str) -> bool:  # as memoryd.daemon.api.access.path_check: a fresh memo per query
                 return read_refusal(alice, root, guard.resolve(Path(r), rel, memo)) is None
 
             memo: dict[str, str] = {}

@@ -49,7 +49,7 @@ from _common import (
 )
 from chaos import chunk_set
 
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
 
 CORPUS = REPO.parent / "shared" / "eval" / "locomo-conv-41"
 OPS = ("append", "rewrite", "atomic_save", "create", "rename", "delete")

@@ -36,28 +36,33 @@ from typing import Any
 
 import structlog
 
+from memoryd.daemon.api.admin import AdminMethods
+from memoryd.daemon.api.history import HistoryMethods
+from memoryd.daemon.api.read import ReadMethods, query_vector_of
+from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.datalock import DataDirLock
-from memoryd.daemon.debouncer import Debouncer
+from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
-from memoryd.daemon.methods import build_handlers
 from memoryd.daemon.oneshot import ensure_roots, open_index
-from memoryd.daemon.pathfilter import PathFilter
 from memoryd.daemon.private import check_data_dir, set_private_umask
-from memoryd.daemon.query_embedding import QueryEmbeddings
 from memoryd.daemon.roots import RootMap
-from memoryd.daemon.scheduler import Scheduler
+from memoryd.daemon.rpc.jsonrpc import Handler
+from memoryd.daemon.rpc.server import SocketServer
+from memoryd.daemon.rpc.sockpath import check_socket_path
 from memoryd.daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
-from memoryd.daemon.server import SocketServer
-from memoryd.daemon.sockpath import check_socket_path
-from memoryd.daemon.watcher import Watcher
-from memoryd.daemon.worker import IndexWorker
+from memoryd.daemon.watch.debouncer import Debouncer
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.watch.watcher import Watcher
+from memoryd.daemon.work.query_embedding import QueryEmbeddings
+from memoryd.daemon.work.scheduler import Scheduler
+from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.write.history import History
+from memoryd.indexer.write.writer import MemoryWriter
 
-EXIT_OK = 0
-EXIT_STARTUP = 3
 SHUTDOWN_BUDGET_S = 9.0
 SERVER_STOP_S = 2.0  # of the budget: running requests answer, then the connections close
 
@@ -143,7 +148,7 @@ class Daemon:
         self.watcher.start()
         self.worker.start()
         self.notifier.ready("reconciling")
-        self.scheduler = Scheduler(self)
+        self.scheduler = Scheduler(self.worker, self.index, cfg.schedule, self._check_watchers)
         self.scheduler.start()
         log.info("daemon.ready", socket=str(self.server.address), roots=[str(r) for r in self.roots.roots],
                  data_dir=str(cfg.data_dir), model=self.index.embedder.model_id, pid=os.getpid(),
@@ -152,6 +157,10 @@ class Daemon:
               f"  try: memoryd search --socket {self.server.address} \"what did we decide\"\n"
               f"  or:  echo '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"}}' | "
               f"socat - UNIX-CONNECT:{self.server.address}", file=sys.stderr, flush=True)
+
+    def _check_watchers(self) -> None:
+        if self.watcher is not None:
+            self.watcher.check()
 
     def _watch_failed(self, root: Any, reason: str) -> None:
         """The watcher lost events (overflow, observer died): only a full reconcile is safe."""
@@ -255,6 +264,31 @@ class Daemon:
         if self._lock is not None:
             self._lock.release()
         log.info("daemon.stopped", uptime_s=round(time.monotonic() - self.started, 1))
+
+
+def build_handlers(d: Daemon) -> dict[str, Handler]:
+    """Every socket method, each built from the parts it uses (the only place that knows them all).
+
+    The roots are read through a getter: a config reload replaces them.
+    """
+    cfg = d.cfg
+
+    def roots() -> RootMap:
+        return d.roots
+
+    def new_writer() -> MemoryWriter:
+        return MemoryWriter(d.index, d.roots.roots[0], cfg.write, history=History.in_data_dir(cfg.data_dir))
+
+    reads = ReadMethods(
+        index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
+        max_file_bytes=cfg.watch.max_file_bytes, count_tokens=d.index.embedder.count_tokens,
+        query_vector=query_vector_of(d.query_embeddings),
+    )
+    audit_log = open_audit_log(cfg.write, cfg.data_dir)
+    d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
+    writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer)
+    history = HistoryMethods(writes=writes, history=History.in_data_dir(cfg.data_dir), roots=roots)
+    return AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
 
 
 def _quiet_faiss_threads() -> None:

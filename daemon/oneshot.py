@@ -48,7 +48,7 @@ def run_index(cfg: Config) -> int:
 
 
 def _index_locked(cfg: Config, roots: list[Path], t0: float) -> int:
-    from memoryd.daemon.pathfilter import PathFilter
+    from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.reconcile import reconcile
 
     index = open_index(cfg)

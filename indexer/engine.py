@@ -389,12 +389,16 @@ class MemoryIndex:
             self.vectors.cancel(job)
 
     def status(self) -> dict[str, Any]:
-        files, chunks = self.store.counts()
+        """The index's figures. Safe from any thread: the counts are read through the reader pool
+        (never the writer's connection, which belongs to the writing thread)."""
+        with self.readers.connection() as conn:
+            files, chunks, entries = (int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+                                      for table in ("files", "chunks", "embed_cache"))
         return {
             "files": files, "chunks": chunks,
             "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
                       "queries": getattr(self.embedder, "query_precision", "exact")},
-            "cache": {"entries": self.cache.entries(), "hits": self.cache.hits, "misses": self.cache.misses,
+            "cache": {"entries": entries, "hits": self.cache.hits, "misses": self.cache.misses,
                       "capacity": self.cache.capacity},
             "index": {"type": self.vectors.kind, "vectors": self.vectors.size,
                       "tombstones": self.vectors.tombstones, "rebuilding": self.vectors.rebuilding},
@@ -406,3 +410,14 @@ class MemoryIndex:
             self.save()
         self.readers.close()
         self.store.close()
+
+    def maintain(self) -> dict[str, Any]:
+        """The periodic upkeep, on the writing thread: trim the embedding cache, checkpoint the WAL,
+        let SQLite refresh its statistics. Returns what it did (for the log)."""
+        evicted = self.evict_cache()
+        # A background rebuild reads a snapshot in one long read transaction: TRUNCATE would
+        # wait for it (up to the busy timeout, on the worker); PASSIVE copies what it can.
+        mode = "PASSIVE" if self.vectors.rebuilding else "TRUNCATE"
+        self.store.conn.execute(f"PRAGMA wal_checkpoint({mode})")
+        self.store.conn.execute("PRAGMA optimize")
+        return {"cache_evicted": evicted, "checkpoint": mode.lower()}

@@ -13,7 +13,11 @@ cleanup() { [ -n "$DAEMON_PID" ] && kill "$DAEMON_PID" 2>/dev/null; rm -rf "$TMP
 trap cleanup EXIT
 say() { printf 'smoke: %s\n' "$*"; }
 
-"$REPO/.venv/bin/pip" wheel --quiet --no-deps --no-build-isolation -w "$TMP/dist" "$REPO" >/dev/null
+# Build from the tracked and new files only: a stale build/ in the checkout must not reach the wheel.
+mkdir -p "$TMP/src"
+git -C "$REPO" ls-files -z --cached --others --exclude-standard | (cd "$REPO" && xargs -0 tar -cf - --ignore-failed-read) \
+  | tar -xf - -C "$TMP/src"
+"$REPO/.venv/bin/pip" wheel --quiet --no-deps --no-build-isolation -w "$TMP/dist" "$TMP/src" >/dev/null
 WHEEL="$(ls "$TMP"/dist/memoryd-*.whl)"
 say "built $(basename "$WHEEL") ($(du -h "$WHEEL" | cut -f1))"
 

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,15 @@ def short_dir() -> Iterator[Path]:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def wd(tmp_path: Path, short_dir: Path) -> Iterator[Any]:
+    """An in-process daemon serving the write methods (:func:`tests.write_fixtures.start_write_daemon`)."""
+    from tests.write_fixtures import start_write_daemon
+
+    w = start_write_daemon(tmp_path, short_dir)
+    try:
+        yield w
+    finally:
+        w.close()

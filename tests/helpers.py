@@ -69,17 +69,19 @@ def listening(sock: Path) -> bool:
     return True
 
 
-@contextmanager
-def running_daemon(
-    tmp_path: Path, socket: Path, files: dict[str, str], timeout: float = 10.0, **config: Any,
-) -> Iterator[tuple[Any, Any, Path]]:
-    """An in-process daemon (hash embedder, short debounce) on ``tmp_path/root`` holding ``files``,
-    started and idle; yields ``(daemon, client, root)`` and shuts everything down after.
+def start_daemon(
+    tmp_path: Path, socket: Path, files: dict[str, str], timeout: float = 10.0,
+    tweak: Callable[[Config], Config] = lambda cfg: cfg, **config: Any,
+) -> tuple[Any, Any, Path]:
+    """The one in-process daemon builder: a daemon (hash embedder, short debounce) on ``tmp_path/root``
+    holding ``files``, started and idle; returns ``(daemon, client, root)``. The caller closes the
+    client and shuts the daemon down.
 
-    ``config`` replaces whole config sections (e.g. ``write=...``) on top of the test config.
+    ``config`` replaces whole config sections (e.g. ``write=...``) on top of the test config;
+    ``tweak`` edits the result (e.g. a few fields of a section).
     """
     from memoryd.daemon.app import Daemon
-    from memoryd.daemon.client import Client
+    from memoryd.daemon.client.rpc_client import Client
 
     root = tmp_path / "root"
     root.mkdir(parents=True, exist_ok=True)
@@ -87,12 +89,27 @@ def running_daemon(
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
-    cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=socket), **config)
+    cfg = tweak(dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=socket), **config))
     d = Daemon(cfg, env={})
     d.startup()
     client = Client(cfg.socket_path, timeout=timeout)
     try:
-        wait_for(lambda: ready(client), what="start-up reconcile")
+        wait_for(lambda: ready(client), timeout=max(10.0, timeout), what="start-up reconcile")
+    except BaseException:
+        client.close()
+        d.shutdown()
+        raise
+    return d, client, root
+
+
+@contextmanager
+def running_daemon(
+    tmp_path: Path, socket: Path, files: dict[str, str], timeout: float = 10.0,
+    tweak: Callable[[Config], Config] = lambda cfg: cfg, **config: Any,
+) -> Iterator[tuple[Any, Any, Path]]:
+    """:func:`start_daemon` as a context manager: shuts everything down after."""
+    d, client, root = start_daemon(tmp_path, socket, files, timeout, tweak, **config)
+    try:
         yield d, client, root
     finally:
         client.close()
@@ -105,4 +122,5 @@ def ready(client: Any) -> bool:
     return st["pending"] == 0 and not st["reconciling"]
 
 
-__all__ = ["CountingEmbedder", "WatchConfig", "listening", "make_config", "ready", "running_daemon", "wait_for"]
+__all__ = ["CountingEmbedder", "WatchConfig", "listening", "make_config", "ready", "running_daemon", "start_daemon",
+           "wait_for"]

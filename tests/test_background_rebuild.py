@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.pathfilter import PathFilter
 from memoryd.daemon.roots import RootMap
-from memoryd.daemon.worker import IndexWorker
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile
@@ -155,7 +155,7 @@ def test_worker_builds_in_the_background_and_swaps_in_the_updates(worker) -> Non
     root, w, hold = worker
     idx = w.index
     task = w.index_now([(root, f"note-{i:03d}.md") for i in range(40)])
-    assert task.done is not None and task.done.wait(WAIT_S)
+    task.result(WAIT_S)
     assert hold.entered.wait(WAIT_S)  # polled after the task: the build started on its own thread
     base = os.getpriority(os.PRIO_PROCESS, 0)
     assert hold.nice == min(19, base + 5)  # at lower CPU priority
@@ -163,7 +163,7 @@ def test_worker_builds_in_the_background_and_swaps_in_the_updates(worker) -> Non
     assert within(lambda: idx.search("kayak trip", k=3).to_json())["hits"]
     (root / "late.md").write_text("# Late\n\nThe harpsichord concert moved to the crypt.\n")
     late = w.index_now([(root, "late.md")])  # the worker is free: the build is elsewhere
-    assert late.done is not None and late.done.wait(WAIT_S) and late.result["chunks_added"] == 1
+    assert late.result(WAIT_S)["chunks_added"] == 1
     hold.release.set()
     wait_for(lambda: idx.vectors.kind == "hnsw", WAIT_S, "the swap on the worker")
     assert w.rebuilder.completed == 1 and not w.rebuilder.busy
@@ -174,7 +174,8 @@ def test_worker_builds_in_the_background_and_swaps_in_the_updates(worker) -> Non
 def test_worker_stop_abandons_a_build_in_progress(worker) -> None:
     root, w, hold = worker
     task = w.index_now([(root, f"note-{i:03d}.md") for i in range(40)])
-    assert task.done is not None and task.done.wait(WAIT_S) and hold.entered.wait(WAIT_S)
+    task.result(WAIT_S)
+    assert hold.entered.wait(WAIT_S)
     w.rebuilder.request_stop()
     hold.release.set()
     assert w.stop(timeout=WAIT_S)

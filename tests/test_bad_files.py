@@ -22,9 +22,9 @@ from unittest import mock
 import pytest
 
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer import files as files_mod
-from tests.helpers import make_config
+from tests.helpers import make_config, wait_for
 
 MARK = "quokkamarker"
 Case = tuple[Callable[[Path], None], str | None]  # (make it, expected skip reason prefix or None = indexed)
@@ -122,15 +122,12 @@ def bad_root() -> Iterator[tuple[Daemon, Client, Path]]:
 
 
 def _wait_idle(client: Client, timeout: float = 30.0) -> dict[str, Any]:
-    import time
+    def idle() -> dict[str, Any] | None:
+        st: dict[str, Any] = client.call("status")
+        return st if st["pending"] == 0 and not st["reconciling"] else None
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = client.call("status")
-        if st["pending"] == 0 and not st["reconciling"]:
-            return st
-        time.sleep(0.02)
-    pytest.fail(f"daemon not idle after {timeout} s")
+    result: dict[str, Any] = wait_for(idle, timeout, "the daemon to be idle")
+    return result
 
 
 def _skipped(client: Client) -> dict[str, str]:

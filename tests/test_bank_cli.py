@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon import cli_bank
+from memoryd.daemon.client import cli_bank
 from memoryd.daemon.logs import reset_logging
 from tests.test_bank_flows import USER, tree, write
 

@@ -119,7 +119,7 @@ class Scenario:
             return None
 
         def call() -> None:
-            from memoryd.daemon.client import Client
+            from memoryd.daemon.client.rpc_client import Client
             from memoryd.indexer.errors import DaemonError
 
             try:

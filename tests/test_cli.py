@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.client import Client
-from memoryd.daemon.render import parse_target, render_status
+from memoryd.daemon.client.render import parse_target, render_status
+from memoryd.daemon.client.rpc_client import Client
 from tests.helpers import listening, wait_for
 
 REPO = Path(__file__).resolve().parent.parent

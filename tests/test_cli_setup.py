@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon import cli_setup
 from memoryd.daemon.cli import main
+from memoryd.daemon.client import cli_setup
 from memoryd.indexer import config as configmod
 
 REPO = Path(__file__).resolve().parents[1]

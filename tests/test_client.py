@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.client import Client, RpcClientError
-from memoryd.daemon.jsonrpc import InvalidParams, Peer, RpcError
-from memoryd.daemon.server import SocketServer
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
+from memoryd.daemon.rpc.errors import InvalidParams, RpcError
+from memoryd.daemon.rpc.jsonrpc import Peer
+from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.errors import DaemonError, NotRunningError
 
 WAIT_S = 5.0
@@ -174,9 +175,9 @@ def test_round_trip_latency(serve: Callable[..., SocketServer]) -> None:
 @pytest.mark.slow
 def test_import_is_light() -> None:
     code = (
-        "import sys; before = set(sys.modules); import memoryd.daemon.client; "
+        "import sys; before = set(sys.modules); import memoryd.daemon.client.rpc_client; "
         "heavy = [m for m in ('numpy', 'structlog', 'typing', 'pathlib', 'memoryd.indexer.config', "
-        "'memoryd.daemon.server') "
+        "'memoryd.daemon.rpc.server') "
         "if m in sys.modules and m not in before]; print(heavy)"
     )
     out = subprocess.run(

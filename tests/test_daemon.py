@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.indexer.errors import DaemonError, NotRunningError
 from tests.helpers import listening, make_config, ready, running_daemon, wait_for
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from memoryd.daemon.debouncer import Change, Debouncer
+from memoryd.daemon.watch.debouncer import Change, Debouncer
 
 A, B, C, T = Path("/r/a.md"), Path("/r/b.md"), Path("/r/c.md"), Path("/r/t.md")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
 from tests.helpers import listening, wait_for
 
 REPO = Path(__file__).resolve().parent.parent

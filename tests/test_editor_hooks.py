@@ -20,15 +20,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 EDITORS = REPO / "editors"
@@ -36,16 +36,6 @@ WATCH_DELAY_MS = 60_000
 HOOK_BOUND_S = 10.0
 
 pytestmark = pytest.mark.slow
-
-
-def _poll(pred: Callable[[], Any], timeout: float, what: str) -> float:
-    """Poll ``pred`` every 20 ms until truthy; returns the seconds it took, fails the test after ``timeout``."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if pred():
-            return time.monotonic() - t0
-        time.sleep(0.02)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 @dataclass
@@ -110,9 +100,9 @@ def daemon_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     client = Client(sock, timeout=10)
     try:
-        _poll(lambda: proc.poll() is not None or sock.exists(), 30, "the daemon's socket")
+        wait_for(lambda: proc.poll() is not None or sock.exists(), 30, "the daemon's socket")
         assert proc.poll() is None, (tmp_path / "daemon.log").read_text()
-        _poll(lambda: _ready(client), 30, "the start-up reconcile")
+        wait_for(lambda: _ready(client), 30, "the start-up reconcile")
         # Written after the reconcile: only the (60 s) watcher could index it.
         control.write_text("# Control\n\nWritten without any hook: wombatcontrol.\n")
         yield Env(root, note, control, sock, env, client)
@@ -161,15 +151,15 @@ def test_vim_save_is_searchable_through_the_hook(daemon_env: Env, short_dir: Pat
 
     try:
         keys(f"{editor} -u {vimrc} -i NONE -n {e.note}", "Enter")
-        _poll(lambda: re.search(r"\d+L, \d+B", screen()), 10, f"{editor}'s file message")  # "3L, 24B"
+        wait_for(lambda: re.search(r"\d+L, \d+B", screen()), 10, f"{editor}'s file message")  # "3L, 24B"
         keys("Go", "quokkahook000001", "Escape", ":w", "Enter")
-        _poll(lambda: saved("quokkahook000001"), 10, f"{editor} to save")
-        _poll(lambda: e.found("quokkahook000001"), HOOK_BOUND_S, "the hook's re-index after :w")
+        wait_for(lambda: saved("quokkahook000001"), 10, f"{editor} to save")
+        wait_for(lambda: e.found("quokkahook000001"), HOOK_BOUND_S, "the hook's re-index after :w")
         assert "written" in screen()
         # :wq: the job must outlive the editor (Vim: stoponexit ''; Neovim: detach).
         keys("Go", "quokkahook000002", "Escape", ":wq", "Enter")
-        _poll(lambda: saved("quokkahook000002"), 10, f"{editor} to save and quit")
-        _poll(lambda: e.found("quokkahook000002"), HOOK_BOUND_S, "the hook's re-index after :wq")
+        wait_for(lambda: saved("quokkahook000002"), 10, f"{editor} to save and quit")
+        wait_for(lambda: e.found("quokkahook000002"), HOOK_BOUND_S, "the hook's re-index after :wq")
         assert e.found("quokkahook000002")[0]["path"] == "note.md"
     finally:
         subprocess.run(["tmux", "-S", str(tsock), "kill-server"], env=e.env, capture_output=True, timeout=10)
@@ -191,5 +181,5 @@ def test_emacs_save_is_searchable_through_the_hook(daemon_env: Env, short_dir: P
                          env={**e.env, "XDG_RUNTIME_DIR": "/nonexistent"}, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert "kiwihook000003" in e.note.read_text()
-    _poll(lambda: e.found("kiwihook000003"), HOOK_BOUND_S, "the hook's re-index (emacs)")
+    wait_for(lambda: e.found("kiwihook000003"), HOOK_BOUND_S, "the hook's re-index (emacs)")
     assert e.found("kiwihook000003")[0]["path"] == "note.md"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import VECTORS_NAME, MemoryIndex
 from memoryd.indexer.reconcile import reconcile

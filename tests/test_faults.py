@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import structlog
 
-from memoryd.daemon import watcher as watcher_mod
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client, RpcClientError
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
+from memoryd.daemon.watch import watcher as watcher_mod
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import MemorydError
 from tests.helpers import make_config, wait_for

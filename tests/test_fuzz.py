@@ -27,9 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
+from memoryd.daemon.client.rpc_client import Client
+from memoryd.indexer.config import Config
 from memoryd.indexer.errors import DaemonError
-from tests.helpers import make_config, wait_for
+from tests.helpers import running_daemon
 
 METHODS = {
     "ping": [], "status": [], "audit": ["tail"],
@@ -79,19 +80,14 @@ lines = st.one_of(
 
 @pytest.fixture
 def small_daemon(tmp_path: Path, short_dir: Path) -> Iterator[Daemon]:
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "MEMORY.md").write_text("# Memory\n\n- The user prefers Neovim.\n- Deploys run on Fridays.\n")
-    cfg = make_config(root, tmp_path / "data", debounce_ms=50, settle_ms=20, max_delay_ms=300)
-    cfg = replace(cfg, server=replace(cfg.server, socket=short_dir / "s.sock", max_clients=256, read_timeout_s=2.0))
-    d = Daemon(cfg, env={})
-    d.startup()
-    try:
-        with Client(cfg.socket_path, timeout=10) as c:
-            wait_for(lambda: c.call("status")["pending"] == 0 and not c.call("status")["reconciling"])
+    def small(cfg: Config) -> Config:
+        return replace(cfg, watch=replace(cfg.watch, debounce_ms=50, settle_ms=20, max_delay_ms=300),
+                       server=replace(cfg.server, max_clients=256, read_timeout_s=2.0))
+
+    files = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n- Deploys run on Fridays.\n"}
+    with running_daemon(tmp_path, short_dir / "s.sock", files, tweak=small) as (d, client, _root):
+        client.close()  # the tests open their own connections
         yield d
-    finally:
-        d.shutdown()
 
 
 def exchange(path: Path, line: bytes, timeout: float = 15.0) -> bytes:

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile
@@ -115,7 +115,7 @@ def test_search_returns_one_hit_for_a_passage_split_across_windows(tmp_path: Pat
 
 
 def test_explain_rendering_lists_the_merged_chunks() -> None:
-    from memoryd.daemon.render import render_hits
+    from memoryd.daemon.client.render import render_hits
 
     e = {"fusion": "zscore", "vector_rank": 1, "keyword_rank": 2, "cosine": 0.9, "bm25": 3.0,
          "merged": [{"start_line": 18, "end_line": 27, "vector_rank": 2, "keyword_rank": 1, "cosine": 0.8,

@@ -8,15 +8,17 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.jsonrpc import (
+from memoryd.daemon.rpc.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     InvalidParams,
-    Peer,
     RpcError,
+)
+from memoryd.daemon.rpc.jsonrpc import (
+    Peer,
     encode_error,
     encode_result,
     handle_line,

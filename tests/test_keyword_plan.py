@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile
@@ -104,7 +104,7 @@ def test_a_small_corpus_is_always_ranked_exactly_even_for_a_long_query() -> None
 
 
 def test_explain_output_says_when_keyword_scores_were_bounded() -> None:
-    from memoryd.daemon.render import render_hits
+    from memoryd.daemon.client.render import render_hits
 
     hit = {"path": "a.md", "start_line": 1, "end_line": 2, "score": 1.0, "text": "x", "text_score": 0.5,
            "explain": {"fusion": "zscore", "vector_rank": 1, "keyword_rank": 2, "cosine": 0.5, "bm25": 1.0}}

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from memoryd.daemon import cli, cli_mcp
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
-from memoryd.daemon.mcp_server import DaemonBridge
-from memoryd.daemon.mcp_tools import BY_NAME, TOOLS, ToolError, check_arguments
-from tests.helpers import make_config, ready, wait_for
+from memoryd.daemon.client import cli, cli_mcp
+from memoryd.daemon.client.mcp_server import DaemonBridge
+from memoryd.daemon.client.mcp_tools import BY_NAME, TOOLS, ToolError, check_arguments
+from memoryd.indexer.config import Config
+from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status"}
@@ -117,8 +117,6 @@ def test_bad_session_flags_are_usage_errors(flags: list[str], expect: str, capsy
 
 
 def test_memoryd_cli_wires_the_mcp_command() -> None:
-    if "mcp" not in cli._COMMANDS:
-        pytest.skip("wire memoryd.daemon.cli_mcp into daemon/cli.py (add_parsers + COMMANDS)")
     args = cli.build_parser().parse_args(["mcp", "--socket", "/tmp/x.sock", "--session", "direct", "--peer", "a"])
     assert cli._COMMANDS[args.command] is cli_mcp.cmd_mcp and cli_mcp.session_of(args)["peer"] == "a"
 
@@ -136,7 +134,7 @@ def server_command() -> list[str]:
     """``memoryd mcp`` through the real CLI once it is wired, else the module's own entry point."""
     if "mcp" in cli._COMMANDS:
         return [sys.executable, "-m", "memoryd.daemon.cli", "mcp"]
-    return [sys.executable, "-m", "memoryd.daemon.cli_mcp"]
+    return [sys.executable, "-m", "memoryd.daemon.client.cli_mcp"]
 
 
 def run_session(sock: Path, errlog: Path, body: Callable[[Any], Awaitable[Any]], *flags: str) -> Any:
@@ -166,24 +164,17 @@ def text_of(res: Any) -> str:
 
 @pytest.fixture
 def running(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Path]]:
-    root = tmp_path / "root"
-    for sub in ("memory", "peers/alice", "peers/bob"):
-        (root / sub).mkdir(parents=True)
-    (root / "MEMORY.md").write_text("# Memory\n\n- The user prefers Neovim.\n")
-    (root / "memory" / "2026-01-02.md").write_text(f"# 2026-01-02\n\n{ZEBRA}")
-    (root / "peers" / "alice" / "MEMORY.md").write_text("- Alice likes the quokka mascot.\n")
-    (root / "peers" / "bob" / "MEMORY.md").write_text("- Bob likes the quokka plushie.\n")
-    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
-    cfg = replace(cfg, server=replace(cfg.server, socket=short_dir / "m.sock"),
-                  write=replace(cfg.write, max_per_minute=MAX_PER_MINUTE, max_per_turn=10))  # the minute limit first
-    d = Daemon(cfg, env={})
-    d.startup()
-    try:
-        with Client(cfg.socket_path, timeout=20) as c:
-            wait_for(lambda: ready(c), what="start-up reconcile")
+    files = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n",
+             "memory/2026-01-02.md": f"# 2026-01-02\n\n{ZEBRA}",
+             "peers/alice/MEMORY.md": "- Alice likes the quokka mascot.\n",
+             "peers/bob/MEMORY.md": "- Bob likes the quokka plushie.\n"}
+
+    def limits(cfg: Config) -> Config:  # the minute limit first
+        return replace(cfg, write=replace(cfg.write, max_per_minute=MAX_PER_MINUTE, max_per_turn=10))
+
+    with running_daemon(tmp_path, short_dir / "m.sock", files, timeout=20, tweak=limits) as (d, client, root):
+        client.close()  # the tests talk through the MCP bridge
         yield d, root
-    finally:
-        d.shutdown()
 
 
 @pytest.mark.slow
@@ -283,7 +274,7 @@ def test_daemon_down_every_tool_says_how_to_start_it(short_dir: Path, tmp_path: 
 
 @pytest.mark.slow
 def test_cli_import_stays_free_of_the_sdk_and_initialize_is_quick(short_dir: Path, tmp_path: Path) -> None:
-    probe = "import sys, memoryd.daemon.cli, memoryd.daemon.cli_mcp; " \
+    probe = "import sys, memoryd.daemon.cli, memoryd.daemon.client.cli_mcp; " \
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic', 'anyio')))"
     r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr

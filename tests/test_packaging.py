@@ -8,6 +8,7 @@ its dependencies from the package index) is ``scripts/wheel_smoke.sh``, run by C
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -20,11 +21,17 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
+#: What a build must not see: a stale ``build/lib`` in the checkout would put modules that no
+#: longer exist into the wheel.
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    src, out = tmp_path_factory.mktemp("src") / "memoryd", tmp_path_factory.mktemp("wheel")
+    shutil.copytree(REPO, src, ignore=NOT_SOURCE, symlinks=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(REPO)], check=True, timeout=300, capture_output=True)
+                    "-w", str(out), str(src)], check=True, timeout=300, capture_output=True)
     return next(out.glob("memoryd-*.whl"))
 
 
@@ -42,11 +49,13 @@ def test_only_memoryd_at_top_level(wheel: Path) -> None:
         assert z.read(top_level).decode().split() == ["memoryd"]
 
 
-def test_every_source_module_is_in_the_wheel(wheel: Path) -> None:
-    names = set(_names(wheel))
-    for folder in ("daemon", "indexer"):
-        for src in (REPO / folder).rglob("*.py"):
-            assert f"memoryd/{src.relative_to(REPO).as_posix()}" in names, f"{src} missing from the wheel"
+def test_the_wheel_holds_exactly_the_source_modules(wheel: Path) -> None:
+    in_wheel = {n for n in _names(wheel) if n.endswith(".py")}
+    expected = {f"memoryd/{p.relative_to(REPO).as_posix()}" for folder in ("daemon", "indexer")
+                for p in (REPO / folder).rglob("*.py")}
+    expected |= {f"memoryd/{p.name}" for p in (REPO / "src/memoryd").glob("*.py")}
+    expected |= {f"memoryd/{d}/__init__.py" for d in ("config", "systemd", "editors")}
+    assert in_wheel == expected, (sorted(in_wheel - expected), sorted(expected - in_wheel))
 
 
 def test_every_package_folder_is_declared() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memoryd.daemon.polite import PoliteEmbedder, lower_priority
+from memoryd.daemon.work.polite import PoliteEmbedder, lower_priority
 from memoryd.indexer.errors import ModelError
 
 

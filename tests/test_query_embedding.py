@@ -5,8 +5,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon.pathfilter import PathFilter
-from memoryd.daemon.query_embedding import QueryEmbeddings
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon import methods
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.api.read import query_vector_of
+from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile
@@ -65,6 +65,6 @@ def test_both_legs_search_the_cleaned_query_and_explain_says_so(tmp_path: Path) 
 
 def test_the_daemon_embeds_ahead_the_same_cleaned_query() -> None:
     started: list[str] = []
-    d = SimpleNamespace(query_embeddings=SimpleNamespace(start=lambda q: started.append(q) or (lambda: None)))
-    methods._query_vector(d, "Ann: hello there\nBob: hi")  # type: ignore[arg-type]
+    embeddings = SimpleNamespace(start=lambda q: started.append(q) or (lambda: None))
+    query_vector_of(embeddings)("Ann: hello there\nBob: hi")  # type: ignore[arg-type]
     assert started == [clean_query("Ann: hello there\nBob: hi")] == ["hello there\nhi"]

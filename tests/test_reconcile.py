@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile

@@ -19,22 +19,13 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.jsonrpc import Peer, RpcError
-from memoryd.daemon.server import SocketServer
+from memoryd.daemon.rpc.errors import RpcError
+from memoryd.daemon.rpc.jsonrpc import Peer
+from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.errors import DaemonError, SocketInUseError
+from tests.helpers import wait_for
 
 WAIT_S = 5.0  # bound of every wait in these tests
-
-
-def wait_for(predicate: Callable[[], bool]) -> bool:
-    """Poll ``predicate`` until true or WAIT_S elapsed (for state with no event to wait on)."""
-    deadline = time.monotonic() + WAIT_S
-    tick = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        tick.wait(0.01)
-    return True
 
 
 def conn_threads() -> list[threading.Thread]:
@@ -190,7 +181,7 @@ def test_readable_existing_dir_is_left_alone(serve: Callable[..., SocketServer],
 def test_foreign_dir_is_refused(sock_path: Path, handlers: Handlers, monkeypatch: pytest.MonkeyPatch) -> None:
     sock_path.parent.mkdir()
     server = SocketServer(sock_path, handlers.table())
-    monkeypatch.setattr("memoryd.daemon.sockpath.os.geteuid", lambda: os.getuid() + 4242)
+    monkeypatch.setattr("memoryd.daemon.rpc.sockpath.os.geteuid", lambda: os.getuid() + 4242)
     with pytest.raises(DaemonError, match=r"belongs to uid \d+, not to us"):
         server.start()
     assert not sock_path.exists()
@@ -341,7 +332,7 @@ def test_client_that_never_reads_only_blocks_itself(
     other = raw()
     assert other.call("echo", {"b": 2})["result"] == {"b": 2}
     # the server gives up writing to the hog after write_timeout_s and closes it
-    assert wait_for(lambda: len(conn_threads()) == 1)
+    wait_for(lambda: len(conn_threads()) == 1, WAIT_S, "one connection thread")
     assert hog.closed_by_server()
     assert other.call("echo", {"b": 3})["result"] == {"b": 3}
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-SCHEDULER_JOBS = 4  # daemon/scheduler.py: reconcile, snapshot, maintenance, health
+SCHEDULER_JOBS = 4  # daemon/work/scheduler.py: reconcile, snapshot, maintenance, health
 
 
 def _soak() -> ModuleType:

@@ -20,10 +20,10 @@ import pytest
 from watchdog.events import DirDeletedEvent, DirMovedEvent, FileMovedEvent, FileOpenedEvent
 from watchdog.observers.inotify import InotifyObserver
 
-import memoryd.daemon.watcher as watcher_mod
-from memoryd.daemon.debouncer import Change, Debouncer
-from memoryd.daemon.pathfilter import PathFilter, is_editor_temp
-from memoryd.daemon.watcher import Watcher, translate
+import memoryd.daemon.watch.watcher as watcher_mod
+from memoryd.daemon.watch.debouncer import Change, Debouncer
+from memoryd.daemon.watch.pathfilter import PathFilter, is_editor_temp
+from memoryd.daemon.watch.watcher import Watcher, translate
 from memoryd.indexer.errors import ConfigError
 
 # watchdog 7.1 warns "Callback with id ... already exists" when a nested mkdir races its own

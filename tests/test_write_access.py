@@ -1,4 +1,4 @@
-"""The scoped-access matrix of indexer/write/access.py (session kind × action × namespace) and path safety."""
+"""The permission matrix (docs/security.md) — every session kind × action × namespace — and path safety."""
 
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from memoryd.daemon import cli_write
-from memoryd.daemon.client import RpcClientError
+from memoryd.daemon.client import cli_write
+from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.indexer.errors import NotRunningError
 from memoryd.indexer.write.router import TYPES
-from tests.write_fixtures import WriteDaemon, wd  # noqa: F401  (fixture)
+from tests.write_fixtures import WriteDaemon
 
 # watchdog warns "Callback with id ... already exists" when memoryd creates nested folders (peers/ID/)
 # faster than its inotify thread adds watches; harmless, but filterwarnings=error would kill that thread
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning"
 def run(w: WriteDaemon | None, *argv: str, socket: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memoryd")
     cli_write.add_parsers(parser.add_subparsers(dest="command"))
-    args = parser.parse_args([argv[0], "--socket", socket or str(w.server.address), *argv[1:]])  # type: ignore[union-attr]
+    args = parser.parse_args([argv[0], "--socket", socket or str(w.socket), *argv[1:]])  # type: ignore[union-attr]
     return cli_write.COMMANDS[args.command](args)
 
 
@@ -39,7 +39,7 @@ def test_types_match_the_router() -> None:
     assert cli_write.TYPES == TYPES
 
 
-def test_remember_forget_audit(wd: WriteDaemon, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+def test_remember_forget_audit(wd: WriteDaemon, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(wd, "remember", "The", "user", "prefers", "window", "seats", "on", "flights.") == 0
     out = output(capsys)
     assert out.startswith("appended: user/preferences.md:7 (")
@@ -61,7 +61,7 @@ def test_remember_forget_audit(wd: WriteDaemon, capsys: pytest.CaptureFixture[st
     assert json.loads(output(capsys))["entries"][0]["action"] == "forget"
 
 
-def test_remember_with_a_namespace(wd: WriteDaemon, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+def test_remember_with_a_namespace(wd: WriteDaemon, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(wd, "remember", "--namespace", "agent:coder", "We decided to use Redis for sessions.") == 0
     assert "agents/coder/agent/decisions.md" in output(capsys)
     assert (wd.root / "agents" / "coder" / "agent" / "decisions.md").is_file()

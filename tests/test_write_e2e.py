@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from memoryd.daemon.client import RpcClientError
-from memoryd.daemon.write_methods import ACCESS_DENIED, CONTENT_TOO_LARGE, ENTRY_NOT_FOUND, MINUTE_LIMIT, TURN_LIMIT
-from tests.write_fixtures import WriteDaemon, wd  # noqa: F401  (fixture)
+from memoryd.daemon.client.rpc_client import RpcClientError
+from memoryd.daemon.rpc.errors import ACCESS_DENIED, CONTENT_TOO_LARGE, ENTRY_NOT_FOUND, MINUTE_LIMIT, TURN_LIMIT
+from tests.write_fixtures import WriteDaemon
 
 # watchdog warns "Callback with id ... already exists" when memoryd creates nested folders (peers/ID/)
 # faster than its inotify thread adds watches; harmless, but filterwarnings=error would kill that thread
@@ -24,7 +24,7 @@ def search_texts(w: WriteDaemon, query: str, mode: str = "keyword") -> list[str]
     return [h["text"] for h in w.client.call("search", {"query": query, "mode": mode, "k": 20})["hits"]]
 
 
-def test_remember_appears_in_search_then_reinforces_then_replaces(wd: WriteDaemon) -> None:  # noqa: F811
+def test_remember_appears_in_search_then_reinforces_then_replaces(wd: WriteDaemon) -> None:
     first = wd.client.call("remember", {"content": "The user prefers Vim as their editor."})
     assert first["decision"] == "appended" and first["path"] == "user/preferences.md" and first["type"] == "preference"
     f = wd.root / first["path"]
@@ -44,7 +44,7 @@ def test_remember_appears_in_search_then_reinforces_then_replaces(wd: WriteDaemo
     assert not any("prefers Vim " in t for t in search_texts(wd, "Vim"))
 
 
-def test_a_secret_is_rejected_and_never_reaches_file_index_or_logs(wd: WriteDaemon) -> None:  # noqa: F811
+def test_a_secret_is_rejected_and_never_reaches_file_index_or_logs(wd: WriteDaemon) -> None:
     before = {p: p.read_bytes() for p in wd.root.rglob("*.md")}
     with capture_logs() as logs:
         res = wd.client.call("remember", {"content": f"The OpenAI key for the team bot is {SECRET} now."})
@@ -60,7 +60,7 @@ def test_a_secret_is_rejected_and_never_reaches_file_index_or_logs(wd: WriteDaem
     assert '"rule":"api_key"' in (wd.d.cfg.data_dir / "audit.jsonl").read_text()
 
 
-def test_gate_rejections_in_both_languages_write_nothing(wd: WriteDaemon) -> None:  # noqa: F811
+def test_gate_rejections_in_both_languages_write_nothing(wd: WriteDaemon) -> None:
     for content, rule in [("OK", "too_short"), ("好的，我来帮你看看这个问题吧", "filler"),
                           ("Maybe the user likes cats more than dogs", "speculative"),
                           ("import os.path as osp, sys, re", "code")]:
@@ -69,14 +69,14 @@ def test_gate_rejections_in_both_languages_write_nothing(wd: WriteDaemon) -> Non
     assert not (wd.root / "user").exists() and not (wd.root / "agent").exists()
 
 
-def test_chinese_memory_goes_to_its_file_with_cjk_intact(wd: WriteDaemon) -> None:  # noqa: F811
+def test_chinese_memory_goes_to_its_file_with_cjk_intact(wd: WriteDaemon) -> None:
     res = wd.client.call("remember", {"content": "团队决定采用 Redis 存储会话数据。"})
     assert res["decision"] == "appended" and res["path"] == "agent/decisions.md"
     assert (wd.root / res["path"]).read_text(encoding="utf-8").endswith("- 团队决定采用 Redis 存储会话数据。\n")
     assert any("Redis" in t for t in search_texts(wd, "Redis 会话"))
 
 
-def test_limits_answer_errors_naming_the_limit(wd: WriteDaemon) -> None:  # noqa: F811
+def test_limits_answer_errors_naming_the_limit(wd: WriteDaemon) -> None:
     big = "The user prefers long notes. " * 80
     with pytest.raises(RpcClientError) as e:
         wd.client.call("remember", {"content": big})
@@ -101,7 +101,7 @@ def test_limits_answer_errors_naming_the_limit(wd: WriteDaemon) -> None:  # noqa
     assert wd.client.call("search", {"query": "Ticket", "mode": "keyword"})["hits"]  # reads unaffected
 
 
-def test_sessions_are_confined_to_their_namespace(wd: WriteDaemon) -> None:  # noqa: F811
+def test_sessions_are_confined_to_their_namespace(wd: WriteDaemon) -> None:
     peer = {"kind": "direct", "peer": "bob"}
     res = wd.client.call("remember", {"content": "Bob prefers async updates over meetings.", "session": peer})
     assert res["path"] == "peers/bob/MEMORY.md" and res["namespace"] == "peer:bob"
@@ -119,7 +119,7 @@ def test_sessions_are_confined_to_their_namespace(wd: WriteDaemon) -> None:  # n
     assert e.value.code == ACCESS_DENIED
 
 
-def test_forget_removes_one_entry_and_audit_lists_everything(wd: WriteDaemon) -> None:  # noqa: F811
+def test_forget_removes_one_entry_and_audit_lists_everything(wd: WriteDaemon) -> None:
     a = wd.client.call("remember", {"content": "Always run the linters before pushing a branch."})
     wd.client.call("remember", {"content": "Never force-push to the main branch of any repo."})
     with pytest.raises(RpcClientError) as e:
@@ -137,7 +137,7 @@ def test_forget_removes_one_entry_and_audit_lists_everything(wd: WriteDaemon) ->
     assert all("content" not in x for x in entries)
 
 
-def test_unknown_type_and_bad_namespace_are_param_errors(wd: WriteDaemon, tmp_path: Path) -> None:  # noqa: F811
+def test_unknown_type_and_bad_namespace_are_param_errors(wd: WriteDaemon, tmp_path: Path) -> None:
     with pytest.raises(RpcClientError) as e:
         wd.client.call("remember", {"content": "The user prefers Vim as their editor.", "type": "gossip"})
     assert e.value.code == -32602 and "type" in e.value.message

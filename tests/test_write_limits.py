@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.audit import AuditLog
-from memoryd.daemon.limits import RateLimited, WriteLimiter
+from memoryd.daemon.api.audit import AuditLog
+from memoryd.daemon.api.limits import RateLimited, WriteLimiter
 
 
 class FakeClock:

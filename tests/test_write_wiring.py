@@ -1,23 +1,16 @@
-"""The write path as wired into the daemon: handler map, read scoping, CLI, index-time redaction.
-
-Each test skips (saying what to wire) until ``daemon/methods.py``, ``daemon/cli.py``
-and ``indexer/ingest.py`` call into the write path; then it must pass.
-"""
+"""The write path as wired into the daemon: handler map, read scoping, CLI, index-time redaction."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from memoryd.daemon import cli
 from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client, RpcClientError
-from memoryd.daemon.methods import build_handlers
-from memoryd.daemon.write_methods import ACCESS_DENIED
-from memoryd.indexer.ingest import prepare_file
+from memoryd.daemon.client import cli
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
+from memoryd.daemon.rpc.errors import ACCESS_DENIED
 from tests.helpers import running_daemon
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
@@ -33,22 +26,15 @@ def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Client, Pa
         yield started
 
 
-def _needs_handlers(d: Daemon) -> None:
-    if "remember" not in build_handlers(d):
-        pytest.skip("wire build_write_handlers(d) into memoryd.daemon.methods.build_handlers")
-
-
 def test_remember_is_served_by_the_daemon(daemon) -> None:
-    d, client, _root = daemon
-    _needs_handlers(d)
+    _d, client, _root = daemon
     res = client.call("remember", {"content": "Alice prefers async standups.", "session": {"kind": "direct",
                                                                                          "peer": "alice"}})
     assert res["decision"] == "appended" and res["path"] == "peers/alice/MEMORY.md"
 
 
 def test_reads_are_scoped_by_session(daemon) -> None:
-    d, client, _root = daemon
-    _needs_handlers(d)
+    _d, client, _root = daemon
     alice = {"kind": "direct", "peer": "alice"}
     hits = client.call("search", {"query": "quokka", "mode": "keyword", "session": alice})["hits"]
     assert [h["path"] for h in hits] == ["peers/alice/MEMORY.md"]
@@ -66,8 +52,6 @@ def test_reads_are_scoped_by_session(daemon) -> None:
 
 def test_secrets_are_redacted_before_the_index(daemon) -> None:
     d, client, root = daemon
-    if "redact_level" not in inspect.signature(prepare_file).parameters:
-        pytest.skip("wire memoryd.indexer.write.privacy.redact into memoryd.indexer.ingest.prepare_file")
     text = next(h["text"] for h in client.call("search", {"query": "quokka deploy", "mode": "keyword"})["hits"]
                 if h["path"] == "MEMORY.md")
     assert "[REDACTED:github_token]" in text and SECRET not in text
@@ -79,9 +63,6 @@ def test_secrets_are_redacted_before_the_index(daemon) -> None:
 
 def test_cli_has_the_write_commands(daemon, capsys: pytest.CaptureFixture[str]) -> None:
     d, _client, _root = daemon
-    if "remember" not in cli._COMMANDS:
-        pytest.skip("wire memoryd.daemon.cli_write.add_parsers / COMMANDS into memoryd.daemon.cli")
-    _needs_handlers(d)
     rc = cli.main(["remember", "--socket", str(d.cfg.socket_path), "--json", "We decided to ship on Fridays."])
     assert rc == 0 and '"decision": "appended"' in capsys.readouterr().out
     assert cli.main(["audit", "--socket", str(d.cfg.socket_path), "--tail", "1"]) == 0

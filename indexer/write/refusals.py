@@ -9,7 +9,7 @@
         ├── EntryNotFound    ``forget``: no memory entry on that line
         └── WriteConflict    the file kept changing under us; nothing was written
 
-The daemon maps each to its own JSON-RPC code (``daemon/write_methods.py``).
+The daemon maps each to its own JSON-RPC code (``daemon/api/write.py``).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon import cli_history
-from memoryd.daemon.client import RpcClientError
-from memoryd.daemon.write_methods import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
+from memoryd.daemon.client import cli_history
+from memoryd.daemon.client.rpc_client import RpcClientError
+from memoryd.daemon.rpc.errors import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist
@@ -24,7 +24,7 @@ from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
-from tests.write_fixtures import HASH_WRITE, WriteDaemon, wd  # noqa: F401  (fixture)
+from tests.write_fixtures import HASH_WRITE, WriteDaemon
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -170,7 +170,7 @@ def test_appends_are_not_recorded_but_flag_the_entry_they_may_update(env) -> Non
 # -- the socket and the CLI --------------------------------------------------------
 
 
-def test_history_and_undo_through_the_socket(wd: WriteDaemon) -> None:  # noqa: F811
+def test_history_and_undo_through_the_socket(wd: WriteDaemon) -> None:
     wd.client.call("remember", {"content": "The user prefers Vim as their editor."})
     rep = wd.client.call("remember", {"content": "The user prefers Neovim as their editor."})
     assert rep["decision"] == "replaced" and rep["history_id"].startswith("h-")
@@ -198,7 +198,7 @@ def test_history_and_undo_through_the_socket(wd: WriteDaemon) -> None:  # noqa: 
 
 
 @pytest.mark.parametrize("session", [DIRECT, {"kind": "group", "group": "team"}])
-def test_confined_sessions_may_neither_list_nor_undo(wd: WriteDaemon, session: dict[str, str]) -> None:  # noqa: F811
+def test_confined_sessions_may_neither_list_nor_undo(wd: WriteDaemon, session: dict[str, str]) -> None:
     wd.client.call("remember", {"content": "The user prefers Vim as their editor."})
     rid = wd.client.call("remember", {"content": "The user prefers Neovim as their editor."})["history_id"]
     before = (wd.root / "user" / "preferences.md").read_text()
@@ -210,7 +210,7 @@ def test_confined_sessions_may_neither_list_nor_undo(wd: WriteDaemon, session: d
     assert "undone_by" not in wd.client.call("history", {})["entries"][0]
 
 
-def test_bad_params_are_invalid_params(wd: WriteDaemon) -> None:  # noqa: F811
+def test_bad_params_are_invalid_params(wd: WriteDaemon) -> None:
     for method, params in (("history", {"limit": 0}), ("history", {"path": "a\x00b"}), ("history", {"x": 1}),
                            ("undo", {}), ("undo", {"id": ""}), ("undo", {"id": "h" * 65})):
         with pytest.raises(RpcClientError) as e:
@@ -221,11 +221,11 @@ def test_bad_params_are_invalid_params(wd: WriteDaemon) -> None:  # noqa: F811
 def run(w: WriteDaemon, *argv: str) -> int:
     parser = argparse.ArgumentParser(prog="memoryd")
     cli_history.add_parsers(parser.add_subparsers(dest="command"))
-    args = parser.parse_args([argv[0], "--socket", str(w.server.address), *argv[1:]])
+    args = parser.parse_args([argv[0], "--socket", str(w.socket), *argv[1:]])
     return cli_history.COMMANDS[args.command](args)
 
 
-def test_history_and_undo_through_the_cli(wd: WriteDaemon, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+def test_history_and_undo_through_the_cli(wd: WriteDaemon, capsys: pytest.CaptureFixture[str]) -> None:
     wd.client.call("remember", {"content": "The user prefers Vim as their editor."})
     rid = wd.client.call("remember", {"content": "The user prefers Neovim as their editor."})["history_id"]
     capsys.readouterr()

@@ -9,11 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.app import Daemon
-from memoryd.daemon.client import Client
-from memoryd.daemon.methods import build_handlers
-from memoryd.daemon.server import SocketServer
-from memoryd.daemon.write_methods import build_write_handlers
+from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.embedtext import clean_line
@@ -25,7 +21,7 @@ from memoryd.indexer.write.dedup import Thresholds
 from memoryd.indexer.write.history import History
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.writer import MemoryWriter
-from tests.helpers import make_config, ready, wait_for
+from tests.helpers import make_config, running_daemon
 
 DATA = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
 
@@ -99,23 +95,9 @@ def test_the_calibration_set_loses_nothing_either(e5: Embedder) -> None:
 @pytest.fixture
 def e5_daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Client, Path]]:
     """An in-process daemon with the real model and the default write config, serving the socket."""
-    root = tmp_path / "root"
-    root.mkdir()
-    cfg = make_config(root, tmp_path / "data", debounce_ms=100, max_delay_ms=1000)
-    cfg = dataclasses.replace(cfg, embedding=EmbeddingConfig(),
-                              server=dataclasses.replace(cfg.server, socket=short_dir / "m.sock"))
-    d = Daemon(cfg, env={})
-    d.startup()
-    server = SocketServer(short_dir / "w.sock", build_handlers(d) | build_write_handlers(d))
-    try:
-        server.start()
-        client = Client(server.address, timeout=60)
-        wait_for(lambda: ready(client), timeout=60, what="start-up reconcile")
+    sock = short_dir / "m.sock"
+    with running_daemon(tmp_path, sock, {}, timeout=60, embedding=EmbeddingConfig()) as (_d, client, root):
         yield client, root
-        client.close()
-    finally:
-        server.stop()
-        d.shutdown()
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.daemon.client import RpcClientError
+from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.indexer.config import Config
 from tests.helpers import running_daemon
 from tests.security.paths_fixtures import ALICE, BOB, BOB_CAPS, OUTSIDE_WORD, TEAM, WORDS, files, words_in

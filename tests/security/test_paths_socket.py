@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.client import RpcClientError
+from memoryd.daemon.client.rpc_client import RpcClientError
 from tests.helpers import ready, wait_for
 from tests.security.paths_fixtures import ALICE, BOB, BOB_CAPS, OUTSIDE_WORD, TEAM, WORDS, tree, words_in
 
@@ -237,7 +237,7 @@ def test_group_sessions_are_held_the_same_way(env: Any) -> None:
 
 def test_cli_reindex_resolves_a_typed_dotdot_before_sending(env: Any, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from memoryd.daemon import cli
+    from memoryd.daemon.client import cli
 
     d, _client, root, _out = env
     monkeypatch.chdir(root / "peers/alice")

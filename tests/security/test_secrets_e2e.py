@@ -26,9 +26,7 @@ def wd(tmp_path: Path, short_dir: Path) -> Iterator[WriteDaemon]:
     try:
         yield w
     finally:
-        w.client.close()
-        w.server.stop()
-        w.d.shutdown()
+        w.close()
 
 
 def _distinctive(secret: str) -> list[str]:

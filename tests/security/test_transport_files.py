@@ -19,8 +19,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.daemon.private import PRIVATE_UMASK, check_data_dir, set_private_umask
-from memoryd.daemon.server import SocketServer
-from memoryd.daemon.sockpath import UnsafeSocketDir
+from memoryd.daemon.rpc.server import SocketServer
+from memoryd.daemon.rpc.sockpath import UnsafeSocketDir
 from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_every_data_file_is_0600_whatever_the_umask(tmp_path: Path, short_dir: P
     with _umask(mask), running_daemon(tmp_path, short_dir / "m.sock", files) as (d, client, _root):
         client.call("remember", {"content": "The team deploys on Tuesdays after the standup."})
         task = d.worker.call(lambda: d.index.save(force=True))
-        assert task.done is not None and task.done.wait(30)
+        task.result(30)
         while_open = _files(d.cfg.data_dir)
     after = _files(tmp_path / "data")
     for name in ("index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm", "memoryd.lock", "audit.jsonl"):

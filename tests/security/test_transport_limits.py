@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.audit import DENIAL_WINDOW_S, MAX_DENIAL_KEYS, AuditLog
-from memoryd.daemon.limits import MAX_SESSIONS_KEPT, WINDOW_S, RateLimited, WriteLimiter
-from memoryd.daemon.mcp_server import DaemonBridge, TurnClock
-from memoryd.daemon.mcp_tools import ToolError
+from memoryd.daemon.api.audit import DENIAL_WINDOW_S, MAX_DENIAL_KEYS, AuditLog
+from memoryd.daemon.api.limits import MAX_SESSIONS_KEPT, WINDOW_S, RateLimited, WriteLimiter
+from memoryd.daemon.client.mcp_server import DaemonBridge, TurnClock
+from memoryd.daemon.client.mcp_tools import ToolError
 from tests.write_fixtures import WriteDaemon, start_write_daemon
 
 
@@ -36,9 +36,7 @@ def wd(tmp_path: Path, short_dir: Path) -> Iterator[WriteDaemon]:
     try:
         yield w
     finally:
-        w.client.close()
-        w.server.stop()
-        w.d.shutdown()
+        w.close()
 
 
 FACTS = [
@@ -51,7 +49,7 @@ FACTS = [
 
 
 def test_mcp_agent_is_held_to_the_per_turn_limit(wd: WriteDaemon) -> None:
-    bridge = DaemonBridge(wd.server.address, {"kind": "direct", "peer": "eve"})
+    bridge = DaemonBridge(wd.socket, {"kind": "direct", "peer": "eve"})
     outcomes: list[str] = []
     for fact in FACTS:  # five remembers in a row: one turn
         try:
@@ -182,6 +180,6 @@ def test_spawned_memoryd_mcp_applies_the_turn_limit(wd: WriteDaemon, tmp_path: P
     async def body(s: Any) -> list[Any]:
         return [await s.call_tool("memory_remember", {"content": fact}) for fact in FACTS]
 
-    results = run_session(wd.server.address, tmp_path / "mcp.log", body, "--session", "direct", "--peer", "eve")
+    results = run_session(wd.socket, tmp_path / "mcp.log", body, "--session", "direct", "--peer", "eve")
     assert [r.isError for r in results] == [False, False, False, True, True]
     assert all("writes per turn" in text_of(r) for r in results[3:])

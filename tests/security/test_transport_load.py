@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from memoryd.daemon.client import Client, RpcClientError
-from memoryd.daemon.jsonrpc import IDLE_CLOSED, SERVER_BUSY, Peer
-from memoryd.daemon.server import SocketServer
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
+from memoryd.daemon.rpc.errors import IDLE_CLOSED, SERVER_BUSY
+from memoryd.daemon.rpc.jsonrpc import Peer
+from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import DaemonError
 from tests.helpers import running_daemon, wait_for

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from memoryd.daemon import cli
-from memoryd.daemon.termsafe import escape, escape_line
+from memoryd.daemon.client import cli
+from memoryd.daemon.client.termsafe import escape, escape_line
 from tests.helpers import running_daemon
 
 EVIL_NAME = "\x1b]0;PWNED\x07\x1b[2Jnotes.md"

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from memoryd.daemon.jsonrpc import SHUTTING_DOWN, Peer
-from memoryd.daemon.server import SocketServer
+from memoryd.daemon.rpc.errors import SHUTTING_DOWN
+from memoryd.daemon.rpc.jsonrpc import Peer
+from memoryd.daemon.rpc.server import SocketServer
 from tests.helpers import running_daemon, wait_for
 
 FILES = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n", "memory/2024-01-02.md": "# Day\n\n- standup\n"}

@@ -2,7 +2,8 @@
 
 The CLI imports this for every editor save (``memoryd reindex PATH``), so it
 must cost ~0 ms to import: stdlib ``json``/``os``/``socket`` only, plus the
-import-light ``memoryd.indexer.errors``; not even ``typing`` or ``pathlib`` at run time.
+import-light ``memoryd.indexer.errors`` and the code table ``memoryd.daemon.rpc.errors``;
+not even ``typing`` or ``pathlib`` at run time.
 
 Errors: ``NotRunningError`` when no daemon listens on the path (its message
 names the path and how to start one), ``RpcClientError`` for an error response
@@ -27,6 +28,7 @@ import select
 import socket
 import time
 
+from memoryd.daemon.rpc.errors import IDLE_CLOSED, SERVER_BUSY
 from memoryd.indexer.errors import DaemonError, NotRunningError
 
 TYPE_CHECKING = False
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
 
 START_HINT = "Start it with `memoryd run` or `systemctl --user start memoryd`."
 _RECV_BYTES = 65536
-SERVER_BUSY = -32002  # memoryd.daemon.jsonrpc's codes (not imported: this module must stay light)
-IDLE_CLOSED = -32004
 _RETRY_CODES = (SERVER_BUSY, IDLE_CLOSED)
 _FIRST_BACKOFF_S = 0.01
 _MAX_BACKOFF_S = 0.5

@@ -34,14 +34,15 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.daemon.client import Client, RpcClientError
-from memoryd.daemon.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
+from memoryd.daemon.client.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
+from memoryd.daemon.client.rpc_client import Client, RpcClientError
+from memoryd.daemon.rpc.errors import ACCESS_DENIED
 from memoryd.indexer.errors import MemorydError, NotRunningError
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-ACCESS_DENIED = -32020  # memoryd.daemon.write_methods (not imported: it pulls in the write pipeline)
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 CALL_TIMEOUT_S = 90.0  # a remember may wait 2 x write.wait_s for the index worker
@@ -240,11 +240,9 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
                                                           destructiveHint=False, openWorldHint=False))
              for t in TOOLS]
 
-    @server.list_tools()
     async def list_tools() -> list[types.Tool]:
         return tools
 
-    @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         try:
             text, structured = await anyio.to_thread.run_sync(bridge.call_tool, name, arguments)
@@ -254,6 +252,12 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structuredContent=structured)
 
+    # The SDK's registering decorators carry no annotations: give them their types here, once.
+    on_list_tools: Callable[[], Callable[[Callable[[], Awaitable[list[types.Tool]]]], object]] = server.list_tools
+    on_call_tool: Callable[..., Callable[[Callable[[str, dict[str, Any] | None], Awaitable[types.CallToolResult]]],
+                                          object]] = server.call_tool
+    on_list_tools()(list_tools)
+    on_call_tool(validate_input=False)(call_tool)
     return server
 
 

@@ -3,10 +3,10 @@
 Import-light on purpose: ``memoryd.daemon.cli`` imports this module for every command
 (editors run ``memoryd reindex`` on each save), so the MCP SDK is imported only
 inside :func:`cmd_mcp`. ``memoryd.daemon.cli`` adds the parser with :func:`add_parsers`
-and dispatches through :data:`COMMANDS`; ``python -m memoryd.daemon.cli_mcp ...`` runs
+and dispatches through :data:`COMMANDS`; ``python -m memoryd.daemon.client.cli_mcp ...`` runs
 the same command stand-alone.
 
-The session flags map the MCP session to a memoryd session (seed 003): the
+The session flags map the MCP session to a memoryd session (docs/mcp.md): the
 owner by default; ``--session direct --peer ID`` or ``--session group --group
 ID`` confine a shared agent to that peer's or group's namespace. Exit status:
 0 when the host closes stdin, 2 for bad flags, 3 for a bad config file.
@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-EXIT_USAGE = 2
-EXIT_STARTUP = 3
+from memoryd.daemon.exits import EXIT_INTERRUPTED, EXIT_STARTUP, EXIT_USAGE
+
 SESSION_KINDS = ("owner", "direct", "group")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # memoryd.indexer.write.access's id rule
 
@@ -79,8 +79,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import structlog
 
+    from memoryd.daemon.client.mcp_server import DaemonBridge, serve
     from memoryd.daemon.logs import configure_logging
-    from memoryd.daemon.mcp_server import DaemonBridge, serve
 
     configure_logging("info", "auto")  # stderr: MCP hosts keep it as the server's log
     log = structlog.get_logger(__name__)
@@ -105,7 +105,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"mcp": cmd_mcp}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m memoryd.daemon.cli_mcp [flags]``: the ``mcp`` command without the rest of the CLI."""
+    """``python -m memoryd.daemon.client.cli_mcp [flags]``: the ``mcp`` command without the rest of the CLI."""
     from memoryd.indexer.errors import ConfigError
 
     parser = argparse.ArgumentParser(prog="memoryd mcp", description="Serve memoryd's tools over MCP (stdio).")
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memoryd mcp: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

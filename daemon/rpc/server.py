@@ -1,6 +1,6 @@
 """The Unix-socket JSON-RPC server: one accept thread plus one thread per client.
 
-Contract (DESIGN.md, "Socket protocol"): the socket's directory is 0700 and the
+Contract (README, "Socket protocol"; docs/security/transport.md): the socket's directory is 0700 and the
 socket 0600, both set by a restrictive umask *at creation*, so there is no window
 in which another user could connect. Only peers whose ``SO_PEERCRED`` uid is the
 owner's (default: our effective uid) or in ``allowed_uids`` are served; others
@@ -8,7 +8,7 @@ get one -32001 error line and are closed. When ``max_clients`` connections are
 open, the one idle longest (for at least ``evict_idle_after_s``) is closed with
 one -32004 line to make room, so idle clients cannot lock new ones out; only
 when none is idle does a newcomer get one -32002 "server busy" line (and
-``memoryd.daemon.client.Client`` retries with backoff within its timeout).
+``memoryd.daemon.client.rpc_client.Client`` retries with backoff within its timeout).
 
 Stopping is two steps so that no request goes unanswered: ``begin_stop()``
 stops accepting (new requests on open connections are answered -32003
@@ -16,7 +16,7 @@ stops accepting (new requests on open connections are answered -32003
 in between, which answers or cancels what was queued for it — then ``stop()``
 answers -32003 for any request still running and closes everything.
 
-Per connection (see ``_Connection``): requests are answered in order; a line over
+Per connection (see :class:`memoryd.daemon.rpc.connection.Connection`): requests are answered in order; a line over
 ``max_request_bytes`` gets one -32600 error and the connection is closed; a
 connection with no complete request for ``idle_timeout_s`` is closed, and so is
 one whose current line is not complete ``read_timeout_s`` after its first byte
@@ -42,9 +42,10 @@ from types import TracebackType
 
 import structlog
 
-from memoryd.daemon.connection import Connection, Limits
-from memoryd.daemon.jsonrpc import PERMISSION_DENIED, SERVER_BUSY, Handler, Peer, encode_error
-from memoryd.daemon.sockpath import (
+from memoryd.daemon.rpc.connection import Connection, Limits
+from memoryd.daemon.rpc.errors import PERMISSION_DENIED, SERVER_BUSY
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer, encode_error
+from memoryd.daemon.rpc.sockpath import (
     adopt_listening_socket,
     bind_unix_socket,
     peer_credentials,

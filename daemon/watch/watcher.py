@@ -52,8 +52,8 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
-from memoryd.daemon.debouncer import Change
-from memoryd.daemon.pathfilter import PathFilter
+from memoryd.daemon.watch.debouncer import Change
+from memoryd.daemon.watch.pathfilter import PathFilter
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """One client connection of the socket server: line framing, size and time limits.
 
-A ``Connection`` runs on its own thread (started by ``memoryd.daemon.server``) and
+A ``Connection`` runs on its own thread (started by ``memoryd.daemon.rpc.server``) and
 answers requests in order. Limits, and why:
 
 - a line longer than ``max_request_bytes`` (newline excluded) gets one -32600
@@ -43,18 +43,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from memoryd.daemon.jsonrpc import (
-    IDLE_CLOSED,
-    INVALID_REQUEST,
-    SHUTTING_DOWN,
-    Handler,
-    Peer,
-    Request,
-    RpcError,
-    dispatch,
-    encode_error,
-    parse_request,
-)
+from memoryd.daemon.rpc.errors import IDLE_CLOSED, INVALID_REQUEST, SHUTTING_DOWN, RpcError
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer, Request, dispatch, encode_error, parse_request
 
 log = structlog.get_logger(__name__)
 

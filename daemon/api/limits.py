@@ -1,9 +1,9 @@
-"""Write rate limits per session (seed 003): at most N writes per turn and M per minute.
+"""Write rate limits per session: at most N writes per turn and M per minute.
 
 Counted per session key (``owner``, ``direct:ID``, ``group:ID``). Every
 *attempt* that reaches the limiter counts — including those later refused by
 the size limit, the permission matrix, the quality gate or the privacy filter
-(DESIGN.md, "Write limits"), so probing costs the same as writing. A request
+(README, "Writing memories"), so probing costs the same as writing. A request
 refused by the limiter itself is not counted: a client that backs off for a
 minute is always let in again. Requests without a ``turn`` id are bounded by
 the per-minute limit only.

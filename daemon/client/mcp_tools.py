@@ -7,7 +7,7 @@ each argument does. Every schema is closed (``additionalProperties: false``) so
 a misspelt argument is refused instead of silently ignored.
 
 :func:`check_arguments` raises :class:`ToolError` with a message that names the
-argument at fault; :mod:`memoryd.daemon.mcp_server` turns it into an MCP tool error
+argument at fault; :mod:`memoryd.daemon.client.mcp_server` turns it into an MCP tool error
 (``isError: true``).
 """
 
@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.daemon.cli_write import TYPES
+from memoryd.daemon.client.cli_write import TYPES
 
 # memoryd.indexer.write.access's id rule, repeated here so the schema can state it.
 ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
 MODES = ("hybrid", "vector", "keyword")
-MAX_QUERY_CHARS = 8192  # memoryd.daemon.methods.MAX_QUERY_CHARS
+MAX_QUERY_CHARS = 8192  # memoryd.daemon.api.requests.MAX_QUERY_CHARS (the bridge does not load the server side)
 
 
 class ToolError(Exception):

@@ -1,7 +1,7 @@
 """``memoryd history [PATH]`` and ``memoryd undo ID``: see and revert what writes replaced, removed or absorbed.
 
 Clients of the running daemon, like ``memoryd audit`` (owner only; the socket
-methods are in :mod:`memoryd.daemon.history_methods`). ``memoryd.daemon.cli`` adds the parsers
+methods are in :mod:`memoryd.daemon.api.history`). ``memoryd.daemon.cli`` adds the parsers
 with :func:`add_parsers` and dispatches through :data:`COMMANDS`.
 
 Text from memory files is printed with control characters escaped, so an entry
@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from memoryd.daemon.cli_write import _call, _common, _print_json
+from memoryd.daemon.client.cli_write import _call, _common, _print_json
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from memoryd.daemon.polite import lower_priority
+from memoryd.daemon.work.polite import lower_priority
 from memoryd.indexer.ann import Rebuild
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError

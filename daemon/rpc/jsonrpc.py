@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 over lines: parse one request line, dispatch it, encode the answer.
 
 No sockets and no threads here, so that every protocol rule can be tested
-in-process; ``memoryd.daemon.server`` only moves bytes. The framing (DESIGN.md, "Socket
+in-process; ``memoryd.daemon.rpc.server`` only moves bytes. The framing (README, "Socket
 protocol"): one UTF-8 JSON object per line in both directions.
 
 Rules this module fixes:
@@ -12,8 +12,9 @@ Rules this module fixes:
   only, an array gets -32602.
 - Batch arrays are not supported: one -32600 error with a null id.
 - Errors detected before the id is known (-32700, -32600) carry a null id.
-- A handler raises ``RpcError`` (application codes -32000..-32099),
-  ``InvalidParams`` (-32602), or any ``MemorydError`` (-32000 with its message);
+- A handler raises ``RpcError`` (application codes -32000..-32099, all in
+  :mod:`memoryd.daemon.rpc.errors`), ``InvalidParams`` (-32602), or any
+  ``MemorydError`` (-32000 with its message);
   anything else is logged with its traceback and answered with a generic -32603.
 """
 
@@ -26,20 +27,18 @@ from typing import Any, TypeVar, overload
 
 import structlog
 
+from memoryd.daemon.rpc.errors import (
+    APPLICATION_ERROR,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    InvalidParams,
+    RpcError,
+)
 from memoryd.indexer.errors import MemorydError
 
 log = structlog.get_logger(__name__)
-
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-APPLICATION_ERROR = -32000  # generic application error (MemorydError)
-PERMISSION_DENIED = -32001  # peer uid not allowed (sent before closing)
-SERVER_BUSY = -32002  # max_clients reached (sent before closing)
-SHUTTING_DOWN = -32003  # the daemon is stopping: this request was not (or not fully) run
-IDLE_CLOSED = -32004  # an idle connection closed to make room (id null; nothing of it was read)
 
 RequestId = str | int | None
 T = TypeVar("T")
@@ -58,23 +57,6 @@ class Peer:
 #: A method implementation: params (always a dict) and the caller → a JSON-serialisable result.
 #: Handlers run concurrently on connection threads and must be thread-safe.
 Handler = Callable[[dict[str, Any], Peer], Any]
-
-
-class RpcError(Exception):
-    """An error answered to the client as ``{"code", "message", "data"?}``."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
-class InvalidParams(RpcError):
-    """A parameter is missing or has a bad type/value; the message names it (-32602)."""
-
-    def __init__(self, message: str, data: Any = None) -> None:
-        super().__init__(INVALID_PARAMS, message, data)
 
 
 @dataclass(frozen=True)

@@ -6,20 +6,22 @@ one queue and runs in order, so writes never race each other. Searches do not
 go through this thread: they run on the server's threads against the index's
 read side, and only wait for the short commit lock, never for embedding.
 
-At shutdown (:meth:`IndexWorker.stop`) the worker finishes what it can within
-its time; every task still queued after that, or submitted once it stopped,
-is *cancelled*: never run, its waiter woken, and ``Task.raise_if_cancelled``
-turns that into a -32003 "shutting down" reply for the socket request that
-waits on it (a queued ``remember`` writes nothing; a cancelled reconcile
-resumes at the next start).
+Every task comes with a ``concurrent.futures.Future``: its
+result (the index stats, or what a ``call`` returned) or its error. At shutdown
+(:meth:`IndexWorker.stop`) the worker finishes what it can within its time;
+every task still queued after that, or submitted once it stopped, is
+*cancelled*: never run, its future cancelled, and the API's ``worker_result`` turns
+that (or a sweep stopped half-way, :class:`TaskStopped`) into a -32003
+"shutting down" reply for the socket request that waits on it (a queued
+``remember`` writes nothing; a cancelled reconcile resumes at the next start).
 
 A failing task is logged and dropped; the periodic reconcile sweep repairs
 whatever it left behind (disk full included: nothing is marked indexed until
 it is committed).
 
 The worker also owns two helper threads, both at ``embedding.background_nice``
-lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.polite`) and vector
-structure rebuilds (:mod:`memoryd.daemon.rebuilder`; polled after every task, swapped
+lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.work.polite`) and vector
+structure rebuilds (:mod:`memoryd.daemon.work.rebuilder`; polled after every task, swapped
 in on this thread).
 """
 
@@ -29,17 +31,17 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
-from memoryd.daemon.debouncer import Change
-from memoryd.daemon.jsonrpc import SHUTTING_DOWN, RpcError
-from memoryd.daemon.polite import PoliteEmbedder
-from memoryd.daemon.rebuilder import Rebuilder
 from memoryd.daemon.roots import RootMap
+from memoryd.daemon.watch.debouncer import Change
+from memoryd.daemon.work.polite import PoliteEmbedder
+from memoryd.daemon.work.rebuilder import Rebuilder
 from memoryd.indexer.engine import IndexStats, MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.reconcile import reconcile
@@ -50,29 +52,24 @@ Accept = Callable[[str], bool]
 MAX_COALESCED = 2048  # changes applied as one batch at most
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class Task:
-    kind: str  # "changes" | "reconcile" | "index" | "save" | "maintain" | "call"
+    kind: str  # "changes" | "reconcile" | "index" | "call" (and the stop sentinel)
     changes: list[Change] = field(default_factory=list)
     files: list[tuple[Path, str]] = field(default_factory=list)
     reason: str = ""
     fn: Callable[[], Any] | None = None
-    done: threading.Event | None = None
-    result: dict[str, Any] = field(default_factory=dict)
-
-    def raise_if_cancelled(self) -> None:
-        """Raise the -32003 "shutting down" error if shutdown cancelled this task (call after ``done``)."""
-        reason = self.result.get("cancelled")
-        if reason is not None:
-            raise RpcError(SHUTTING_DOWN, f"memoryd is shutting down: {reason}; retry when it is back")
-
-    def cancel(self, reason: str) -> None:
-        self.result["cancelled"] = reason
-        if self.done:
-            self.done.set()
+    future: Future[Any] = field(default_factory=Future)  # its answer, for whoever waits
 
 
 NOT_RUN = "this request was not run (nothing was changed)"
+
+
+class TaskStopped(Exception):
+    """A task the shutdown stopped part-way (a reconcile sweep); the message says what happens next."""
 
 
 _STOP = Task("stop")
@@ -113,33 +110,33 @@ class IndexWorker:
     # -- feeding ----------------------------------------------------------------
 
     def submit_changes(self, changes: list[Change]) -> None:
-        """Debouncer callback: a batch of ready changes."""
+        """Debouncer callback: a batch of ready changes (nobody waits for them)."""
         self._put(Task("changes", changes=list(changes)), len(changes))
 
-    def request_reconcile(self, reason: str) -> Task:
+    def request_reconcile(self, reason: str) -> Future[dict[str, Any]]:
+        """Queue a sweep of every root; its future answers the stats."""
         self.reconciling = True  # visible at once: status must not look idle before the sweep starts
-        task = Task("reconcile", reason=reason, done=threading.Event())
-        self._put(task, 0)
-        return task
+        return self._put(Task("reconcile", reason=reason), 0)
 
-    def index_now(self, files: list[tuple[Path, str]]) -> Task:
-        task = Task("index", files=files, done=threading.Event())
-        self._put(task, len(files))
-        return task
+    def index_now(self, files: list[tuple[Path, str]]) -> Future[dict[str, Any]]:
+        """Queue these ``(root, rel)`` files for indexing; the future answers the stats."""
+        return self._put(Task("index", files=files), len(files))
 
-    def call(self, fn: Callable[[], Any]) -> Task:
-        """Run ``fn`` on the worker thread (snapshots, maintenance, root changes)."""
-        task = Task("call", fn=fn, done=threading.Event())
-        self._put(task, 0)
-        return task
+    def call(self, fn: Callable[[], T]) -> Future[T]:
+        """Run ``fn`` on the worker thread (snapshots, maintenance, writes); the future answers its result.
 
-    def _put(self, task: Task, files: int) -> None:
+        Cancelling the future before the task starts means it never runs.
+        """
+        return self._put(Task("call", fn=fn), 0)
+
+    def _put(self, task: Task, files: int) -> Future[Any]:
         with self._count_lock:
             if self._closed:
-                task.cancel(NOT_RUN)
-                return
+                task.future.cancel()
+                return task.future
             self._queued_files += files
             self._queue.put(task)
+        return task.future
 
     def set_roots(self, roots: RootMap) -> None:
         """New roots (config reload); takes effect from the next task."""
@@ -196,7 +193,7 @@ class IndexWorker:
             except queue.Empty:
                 return
             if task is not _STOP:
-                task.cancel(NOT_RUN)
+                task.future.cancel()
 
     def _run(self) -> None:
         while True:
@@ -204,36 +201,41 @@ class IndexWorker:
             if task is _STOP:
                 return
             self._coalesce(task)
-            n = len(task.changes) + len(task.files)
-            try:
-                self._execute(task)
-                if self._disk_full:
-                    log.info("disk.recovered")
-                    self._disk_full = False
-            except ReconcileCancelled as exc:
-                log.info("reconcile.cancelled", detail=str(exc))
-                task.result["cancelled"] = f"the re-index was stopped ({exc}); it resumes at the next start"
-            except DiskFullError as exc:
-                if not self._disk_full:
-                    log.error("disk.full", error=str(exc), action="serving reads; retrying at the next sweep")
-                self._disk_full = True
-                task.result["error"] = str(exc)
-            except MemorydError as exc:
-                log.error("task.failed", kind=task.kind, error=str(exc))
-                task.result["error"] = str(exc)
-                self.last_error = str(exc)
-            except Exception as exc:  # the worker must survive anything a file can throw at it
-                log.exception("task.crashed", kind=task.kind)
-                task.result["error"] = f"internal error: {exc}"
-                self.last_error = str(exc)
-            finally:
-                with self._count_lock:
-                    self._queued_files = max(0, self._queued_files - n)
-                if task.kind == "reconcile":
-                    self.reconciling = self._another_reconcile_queued()
-                if task.done:
-                    task.done.set()
+            self._run_task(task)
             self._poll_rebuild()
+
+    def _run_task(self, task: Task) -> None:
+        n = len(task.changes) + len(task.files)
+        future = task.future
+        try:
+            if not future.set_running_or_notify_cancel():
+                return  # its waiter gave up before it started
+            result = self._execute(task)
+            if self._disk_full:
+                log.info("disk.recovered")
+                self._disk_full = False
+            future.set_result(result)
+        except ReconcileCancelled as exc:
+            log.info("reconcile.cancelled", detail=str(exc))
+            _fail(future, TaskStopped(f"the re-index was stopped ({exc}); it resumes at the next start"))
+        except DiskFullError as exc:
+            if not self._disk_full:
+                log.error("disk.full", error=str(exc), action="serving reads; retrying at the next sweep")
+            self._disk_full = True
+            _fail(future, exc)
+        except MemorydError as exc:
+            log.error("task.failed", kind=task.kind, error=str(exc))
+            self.last_error = str(exc)
+            _fail(future, exc)
+        except Exception as exc:  # the worker must survive anything a file can throw at it
+            log.exception("task.crashed", kind=task.kind)
+            self.last_error = str(exc)
+            _fail(future, MemorydError(f"internal error: {exc}"))
+        finally:
+            with self._count_lock:
+                self._queued_files = max(0, self._queued_files - n)
+            if task.kind == "reconcile":
+                self.reconciling = self._another_reconcile_queued()
 
     def _poll_rebuild(self) -> None:
         try:
@@ -256,15 +258,16 @@ class IndexWorker:
 
     # -- tasks ------------------------------------------------------------------
 
-    def _execute(self, task: Task) -> None:
+    def _execute(self, task: Task) -> Any:
         if task.kind == "changes":
-            task.result.update(self._apply_changes(task.changes))
-        elif task.kind == "index":
-            task.result.update(_stats_dict(self.index.index_files(task.files)))
-        elif task.kind == "reconcile":
-            task.result.update(self._reconcile(task.reason))
-        elif task.kind == "call" and task.fn is not None:
-            task.result["value"] = task.fn()
+            return self._apply_changes(task.changes)
+        if task.kind == "index":
+            return _stats_dict(self.index.index_files(task.files))
+        if task.kind == "reconcile":
+            return self._reconcile(task.reason)
+        if task.kind == "call" and task.fn is not None:
+            return task.fn()
+        return None
 
     def _reconcile(self, reason: str) -> dict[str, Any]:
         self.reconciling = True
@@ -315,6 +318,11 @@ class IndexWorker:
             log.info("file.moved", src=str(ch.path), dest=str(ch.dest), kept_chunks=moved)
         elif ch.kind == "rescan":
             total.merge(reconcile(self.index, self.roots.roots, self._accept, self._accept_dir))
+
+
+def _fail(future: Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
 
 
 def _stats_dict(stats: IndexStats) -> dict[str, Any]:

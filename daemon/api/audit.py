@@ -1,4 +1,4 @@
-"""The write audit log: one JSON line per write request, allowed or denied (seed 003).
+"""The write audit log: one JSON line per write request, allowed or denied (README, "Writing memories").
 
 ``<data_dir>/audit.jsonl``, mode 0600, append-only: a record is one
 ``O_APPEND`` write, so lines never interleave. When the file would grow past
@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from memoryd.daemon.jsonrpc import RpcError
+from memoryd.daemon.rpc.errors import RpcError
 
 log = structlog.get_logger(__name__)
 

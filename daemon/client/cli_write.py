@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memoryd.daemon.exits import EXIT_REJECTED, EXIT_USAGE
 from memoryd.indexer.paths import client_socket_path
 
-EXIT_REJECTED = 1
 # memoryd.indexer.write.router.TYPES, spelled out: compiling the router's regexes costs ~10 ms
 # that every `memoryd reindex` (editor on-save hook) would pay. A test keeps the two equal.
 TYPES = ("instruction", "decision", "pattern", "preference", "entity", "journal")
@@ -57,7 +57,7 @@ def _socket(args: argparse.Namespace) -> Path:
 
 
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> Any:
-    from memoryd.daemon.client import Client
+    from memoryd.daemon.client.rpc_client import Client
 
     with Client(_socket(args)) as client:
         return client.call(method, params)
@@ -90,7 +90,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     path, sep, line = args.target.rpartition(":")
     if not sep or not path or not line.isdigit():
         print(f"memoryd: forget needs PATH:LINE, got {args.target!r}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     params: dict[str, Any] = {"path": path, "line": int(line)}
     if args.text:
         params["text"] = args.text

@@ -6,7 +6,7 @@ import re
 import shutil
 from typing import Any
 
-from memoryd.daemon.termsafe import escape_line
+from memoryd.daemon.client.termsafe import escape_line
 
 _TARGET = re.compile(r"^(?P<path>.+?)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?$")
 
@@ -40,7 +40,7 @@ def render_hits(result: dict[str, Any]) -> str:
     width = shutil.get_terminal_size((100, 20)).columns
     out = []
     for h in hits:
-        # a name stays on its line (a newline in a file name must not forge a hit); see memoryd.daemon.termsafe
+        # a name stays on its line (a newline in a file name must not forge a hit); see memoryd.daemon.client.termsafe
         head = f"{escape_line(h['path'])}:{h['start_line']}-{h['end_line']}  {h['score']:.3f}"
         if h.get("heading"):
             head += f"  [{escape_line(h['heading'])}]"

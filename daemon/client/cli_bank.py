@@ -1,10 +1,10 @@
-"""``memoryd bank detect|plan|apply PATH [--json]``: Memory Bank maintenance (seed 002), in-process.
+"""``memoryd bank detect|plan|apply PATH [--json]``: Memory Bank maintenance (docs/memory-bank.md), in-process.
 
 PATH is the project folder (the bank is ``PATH/memory-bank``) or the
 ``memory-bank`` folder itself. No daemon is needed; a running daemon sees the
 changed files through its watcher and re-indexes them. ``plan`` changes
 nothing; ``apply`` computes the same plan and carries it out, printing the
-seed's execution summary. Exit status: 0 done (or nothing to do), 1 refused
+execution summary docs/memory-bank.md describes. Exit status: 0 done (or nothing to do), 1 refused
 or failed (the message says why; with ``--json`` the object has ``error``).
 The heavy part (:mod:`memoryd.indexer.bank`) is imported only when a bank command runs.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-EXIT_ERROR = 1
+from memoryd.daemon.exits import EXIT_ERROR
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,0 +1,64 @@
+"""The history socket methods: ``history`` (list what writes replaced, removed or absorbed) and ``undo``.
+
+Both are owner-only: the history holds the text of entries from every
+namespace, and an undo rewrites a file. A confined session (``direct``,
+``group``) gets ``ACCESS_DENIED`` (-32020), as for ``audit``.
+
+* ``history {"path"?: str, "limit"?: int, "session"?}`` →
+  ``{"entries": [{id, time, action, root, path, line, old, new, session, …}], "path": <history file>}``,
+  newest first; ``path`` keeps the records of one file or of a folder's files.
+* ``undo {"id": str, "session"?}`` → the restore's outcome
+  (``{"decision": "restored", "path", "line", "history_id", …}``). Runs like a
+  write (rate limits, ``write.enabled``, the index worker, one audit record).
+  An unknown id is ``ENTRY_NOT_FOUND`` (-32028); an id already undone, or an
+  undo, is ``WRITE_CONFLICT`` (-32025) with nothing changed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from memoryd.daemon.api.audit import Audited
+from memoryd.daemon.api.requests import parse_history, parse_undo
+from memoryd.daemon.api.session import owner_only
+from memoryd.daemon.api.write import AUDITED_AS_ERROR, WriteMethods
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.write.history import History
+
+
+class HistoryMethods:
+    """``history`` reads the write history; ``undo`` runs like a write, through ``writes``."""
+
+    def __init__(self, *, writes: WriteMethods, history: History, roots: Callable[[], RootMap]) -> None:
+        self._writes = writes
+        self.store = history
+        self._roots = roots
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"history": self.history, "undo": self.undo}
+
+    def history(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_history(params, peer)
+        owner_only(req.session, "history")
+        path = req.path
+        if path is not None and os.path.isabs(path):
+            loc = self._roots().locate(path)
+            path = loc[1] if loc is not None else path
+        return {"entries": self.store.recent(path, req.limit), "path": str(self.store.path)}
+
+    def undo(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_undo(params, peer)
+        rec: dict[str, Any] = {"action": "undo", "uid": peer.uid, "pid": peer.pid, "reason": f"undo {req.id}"}
+        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+            session = req.claim.resolve()
+            rec["session"] = session.describe()
+            owner_only(session, "undo")
+            session = self._writes.admit(req.claim, rec)
+            writer = self._writes.new_writer()
+            outcome = self._writes.on_worker(lambda: writer.undo(req.id, session.describe()))
+            rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
+            result: dict[str, Any] = outcome.to_dict()
+            return result

@@ -1,0 +1,195 @@
+"""The read socket methods: ``search``, ``context``, ``get`` and ``reindex``.
+
+Each handler parses its params into a typed request
+(:mod:`memoryd.daemon.api.requests`), then calls the index or the worker.
+Handlers run on the server's connection threads; the index's lock makes
+searches safe beside the worker. The parts come from :mod:`memoryd.daemon.app`:
+the search index, the roots (replaced on a config reload, hence a getter), the
+worker, the search defaults, the path filter and the query embedder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memoryd.daemon.api.access import path_check, resolve_for_read
+from memoryd.daemon.api.ports import SearchIndex, WorkQueue, worker_result
+from memoryd.daemon.api.requests import (
+    ContextRequest,
+    SearchRequest,
+    parse_context,
+    parse_get,
+    parse_reindex,
+    parse_search,
+)
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.errors import APPLICATION_ERROR, BAD_TARGET, NOT_INDEXED, TIMEOUT, InvalidParams, RpcError
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.query_embedding import QueryEmbeddings
+from memoryd.indexer.config import SearchConfig
+from memoryd.indexer.errors import FileSkipped, MemorydError
+from memoryd.indexer.files import read_memory_file, walk_root
+from memoryd.indexer.pathguard import PathRefused
+from memoryd.indexer.search.querytext import clean_query
+
+REINDEX_WAIT_S = 300.0
+
+log = structlog.get_logger("memoryd")
+
+#: A query → a callable that waits for its embedding (started at once), or None (the searcher embeds it).
+QueryVector = Callable[[str], Callable[[], Any] | None]
+
+
+def query_vector_of(embeddings: QueryEmbeddings | None) -> QueryVector:
+    """Start each query's embedding on its own thread (see :mod:`memoryd.daemon.work.query_embedding`)."""
+    if embeddings is None:
+        return lambda query: None
+    start = embeddings.start
+    return lambda query: start(clean_query(query))  # what the searcher searches (memoryd.indexer.search.querytext)
+
+
+class ReadMethods:
+    def __init__(
+        self, *, index: SearchIndex, roots: Callable[[], RootMap], worker: WorkQueue, search: SearchConfig,
+        path_filter: PathFilter, max_file_bytes: int, count_tokens: Callable[[list[str]], list[int]],
+        query_vector: QueryVector,
+    ) -> None:
+        self._index = index
+        self._roots = roots
+        self._worker = worker
+        self._defaults = search
+        self._filter = path_filter
+        self._max_file_bytes = max_file_bytes
+        self._count_tokens = count_tokens
+        self._query_vector = query_vector
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"search": self.search, "get": self.get, "reindex": self.reindex, "context": self.context}
+
+    def search(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_search(params, peer, self._defaults, self._roots().roots[0])
+        return self.run_search(req)
+
+    def run_search(self, req: SearchRequest) -> dict[str, Any]:
+        if req.scope is None:
+            return {"hits": [], "took_ms": 0.0, "mode": req.mode}
+        result = self._index.search(
+            req.query, k=req.k, mode=req.mode, path_prefix=req.scope.path_prefix,
+            exclude_prefixes=req.scope.exclude_prefixes, min_score=req.min_score, explain=req.explain,
+            path_check=path_check(req.session, self._roots()),
+            query_vector=self._query_vector(req.query) if req.mode != "keyword" else None,
+        )
+        log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
+        return result.to_json()
+
+    def context(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
+        t0 = time.perf_counter()
+        return self.run_context(parse_context(params, peer, self._roots().roots[0]), t0)
+
+    def run_context(self, req: ContextRequest, t0: float) -> dict[str, Any]:
+        from memoryd.indexer.search.context import build_context
+
+        scope = req.scope
+        found = self._index.search(
+            req.query, k=req.k, path_prefix=scope.path_prefix, exclude_prefixes=scope.exclude_prefixes,
+            path_check=path_check(req.session, self._roots()), query_vector=self._query_vector(req.query),
+        ).to_json() if scope else {"hits": []}
+        block = build_context(req.query, found["hits"], req.max_tokens, self._count_tokens)
+        return {**block, "max_tokens": req.max_tokens, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+    def get(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        """Lines of a file inside a root (read-only; nothing outside the roots is served).
+
+        The path is resolved first (:func:`memoryd.daemon.api.access.resolve_for_read`): access is decided on
+        where it leads, and the resolved file is what is read.
+        """
+        req = parse_get(params, peer)
+        raw = req.path
+        resolved = resolve_for_read(req.session, self._roots(), raw)
+        if resolved is None:
+            raise RpcError(NOT_INDEXED, f"{raw} is not a file inside a memory root")
+        if resolved.real_root is None:
+            raise RpcError(NOT_INDEXED, f"{raw} resolves outside every memory root")
+        try:
+            content = read_memory_file(resolved.real_path, resolved.real_root, self._max_file_bytes)
+        except FileSkipped as exc:
+            detail = f" ({exc.detail})" if exc.detail else ""
+            raise RpcError(NOT_INDEXED, f"cannot read {raw}: {exc.reason}{detail}") from None
+        lines = content.text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        end = min(req.end_line or len(lines), len(lines))
+        start = req.start_line
+        return {"root": str(resolved.root), "path": resolved.rel, "start_line": start, "end_line": end,
+                "total_lines": len(lines), "text": "".join(x + "\n" for x in lines[start - 1 : end])}
+
+    def reindex(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        """Queue (or run and wait for) a re-index of paths, or of everything."""
+        req = parse_reindex(params)
+        t0 = time.monotonic()
+        task: Future[dict[str, Any]]
+        if req.paths is None:
+            task = self._worker.request_reconcile("reindex request")
+        else:
+            files, unknown = self._files_for(req.paths)
+            if unknown:
+                raise InvalidParams(f"not inside any memory root: {', '.join(unknown[:5])}")
+            task = self._worker.index_now(files)
+        if not req.wait:
+            return {"queued": 1 if req.paths is None else len(req.paths), "done": False}
+        try:
+            stats = worker_result(task, REINDEX_WAIT_S)
+        except TimeoutError:
+            raise RpcError(TIMEOUT, f"re-index still running after {REINDEX_WAIT_S:.0f} s; "
+                           "it goes on in the background") from None
+        except MemorydError as exc:
+            raise RpcError(APPLICATION_ERROR, str(exc)) from None
+        return {"done": True, "took_ms": round((time.monotonic() - t0) * 1000, 1), **stats}
+
+    def _files_for(self, paths: list[Any]) -> tuple[list[tuple[Path, str]], list[str]]:
+        """(root, rel) of every file to index for ``paths``; and the paths that lie outside every root.
+
+        Each path goes through the resolver: malformed ones (NUL, ``..``, over-long) are refused with
+        -32024; a folder is walked at its resolved place (and only if that is inside a root); a file
+        keeps its name with its folders resolved, as the walk of the roots names it.
+        """
+        guard = self._roots().guard
+        files: list[tuple[Path, str]] = []
+        unknown: list[str] = []
+        for p in paths:
+            if not isinstance(p, str) or not p:
+                raise InvalidParams("param 'paths' must be a list of non-empty strings")
+            try:
+                cands = guard.candidates(p, "param 'paths' entry")
+            except PathRefused as exc:
+                raise RpcError(BAD_TARGET, str(exc)) from None
+            for root, rel in cands:
+                r = guard.resolve(root, rel)
+                loc = guard.resolve_parent(root, rel) if rel else None
+                if r.is_dir and r.real_root is not None and r.real_rel is not None:
+                    files += [(r.real_root, _join(r.real_rel, sub)) for sub in self._md_under(r.real_root, r.real_rel)]
+                elif not r.is_dir and loc is not None and (r.real_root is not None or not r.exists):
+                    files.append(loc)
+                else:
+                    unknown.append(p)
+            if not cands:
+                unknown.append(p)
+        return files, unknown
+
+    def _md_under(self, root: Path, folder: str) -> list[str]:
+        """Accepted files under ``root/folder`` (relative to ``folder``), judged by the root-relative filter."""
+        accept, accept_dir = self._filter, self._filter.accept_dir
+        return [rel for rel, _ in walk_root(root / folder if folder else root, lambda sub: accept(_join(folder, sub)),
+                                            lambda sub: accept_dir(_join(folder, sub)))]
+
+
+def _join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if folder else name

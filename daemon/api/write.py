@@ -1,0 +1,225 @@
+"""The write socket methods: ``remember``, ``forget`` and ``audit`` (README, "Writing memories").
+
+Each request goes: parse params (:mod:`memoryd.daemon.api.requests`) → session →
+rate limits → size limit → permission matrix → [``remember``: quality gate →
+privacy filter → router, all on the connection thread] → the file edit and its
+re-index on the index worker thread (so writes never race indexing) → one audit
+record. The error codes (-32020..-32028) are in :mod:`memoryd.daemon.rpc.errors`.
+
+A ``remember`` refused by the quality gate or the privacy filter is not an
+error: it answers ``{"decision": "rejected", "reason", "rule", "stage"}``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import structlog
+
+from memoryd.daemon.api.audit import Audited, AuditLog
+from memoryd.daemon.api.limits import RateLimited, WriteLimiter
+from memoryd.daemon.api.ports import WorkQueue, worker_result
+from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
+from memoryd.daemon.api.session import SessionClaim
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.errors import (
+    ACCESS_DENIED,
+    BAD_TARGET,
+    CONTENT_TOO_LARGE,
+    ENTRY_NOT_FOUND,
+    MINUTE_LIMIT,
+    SHUTTING_DOWN,
+    TURN_LIMIT,
+    WRITE_CONFLICT,
+    WRITE_DISABLED,
+    WRITE_TIMEOUT,
+    InvalidParams,
+    RpcError,
+)
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.pathguard import normalize
+from memoryd.indexer.write import privacy
+from memoryd.indexer.write.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
+from memoryd.indexer.write.intake import Rejected, prepare
+from memoryd.indexer.write.refusals import (
+    AccessDenied,
+    BadTarget,
+    EntryNotFound,
+    SessionError,
+    UnknownType,
+    WriteConflict,
+    WriteError,
+)
+from memoryd.indexer.write.writer import MemoryWriter
+
+T = TypeVar("T")
+
+_CODES: dict[type[WriteError], int] = {AccessDenied: ACCESS_DENIED, BadTarget: BAD_TARGET,
+                                       WriteConflict: WRITE_CONFLICT, EntryNotFound: ENTRY_NOT_FOUND}
+AUDITED_AS_ERROR = frozenset({WRITE_CONFLICT, WRITE_TIMEOUT, SHUTTING_DOWN})  # audited as "error", not "denied"
+AUDIT_NAME = "audit.jsonl"
+
+log = structlog.get_logger("memoryd")
+
+
+def open_audit_log(cfg: WriteConfig, data_dir: Path) -> AuditLog:
+    """The daemon's one audit log (``audit.jsonl`` in its data dir)."""
+    return AuditLog(data_dir / AUDIT_NAME, cfg.audit_max_bytes, cfg.audit_backups)
+
+
+class WriteMethods:
+    """The write methods and what they share: the rate limiter and the audit log. Thread-safe.
+
+    ``new_writer`` makes the :class:`MemoryWriter` a write runs with (on the worker thread).
+    """
+
+    def __init__(
+        self, *, worker: WorkQueue, roots: Callable[[], RootMap], cfg: WriteConfig, audit_log: AuditLog,
+        new_writer: Callable[[], MemoryWriter],
+    ) -> None:
+        self._worker = worker
+        self._roots = roots
+        self._cfg = cfg
+        self.limiter = WriteLimiter(cfg.max_per_turn, cfg.max_per_minute)
+        self.audit_log = audit_log
+        self.new_writer = new_writer
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"remember": self.remember, "forget": self.forget, "audit": self.audit}
+
+    # -- methods ------------------------------------------------------------------
+
+    def remember(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_remember(params, peer)
+        content = req.content
+        rec: dict[str, Any] = {"action": "remember", "uid": peer.uid, "pid": peer.pid,
+                               "bytes": len(content.encode("utf-8", "surrogatepass"))}
+        with Audited(self.audit_log, rec, AUDITED_AS_ERROR):
+            session = self.admit(req.claim, rec)
+            self._check_size(rec["bytes"])
+            ns = _write_error(lambda: parse_namespace(req.namespace, session))
+            rec["namespace"] = str(ns)
+            _write_error(lambda: authorize(session, REMEMBER, ns))
+            plan = _write_error(lambda: prepare(content, ns, date.today(), req.type))
+            if isinstance(plan, Rejected):
+                rec.update(decision="rejected", reason=plan.reason, rule=plan.rule)
+                self._log_rejection(plan, content)
+                return {"decision": "rejected", "reason": plan.reason, "rule": plan.rule, "stage": plan.stage}
+            rec["path"] = plan.target
+            outcome = self.on_worker(lambda: self.new_writer().remember(plan, session.describe()))
+            rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
+            return {**outcome.to_dict(), **plan.describe()}
+
+    def forget(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_forget(params, peer)
+        rec: dict[str, Any] = {"action": "forget", "uid": peer.uid, "pid": peer.pid, "line": req.line}
+        with Audited(self.audit_log, rec, AUDITED_AS_ERROR):
+            session = self.admit(req.claim, rec)
+            rel = self._relative(req.path)
+            rec.update(path=rel, namespace=str(namespace_of(rel)))
+            _write_error(lambda: authorize(session, FORGET, namespace_of(rel)))
+            outcome = self.on_worker(lambda: self.new_writer().forget(rel, req.line, req.text, session.describe()))
+            rec.update(decision=outcome.decision, reason=outcome.reason)
+            result: dict[str, Any] = outcome.to_dict()
+            return result
+
+    def audit(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_audit(params, peer)
+        _write_error(lambda: authorize(req.session, AUDIT))
+        return {"entries": self.audit_log.tail(req.tail), "path": str(self.audit_log.path)}
+
+    # -- steps --------------------------------------------------------------------
+
+    def admit(self, claim: SessionClaim, rec: dict[str, Any]) -> Session:
+        """Session, then the enabled switch and the rate limits (this attempt is counted)."""
+        session = claim.resolve()
+        rec["session"] = session.describe()
+        if not self._cfg.enabled:
+            raise RpcError(WRITE_DISABLED, "writes are disabled (write.enabled = false)")
+        try:
+            self.limiter.admit(session.key, session.turn)
+        except RateLimited as exc:
+            code = TURN_LIMIT if exc.limit == "write.max_per_turn" else MINUTE_LIMIT
+            data = {"limit": exc.limit, "max": exc.maximum}
+            if exc.retry_after_s is not None:
+                data["retry_after_s"] = exc.retry_after_s
+            raise RpcError(code, str(exc), data) from None
+        return session
+
+    def _check_size(self, nbytes: int) -> None:
+        limit = self._cfg.max_content_bytes
+        if nbytes > limit:
+            raise RpcError(CONTENT_TOO_LARGE, f"content is {nbytes} bytes; the limit is {limit} "
+                           "(write.max_content_bytes)", {"limit": "write.max_content_bytes", "max": limit})
+
+    def _relative(self, raw: str) -> str:
+        """A forget path: relative to the first root, or absolute inside it (through the path resolver;
+        the writer's :func:`~memoryd.indexer.write.access.resolve_target` then refuses links)."""
+        norm = _write_error(lambda: normalize(raw))
+        if not os.path.isabs(raw):
+            return raw
+        roots = self._roots()
+        loc = roots.guard.locate_absolute(norm)
+        if loc is None or loc[0] != roots.roots[0]:
+            raise RpcError(BAD_TARGET, f"{raw[:200]}: not inside the first memory root (where memories are written)")
+        return loc[1]
+
+    def on_worker(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the index worker; if it has not started within ``write.wait_s``, cancel it.
+
+        ``fn``'s own errors come back on this thread with their type (the worker does not log
+        them: a refused write is the caller's answer, not a worker failure).
+        """
+        task = self._worker.call(lambda: _captured(fn))
+        wait_s = self._cfg.wait_s
+        try:
+            ok, value = worker_result(task, wait_s)
+        except TimeoutError:
+            if task.cancel():  # still queued: it will never run
+                raise RpcError(WRITE_TIMEOUT, f"the index worker stayed busy for {wait_s:g} s (write.wait_s); "
+                               "nothing was written, try again") from None
+            try:
+                ok, value = worker_result(task, wait_s)
+            except TimeoutError:
+                raise RpcError(WRITE_TIMEOUT, f"the write is still running after {2 * wait_s:g} s; it will "
+                               "finish in the background") from None
+        if not ok:
+            assert isinstance(value, BaseException)
+            raise _write_error_of(value) from None
+        return cast(T, value)  # ok: what fn returned
+
+    def _log_rejection(self, plan: Rejected, content: str) -> None:
+        preview = privacy.redact_for_log(content)
+        if not privacy.check(preview).passed:  # redaction did not cover it: say nothing at all
+            preview = "[withheld]"
+        log.info("write.rejected", stage=plan.stage, rule=plan.rule, preview=preview)
+
+
+def _captured(fn: Callable[[], T]) -> tuple[bool, T | BaseException]:
+    try:
+        return True, fn()
+    except Exception as exc:  # re-raised on the connection thread, with its type
+        return False, exc
+
+
+def _write_error(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except (WriteError, UnknownType) as exc:
+        raise _write_error_of(exc) from None
+
+
+def _write_error_of(exc: BaseException) -> BaseException:
+    if isinstance(exc, UnknownType):
+        return InvalidParams(str(exc))
+    if isinstance(exc, SessionError):
+        return InvalidParams(str(exc))
+    for cls, code in _CODES.items():
+        if isinstance(exc, cls):
+            return RpcError(code, str(exc))
+    return exc

@@ -1,0 +1,286 @@
+"""The ``memoryd`` command line.
+
+Client commands (``search``, ``status``, ``reindex``, ``get``) talk to the
+daemon over its socket and import nothing heavy: editors run ``memoryd
+reindex`` on every save, so start-up cost matters. ``run``, ``index`` and
+``search --offline`` load the model stack lazily, inside their functions.
+
+Exit codes: 0 ok, 1 error reported by the daemon or a bad argument, 2 usage,
+3 start-up failed (config, socket in use, model), 4 the daemon is not running.
+
+Everything the client commands print passes through ``memoryd.daemon.client.termsafe``:
+control and escape characters from file names and content are shown
+escaped (``\x1b``), never sent to the terminal raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memoryd.daemon.client import cli_bank, cli_history, cli_mcp, cli_setup, cli_write
+from memoryd.daemon.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_RUNNING, EXIT_STARTUP, EXIT_USAGE
+from memoryd.indexer.errors import (
+    ConfigError,
+    IndexInUseError,
+    MemorydError,
+    ModelError,
+    NotRunningError,
+    SocketInUseError,
+)
+from memoryd.indexer.paths import client_socket_path
+
+if TYPE_CHECKING:
+    from memoryd.indexer.config import Config
+
+
+
+def _common(p: argparse.ArgumentParser, daemon_side: bool = False) -> None:
+    p.add_argument("--config", type=Path, help="config file (default: $XDG_CONFIG_HOME/memoryd/memoryd.toml)")
+    p.add_argument("--socket", type=Path, help="socket path (default: $XDG_RUNTIME_DIR/memoryd/memoryd.sock)")
+    if daemon_side:
+        p.add_argument("--root", type=Path, action="append", help="memory folder to index (repeatable; "
+                       "replaces the configured roots)")
+        p.add_argument("--data-dir", type=Path, help="index directory (default: $XDG_STATE_HOME/memoryd)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description="Live hybrid search over Markdown memory files.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run the daemon in the foreground (what systemd starts)")
+    _common(p, daemon_side=True)
+
+    p = sub.add_parser("index", help="index/reconcile the roots once, then exit")
+    _common(p, daemon_side=True)
+
+    p = sub.add_parser("search", help="search the memory")
+    _common(p, daemon_side=True)
+    p.add_argument("query", nargs="+")
+    p.add_argument("-k", type=int, default=None, help="number of hits (default from config: 8)")
+    p.add_argument("--mode", default=None, help="hybrid (default), vector or keyword")
+    p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
+    p.add_argument("--min-score", type=float, default=None,
+                   help="abstain unless a hit reaches this cosine similarity or matches a keyword")
+    p.add_argument("--explain", action="store_true", help="show each hit's ranks and raw scores in both legs")
+    p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
+    p.add_argument("--json", action="store_true", help="print the socket's JSON result")
+
+    p = sub.add_parser("status", help="show the daemon's state")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("reindex", help="re-index files now (editor on-save hook)")
+    _common(p)
+    p.add_argument("paths", nargs="*", type=Path, help="files or folders (none: everything)")
+    p.add_argument("--wait", action="store_true", help="return only when indexed")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("context", help="the best memories for a query as a Markdown block within a token budget")
+    _common(p)
+    p.add_argument("query", nargs="+")
+    p.add_argument("--max-tokens", type=int, default=1000, help="token budget (model tokens; default 1000)")
+    p.add_argument("-k", type=int, default=None, help="hits considered (default 20)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("get", help="print lines of a memory file: PATH[:START[-END]]")
+    _common(p)
+    p.add_argument("target")
+    p.add_argument("--json", action="store_true")
+
+    cli_bank.add_parsers(sub)
+    cli_write.add_parsers(sub)
+    cli_history.add_parsers(sub)
+    cli_mcp.add_parsers(sub)
+    cli_setup.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from importlib.metadata import version
+
+        print(f"memoryd {version('memoryd')}")
+        return 0
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    handler = _COMMANDS[args.command]
+    if args.command in _RAW_OUTPUT:
+        return _run(handler, args)
+    from memoryd.daemon.client.termsafe import SafeStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+    try:
+        return _run(handler, args)
+    finally:
+        sys.stdout.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(handler: Any, args: argparse.Namespace) -> int:
+    try:
+        return int(handler(args))
+    except (ConfigError, IndexInUseError, SocketInUseError, ModelError) as exc:  # the README's "start-up failed"
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    except NotRunningError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    except MemorydError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _load_config(args: argparse.Namespace) -> Config:
+    """The full, validated config (daemon-side commands only: it costs an import of the machinery)."""
+    from memoryd.indexer import config as configmod
+
+    cfg = configmod.load(args.config)
+    return configmod.with_overrides(
+        cfg, roots=getattr(args, "root", None), data_dir=getattr(args, "data_dir", None), socket=args.socket
+    )
+
+
+def _socket(args: argparse.Namespace) -> Path:
+    """The daemon's socket, found without loading the full config (client commands must start fast)."""
+    if args.socket:
+        return Path(os.path.abspath(os.path.expanduser(args.socket)))
+    return client_socket_path(args.config, os.environ)
+
+
+# -- daemon-side commands (heavy imports inside) ------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from memoryd.daemon.app import run_daemon
+
+    return run_daemon(_load_config(args), reload=lambda: _load_config(args))
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from memoryd.daemon.oneshot import run_index
+
+    return run_index(_load_config(args))
+
+
+# -- client commands ----------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from memoryd.daemon.client.rpc_client import Client
+
+    return Client(_socket(args))
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    query = " ".join(args.query)
+    params: dict[str, Any] = {"query": query}
+    if args.explain:
+        params["explain"] = True
+    for key in ("k", "mode", "path_prefix", "min_score"):
+        if getattr(args, key) is not None:
+            params[key] = getattr(args, key)
+    if args.offline:
+        from memoryd.daemon.oneshot import offline_search
+
+        result = offline_search(_load_config(args), params)
+    else:
+        with _client(args) as client:
+            result = client.call("search", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        from memoryd.daemon.client.render import render_hits
+
+        print(render_hits(result))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.call("status")
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        from memoryd.daemon.client.render import render_status
+
+        print(render_status(result))
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"wait": bool(args.wait)}
+    if args.paths:
+        # abspath, not Path.absolute(): a '..' the user typed is resolved here, since the daemon refuses it
+        params["paths"] = [os.path.abspath(p.expanduser()) for p in args.paths]
+    with _client(args) as client:
+        result = client.call("reindex", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        from memoryd.daemon.client.render import render_reindex
+
+        print(render_reindex(result))
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"query": " ".join(args.query), "max_tokens": args.max_tokens}
+    if args.k is not None:
+        params["k"] = args.k
+    with _client(args) as client:
+        result = client.call("context", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        print(result["text"] or "no relevant memories", end="\n" if not result["text"].endswith("\n") else "")
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from memoryd.daemon.client.render import parse_target
+
+    params = parse_target(args.target)
+    with _client(args) as client:
+        result = client.call("get", params)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        sys.stdout.write(result.get("text", ""))
+        if result.get("text") and not result["text"].endswith("\n"):
+            sys.stdout.write("\n")
+    return 0
+
+
+# Commands whose output is not for a person to read through the filter: the daemon's own log (with its
+# colours), the indexer's progress bar, and the MCP protocol on stdout.
+_RAW_OUTPUT = frozenset({"run", "index", "mcp"})
+
+_COMMANDS = {
+    "run": cmd_run,
+    "index": cmd_index,
+    "search": cmd_search,
+    "status": cmd_status,
+    "reindex": cmd_reindex,
+    "get": cmd_get,
+    "context": cmd_context,
+    **cli_write.COMMANDS,
+}
+_COMMANDS.update(cli_bank.COMMANDS)
+_COMMANDS.update(cli_mcp.COMMANDS)
+_COMMANDS.update(cli_setup.COMMANDS)
+_COMMANDS.update(cli_history.COMMANDS)
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The socket methods built from fakes: no socket, no started daemon, no model.
+
+Each handler takes only the parts it uses (:mod:`memoryd.daemon.api.ports`), so
+these tests hand it a recording index, a worker whose futures the test
+completes, and real roots on ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd.daemon.api.admin import AdminMethods
+from memoryd.daemon.api.read import ReadMethods
+from memoryd.daemon.api.write import WriteMethods, open_audit_log
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.errors import (
+    ACCESS_DENIED,
+    APPLICATION_ERROR,
+    SHUTTING_DOWN,
+    WRITE_TIMEOUT,
+    InvalidParams,
+    RpcError,
+)
+from memoryd.daemon.rpc.jsonrpc import Peer
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.worker import TaskStopped
+from memoryd.indexer.config import Config
+from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.search.hits import SearchResult
+
+OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
+ALICE = {"kind": "direct", "peer": "alice"}
+
+
+class FakeIndex:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def search(self, query: str, **kw: Any) -> SearchResult:
+        self.calls.append({"query": query, **kw})
+        return SearchResult(mode=kw.get("mode") or "hybrid", hits=[], took_ms=0.5)
+
+
+class FakeWorker:
+    """Queues nothing and runs nothing: each task's future is kept for the test to settle."""
+
+    def __init__(self) -> None:
+        self.futures: list[Future[Any]] = []
+        self.reasons: list[str] = []
+
+    def _future(self) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.futures.append(future)
+        return future
+
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
+        return self._future()
+
+    def request_reconcile(self, reason: str) -> Future[dict[str, Any]]:
+        self.reasons.append(reason)
+        return self._future()
+
+    def index_now(self, files: list[tuple[Path, str]]) -> Future[dict[str, Any]]:
+        return self._future()
+
+
+def _reads(root: Path, index: FakeIndex, worker: FakeWorker) -> ReadMethods:
+    roots = RootMap([root])
+    return ReadMethods(index=index, roots=lambda: roots, worker=worker, search=Config().search,
+                       path_filter=PathFilter(("*.md",), ()), max_file_bytes=1 << 20,
+                       count_tokens=lambda texts: [len(t.split()) for t in texts], query_vector=lambda q: None)
+
+
+def test_search_params_reach_the_index_as_keywords_with_the_session_scope(tmp_path: Path) -> None:
+    index = FakeIndex()
+    reads = _reads(tmp_path, index, FakeWorker())
+    reads.search({"query": "quokka", "k": 3, "mode": "keyword", "session": ALICE}, OWNER)
+    reads.search({"query": "quokka"}, OWNER)
+    confined, owner = index.calls
+    assert confined["k"] == 3 and confined["mode"] == "keyword" and confined["query_vector"] is None
+    assert confined["path_prefix"] == f"{tmp_path}/peers/alice/" and confined["path_check"] is not None
+    assert owner["path_prefix"] is None and owner["path_check"] is None
+    assert (owner["k"], owner["mode"]) == (Config().search.k, Config().search.mode)
+
+
+def test_a_namespace_outside_the_session_answers_no_hits_without_searching(tmp_path: Path) -> None:
+    index = FakeIndex()
+    reads = _reads(tmp_path, index, FakeWorker())
+    reads.search({"query": "quokka", "namespace": "peer:bob", "session": {"kind": "owner"}}, OWNER)
+    assert index.calls[-1]["path_prefix"] == f"{tmp_path}/peers/bob/"  # the owner may read it
+    index.calls.clear()
+    res = reads.search({"query": "quokka", "namespace": "peer:bob", "session": ALICE}, OWNER)
+    assert res == {"hits": [], "took_ms": 0.0, "mode": Config().search.mode} and index.calls == []
+
+
+@pytest.mark.parametrize(("params", "named"), [
+    ({"query": " "}, "query"), ({"query": "x", "k": 0}, "'k'"), ({"query": "x", "mode": "fuzzy"}, "'mode'"),
+    ({"query": "x", "typo": 1}, "typo"), ({"query": "x", "min_score": "high"}, "min_score"),
+])
+def test_bad_search_params_are_named(tmp_path: Path, params: dict[str, Any], named: str) -> None:
+    with pytest.raises(InvalidParams, match=named):
+        _reads(tmp_path, FakeIndex(), FakeWorker()).search(params, OWNER)
+
+
+def test_reindex_answers_the_workers_stats_or_its_shutdown(tmp_path: Path) -> None:
+    worker = FakeWorker()
+    reads = _reads(tmp_path, FakeIndex(), worker)
+    assert reads.reindex({}, OWNER) == {"queued": 1, "done": False} and worker.reasons == ["reindex request"]
+    worker.futures[-1].set_result({"files": 2})
+    done_future = worker.futures[-1]
+    worker.request_reconcile = lambda reason: done_future  # type: ignore[method-assign]
+    res = reads.reindex({"wait": True}, OWNER)
+    assert res["done"] is True and res["files"] == 2
+
+    cancelled: Future[dict[str, Any]] = Future()
+    cancelled.cancel()
+    worker.request_reconcile = lambda reason: cancelled  # type: ignore[method-assign]
+    with pytest.raises(RpcError) as exc:
+        reads.reindex({"wait": True}, OWNER)
+    assert exc.value.code == SHUTTING_DOWN and "not run" in exc.value.message
+
+    stopped: Future[dict[str, Any]] = Future()
+    stopped.set_exception(TaskStopped("the re-index was stopped (after 3/9 files)"))
+    worker.request_reconcile = lambda reason: stopped  # type: ignore[method-assign]
+    with pytest.raises(RpcError) as exc:
+        reads.reindex({"wait": True}, OWNER)
+    assert exc.value.code == SHUTTING_DOWN and "3/9" in exc.value.message
+
+    failed: Future[dict[str, Any]] = Future()
+    failed.set_exception(MemorydError("disk full"))
+    worker.request_reconcile = lambda reason: failed  # type: ignore[method-assign]
+    with pytest.raises(RpcError) as exc:
+        reads.reindex({"wait": True}, OWNER)
+    assert (exc.value.code, exc.value.message) == (APPLICATION_ERROR, "disk full")
+
+
+def _writes(tmp_path: Path, worker: FakeWorker, **write: Any) -> WriteMethods:
+    cfg = dataclasses.replace(Config().write, **write)
+    roots = RootMap([tmp_path / "root"])
+
+    def no_writer() -> Any:
+        raise AssertionError("nothing may be written")
+
+    return WriteMethods(worker=worker, roots=lambda: roots, cfg=cfg, audit_log=open_audit_log(cfg, tmp_path),
+                        new_writer=no_writer)
+
+
+def test_a_write_the_worker_never_starts_is_cancelled_and_audited(tmp_path: Path) -> None:
+    worker = FakeWorker()
+    writes = _writes(tmp_path, worker, wait_s=0.05)
+    with pytest.raises(RpcError) as exc:
+        writes.remember({"content": "The team deploys on Tuesdays after the standup."}, OWNER)
+    assert exc.value.code == WRITE_TIMEOUT and "nothing was written" in exc.value.message
+    assert worker.futures[-1].cancelled()  # the worker will skip it
+    assert writes.audit_log.tail(1)[0]["code"] == WRITE_TIMEOUT
+
+
+def test_a_confined_session_may_not_read_the_audit_log(tmp_path: Path) -> None:
+    with pytest.raises(RpcError) as exc:
+        _writes(tmp_path, FakeWorker()).audit({"session": ALICE}, OWNER)
+    assert exc.value.code == ACCESS_DENIED
+
+
+def test_ping_and_status_read_the_status_provider() -> None:
+    class Provider:
+        version = "9.9"
+        started = 0.0
+
+        def status(self) -> dict[str, Any]:
+            return {"files": 7}
+
+    admin = AdminMethods(Provider())
+    assert admin.ping({}, OWNER)["version"] == "9.9" and admin.status({}, OWNER) == {"files": 7}
+    with pytest.raises(InvalidParams, match="extra"):
+        admin.status({"extra": 1}, OWNER)
