@@ -85,3 +85,11 @@ def test_python_daemon_imports_beside_memoryd(wheel: Path, tmp_path: Path) -> No
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)},
                          capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip().startswith(str(target))
+
+
+def test_metadata_names_the_licence_and_ships_its_text(wheel: Path) -> None:
+    names = _names(wheel)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: MIT" in meta and "Classifier: Operating System :: POSIX :: Linux" in meta
