@@ -10,7 +10,7 @@ still treat that as a finished write (``settle_ms``) rather than one that waits
 the full ``debounce_ms``.
 
 One daemon with the built-in watch settings (``debounce_ms`` 1500,
-``settle_ms`` 200) serves ``--files`` generated notes, indexed once beforehand
+``settle_ms`` 100) serves ``--files`` generated notes, indexed once beforehand
 with ``--provider`` (default: the real e5-small model). Two series follow, each
 in its own Vim (``vim -u VIMRC -i NONE -n``) started from a shell in a detached
 tmux session, each on its own note: "no hook" (a bare vimrc: only the watcher
@@ -188,7 +188,7 @@ def main() -> None:
              fmt(r["max_s"]), " ".join(f"{k}:{v}" for k, v in sorted(r["windows"].items()))]
             for series, r in out["series"].items()]
     print_table(header, rows)
-    print(f"debounce_ms 1500, settle_ms 200 (built-in); polling resolution {args.poll_ms:g} ms; "
+    print(f"debounce_ms 1500, settle_ms 100 (built-in); polling resolution {args.poll_ms:g} ms; "
           f"load average before {load_before}, after {loadavg()}")
     print(json.dumps({**out, "poll_ms": args.poll_ms, "loadavg_before": load_before, "loadavg_after": loadavg()}))
 

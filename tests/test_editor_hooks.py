@@ -130,7 +130,7 @@ def daemon_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
 
 @pytest.fixture
 def watcher_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
-    """A running daemon with the built-in watch settings (debounce_ms 1500, settle_ms 200)."""
+    """A running daemon with the built-in watch settings (debounce_ms 1500, settle_ms 100)."""
     with _daemon(tmp_path, short_dir, "") as e:
         yield e
 
@@ -204,7 +204,7 @@ def test_vim_save_without_a_hook_is_released_by_the_settle_window(watcher_env: E
     """No hook: the watcher alone sees ``:w`` (…, CLOSE_WRITE, ATTRIB) and must take ``settle_ms``.
 
     The debouncer's counters say which window released the save: "settled" (the finished write's
-    200 ms), not "quiet" (the full 1.5 s ``debounce_ms``). The time bound is only a generous cap.
+    100 ms), not "quiet" (the full 1.5 s ``debounce_ms``). The time bound is only a generous cap.
     """
     e = watcher_env
     with _vim_in_tmux(e, short_dir, editor, hook=False) as (_screen, keys):
