@@ -9,7 +9,7 @@ for how long its one chunk takes to embed) and ``--real-files`` notes with the
 real e5-small model (the row that matters) — the corpus is indexed once
 (``memoryd index``), then two ``memoryd run`` subprocesses run side by side,
 each on its own copy: one with the default watch settings (``debounce_ms``
-1500, ``settle_ms`` 200), one with ``debounce_ms = settle_ms = 100``. Edits
+1500, ``settle_ms`` 100), one with ``debounce_ms = settle_ms = 100``. Edits
 alternate between them (A B B A ...: both see the same background load); each
 starts once its daemon is idle. ``--edits`` files are edited one after
 another: a line holding a unique, fixed-width token (``zebracorn000000123``)
@@ -53,7 +53,7 @@ from _common import (
 )
 
 _TOKENS = itertools.count(1)
-SETTINGS: tuple[int | None, ...] = (None, 100)  # debounce_ms = settle_ms; None: the built-in 1500/200
+SETTINGS: tuple[int | None, ...] = (None, 100)  # debounce_ms = settle_ms; None: the built-in 1500/100
 WRITERS = ("close", "open", "hook")
 
 
@@ -107,7 +107,7 @@ def start_daemons(tmp: Path, provider: str, src_root: Path, files: list[Path], s
         cfg = write_config(tmp / f"s{j}.toml", {"embedding": {"provider": provider}, "watch": watch})
         d = stack.enter_context(Daemon(tmp, [root], data, cfg, name=f"s{j}"))
         out.append((d, [root / p.relative_to(src_root) for p in files], {"debounce_ms": deb or 1500,
-                                                                          "settle_ms": deb or 200}))
+                                                                          "settle_ms": deb or 100}))
     for d, _, info in out:
         info["status"] = d.wait_idle(timeout=args.index_timeout)
     return out, build_s

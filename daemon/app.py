@@ -225,6 +225,9 @@ class Daemon:
             "last_reconcile": _iso(self.worker.last_reconcile),
             "last_error": self.worker.last_error, "last_watch_failure": self.last_failure,
             "socket": str(self.cfg.socket_path), "data_dir": str(self.cfg.data_dir),
+            # Which window released each group of watched changes: a finished write's settle_ms
+            # ("settled"), the full debounce_ms ("quiet"), max_delay_ms, or a shutdown flush.
+            "debounced": self.debouncer.ready_counts if self.debouncer else {},
         }
 
     # -- shutdown ---------------------------------------------------------------

@@ -67,7 +67,7 @@ class WatchConfig:
     include: tuple[str, ...] = ("*.md", "*.markdown")
     exclude: tuple[str, ...] = (".git/*", "node_modules/*", ".obsidian/*", ".trash/*")
     debounce_ms: int = 1500
-    settle_ms: int = 200
+    settle_ms: int = 100
     max_delay_ms: int = 5000
     max_file_bytes: int = 10_000_000
     follow_symlinks: bool = True

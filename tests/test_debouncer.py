@@ -282,13 +282,15 @@ class Model:
 
 def _random_op(rng: random.Random, model: Model, paths: list[Path], counter: list[int]) -> Change | None:
     p, q = rng.sample(paths, 2)
-    op = rng.choice(["write", "write", "delete", "move", "move"])
-    if op == "write":
+    op = rng.choice(["write", "write", "delete", "move", "move", "chmod"])
+    if op == "write":  # a write, or the close that ends one (settled: the short window)
         counter[0] += 1
         model.disk[p] = counter[0]
-        return up(p)
+        return Change("upsert", p, settled=rng.random() < 0.3)
     if p not in model.disk:
         return None
+    if op == "chmod":  # metadata only: the content is the same
+        return Change("upsert", p, metadata=True)
     if op == "delete":
         del model.disk[p]
         return rm(p)
@@ -303,7 +305,8 @@ def test_random_histories_leave_the_index_equal_to_the_disk(strict):
         rng = random.Random(seed)
         model = Model(strict_moves=strict)
         clock = FakeClock()
-        deb = Debouncer(model.queue.extend, quiet_ms=100, max_delay_ms=300, clock=clock, max_batch=3)
+        deb = Debouncer(model.queue.extend, quiet_ms=100, max_delay_ms=300, clock=clock, max_batch=3,
+                        settle_ms=20)
         counter = [0]
         for _ in range(rng.randint(1, 40)):
             ch = _random_op(rng, model, paths, counter)
@@ -337,3 +340,98 @@ def test_a_write_after_the_close_brings_back_the_full_quiet_window():
     assert deb.poll() == 0
     clock.advance(1300)
     assert deb.poll() == 1
+
+
+# -- metadata-only events (IN_ATTRIB) after a finished write --------------------------------
+
+
+def closed(p: Path) -> Change:
+    return Change("upsert", p, settled=True)
+
+
+def attrib(p: Path) -> Change:
+    return Change("upsert", p, metadata=True)
+
+
+def test_vim_save_close_write_then_attrib_keeps_the_settle_window():
+    """Vim 9 / Neovim ``:w``: MODIFY, ATTRIB, CLOSE_WRITE, ATTRIB (the mode set again after the close)."""
+    deb, clock, rec = make(quiet_ms=1500, settle_ms=200)
+    for ch in (up(A), attrib(A), closed(A), attrib(A)):
+        deb.submit(ch)
+    clock.advance(199)
+    assert deb.poll() == 0
+    clock.advance(2)
+    assert deb.poll() == 1 and rec.changes == [up(A)]
+    assert deb.ready_counts == {"settled": 1, "quiet": 0, "max_delay": 0, "flushed": 0}
+
+
+def test_an_attrib_after_the_close_counts_as_activity_within_the_settle_window():
+    deb, clock, _rec = make(quiet_ms=1500, settle_ms=200)
+    deb.submit(closed(A))
+    clock.advance(150)
+    deb.submit(attrib(A))  # settle_ms counts again from here, but not the quiet window
+    clock.advance(150)
+    assert deb.poll() == 0
+    clock.advance(51)
+    assert deb.poll() == 1 and deb.ready_counts["settled"] == 1
+
+
+def test_a_modify_after_close_and_attrib_brings_back_the_full_quiet_window():
+    """Someone writes again after the save: the edit must not be read half-written."""
+    deb, clock, rec = make(quiet_ms=1500, settle_ms=200)
+    for ch in (closed(A), attrib(A), up(A)):
+        deb.submit(ch)
+    clock.advance(1499)
+    assert deb.poll() == 0
+    clock.advance(2)
+    assert deb.poll() == 1 and rec.changes == [up(A)]
+    assert deb.ready_counts["quiet"] == 1 and deb.ready_counts["settled"] == 0
+
+
+def test_an_attrib_before_the_close_does_not_settle_a_write_in_progress():
+    deb, clock, _rec = make(quiet_ms=1500, settle_ms=200)
+    deb.submit(up(A))
+    deb.submit(attrib(A))
+    clock.advance(300)
+    assert deb.poll() == 0  # still writing as far as the events say: the quiet window applies
+    clock.advance(1201)
+    assert deb.poll() == 1 and deb.ready_counts["quiet"] == 1
+
+
+def test_an_attrib_alone_is_one_upsert_after_the_quiet_window():
+    """A chmod/chown/touch on an untouched file: re-read once (the index finds the content unchanged
+    and embeds nothing; a chmod that made the file unreadable must still be noticed)."""
+    deb, clock, rec = make(quiet_ms=1500, settle_ms=200)
+    deb.submit(attrib(A))
+    clock.advance(1499)
+    assert deb.poll() == 0
+    clock.advance(2)
+    assert deb.poll() == 1 and rec.changes == [up(A)]
+    assert deb.ready_counts["quiet"] == 1
+
+
+def test_an_attrib_keeps_the_delete_and_create_of_a_rename_save_as_one_upsert():
+    """Vim with backupcopy=no: x.md renamed to the backup (delete x.md), a new x.md written, closed, chmod."""
+    deb, clock, rec = make(quiet_ms=1500, settle_ms=200)
+    for ch in (rm(A), up(A), closed(A), attrib(A)):
+        deb.submit(ch)
+    clock.advance(201)
+    assert deb.poll() == 1 and rec.changes == [up(A)]
+
+
+def test_only_an_unsettled_upsert_can_be_metadata_only():
+    with pytest.raises(ValueError, match="metadata-only"):
+        Change("upsert", A, settled=True, metadata=True)
+    with pytest.raises(ValueError, match="delete"):
+        Change("delete", A, metadata=True)
+
+
+def test_ready_counts_name_max_delay_and_flush():
+    deb, clock, _rec = make(quiet_ms=100, max_delay_ms=300)
+    for _ in range(4):
+        deb.submit(up(A))
+        clock.advance(90)
+    assert deb.poll() == 1  # written every 90 ms: only max_delay_ms releases it
+    deb.submit(up(B))
+    assert deb.flush() == 1
+    assert deb.ready_counts == {"settled": 0, "quiet": 0, "max_delay": 1, "flushed": 1}

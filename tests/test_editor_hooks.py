@@ -10,6 +10,12 @@ did not do the work.
 Vim and Neovim run from a shell in tmux (a real terminal, real ``BufWritePost``); Emacs in
 ``--batch`` (its hook uses ``call-process`` with destination 0, which outlives
 Emacs). Each editor's test is skipped when the editor (or tmux) is not on PATH.
+
+Without a hook, the watcher alone must index a Vim save after ``settle_ms``:
+Vim 9 and Neovim end ``:w`` with ``CLOSE_WRITE`` then ``ATTRIB``, and the
+``ATTRIB`` must not send the save back to the full ``debounce_ms``. That test
+runs the built-in watch settings and asserts which window released the save
+(``status.debounced``), not a time.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,17 +84,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-@pytest.fixture
-def daemon_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
-    """A running daemon whose watcher waits 60 s; the default socket of ``env`` is its socket."""
+@contextmanager
+def _daemon(tmp_path: Path, short_dir: Path, watch: str) -> Iterator[Env]:
+    """A running daemon with the ``[watch]`` settings ``watch``; the default socket of ``env`` is its socket."""
     root = tmp_path / "root"
     root.mkdir()
     note, control = root / "note.md", root / "control.md"
     note.write_text("# Note\n\nFirst line.\n")
     control.write_text("# Control\n\nWritten without any hook.\n")
     conf = tmp_path / "c.toml"
-    conf.write_text(f'[embedding]\nprovider = "hash"\n[watch]\ndebounce_ms = {WATCH_DELAY_MS}\n'
-                    f"settle_ms = {WATCH_DELAY_MS}\nmax_delay_ms = {WATCH_DELAY_MS}\n")
+    conf.write_text(f'[embedding]\nprovider = "hash"\n[watch]\n{watch}')
     _wrapper(tmp_path / "bin")
     # XDG_RUNTIME_DIR makes the daemon's socket the CLI's default one: the hooks run unconfigured.
     sock = short_dir / "memoryd" / "memoryd.sock"
@@ -103,15 +109,30 @@ def daemon_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
         wait_for(lambda: proc.poll() is not None or sock.exists(), 30, "the daemon's socket")
         assert proc.poll() is None, (tmp_path / "daemon.log").read_text()
         wait_for(lambda: _ready(client), 30, "the start-up reconcile")
-        # Written after the reconcile: only the (60 s) watcher could index it.
-        control.write_text("# Control\n\nWritten without any hook: wombatcontrol.\n")
         yield Env(root, note, control, sock, env, client)
-        assert not client.call("search", {"query": "wombatcontrol", "mode": "keyword"})["hits"], \
-            "the watcher indexed the control file: the test no longer proves the hook did the work"
     finally:
         client.close()
         _stop(proc)
         log.close()
+
+
+@pytest.fixture
+def daemon_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
+    """A running daemon whose watcher waits 60 s, so that only a hook can index a save in time."""
+    watch = f"debounce_ms = {WATCH_DELAY_MS}\nsettle_ms = {WATCH_DELAY_MS}\nmax_delay_ms = {WATCH_DELAY_MS}\n"
+    with _daemon(tmp_path, short_dir, watch) as e:
+        # Written after the reconcile: only the (60 s) watcher could index it.
+        e.control.write_text("# Control\n\nWritten without any hook: wombatcontrol.\n")
+        yield e
+        assert not e.found("wombatcontrol"), \
+            "the watcher indexed the control file: the test no longer proves the hook did the work"
+
+
+@pytest.fixture
+def watcher_env(tmp_path: Path, short_dir: Path) -> Iterator[Env]:
+    """A running daemon with the built-in watch settings (debounce_ms 1500, settle_ms 100)."""
+    with _daemon(tmp_path, short_dir, "") as e:
+        yield e
 
 
 def _tmux(sock: Path, env: dict[str, str], *args: str) -> str:
@@ -125,8 +146,35 @@ def _needs(*programs: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(missing), reason=f"needs {' and '.join(programs)} on PATH (missing: {missing})")
 
 
-@pytest.mark.parametrize("editor", [pytest.param("vim", marks=_needs("vim", "tmux", "bash")),
-                                    pytest.param("nvim", marks=_needs("nvim", "tmux", "bash"))])
+VIMS = [pytest.param("vim", marks=_needs("vim", "tmux", "bash")),
+        pytest.param("nvim", marks=_needs("nvim", "tmux", "bash"))]
+
+
+@contextmanager
+def _vim_in_tmux(e: Env, short_dir: Path, editor: str,
+                 hook: bool) -> Iterator[tuple[Callable[[], str], Callable[..., None]]]:
+    """``editor`` on the note, from a shell in a detached tmux session; yields (screen, keys)."""
+    vimrc = short_dir / "vimrc"
+    # shortmess-=F: Neovim, like Vim, shows the file message ("3L, 24B") that tells the test it is up.
+    vimrc.write_text("set nocompatible shortmess-=F\n" + (f"source {EDITORS / 'memoryd.vim'}\n" if hook else ""))
+    tsock = short_dir / "tmux.sock"
+    _tmux(tsock, e.env, "new-session", "-d", "-x", "120", "-y", "20", "-s", "ed", "bash --norc --noprofile -i")
+
+    def screen() -> str:
+        return _tmux(tsock, e.env, "capture-pane", "-p", "-t", "ed")
+
+    def keys(*k: str) -> None:
+        _tmux(tsock, e.env, "send-keys", "-t", "ed", *k)
+
+    try:
+        keys(f"{editor} -u {vimrc} -i NONE -n {e.note}", "Enter")
+        wait_for(lambda: re.search(r"\d+L, \d+B", screen()), 10, f"{editor}'s file message")  # "3L, 24B"
+        yield screen, keys
+    finally:
+        subprocess.run(["tmux", "-S", str(tsock), "kill-server"], env=e.env, capture_output=True, timeout=10)
+
+
+@pytest.mark.parametrize("editor", VIMS)
 def test_vim_save_is_searchable_through_the_hook(daemon_env: Env, short_dir: Path, editor: str) -> None:
     """Vim 8+ (``job_start``) and Neovim (``jobstart``) started from a shell in a terminal: ``:w``, then ``:wq``.
 
@@ -134,24 +182,11 @@ def test_vim_save_is_searchable_through_the_hook(daemon_env: Env, short_dir: Pat
     and the just-forked job can die of the hang-up before it detaches (see docs/editor-hooks.md).
     """
     e = daemon_env
-    vimrc = short_dir / "vimrc"
-    # shortmess-=F: Neovim, like Vim, shows the file message ("3L, 24B") that tells the test it is up.
-    vimrc.write_text(f"set nocompatible shortmess-=F\nsource {EDITORS / 'memoryd.vim'}\n")
-    tsock = short_dir / "tmux.sock"
-    _tmux(tsock, e.env, "new-session", "-d", "-x", "120", "-y", "20", "-s", "hook", "bash --norc --noprofile -i")
-
-    def screen() -> str:
-        return _tmux(tsock, e.env, "capture-pane", "-p", "-t", "hook")
-
-    def keys(*k: str) -> None:
-        _tmux(tsock, e.env, "send-keys", "-t", "hook", *k)
 
     def saved(word: str) -> bool:
         return word in e.note.read_text()
 
-    try:
-        keys(f"{editor} -u {vimrc} -i NONE -n {e.note}", "Enter")
-        wait_for(lambda: re.search(r"\d+L, \d+B", screen()), 10, f"{editor}'s file message")  # "3L, 24B"
+    with _vim_in_tmux(e, short_dir, editor, hook=True) as (screen, keys):
         keys("Go", "quokkahook000001", "Escape", ":w", "Enter")
         wait_for(lambda: saved("quokkahook000001"), 10, f"{editor} to save")
         wait_for(lambda: e.found("quokkahook000001"), HOOK_BOUND_S, "the hook's re-index after :w")
@@ -161,8 +196,25 @@ def test_vim_save_is_searchable_through_the_hook(daemon_env: Env, short_dir: Pat
         wait_for(lambda: saved("quokkahook000002"), 10, f"{editor} to save and quit")
         wait_for(lambda: e.found("quokkahook000002"), HOOK_BOUND_S, "the hook's re-index after :wq")
         assert e.found("quokkahook000002")[0]["path"] == "note.md"
-    finally:
-        subprocess.run(["tmux", "-S", str(tsock), "kill-server"], env=e.env, capture_output=True, timeout=10)
+
+
+@pytest.mark.parametrize("editor", VIMS)
+def test_vim_save_without_a_hook_is_released_by_the_settle_window(watcher_env: Env, short_dir: Path,
+                                                                   editor: str) -> None:
+    """No hook: the watcher alone sees ``:w`` (…, CLOSE_WRITE, ATTRIB) and must take ``settle_ms``.
+
+    The debouncer's counters say which window released the save: "settled" (the finished write's
+    100 ms), not "quiet" (the full 1.5 s ``debounce_ms``). The time bound is only a generous cap.
+    """
+    e = watcher_env
+    with _vim_in_tmux(e, short_dir, editor, hook=False) as (_screen, keys):
+        before = e.client.call("status")["debounced"]
+        keys("Go", "quokkasave000004", "Escape", ":w", "Enter")
+        wait_for(lambda: "quokkasave000004" in e.note.read_text(), 10, f"{editor} to save")
+        wait_for(lambda: e.found("quokkasave000004"), HOOK_BOUND_S, "the watcher's re-index after :w")
+        after = e.client.call("status")["debounced"]
+    assert after["settled"] > before["settled"], (before, after)
+    assert after["quiet"] == before["quiet"], f"the save waited the full debounce_ms: {before} -> {after}"
 
 
 @_needs("emacs")

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from watchdog.events import DirDeletedEvent, DirMovedEvent, FileMovedEvent, FileOpenedEvent
+from watchdog.events import (
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileOpenedEvent,
+)
 from watchdog.observers.inotify import InotifyObserver
 
 import memoryd.daemon.watch.watcher as watcher_mod
@@ -243,6 +251,27 @@ def test_a_burst_becomes_a_few_batches_through_the_debouncer(rig: Rig):
     assert len(batches) <= 10, [len(b) for b in batches]  # not 300 calls (nor 900 events)
 
 
+def test_a_write_closed_then_chmodded_is_settled_then_metadata_only(rig: Rig):
+    """Vim 9 and Neovim end ``:w`` with CLOSE_WRITE then ATTRIB; on real inotify events the
+    debouncer must still release the save after ``settle_ms``, not the full quiet window."""
+    p = rig.write("v.md", "v1")
+    rig.settle()
+    rig.sink.clear()
+    with p.open("a") as f:
+        f.write(" and more")
+    os.chmod(p, 0o640)
+    changes = [c for c in rig.settle() if c.path == p]
+    assert [(c.settled, c.metadata) for c in changes][-2:] == [(True, False), (False, True)], changes
+    delivered: list[Change] = []
+    now = [0.0]
+    deb = Debouncer(delivered.extend, quiet_ms=1500, settle_ms=200, clock=lambda: now[0])
+    for c in changes:
+        deb.submit(c)
+    now[0] = 0.201
+    assert deb.poll() == 1 and delivered == [up(p)]
+    assert deb.ready_counts["settled"] == 1
+
+
 def test_a_dead_observer_is_restarted_by_check(rig: Rig):
     observer = rig.watcher._roots[0].observer
     assert observer is not None
@@ -392,6 +421,19 @@ R = Path("/w/root")
 )
 def test_translate(event, expected):
     assert translate(event, "/w/root", R, FILTER) == expected
+
+
+@pytest.mark.parametrize(
+    ("event", "settled", "metadata"),
+    [
+        (FileModifiedEvent("/w/root/a.md"), False, False),  # still writing: the full quiet window
+        (FileClosedEvent("/w/root/a.md"), True, False),  # IN_CLOSE_WRITE: the writer is done
+        (FileAttribEvent("/w/root/a.md"), False, True),  # IN_ATTRIB: keeps the window it finds
+    ],
+)
+def test_translate_marks_what_an_upsert_says_about_the_writer(event, settled, metadata):
+    (change,) = translate(event, "/w/root", R, FILTER)
+    assert change == up(R / "a.md") and (change.settled, change.metadata) == (settled, metadata)
 
 
 # -- PathFilter: globs on paths relative to the root -----------------------------------------

@@ -52,6 +52,10 @@ import structlog
 log = structlog.get_logger(__name__)
 
 ChangeKind = Literal["upsert", "delete", "move", "rescan"]
+#: Why a group was delivered: its settle window (a finished write) or full quiet window passed,
+#: ``max_delay_ms`` capped a path that kept changing, or :meth:`Debouncer.flush` emptied the queue.
+ReadyReason = Literal["settled", "quiet", "max_delay", "flushed"]
+READY_REASONS: tuple[ReadyReason, ...] = ("settled", "quiet", "max_delay", "flushed")
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,18 @@ class Change:
     #: The writer is done with the path (it closed the file after writing, or renamed a finished
     #: file into place): the path is ready after ``settle_ms`` instead of the full quiet window.
     settled: bool = field(default=False, compare=False)
+    #: Only the file's metadata changed (inotify ``IN_ATTRIB``: chmod, chown, utimes, a new hard
+    #: link). That says nothing about whether a writer is busy, so the event leaves the group's
+    #: settled flag as it was: Vim's save ends with ``CLOSE_WRITE`` then ``ATTRIB``, and the
+    #: ``ATTRIB`` must not turn a finished write back into one that waits the full quiet window.
+    #: Alone (a ``chmod``) it starts an unsettled group: the re-read finds the content unchanged.
+    metadata: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if (self.kind == "move") != (self.dest is not None):
             raise ValueError(f"Change {self.kind} {self.path}: dest must be given for 'move' and only for it")
+        if self.metadata and (self.kind != "upsert" or self.settled):
+            raise ValueError(f"Change {self.kind} {self.path}: only an unsettled 'upsert' can be metadata-only")
 
 
 @dataclass(frozen=True)
@@ -174,12 +186,23 @@ class Debouncer:
         self._rescans: dict[Path, _Group] = {}
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._ready_by: dict[ReadyReason, int] = dict.fromkeys(READY_REASONS, 0)
 
     @property
     def pending_count(self) -> int:
         """Paths (and rescan directories) waiting to be delivered."""
         with self._cond:
             return len(self._by_path) + len(self._rescans)
+
+    @property
+    def ready_counts(self) -> dict[ReadyReason, int]:
+        """Groups delivered so far, by the window that released them (see :data:`ReadyReason`).
+
+        Daemon status shows it, so that a save that took the full quiet window instead of the
+        settle window is visible without timing anything.
+        """
+        with self._cond:
+            return dict(self._ready_by)
 
     def submit(self, change: Change) -> None:
         """Record one change now; ignored after :meth:`stop`."""
@@ -189,6 +212,8 @@ class Debouncer:
                 return
             group = self._rescan_group(change.path, now) if change.kind == "rescan" else self._merge(change, now)
             group.last = now
+            if change.metadata:
+                return  # neither finishes nor resumes a write: the group keeps its window
             if change.settled and not group.settled:
                 group.settled = True
                 self._push(group)  # its deadline moved earlier than the one already in the heap
@@ -221,6 +246,15 @@ class Debouncer:
         quiet = self._settle if g.settled else self._quiet
         return min(g.last + quiet, g.first + self._max_delay)
 
+    def _reason(self, g: _Group, now: float) -> ReadyReason:
+        """Which window released ``g`` at ``now`` (it is due, or else being flushed early)."""
+        window_end = g.last + (self._settle if g.settled else self._quiet)
+        if now < window_end and now < g.first + self._max_delay:
+            return "flushed"
+        if g.first + self._max_delay < window_end:
+            return "max_delay"
+        return "settled" if g.settled else "quiet"
+
     def _push(self, g: _Group) -> None:
         heapq.heappush(self._heap, (self._deadline(g), next(self._seq), g))
         self._cond.notify()  # the scheduler may be sleeping until a later deadline
@@ -236,6 +270,7 @@ class Debouncer:
                 self._push(g)
                 continue
             g.alive = False
+            self._ready_by[self._reason(g, self._clock() if math.isinf(now) else now)] += 1
             if g.rescan is not None:
                 del self._rescans[g.rescan]
             for p in g.state:

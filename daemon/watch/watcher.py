@@ -5,6 +5,11 @@ has its own backend, health and status. Translation (:func:`translate`):
 
 - file created / modified / closed-after-write / attrib → ``upsert`` when the
   path filter accepts it (directory "modified" events are noise: ignored);
+  closed-after-write is *settled* (the writer is done: the debouncer's short
+  ``settle_ms`` window applies) and attrib is *metadata-only* (chmod, chown,
+  utimes, link count: it neither finishes nor resumes a write, so Vim's
+  ``CLOSE_WRITE`` then ``ATTRIB`` stays settled; a ``MODIFY`` after the close
+  brings back the full ``debounce_ms``);
 - file deleted → ``delete`` for any path that *could* be indexed
   (:meth:`PathFilter.accept_delete`: the include globs are skipped, the
   exclude and temp rules are not);
@@ -92,7 +97,11 @@ def translate(event: FileSystemEvent, real_root: str, root: Path, accept: PathFi
         return []
     if event.event_type in _UPSERT_EVENTS:
         # "closed" is IN_CLOSE_WRITE: the writer finished, no need to wait out the quiet window.
-        return [Change("upsert", root / src, settled=event.event_type == "closed")] if accept(src) else []
+        # "attrib" (IN_ATTRIB) changed metadata only: it keeps whatever window the path was in.
+        if not accept(src):
+            return []
+        kind = event.event_type
+        return [Change("upsert", root / src, settled=kind == "closed", metadata=kind == "attrib")]
     if event.event_type == "deleted":
         return [Change("delete", root / src)] if accept.accept_delete(src) else []
     if event.event_type != "moved":
