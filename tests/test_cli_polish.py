@@ -177,10 +177,18 @@ def test_bash_completion_completes_commands_and_choices(tmp_path: Path) -> None:
              'COMP_WORDS=(memoryd search --mode ""); COMP_CWORD=3; _shtab_memoryd memoryd "" --mode\n'
              'echo "${COMPREPLY[*]}"\n'
              'COMP_WORDS=(memoryd re); COMP_CWORD=1; _shtab_memoryd memoryd re memoryd\n'
+             'echo "${COMPREPLY[*]}"\n'
+             'COMP_WORDS=(memoryd status --config co); COMP_CWORD=3; _shtab_memoryd memoryd co --config\n'
+             'echo "${COMPREPLY[*]}"\n'
+             'COMP_WORDS=(memoryd run --root n); COMP_CWORD=3; _shtab_memoryd memoryd n --root\n'
              'echo "${COMPREPLY[*]}"\n')
-    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30, check=False)
+    work = tmp_path / "cwd"
+    (work / "notes").mkdir(parents=True)
+    (work / "conf.toml").write_text("")
+    (work / "note.md").write_text("")
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30, check=False, cwd=work)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["hybrid vector keyword", "reindex remember"]
+    assert done.stdout.splitlines() == ["hybrid vector keyword", "reindex remember", "conf.toml", "notes"]
 
 
 def test_daemon_ready_is_one_log_event_with_the_hints(tmp_path: Path, short_dir: Path,

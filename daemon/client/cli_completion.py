@@ -10,10 +10,12 @@ describe). Install lines are in the README ("Shell completion").
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from memoryd.daemon.client.cli_help import Subparsers, command
 
 SHELLS = ("bash", "zsh", "fish")
+_FOLDER_DESTS = frozenset({"root", "data_dir", "unit_dir", "path"})  # `bank PATH` is a folder too
 
 
 def add_parsers(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -31,5 +33,19 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
 
     if shell not in SHELLS:
         raise ValueError(f"shell {shell!r}: choose one of {', '.join(SHELLS)}")
+    _complete_paths(parser, shtab.FILE, shtab.DIRECTORY)
     text: str = shtab.complete(parser, shell=shell)
     return text if text.endswith("\n") else text + "\n"
+
+
+def _complete_paths(parser: argparse.ArgumentParser, files: object, folders: object) -> None:
+    """Mark every ``type=Path`` argument for file-name completion (folders for the folder flags).
+
+    Done here rather than where the arguments are declared, so that the parser every other
+    command builds never needs shtab."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _complete_paths(sub, files, folders)
+        elif action.type is Path:
+            action.complete = folders if action.dest in _FOLDER_DESTS else files  # type: ignore[attr-defined]
