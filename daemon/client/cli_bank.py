@@ -24,10 +24,11 @@ from memoryd.daemon.exits import EXIT_ERROR
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bank`` and its three actions to the top-level ``memoryd`` sub-command parsers."""
-    p = command(subparsers, "bank", "detect, plan and apply Memory Bank maintenance (init/upgrade/migrate/refresh); "
-                "runs in-process on a folder, so it takes no --config or --socket",
+    p = command(subparsers, "bank", "detect, plan and apply Memory Bank maintenance (init/upgrade/migrate/refresh)",
                 "memoryd bank detect ~/code/myproject", "memoryd bank plan ~/code/myproject",
-                "memoryd bank apply ~/code/myproject/memory-bank")
+                "memoryd bank apply ~/code/myproject/memory-bank",
+                note="It works in-process on the folder named, so it needs no daemon and takes no --config or "
+                     "--socket.")
     actions = p.add_subparsers(dest="bank_action", metavar="ACTION", required=True)
     for name, help_text in (("detect", "say which flow the folder needs, and why"),
                             ("plan", "list the operations apply would carry out; changes nothing"),

@@ -20,10 +20,12 @@ _FOLDER_DESTS = frozenset({"root", "data_dir", "unit_dir", "path"})  # `bank PAT
 
 def add_parsers(sub: Subparsers[argparse.ArgumentParser]) -> None:
     """Add ``completion`` to the top-level ``memoryd`` sub-command parsers."""
-    p = command(sub, "completion", "print a shell-completion script (bash, zsh or fish); takes no --config or "
-                "--socket", "memoryd completion bash > ~/.local/share/bash-completion/completions/memoryd",
+    p = command(sub, "completion", "print a shell-completion script (bash, zsh or fish)",
+                "memoryd completion bash > ~/.local/share/bash-completion/completions/memoryd",
                 "memoryd completion zsh > ~/.zfunc/_memoryd",
-                "memoryd completion fish > ~/.config/fish/completions/memoryd.fish")
+                "memoryd completion fish > ~/.config/fish/completions/memoryd.fish",
+                note="The script is static (Tab runs no Python); regenerate it after an upgrade. "
+                     "It takes no --config or --socket.")
     p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
 
 

@@ -8,18 +8,21 @@ every run, editors' on-save hooks included.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 Subparsers = argparse._SubParsersAction  # the type argparse gives ``add_subparsers``
 
 
-def command(sub: Subparsers[argparse.ArgumentParser], name: str, summary: str, *examples: str,
+def command(sub: Subparsers[argparse.ArgumentParser], name: str, summary: str, *examples: str, note: str = "",
             **kwargs: Any) -> argparse.ArgumentParser:
-    """Add sub-command ``name``: ``summary`` is its line in the command list and its help page's
-    description; ``examples`` (at least one, each a whole command line) close the help page."""
+    """Add sub-command ``name``: ``summary`` is its line in the command list and opens its help page;
+    ``note`` (a sentence) follows it on the page only; ``examples`` (at least one, each a whole
+    command line) close the page."""
     if not examples:
         raise ValueError(f"command {name!r}: give at least one example for its --help page")
-    description = summary[:1].upper() + summary[1:] + ("" if summary.endswith(".") else ".")
+    text = summary[:1].upper() + summary[1:] + ("" if summary.endswith(".") else ".") + (f" {note}" if note else "")
+    description = textwrap.fill(text, width=78)  # the raw formatter keeps the examples' lines as written
     epilog = ("examples:\n" if len(examples) > 1 else "example:\n") + "\n".join(f"  {e}" for e in examples)
     return sub.add_parser(name, help=summary, description=description, epilog=epilog,
                           formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)

@@ -35,12 +35,12 @@ class ServiceError(MemorydError):
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    command(sub, "config", "print the commented default config (takes no --config or --socket)",
-            "memoryd config > ~/.config/memoryd/memoryd.toml")
-    p = command(sub, "service", "install or remove the systemd user units (takes no --config or --socket: "
-                "pass daemon flags with --flags)", "memoryd service install --enable",
+    command(sub, "config", "print the commented default config", "memoryd config > ~/.config/memoryd/memoryd.toml",
+            note="It takes no --config or --socket.")
+    p = command(sub, "service", "install or remove the systemd user units", "memoryd service install --enable",
                 "memoryd service install --flags '--config ~/.config/memoryd/work.toml'",
-                "memoryd service uninstall")
+                "memoryd service uninstall",
+                note="It takes no --config or --socket: give the daemon's flags to install --flags.")
     actions = p.add_subparsers(dest="service_action", metavar="ACTION", required=True)
     inst = command(actions, "install", "write memoryd.service/.socket into the user unit folder",
                    "memoryd service install --enable", "memoryd service install --flags '--root ~/notes'")
@@ -50,7 +50,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     inst.add_argument("--flags", default="", help="extra flags for 'memoryd run', written to a drop-in "
                       "(e.g. --flags '--root ~/notes')")
     rm = command(actions, "uninstall", "disable and remove the user units memoryd installed",
-                 "memoryd service uninstall")
+                 "memoryd service uninstall",
+                note="It takes no --config or --socket: give the daemon's flags to install --flags.")
     rm.add_argument("--unit-dir", type=Path, default=None, help="unit folder (default: $XDG_CONFIG_HOME/systemd/user)")
 
 
