@@ -46,6 +46,7 @@ from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
 from memoryd.daemon.oneshot import ensure_roots, open_index
 from memoryd.daemon.private import check_data_dir, set_private_umask
+from memoryd.daemon.procstat import rss_bytes, tree_bytes
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler
 from memoryd.daemon.rpc.server import SocketServer
@@ -152,11 +153,9 @@ class Daemon:
         self.scheduler.start()
         log.info("daemon.ready", socket=str(self.server.address), roots=[str(r) for r in self.roots.roots],
                  data_dir=str(cfg.data_dir), model=self.index.embedder.model_id, pid=os.getpid(),
-                 startup_s=round(time.monotonic() - self.started, 2))
-        print(f"memoryd {self.version} listening on {self.server.address}\n"
-              f"  try: memoryd search --socket {self.server.address} \"what did we decide\"\n"
-              f"  or:  echo '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"}}' | "
-              f"socat - UNIX-CONNECT:{self.server.address}", file=sys.stderr, flush=True)
+                 startup_s=round(time.monotonic() - self.started, 2),
+                 try_search=f"memoryd search --socket {self.server.address} \"what did we decide\"",
+                 try_status=f"memoryd status --socket {self.server.address}")
 
     def _check_watchers(self) -> None:
         if self.watcher is not None:
@@ -228,6 +227,8 @@ class Daemon:
             # Which window released each group of watched changes: a finished write's settle_ms
             # ("settled"), the full debounce_ms ("quiet"), max_delay_ms, or a shutdown flush.
             "debounced": self.debouncer.ready_counts if self.debouncer else {},
+            "fresh": pending == 0 and not self.worker.reconciling,  # every change seen so far is searchable
+            "data_dir_bytes": tree_bytes(self.cfg.data_dir), "rss_bytes": rss_bytes(),
         }
 
     # -- shutdown ---------------------------------------------------------------

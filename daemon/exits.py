@@ -12,3 +12,4 @@ EXIT_USAGE = 2  # bad arguments
 EXIT_STARTUP = 3  # the daemon (or the MCP bridge) could not start: config, lock, socket, model
 EXIT_NOT_RUNNING = 4  # no daemon answers on the socket
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_BROKEN_PIPE = 141  # the reader closed stdout early (`memoryd search x | head`): quiet, as 128 + SIGPIPE

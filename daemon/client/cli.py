@@ -6,7 +6,8 @@ reindex`` on every save, so start-up cost matters. ``run``, ``index`` and
 ``search --offline`` load the model stack lazily, inside their functions.
 
 Exit codes: 0 ok, 1 error reported by the daemon or a bad argument, 2 usage,
-3 start-up failed (config, socket in use, model), 4 the daemon is not running.
+3 start-up failed (config, socket in use, model), 4 the daemon is not running,
+141 the reader closed the pipe (``| head``; quiet, no traceback).
 
 Everything the client commands print passes through ``memoryd.daemon.client.termsafe``:
 control and escape characters from file names and content are shown
@@ -22,8 +23,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.client import cli_bank, cli_history, cli_mcp, cli_setup, cli_write
-from memoryd.daemon.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_RUNNING, EXIT_STARTUP, EXIT_USAGE
+from memoryd.daemon.client import cli_bank, cli_completion, cli_history, cli_mcp, cli_setup, cli_write
+from memoryd.daemon.client.cli_help import command, positive_int
+from memoryd.daemon.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_RUNNING,
+    EXIT_STARTUP,
+    EXIT_USAGE,
+)
 from memoryd.indexer.errors import (
     ConfigError,
     IndexInUseError,
@@ -37,6 +46,9 @@ from memoryd.indexer.paths import client_socket_path
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
 
+# memoryd.indexer.config.SEARCH_MODES, spelled out: the CLI builds its parser on every run (editors'
+# on-save hooks included) and must not load the config machinery for it. A test keeps the two equal.
+SEARCH_MODES = ("hybrid", "vector", "keyword")
 
 
 def _common(p: argparse.ArgumentParser, daemon_side: bool = False) -> None:
@@ -49,21 +61,26 @@ def _common(p: argparse.ArgumentParser, daemon_side: bool = False) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memoryd", description="Live hybrid search over Markdown memory files.")
+    parser = argparse.ArgumentParser(prog="memoryd", description="Live hybrid search over Markdown memory files.",
+                                     epilog="Run 'memoryd COMMAND --help' for a command's options and an example.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("run", help="run the daemon in the foreground (what systemd starts)")
+    p = command(sub, "run", "run the daemon in the foreground (what systemd starts)",
+                "memoryd run --root ~/notes", "memoryd run --config ~/.config/memoryd/memoryd.toml")
     _common(p, daemon_side=True)
 
-    p = sub.add_parser("index", help="index/reconcile the roots once, then exit")
+    p = command(sub, "index", "index/reconcile the roots once, then exit",
+                "memoryd index --root ~/notes --data-dir /tmp/notes-index")
     _common(p, daemon_side=True)
 
-    p = sub.add_parser("search", help="search the memory")
+    p = command(sub, "search", "search the memory", 'memoryd search "which database did we choose"',
+                'memoryd search --mode keyword -k 3 -- "PostgreSQL"',
+                'memoryd search --offline --root ~/notes "release checklist"')
     _common(p, daemon_side=True)
     p.add_argument("query", nargs="+")
-    p.add_argument("-k", type=int, default=None, help="number of hits (default from config: 8)")
-    p.add_argument("--mode", default=None, help="hybrid (default), vector or keyword")
+    p.add_argument("-k", type=positive_int, default=None, help="number of hits (default from config: 8)")
+    p.add_argument("--mode", default=None, choices=SEARCH_MODES, help="hybrid (default), vector or keyword")
     p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
     p.add_argument("--min-score", type=float, default=None,
                    help="abstain unless a hit reaches this cosine similarity or matches a keyword")
@@ -71,39 +88,73 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
-    p = sub.add_parser("status", help="show the daemon's state")
+    p = command(sub, "status", "show the daemon's state: freshness, files, errors, size, memory",
+                "memoryd status", "memoryd status --json | jq .fresh")
     _common(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
-    p = sub.add_parser("reindex", help="re-index files now (editor on-save hook)")
+    p = command(sub, "reindex", "re-index files now (editor on-save hook)", "memoryd reindex --wait ~/notes/todo.md",
+                "memoryd reindex   # everything, in the background")
     _common(p)
     p.add_argument("paths", nargs="*", type=Path, help="files or folders (none: everything)")
     p.add_argument("--wait", action="store_true", help="return only when indexed")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
-    p = sub.add_parser("context", help="the best memories for a query as a Markdown block within a token budget")
+    p = command(sub, "context", "the best memories for a query as a Markdown block within a token budget",
+                'memoryd context --max-tokens 800 "how do we deploy"')
     _common(p)
     p.add_argument("query", nargs="+")
-    p.add_argument("--max-tokens", type=int, default=1000, help="token budget (model tokens; default 1000)")
-    p.add_argument("-k", type=int, default=None, help="hits considered (default 20)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--max-tokens", type=positive_int, default=1000, help="token budget (model tokens; default 1000)")
+    p.add_argument("-k", type=positive_int, default=None, help="hits considered (default 20)")
+    p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
-    p = sub.add_parser("get", help="print lines of a memory file: PATH[:START[-END]]")
+    p = command(sub, "get", "print lines of a memory file: PATH[:START[-END]]", "memoryd get memory/2024-05-01.md:8-15")
     _common(p)
-    p.add_argument("target")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("target", metavar="PATH[:START[-END]]")
+    p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
     cli_bank.add_parsers(sub)
     cli_write.add_parsers(sub)
     cli_history.add_parsers(sub)
     cli_mcp.add_parsers(sub)
     cli_setup.add_parsers(sub)
+    cli_completion.add_parsers(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit status (see :mod:`memoryd.daemon.exits`).
+
+    A reader that stops early (``memoryd search x | head -3``) closes the pipe: that ends the
+    command quietly with 141 (128 + SIGPIPE, what a shell reports for ``yes | head``), with no
+    traceback, as a C tool killed by SIGPIPE would.
+    """
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is still buffered
+    does not fail a second time ("Exception ignored ... BrokenPipeError")."""
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (an embedding host): nothing will flush to it
+        pass
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # --help or a usage error: what argparse printed must reach the pipe here
+        sys.stdout.flush()
+        raise
     if args.version:
         from importlib.metadata import version
 
@@ -114,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     handler = _COMMANDS[args.command]
     if args.command in _RAW_OUTPUT:
-        return _run(handler, args)
+        status = _run(handler, args)
+        sys.stdout.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
+        return status
     from memoryd.daemon.client.termsafe import SafeStream
 
     out, err = sys.stdout, sys.stderr
@@ -122,24 +175,31 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(handler, args)
     finally:
-        sys.stdout.flush()
         sys.stdout, sys.stderr = out, err
+        out.flush()
 
 
 def _run(handler: Any, args: argparse.Namespace) -> int:
     try:
         return int(handler(args))
     except (ConfigError, IndexInUseError, SocketInUseError, ModelError) as exc:  # the README's "start-up failed"
-        print(f"memoryd: {exc}", file=sys.stderr)
+        _report(exc)
         return EXIT_STARTUP
     except NotRunningError as exc:
-        print(f"memoryd: {exc}", file=sys.stderr)
+        _report(exc)
         return EXIT_NOT_RUNNING
     except MemorydError as exc:
-        print(f"memoryd: {exc}", file=sys.stderr)
+        _report(exc)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _report(exc: Exception) -> None:
+    """One line on stderr, named once: ``memoryd: <message>``, or the message alone when it
+    already starts with the name ("memoryd is not running ...")."""
+    message = str(exc)
+    print(message if message.startswith("memoryd ") else f"memoryd: {message}", file=sys.stderr)
 
 
 def _load_config(args: argparse.Namespace) -> Config:
@@ -263,9 +323,15 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the completion script for ``args.shell``, generated from this very parser."""
+    sys.stdout.write(cli_completion.script(build_parser(), args.shell))
+    return 0
+
+
 # Commands whose output is not for a person to read through the filter: the daemon's own log (with its
-# colours), the indexer's progress bar, and the MCP protocol on stdout.
-_RAW_OUTPUT = frozenset({"run", "index", "mcp"})
+# colours), the indexer's progress bar, the MCP protocol on stdout, and a shell script.
+_RAW_OUTPUT = frozenset({"run", "index", "mcp", "completion"})
 
 _COMMANDS = {
     "run": cmd_run,
@@ -275,6 +341,7 @@ _COMMANDS = {
     "reindex": cmd_reindex,
     "get": cmd_get,
     "context": cmd_context,
+    "completion": cmd_completion,
     **cli_write.COMMANDS,
 }
 _COMMANDS.update(cli_bank.COMMANDS)

@@ -18,18 +18,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memoryd.daemon.client.cli_help import command
 from memoryd.daemon.exits import EXIT_ERROR
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bank`` and its three actions to the top-level ``memoryd`` sub-command parsers."""
-    p = subparsers.add_parser("bank", help="detect, plan and apply Memory Bank maintenance (init/upgrade/migrate/"
-                              "refresh)")
+    p = command(subparsers, "bank", "detect, plan and apply Memory Bank maintenance (init/upgrade/migrate/refresh)",
+                "memoryd bank detect ~/code/myproject", "memoryd bank plan ~/code/myproject",
+                "memoryd bank apply ~/code/myproject/memory-bank",
+                note="It works in-process on the folder named, so it needs no daemon and takes no --config or "
+                     "--socket.")
     actions = p.add_subparsers(dest="bank_action", metavar="ACTION", required=True)
     for name, help_text in (("detect", "say which flow the folder needs, and why"),
                             ("plan", "list the operations apply would carry out; changes nothing"),
                             ("apply", "carry out the plan and print a summary")):
-        q = actions.add_parser(name, help=help_text)
+        q = command(actions, name, help_text, f"memoryd bank {name} ~/code/myproject",
+                    f"memoryd bank {name} --json ~/code/myproject")
         q.add_argument("path", type=Path, metavar="PATH", help="project folder, or its memory-bank folder")
         q.add_argument("--json", action="store_true", help="print a JSON object")
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from memoryd.daemon.client.cli_help import command, positive_int
 from memoryd.daemon.client.cli_write import _call, _common, _print_json
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -27,12 +28,14 @@ def _safe(value: object, width: int = 0) -> str:
 
 def add_parsers(sub: Any) -> None:
     """Add ``history`` and ``undo`` to the ``memoryd`` sub-command parsers."""
-    p = sub.add_parser("history", help="list replaced, removed and reinforced entries (newest first), with undo IDs")
+    p = command(sub, "history", "list replaced, removed and reinforced entries (newest first), with undo IDs",
+                "memoryd history", "memoryd history MEMORY.md --limit 10")
     _common(p)
     p.add_argument("path", nargs="?", help="only this file, or the files under this folder (relative to the root)")
-    p.add_argument("--limit", type=int, default=50, help="number of records (default 50)")
+    p.add_argument("--limit", type=positive_int, default=50, help="number of records (default 50)")
 
-    p = sub.add_parser("undo", help="revert one history record: put a replaced or removed entry back")
+    p = command(sub, "undo", "revert one history record: put a replaced or removed entry back",
+                "memoryd undo h-3f2a9c0d1e4b5a67   # an ID from `memoryd history`")
     _common(p)
     p.add_argument("id", help="the record's ID, as printed by `memoryd history`")
 

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from memoryd.daemon.client.cli_help import command
 from memoryd.daemon.exits import EXIT_INTERRUPTED, EXIT_STARTUP, EXIT_USAGE
 
 SESSION_KINDS = ("owner", "direct", "group")
@@ -29,8 +30,9 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # memoryd.indexer.write.ac
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``mcp`` to the top-level ``memoryd`` sub-command parsers."""
-    p = subparsers.add_parser("mcp", help="serve memory_search/get/context/remember/status to an MCP host "
-                              "over stdio (a client of the running daemon)")
+    p = command(subparsers, "mcp", "serve memory_search/get/context/remember/status to an MCP host "
+                "over stdio (a client of the running daemon)", "claude mcp add memoryd -- memoryd mcp",
+                "memoryd mcp --session direct --peer alice")
     _arguments(p)
 
 

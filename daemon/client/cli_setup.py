@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from importlib.resources import files
 from pathlib import Path
 
+from memoryd.daemon.client.cli_help import command
 from memoryd.indexer.atomic import atomic_write_bytes
 from memoryd.indexer.errors import MemorydError
 
@@ -34,21 +35,24 @@ class ServiceError(MemorydError):
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("config", help="print the commented default config",
-                       description="Print the commented default config. Example: "
-                                   "memoryd config > ~/.config/memoryd/memoryd.toml")
-    p = sub.add_parser("service", help="install or remove the systemd user units",
-                       description="Install or remove the systemd user units. "
-                                   "Example: memoryd service install --enable")
+    command(sub, "config", "print the commented default config", "memoryd config > ~/.config/memoryd/memoryd.toml",
+            note="It takes no --config or --socket.")
+    p = command(sub, "service", "install or remove the systemd user units", "memoryd service install --enable",
+                "memoryd service install --flags '--config ~/.config/memoryd/work.toml'",
+                "memoryd service uninstall",
+                note="It takes no --config or --socket: give the daemon's flags to install --flags.")
     actions = p.add_subparsers(dest="service_action", metavar="ACTION", required=True)
-    inst = actions.add_parser("install", help="write memoryd.service/.socket into the user unit folder")
+    inst = command(actions, "install", "write memoryd.service/.socket into the user unit folder",
+                   "memoryd service install --enable", "memoryd service install --flags '--root ~/notes'")
     inst.add_argument("--enable", action="store_true", help="then daemon-reload and enable --now both units")
     inst.add_argument("--unit-dir", type=Path, default=None,
                       help="unit folder (default: $XDG_CONFIG_HOME/systemd/user)")
     inst.add_argument("--flags", default="", help="extra flags for 'memoryd run', written to a drop-in "
                       "(e.g. --flags '--root ~/notes')")
-    rm = actions.add_parser("uninstall", help="disable and remove the user units memoryd installed")
-    rm.add_argument("--unit-dir", type=Path, default=None)
+    rm = command(actions, "uninstall", "disable and remove the user units memoryd installed",
+                 "memoryd service uninstall",
+                note="It takes no --config or --socket: give the daemon's flags to install --flags.")
+    rm.add_argument("--unit-dir", type=Path, default=None, help="unit folder (default: $XDG_CONFIG_HOME/systemd/user)")
 
 
 def default_config_text() -> str:

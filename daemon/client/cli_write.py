@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memoryd.daemon.client.cli_help import command, positive_int
 from memoryd.daemon.exits import EXIT_REJECTED, EXIT_USAGE
 from memoryd.indexer.paths import client_socket_path
 
@@ -33,20 +34,23 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     """Add ``remember``, ``forget`` and ``audit`` to the ``memoryd`` sub-command parsers."""
-    p = sub.add_parser("remember", help="write a memory (quality gate, privacy filter, router, dedup)")
+    p = command(sub, "remember", "write a memory (quality gate, privacy filter, router, dedup)",
+                "memoryd remember 'We chose PostgreSQL for the ledger: it needs transactions.'",
+                "memoryd remember --type preference 'Prefers tabs over spaces in Go code.'")
     _common(p)
     p.add_argument("text", nargs="+", help="the memory, one fact")
     p.add_argument("--type", choices=TYPES, help="skip the router's keyword rules")
     p.add_argument("--namespace", help="default (the root), agent:ID, peer:ID or group:ID")
 
-    p = sub.add_parser("forget", help="remove one memory entry: PATH:LINE (path relative to the first root)")
+    p = command(sub, "forget", "remove one memory entry: PATH:LINE (path relative to the first root)",
+                "memoryd forget MEMORY.md:12", "memoryd forget MEMORY.md:12 --text 'Uses Redis for sessions.'")
     _common(p)
     p.add_argument("target", help="PATH:LINE, as printed by `memoryd remember`")
     p.add_argument("--text", help="only if the entry on that line has this text")
 
-    p = sub.add_parser("audit", help="show the write audit log")
+    p = command(sub, "audit", "show the write audit log", "memoryd audit --tail 5")
     _common(p)
-    p.add_argument("--tail", type=int, default=20, help="number of records (default 20)")
+    p.add_argument("--tail", type=positive_int, default=20, help="number of records (default 20)")
 
 
 def _socket(args: argparse.Namespace) -> Path:

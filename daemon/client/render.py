@@ -65,28 +65,86 @@ def render_hits(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _yes_no(value: object) -> str:
+    return "yes" if value else "no"
+
+
+def _size(n: object) -> str:
+    """A byte count for a person: ``12.3 MB``; "unknown" when the daemon could not tell."""
+    if not isinstance(n, int | float) or isinstance(n, bool):
+        return "unknown"
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"  # pragma: no cover - the loop returns at GB
+
+
+def _duration(seconds: object) -> str:
+    s = int(seconds) if isinstance(seconds, int | float) else 0
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def _fresh(st: dict[str, Any]) -> str:
+    """Whether every change seen so far is searchable; an older daemon has no ``fresh``: derive it."""
+    pending, reconciling = st.get("pending") or 0, bool(st.get("reconciling"))
+    if st.get("fresh", not pending and not reconciling):
+        return "yes (every change seen is searchable)"
+    why = ([f"{pending} pending"] if pending else []) + (["reconciling"] if reconciling else [])
+    return f"no ({', '.join(why)})" if why else "no"
+
+
 def render_status(st: dict[str, Any]) -> str:
+    """The daemon's status as aligned ``name  value`` rows, in words (no Python ``None``/``True``)."""
+    model = {"queries": "exact", **st.get("model", {})}
     rows = [
-        ("version", st.get("version", "")),
-        ("uptime", f"{st.get('uptime_s', 0):.0f} s"),
+        ("version", f"{st.get('version', '')}" + (f" (pid {st['pid']})" if st.get("pid") else "")),
+        ("socket", escape_line(str(st.get("socket") or "unknown"))),
+        ("uptime", _duration(st.get("uptime_s", 0))),
+        ("fresh", _fresh(st)),
         ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
-        ("pending", str(st.get("pending"))),
-        ("reconciling", str(st.get("reconciling"))),
-        ("model", "{id} ({dim} d, {queries} queries)".format(**{"queries": "exact", **st.get("model", {})})),
+        ("pending", str(st.get("pending", 0))),
+        ("reconciling", _yes_no(st.get("reconciling"))),
+        ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries)"),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
         ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
-        ("last reconcile", str(st.get("last_reconcile"))),
+        ("last reconcile", str(st.get("last_reconcile") or "not yet")),
+        ("last error", escape_line(str(st.get("last_error") or "none"))),
+    ]
+    if st.get("last_watch_failure"):
+        rows.append(("watch failure", escape_line(str(st["last_watch_failure"]))))
+    rows += [
+        ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({_size(st.get('data_dir_bytes'))})"),
+        ("memory (RSS)", _size(st.get("rss_bytes"))),
     ]
     for root in st.get("roots", []):
         state = "watching" if root.get("alive") else "NOT WATCHING"
         rows.append((f"root {escape_line(str(root.get('path')))}", f"{state} ({root.get('backend')}), last event "
-                     f"{root.get('last_event')}" + (f", error: {root['error']}" if root.get("error") else "")))
+                     f"{root.get('last_event') or 'none yet'}" + (f", error: {escape_line(str(root['error']))}"
+                                                                    if root.get("error") else "")))
     rows += [("skipped", escape_line(f"{sk['path']}: {sk['reason']}")) for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
 def render_reindex(result: dict[str, Any]) -> str:
-    if result.get("done"):
-        return f"reindexed {result.get('files', 0)} files ({result.get('took_ms', 0):.0f} ms)"
-    return f"queued {result.get('queued', 0)} paths"
+    """``reindex`` in words; a file that was already indexed as it is says "unchanged", not "reindexed 0"."""
+    if not result.get("done"):
+        return f"queued {result.get('queued', 0)} paths"
+    took = f"({result.get('took_ms', 0):.0f} ms)"
+    indexed, unchanged = result.get("files", 0), result.get("unchanged", 0)
+    others = [f"{result[k]} {k}" for k in ("removed", "skipped") if result.get(k)]
+    if not indexed and not others:
+        return f"unchanged: {_files(unchanged)} already indexed as on disk {took}" if unchanged \
+            else f"nothing to index {took}"
+    head = [f"reindexed {_files(indexed)}"] if indexed else []
+    return ", ".join(head + others + ([f"{unchanged} unchanged"] if unchanged else [])) + f" {took}"
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"

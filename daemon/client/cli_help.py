@@ -1,0 +1,39 @@
+"""One way to add a ``memoryd`` sub-command, so that every ``--help`` page reads the same.
+
+Each page opens with what the command does (the same line ``memoryd --help`` lists) and ends
+with at least one example to copy. Imports only :mod:`argparse`: the CLI builds its parser on
+every run, editors' on-save hooks included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import Any
+
+Subparsers = argparse._SubParsersAction  # the type argparse gives ``add_subparsers``
+
+
+def command(sub: Subparsers[argparse.ArgumentParser], name: str, summary: str, *examples: str, note: str = "",
+            **kwargs: Any) -> argparse.ArgumentParser:
+    """Add sub-command ``name``: ``summary`` is its line in the command list and opens its help page;
+    ``note`` (a sentence) follows it on the page only; ``examples`` (at least one, each a whole
+    command line) close the page."""
+    if not examples:
+        raise ValueError(f"command {name!r}: give at least one example for its --help page")
+    text = summary[:1].upper() + summary[1:] + ("" if summary.endswith(".") else ".") + (f" {note}" if note else "")
+    description = textwrap.fill(text, width=78)  # the raw formatter keeps the examples' lines as written
+    epilog = ("examples:\n" if len(examples) > 1 else "example:\n") + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(name, help=summary, description=description, epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for counts and budgets: ``-k 0`` is a usage error (exit 2), not a daemon error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 1 or more")
+    return value
