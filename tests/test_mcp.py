@@ -282,3 +282,13 @@ def test_cli_import_stays_free_of_the_sdk_and_initialize_is_quick(short_dir: Pat
     run_session(short_dir / "absent.sock", tmp_path / "mcp.log", lambda s: asyncio.sleep(0))
     # The SDK import dominates (~0.7 s of CPU); the bound only catches a server that hangs or loads the index.
     assert time.monotonic() - t0 < 30
+
+
+def test_memory_status_takes_fresh_from_the_daemon() -> None:
+    """The daemon decides what fresh means; the bridge only falls back for a daemon without the field."""
+    from memoryd.daemon.client.mcp_server import _status
+
+    busy = {"pending": 0, "reconciling": False}
+    assert _status({}, {**busy, "fresh": False})[1]["fresh"] is False
+    assert _status({}, busy)[1]["fresh"] is True
+    assert _status({}, {"pending": 2, "reconciling": False})[1]["fresh"] is False

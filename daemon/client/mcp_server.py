@@ -214,7 +214,8 @@ def _remember(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
 def _status(args: dict[str, Any], st: dict[str, Any]) -> Shaped:
     roots = [{"path": r.get("path"), "watched": bool(r.get("alive")), "error": r.get("error")}
              for r in st.get("roots", [])]
-    out = {"fresh": st.get("pending", 1) == 0 and not st.get("reconciling", True), "files": st.get("files"),
+    fresh = st["fresh"] if "fresh" in st else st.get("pending", 1) == 0 and not st.get("reconciling", True)
+    out = {"fresh": fresh, "files": st.get("files"),
            "chunks": st.get("chunks"), "pending": st.get("pending"), "reconciling": st.get("reconciling"),
            "lastEvent": st.get("last_event"), "lastReconcile": st.get("last_reconcile"),
            "lastError": st.get("last_error"), "skippedFiles": len(st.get("skipped") or []), "roots": roots,
