@@ -32,13 +32,12 @@ replaces only the secret and leaves the rest of a chunk exactly as written
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memoryd.indexer.write import secret_checks as checks
 from memoryd.indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
 
 SECRET, NETWORK = "secret", "network"
@@ -48,44 +47,9 @@ REDACT_VERSION = "2"
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u034f\u2061\u2062\u2063\u2064"))
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043\ufe58"), "-")
 _FOLD_TABLE: dict[int, str | None] = {**_INVISIBLE, **_DASHES}
-_PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\*+|x{3,}|\.{3}|…|\$\{[^}]*\}|\{\{[^}]*\}\}|%\w+%|\$\w+|\$\(\w+\)|null|none"
-                          r"|nil|true|false|redacted|\[redacted[^\]]*\]|required|optional|empty|your[_-]\w+)$",
-                          re.IGNORECASE)
 _NOT_ALNUM_BEFORE = "(?<![A-Za-z0-9])"
 _NOT_ALNUM_AFTER = "(?![A-Za-z0-9])"
 _MAX_TOKEN = 1024  # no provider's key is longer; a bound keeps a failed match from scanning a whole file
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-#: Words that follow "the password is" in prose about passwords, not in a sentence giving one.
-_PROSE_WORDS = _words("""
-a an the in on at of for to not now still also being too very only just my your our their his her its this that these
-those same different set unset reset changed stored saved kept managed rotated expired correct incorrect wrong right
-invalid valid weak strong long short secure insecure required optional empty blank missing hashed encrypted hidden
-masked shared known unknown available needed necessary generated provided given sent printed written listed fine ok
-okay good bad simple complex easy hard random unique private personal secret public safe unsafe temporary default new
-old current previous here there below above attached included inside somewhere nowhere never always usually often
-sometimes probably likely what which who whatever something nothing anything everything none nobody someone one two
-three four five six seven eight nine ten eleven twelve fifteen sixteen twenty enough then than and or but if when
-where how why as by with from into about over under after before again all any some each every both either neither no
-yes more less most least much many few several own such up down out off back away so because since until while via
-per use using used needs need must should will would can could may might shall be been is was are were has have had
-do does did locked unlocked disabled enabled active inactive compromised leaked exposed obvious guessable trivial it
-it's that's what's there's mandatory complicated forgotten lost unchanged identical printed different standard shown
-see ask check look find get call contact refer follow read
-""")
-#: A value that is code reading the secret from somewhere else (``os.environ[…]``, ``getenv(…)``), or a file path.
-_INDIRECT = re.compile(r"^(?:[A-Za-z_][\w.]*[(\[]|~?/|\.\.?/|\$)")
-_PROSE_SUFFIXES = ("ed", "ing", "ly", "tion", "able", "ible", "ment", "ness")
-#: Algorithm and encoding names that follow 密码/パスワード without being a password (密码 SHA256 哈希).
-_TECH_TERMS = _words("""
-md5 sha1 sha-1 sha256 sha-256 sha512 sha-512 sha3 bcrypt scrypt argon2 argon2id pbkdf2 aes aes128 aes256 aes-128
-aes-256 aes-gcm rsa rsa2048 rsa4096 ecdsa ed25519 hmac hmac-sha256 base64 utf-8 utf8 ascii unicode totp hotp otp 2fa mfa
-sso ldap oauth oauth2 saml kerberos ntlm radius vault 1password bitwarden keepass lastpass keychain env json yaml
-""")
-
 
 @dataclass(frozen=True)
 class SecretRule:
@@ -125,168 +89,10 @@ class PrivacyResult:
 
 # --- validators -----------------------------------------------------------------------------------------------
 
-
-def _value(m: re.Match[str]) -> str:
-    return m.group("value").strip("\"'`“”‘’「」『』")
-
-
-def _value_not_placeholder(m: re.Match[str]) -> bool:
-    return not _PLACEHOLDER.match(_value(m))
-
-
-def _is_prose_word(v: str) -> bool:
-    """A plain word that reads as part of a sentence about a password (``stored``, ``rotated``, ``the``)."""
-    w = v.rstrip(".,;:!?。，、)").lower()
-    if not w.replace("'", "").replace("-", "").isalpha():
-        return False
-    return w in _PROSE_WORDS or (len(w) > 4 and w.endswith(_PROSE_SUFFIXES))
-
-
-def _value_given(m: re.Match[str]) -> bool:
-    """``password is X`` / ``password: X`` gives a password unless X is a placeholder or a prose word."""
-    v = _value(m)
-    return (not _PLACEHOLDER.match(v) and not _INDIRECT.match(v) and not _is_prose_word(v)
-            and v.lower().strip(".,;:") not in _TECH_TERMS)
-
-
-def _value_secret_looking(m: re.Match[str]) -> bool:
-    """For ``密码 X`` with no 是/为/: between: X has a digit, a symbol or mixed case and is no algorithm name."""
-    v = _value(m).rstrip(".,;:!?")
-    mixed = any(c.isupper() for c in v) and any(c.islower() for c in v)
-    looks = any(c.isdigit() for c in v) or not v.isalnum() or mixed
-    return looks and _value_given(m)
-
-
-def _private_ipv4(m: re.Match[str]) -> bool:
-    o = [int(x) for x in m.groups()[:4]]
-    if any(x > 255 for x in o):
-        return False
-    return (o[0] == 10 or (o[0] == 172 and 16 <= o[1] <= 31) or (o[0] == 192 and o[1] == 168)
-            or (o[0] == 169 and o[1] == 254) or (o[0] == 100 and 64 <= o[1] <= 127))
-
-
-def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, c in enumerate(reversed(digits)):
-        d = int(c)
-        total += (d * 2 - 9 if d * 2 > 9 else d * 2) if i % 2 else d
-    return total % 10 == 0
-
-
-_CARD_PREFIX = re.compile(r"4|5[1-5]|2[2-7]|3[47]|3[0689]|35|6011|6[245]")
-
-
-def _card(m: re.Match[str]) -> bool:
-    """13–19 digits, one separator used throughout (or none), a card issuer's prefix, and the Luhn check."""
-    s = m.group()
-    digits = "".join(c for c in s if c.isdigit())
-    seps = {c for c in s if not c.isdigit()}
-    if not 13 <= len(digits) <= 19 or len(set(digits)) == 1 or len(seps) > 1:
-        return False
-    if seps and any(len(g) < 3 for g in re.split(r"\D", s)):
-        return False  # 4111.1111.1111.1111 and 3782 822463 10005, not 1.2.3.4.5.6.7
-    return bool(_CARD_PREFIX.match(digits)) and _luhn_ok(digits) and not _labelled_other(m)
-
-
-def _cn_id(m: re.Match[str]) -> bool:
-    s = m.group().upper()
-    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-    check = "10X98765432"[sum(int(c) * w for c, w in zip(s[:17], weights, strict=True)) % 11]
-    return s[17] == check and 1900 <= int(s[6:10]) <= 2100 and 1 <= int(s[10:12]) <= 12
-
-
-_ORDER_WORDS = re.compile(r"(?:订单|单号|编号|工单|流水|运单|快递|批次|序列|型号|发票|注文|型番|伝票|order|invoice"
-                          r"|ticket|tracking|ref|sku|serial|model|part|batch|build)\s*(?:no\.?|number|num|id|#|号|番号)?"
-                          r"\s*[:：#]?\s*$", re.IGNORECASE)
-
-
-def _labelled_other(m: re.Match[str]) -> bool:
-    """The words just before call the number an order, ticket, model or serial number (not personal data)."""
-    return _ORDER_WORDS.search(m.string[max(0, m.start() - 20):m.start()]) is not None
-
-
-def _ssn(m: re.Match[str]) -> bool:
-    """The SSA's never-issued area, group and serial numbers (000, 666, 9xx; 00; 0000) are not SSNs."""
-    d = re.sub(r"[^0-9]", "", m.group("value") if m.re.groupindex.get("value") else m.group())
-    area, group, serial = d[:3], d[3:5], d[5:]
-    return (area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
-            and not _labelled_other(m))
-
-
-def _assigned(m: re.Match[str]) -> bool:
-    """``name = value``: a value given; for tokens and keys (not passwords) a short number is a count, not a secret."""
-    name, v = m.group("name").lower(), _value(m)
-    if v.isdigit() and len(v) < 12 and not ("pass" in name or "pwd" in name):
-        return False
-    return _value_given(m)
-
-
-def _cli_value(m: re.Match[str]) -> bool:
-    """``-pSECRET``, ``-u user:SECRET``, ``-a SECRET``: the secret part is no placeholder (``$API_PASS``)."""
-    v = next(g for g in m.groups() if g)
-    return not _PLACEHOLDER.match(v.split(":", 1)[-1].strip("\"'"))
-
-
-def _cn_mobile(m: re.Match[str]) -> bool:
-    """An 11-digit 1[3-9]… number, unless the words just before call it an order, ticket or serial number."""
-    return not _labelled_other(m)
-
-
-_IBAN_LENGTHS = {c[:2]: int(c[2:]) for c in _words("""
-    AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BR29 CH21 CR22 CY28 CZ24 DE22 DK18
-    DO28 EE20 EG29 ES24 FI18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20
-    LB28 LC32 LI21 LT20 LU20 LV21 MC27 MD24 ME22 MK19 MR27 MT31 MU30 NL18 NO15 PK24 PL28 PS29 PT25 QA29 RO24 RS22 SA24
-    SC31 SE24 SI19 SK24 SM27 ST25 SV28 TL23 TN24 TR26 UA29 VA22 VG24 XK20""")}
-
-
-def _iban(m: re.Match[str]) -> bool:
-    """A country's IBAN length and the ISO 13616 mod-97 check."""
-    s = m.group().replace(" ", "")
-    if _IBAN_LENGTHS.get(s[:2]) != len(s):
-        return False
-    moved = s[4:] + s[:4]
-    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
-
-
-def _random_pieces(m: re.Match[str]) -> bool:
-    """A key split by spaces: the pieces together hold a digit and a letter, and none is a common word."""
-    pieces = m.group("body").split()
-    body = "".join(pieces)
-    return (any(c.isdigit() for c in body) and any(c.isalpha() for c in body)
-            and not any(p.isalpha() and p.islower() and len(p) > 3 and p in _PROSE_WORDS for p in pieces))
-
-
-def _aws_secret(m: re.Match[str]) -> bool:
-    """40 base64 characters, mixed case with a digit, and a ``/`` or ``+`` or "secret"/"aws"/密钥 just before.
-
-    Hex digests are lower case and base64 hashes are 28 or 44 characters long, so a
-    40-character mixed-case run with a slash is a credential far more often than not.
-    """
-    s = m.group()
-    if not (any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)):
-        return False
-    if "/" in s or "+" in s:
-        return True
-    before = m.string[max(0, m.start() - 120):m.start()].lower()
-    return any(w in before for w in ("secret", "aws", "密钥", "秘钥", "シークレット", "秘密", "credential"))
-
-
 def _encoded_secret(m: re.Match[str]) -> bool:
     """A base64 run that decodes to readable text which itself holds a secret."""
-    decoded = _b64_text(m.group())
+    decoded = checks.b64_text(m.group())
     return decoded is not None and bool(find(decoded, (SECRET,)))
-
-
-def _b64_text(run: str) -> str | None:
-    s = run.rstrip("=")
-    s += "=" * (-len(s) % 4)
-    try:
-        raw = base64.urlsafe_b64decode(s) if ("-" in s or "_" in s) else base64.b64decode(s, validate=True)
-        text = raw.decode("utf-8")
-    except (binascii.Error, ValueError):
-        return None
-    printable = sum(c.isprintable() or c in "\n\t" for c in text)
-    return text if text and printable >= 0.9 * len(text) else None
 
 
 # --- the table --------------------------------------------------------------------------------------------------
@@ -317,7 +123,7 @@ def _token_rules(f: TokenFormat) -> tuple[SecretRule, ...]:
 def _split_fits(f: TokenFormat) -> Callable[[re.Match[str]], bool]:
     def fits(m: re.Match[str]) -> bool:
         n = len(m.group("body").replace(" ", ""))
-        return n >= f.min_len and (f.max_len is None or n <= f.max_len) and _random_pieces(m)
+        return n >= f.min_len and (f.max_len is None or n <= f.max_len) and checks.random_pieces(m)
     return fits
 
 
@@ -346,42 +152,42 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         "contains a PEM private key", needles=("private key",)),
     SecretRule("url_credentials", SECRET, re.compile(
         r"(?<![A-Za-z0-9])[a-z][a-z0-9+.-]{0,31}://(?P<value>[^\s/:@]+:[^\s/@]+|[A-Za-z0-9_-]{20,})@", re.IGNORECASE),
-        "contains credentials inside a URL or connection string", _value_not_placeholder, needles=("://",),
+        "contains credentials inside a URL or connection string", checks.value_not_placeholder, needles=("://",),
         lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
         rf"(?P<name>password|passwd|secret|token|(?<![A-Za-z0-9])(?:{_KEY_NAMES}))[\"']?\s*"
         r"(?:[:=]|=>|：)\s*(?P<value>\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s\"',;]{4,})", re.IGNORECASE),
-        "contains a password/token/key assignment", _assigned, needles=_KEY_NEEDLES, lower=True),
+        "contains a password/token/key assignment", checks.assigned, needles=_KEY_NEEDLES, lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
         r"(?<![A-Za-z0-9])(?:pass(?:word|phrase|code)s?|passwd|pwd)"
         r"(?:\s+(?:for|of|to|on|at|in)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w.@/:-]+(?:\s+[\w.@/:-]+)?)?"
         r"(?:\s+(?:is\s+now|is\s+still|is\s+set\s+to|was\s+changed\s+to|was\s+set\s+to|changed\s+to|set\s+to|is|was"
         r"|reads)\s*[:=]?|\s*[:=])\s*[\"'“‘`]?(?P<value>[^\s\"'”’`]{3,64})", re.IGNORECASE),
-        "contains a password", _value_given, needles=("pass", "pwd"), lower=True),
+        "contains a password", checks.value_given, needles=("pass", "pwd"), lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
         rf"(?:(?:{_CJK_PASSWORD_WORDS})(?:都|也|还|就)?\s*(?:{_CJK_IS}|[:：=])|token\s*(?:{_CJK_IS}))\s*"
         rf"[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}", re.IGNORECASE),
-        "contains a password/token/key (密码/密钥)", _value_given,
+        "contains a password/token/key (密码/密钥)", checks.value_given,
         needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码", "token")),
     SecretRule("credential_assignment", SECRET, re.compile(
         rf"(?:{_CJK_PASSWORD_WORDS})\s*[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}"),
-        "contains a password/token/key (密码/密钥)", _value_secret_looking,
+        "contains a password/token/key (密码/密钥)", checks.value_secret_looking,
         needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码")),
     SecretRule("credential_assignment", SECRET, re.compile(
         rf"(?:{_JA_PASSWORD_WORDS})\s*(?:は|が|を|も|：|:|=)?\s*[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}"),
-        "contains a password/token/key (パスワード)", _value_secret_looking,
+        "contains a password/token/key (パスワード)", checks.value_secret_looking,
         needles=("パスワード", "暗証番号", "パスコード", "合言葉", "pinコード", "ピン番号", "秘密鍵", "シークレット",
                  "アクセスキー", "apiキー", "トークン")),
     SecretRule("credential_assignment", SECRET, re.compile(
         r"(?:sshpass\s+-p\s*|(?<![A-Za-z0-9-])--(?:password|passwd|pass|token|api-key|apikey|secret|secret-key"
         r"|secret-access-key|auth-token|access-token)(?:=|\s+)|(?<![A-Za-z0-9-])-p(?=['\"]))"
         r"(?P<value>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]{3,})"),
-        "contains a password on a command line", _value_not_placeholder, needles=("-p", "--")),
+        "contains a password on a command line", checks.value_not_placeholder, needles=("-p", "--")),
     SecretRule("credential_assignment", SECRET, re.compile(
         r"(?:mysql|mysqldump|mariadb)\s[^\n]{0,200}?(?<=\s)-p(?P<value>[^\s'\"-][^\s]*)"
         r"|(?:curl|wget)\s[^\n]{0,200}?(?<=\s)(?:-u|--user)\s+['\"]?(?P<value2>[^\s:'\"]+:[^\s'\"]+)"
         r"|redis-cli\s[^\n]{0,200}?(?<=\s)-a\s+(?P<value3>[^\s]+)"),
-        "contains a password on a command line", _cli_value,
+        "contains a password on a command line", checks.cli_value,
         needles=("mysql", "mariadb", "curl", "wget", "redis-cli")),
     SecretRule("pin", SECRET, re.compile(
         r"(?<![A-Za-z0-9])(?:PIN|(?i:pin)(?=\s*(?:code|number|is|was|[:=#])))(?:\s*(?:code|number|码|コード|番号))?"
@@ -391,35 +197,35 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:暗証番号|PINコード|取款密码|支付密码|银行卡密码)\s*(?:は|が|：|:|是|为)?\s*(?P<value>[0-9]{4,8})(?![0-9])"),
         "contains a PIN", needles=("暗証番号", "pinコード", "取款密码", "支付密码", "银行卡密码")),
     SecretRule("aws_secret_key", SECRET, re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])"),
-               "contains an AWS secret access key", _aws_secret, gate=_BASE64_RUN),
+               "contains an AWS secret access key", checks.aws_secret, gate=_BASE64_RUN),
     SecretRule("encoded_secret", SECRET, re.compile(
         r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]{0,4096}[A-Z])"
         r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret",
         _encoded_secret, gate=_BASE64_RUN),
     SecretRule("card_number", SECRET, re.compile(
         r"[0-9](?<![0-9.,-][0-9])[ .\-/_\u00a0]?(?:[0-9][ .\-/_\u00a0]?){11,17}[0-9](?![0-9]|[.,/-][0-9])"),
-        "contains a payment card number", _card, gate=_NUMBER_RUN),
+        "contains a payment card number", checks.card, gate=_NUMBER_RUN),
     SecretRule("national_id", SECRET, re.compile(r"[0-9](?<![0-9][0-9])[0-9]{16}[0-9Xx](?![0-9A-Za-z])"),
-               "contains a national ID number", _cn_id, gate=_NUMBER_RUN),
+               "contains a national ID number", checks.cn_id, gate=_NUMBER_RUN),
     SecretRule("phone_number", SECRET, re.compile(
         r"1(?<![A-Za-z0-9+]1)[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9]|[-.][0-9])"),
-        "contains a mobile phone number", _cn_mobile, gate=_NUMBER_RUN),
+        "contains a mobile phone number", checks.cn_mobile, gate=_NUMBER_RUN),
     SecretRule("phone_number", SECRET, re.compile(r"\+86[ -]?1[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9]|[-.][0-9])"),
                "contains a mobile phone number", needles=("+86",)),
     SecretRule("ssn", SECRET, re.compile(r"[0-8](?<![A-Za-z0-9-][0-8])[0-9]{2}-[0-9]{2}-[0-9]{4}(?![0-9]|-[0-9])"),
-               "contains a social security number", _ssn, gate=_NUMBER_RUN),
+               "contains a social security number", checks.ssn, gate=_NUMBER_RUN),
     SecretRule("ssn", SECRET, re.compile(
         r"(?i:ssn|social security(?: number| no\.?)?)[^0-9\n]{0,12}(?P<value>[0-9]{3}[ -]?[0-9]{2}[ -]?[0-9]{4})"
-        r"(?![0-9])"), "contains a social security number", _ssn, needles=("ssn", "social security")),
+        r"(?![0-9])"), "contains a social security number", checks.ssn, needles=("ssn", "social security")),
     SecretRule("iban", SECRET, re.compile(
         r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z][0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"),
-        "contains a bank account number (IBAN)", _iban, gate=_DIGIT_RUN),
+        "contains a bank account number (IBAN)", checks.iban, gate=_DIGIT_RUN),
 )
 
 _NETWORK_RULES: tuple[SecretRule, ...] = (
     SecretRule("private_ip", NETWORK, re.compile(
         r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d]|\.\d)"),
-        "contains a private-range IP address", _private_ipv4,
+        "contains a private-range IP address", checks.private_ipv4,
         needles=("10.", "172.", "192.168.", "169.254.", "100.")),
     SecretRule("private_ip", NETWORK, re.compile(
         r"(?<![\w:])(?:f[cd][0-9a-f]{2}|fe80):[0-9a-f:]*:[0-9a-f]*", re.IGNORECASE),
