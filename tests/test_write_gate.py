@@ -139,6 +139,8 @@ SECRETS = [
     ("do token dop_v1_" + "0123456789abcdef" * 4, "digitalocean_token"),
     ("hook https://discord.com/api/webhooks/123456789012345678/" + "Ab1_" * 16, "discord_webhook"),
     ("encoded c2stcHJvai1BYkNkRWZHaElqS2xNbk9wUXJTdFV2V3gxMjM0", "encoded_secret"),
+    ("fetch sk%2Dproj%2DAbCdEfGhIjKlMnOpQrStUvWxYz0123456789 from the vault", "url_encoded_secret"),
+    ("blob 736b2d70726f6a2d4162436445664768496a4b6c4d6e4f70517253745576577859", "hex_encoded_secret"),
     ("gitlab glpat-AbCdEfGh1234IjKlMnOp here", "gitlab_token"),
     ("oauth ya29.a0AfH6SMBxAbCdEfGhIjKlMnOp here", "google_oauth_token"),
     ("groq gsk_" + "Ab1Cd2Ef3Gh4" * 4 + " here", "groq_key"),

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,9 +43,13 @@ from memoryd.indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
 
 SECRET, NETWORK = "secret", "network"
 #: Bump when RULES change what is redacted: part of the index identity, so existing indexes re-redact.
-REDACT_VERSION = "2"
+REDACT_VERSION = "3"
 
-_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u034f\u2061\u2062\u2063\u2064"))
+#: Every format character (Unicode category Cf: zero-width, soft hyphen, bidi marks and embeddings, word
+#: joiner, ...) plus the combining grapheme joiner: none is visible, so any of them can split a key unseen.
+_INVISIBLE: dict[int, str | None] = {
+    c: None for c in (*range(0x20000), *range(0xE0000, 0xE0080))  # the planes that hold Cf characters
+    if unicodedata.category(chr(c)) == "Cf" or c == 0x034F}
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043\ufe58"), "-")
 _FOLD_TABLE: dict[int, str | None] = {**_INVISIBLE, **_DASHES}
 _NOT_ALNUM_BEFORE = "(?<![A-Za-z0-9])"
@@ -91,7 +96,20 @@ class PrivacyResult:
 
 def _encoded_secret(m: re.Match[str]) -> bool:
     """A base64 run that decodes to readable text which itself holds a secret."""
-    decoded = checks.b64_text(m.group())
+    return _holds_secret(checks.b64_text(m.group()))
+
+
+def _url_encoded_secret(m: re.Match[str]) -> bool:
+    """A percent-encoded run (``sk%2Dproj%2D…``) whose decoded text holds a secret."""
+    return _holds_secret(urllib.parse.unquote(m.group(), errors="strict") if "%" in m.group() else None)
+
+
+def _hex_secret(m: re.Match[str]) -> bool:
+    """A hex run that decodes to readable text which holds a secret (a digest decodes to bytes, not text)."""
+    return _holds_secret(checks.hex_text(m.group()))
+
+
+def _holds_secret(decoded: str | None) -> bool:
     return decoded is not None and bool(find(decoded, (SECRET,)))
 
 
@@ -134,6 +152,7 @@ _KEY_NEEDLES = ("pass", "pwd", "secret", "key", "token", "bearer", "credential")
 _DIGIT_RUN = re.compile(r"[0-9]{3}")
 #: AWS secret keys (40) and base64 worth decoding (24+) both need a long base64 run; one scan answers for both.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24}")
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]{32}")
 #: Cards, ID, mobile and social security numbers all hold 11+ digits and separators in a row.
 _NUMBER_RUN = re.compile(r"[0-9][0-9 .\-/_\u00a0]{9,}[0-9]")
 _CJK_PASSWORD_WORDS = r"密码|口令|密钥|秘钥|私钥|令牌|验证码|支付密码|PIN码|pin码"
@@ -202,6 +221,10 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]{0,4096}[A-Z])"
         r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret",
         _encoded_secret, gate=_BASE64_RUN),
+    SecretRule("url_encoded_secret", SECRET, re.compile(r"[A-Za-z0-9._~+%-]*%[0-9A-Fa-f]{2}[A-Za-z0-9._~+%-]{16,4096}"),
+               "contains a URL-encoded secret", _url_encoded_secret, needles=("%",)),
+    SecretRule("hex_encoded_secret", SECRET, re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,2048}(?![0-9A-Fa-f])"),
+               "contains a hex-encoded secret", _hex_secret, gate=_HEX_RUN),
     SecretRule("card_number", SECRET, re.compile(
         r"[0-9](?<![0-9.,-][0-9])[ .\-/_\u00a0]?(?:[0-9][ .\-/_\u00a0]?){11,17}[0-9](?![0-9]|[.,/-][0-9])"),
         "contains a payment card number", checks.card, gate=_NUMBER_RUN),

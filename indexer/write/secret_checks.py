@@ -206,3 +206,13 @@ def b64_text(run: str) -> str | None:
         return None
     printable = sum(c.isprintable() or c in "\n\t" for c in text)
     return text if text and printable >= 0.9 * len(text) else None
+
+
+def hex_text(run: str) -> str | None:
+    """The UTF-8 text a hex run encodes, if it is readable text (git hashes and digests are not)."""
+    try:
+        text = bytes.fromhex(run).decode("utf-8")
+    except ValueError:
+        return None
+    printable = sum(c.isprintable() or c in "\n\t" for c in text)
+    return text if text and printable >= 0.9 * len(text) else None

@@ -119,7 +119,7 @@ def test_positives_hold_no_real_looking_aws_key() -> None:
 
 def test_redact_version_is_part_of_the_index_identity() -> None:
     """Redaction output changed with this detector: existing indexes must re-redact (engine identity)."""
-    assert privacy.REDACT_VERSION == "2"
+    assert privacy.REDACT_VERSION == "3"  # 2: this detector; 3: every Cf character folded, URL/hex decoded
     src = (Path(__file__).parents[2] / "indexer" / "engine.py").read_text()
     assert "REDACT_VERSION" in src
 
@@ -134,3 +134,33 @@ def test_hostile_file_content_costs_linear_time(text: str) -> None:
     suite's per-test timeout is what would catch a regression."""
     privacy.redact(text, "all")
     privacy.check(text)
+
+
+KEY = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+
+
+@pytest.mark.parametrize("text", [
+    KEY[:10] + "\u200f" + KEY[10:],                   # right-to-left mark
+    KEY[:10] + "\u200e" + KEY[10:],                   # left-to-right mark
+    KEY[:10] + "\u202a" + KEY[10:] + "\u202c",        # bidi embedding
+    KEY[:10] + "\U000e0041" + KEY[10:],               # a tag character (plane 14)
+    "curl -d token=sk%2Dproj%2D" + KEY[8:],            # URL-encoded
+    "blob " + KEY.encode().hex(),                       # hex-encoded
+    "BLOB " + KEY.encode().hex().upper(),
+    "프로젝트 키는" + KEY + "입니다",                        # Korean around the key
+])
+def test_variants_outside_the_issue_list_are_caught_and_redacted(text: str) -> None:
+    """Every invisible format character (Unicode Cf) is folded away, and URL/hex encodings are decoded."""
+    assert not privacy.check(text).passed
+    assert "AbCdEfGhIjKlMnOpQrSt" not in privacy.fold(privacy.redact(text))
+    assert "4162436445664768" not in privacy.redact(text).lower()
+
+
+@pytest.mark.parametrize("text", [
+    "commit 3119a6e189541d8f02ea17dcb3551ff2e18aefe5 fixed it",
+    "sha256 " + "ab" * 32,
+    "see https://example.org/a%20b%20c/docs?q=hello%20world%20again",
+    "uuid 123e4567e89b12d3a456426614174000 in hex",
+])
+def test_hashes_and_ordinary_url_escapes_are_not_secrets(text: str) -> None:
+    assert privacy.check(text).passed
