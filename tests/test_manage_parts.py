@@ -64,7 +64,7 @@ def test_deeper_headings_are_allowed_in_a_body() -> None:
 
 def test_whitelist_is_case_insensitive_and_names_what_is_allowed() -> None:
     assert check_allowed(" current focus ", ("Current Focus",)) == "current focus"
-    with pytest.raises(SectionRefused, match="write.sections allows 'Current Focus'") as e:
+    with pytest.raises(SectionRefused, match=r"write\.sections allows 'Current Focus'") as e:
         check_allowed("Decisions", ("Current Focus",))
     assert e.value.rule == "write.sections"
 

@@ -14,8 +14,8 @@ re-index), with these on top:
   bodies; its undo puts the old body back only while the section still holds
   what the update wrote;
 * :meth:`MemoryEditor.promote` copies an entry of a peer or group namespace into
-  an owner namespace: dedup judges the entry's own text against the target, and
-  what is written carries a back-reference ``(from PATH)`` to where it came from;
+  an owner namespace through dedup; what is written carries a back-reference
+  ``(from PATH)`` to where it came from, so promoting it again reinforces the copy;
 * :meth:`MemoryEditor.import_plans` runs accepted import lines through the
   writer (or, for a dry run, only through dedup).
 """
@@ -32,7 +32,7 @@ from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import Namespace, namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
-from memoryd.indexer.write.dedup import APPEND, Verdict, decide
+from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Verdict, decide
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.mdlines import MdLines
 from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
@@ -41,6 +41,7 @@ from memoryd.indexer.write.writer import MemoryWriter, Outcome
 
 log = structlog.get_logger(__name__)
 
+_STRENGTH = {APPEND: 0, REPLACE: 1, REINFORCE: 2}
 #: What a dry-run import reports for each dedup action.
 WOULD = {"append": "would_append", "reinforce": "would_reinforce", "replace": "would_replace"}
 
@@ -132,7 +133,10 @@ class MemoryEditor(MemoryWriter):
         if isinstance(bare, Rejected):
             return bare, None
         plan = dataclasses.replace(bare, content=f"{bare.content} (from {rel})")
-        verdict = decide(bare.content, gather(self.index, self.root, bare, self.cfg), self.thresholds)
+        # Judged twice: the bare text finds the same fact stored without a back-reference, the text with it
+        # finds an earlier promotion of this very entry; the stronger verdict wins.
+        verdict = max((decide(p.content, gather(self.index, self.root, p, self.cfg), self.thresholds)
+                       for p in (bare, plan)), key=lambda v: _STRENGTH[v.action])
         outcome = self._execute(plan, verdict, session)
         self._reindex(outcome.path)
         log.info("write.promoted", source=rel, line=line, decision=outcome.decision, path=outcome.path,
