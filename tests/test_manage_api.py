@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from memoryd.daemon.rpc.errors import (
     SECTION_REFUSED,
     TURN_LIMIT,
     WRITE_CONFLICT,
+    WRITE_DISABLED,
 )
 from memoryd.indexer.config import Config
 from tests.helpers import running_daemon
@@ -102,6 +104,9 @@ def test_stats_and_filters(daemon) -> None:
     assert _code(client, "list", {"since": "2026-13"}) == INVALID_PARAMS
     assert _code(client, "list", {"cursor": "no-line"}) == INVALID_PARAMS
     assert _code(client, "export", {"format": "markdown", "type": "decision"}) == INVALID_PARAMS
+    bundle = client.call("export", {"format": "markdown", "namespace": "peer:alice"})
+    assert bundle["count"] == 1
+    assert bundle["text"] == f"<!-- memoryd:file peers/alice/MEMORY.md (peer:alice) -->\n{ALICE_MEMORY}"
 
 
 # -- export / import -----------------------------------------------------------------------
@@ -291,3 +296,31 @@ def test_mcp_bridge_lists_scoped_and_writes_through_the_daemon(daemon) -> None:
     _text, promoted = DaemonBridge(d.cfg.socket_path).call_tool("memory_promote",
                                                                 {"path": "peers/alice/MEMORY.md", "line": 3})
     assert promoted["decision"] == "appended" and promoted["citation"].startswith("agent/decisions.md:")
+
+
+def test_clear_skips_a_file_it_may_not_write_and_names_it(daemon) -> None:
+    _d, client, root = daemon
+    (root / "groups/dev").mkdir(parents=True)
+    (root / "groups/dev/MEMORY.md").write_text("- Standup at nine.\n")
+    (root / "groups/dev/notes.md").write_text("- Retro on Fridays.\n")
+    os.link(root / "groups/dev/notes.md", root / "groups/dev/notes-link.md")  # a hard link: never written through
+    res = client.call("clear", {"namespace": "group:dev"})
+    assert (res["removed"], res["files"]) == (1, 1)
+    assert [s["path"] for s in res["skipped"]] == ["groups/dev/notes-link.md", "groups/dev/notes.md"]
+    assert "hard links" in res["skipped"][0]["reason"]
+    assert (root / "groups/dev/notes.md").read_text() == "- Retro on Fridays.\n"
+
+
+def test_writes_are_refused_when_writing_is_disabled(tmp_path: Path, short_dir: Path) -> None:
+    def off(cfg: Config) -> Config:
+        return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, enabled=False))
+
+    with running_daemon(tmp_path, short_dir / "m.sock", FILES, timeout=20, tweak=off) as (_d, client, root):
+        for method, params in [("import", {"data": '{"text": "The build runs on Linux."}'}),
+                               ("clear", {"namespace": "peer:alice"}),
+                               ("promote", {"path": "peers/alice/MEMORY.md", "line": 3}),
+                               ("update_section", {"path": "peers/alice/MEMORY.md", "section": "Current Focus",
+                                                   "content": "- x"})]:
+            assert _code(client, method, params) == WRITE_DISABLED, method
+        assert client.call("list", {})["entries"]  # reads still work
+        assert (root / "peers/alice/MEMORY.md").read_text() == ALICE_MEMORY

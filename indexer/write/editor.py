@@ -53,11 +53,17 @@ class MemoryEditor(MemoryWriter):
 
     def clear(self, namespace: Namespace, rels: list[str], session: dict[str, str] | None = None) -> dict[str, Any]:
         """Remove every entry of the files ``rels`` (all in ``namespace``); the files and their other
-        lines (headings, prose, USER blocks) stay. Returns counts and the ``clear`` record's id."""
+        lines (headings, prose, USER blocks) stay. A file memoryd may not write (a link, broken block
+        markers) is skipped and named. Returns counts, the skipped files and the ``clear`` record's id."""
         ids: list[str] = []
+        skipped: list[dict[str, str]] = []
         files = total = 0
         for rel in rels:
-            removed = self._strip(rel)
+            try:
+                removed = self._strip(rel)
+            except (BadTarget, WriteConflict) as exc:  # a link, broken markers, a file that kept changing
+                skipped.append({"path": rel, "reason": str(exc)})
+                continue
             if not removed:
                 continue
             files, total = files + 1, total + len(removed)
@@ -71,7 +77,7 @@ class MemoryEditor(MemoryWriter):
                            namespace=str(namespace), entries=ids) if total else None
         log.info("write.cleared", namespace=str(namespace), files=files, entries=total, history_id=hid)
         return {"decision": "cleared", "namespace": str(namespace), "files": files, "removed": total,
-                "history_id": hid}
+                "history_id": hid, "skipped": skipped}
 
     def _strip(self, rel: str) -> list[mdedit.Edit]:
         """Remove the entries of ``rel`` last to first in one conditional write; the removals, in order."""
@@ -81,7 +87,10 @@ class MemoryEditor(MemoryWriter):
         def strip(text: str | None) -> mdedit.Edit | None:
             removed.clear()  # a re-applied attempt starts again from the new text
             current = text
-            while current is not None and (found := MdLines(current).entries):
+            for _ in range(len(MdLines(text).entries) if text is not None else 0):  # each pass removes one
+                found = MdLines(current).entries if current is not None else []
+                if not found:
+                    break
                 edit = mdedit.remove(current, found[-1].index + 1, None, now, rel)
                 assert edit is not None  # the entry was just found on that line
                 removed.append(edit)
