@@ -86,16 +86,18 @@ class MemoryEditor(MemoryWriter):
 
         def strip(text: str | None) -> mdedit.Edit | None:
             removed.clear()  # a re-applied attempt starts again from the new text
+            if text is None:
+                return None
             current = text
-            for _ in range(len(MdLines(text).entries) if text is not None else 0):  # each pass removes one
-                found = MdLines(current).entries if current is not None else []
+            for _ in range(len(MdLines(text).entries)):  # each pass removes one entry
+                found = MdLines(current).entries
                 if not found:
                     break
                 edit = mdedit.remove(current, found[-1].index + 1, None, now, rel)
                 assert edit is not None  # the entry was just found on that line
                 removed.append(edit)
                 current = edit.text
-            return mdedit.Edit(current, 1, "") if removed and current is not None else None
+            return mdedit.Edit(current, 1, "") if removed else None
 
         self._write(rel, strip)
         return list(removed)
