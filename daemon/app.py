@@ -38,6 +38,7 @@ import structlog
 
 from memoryd.daemon.api.admin import AdminMethods
 from memoryd.daemon.api.history import HistoryMethods
+from memoryd.daemon.api.manage import ManageMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.datalock import DataDirLock
@@ -61,8 +62,8 @@ from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
-from memoryd.indexer.write.writer import MemoryWriter
 
 SHUTDOWN_BUDGET_S = 9.0
 SERVER_STOP_S = 2.0  # of the budget: running requests answer, then the connections close
@@ -280,8 +281,8 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     def roots() -> RootMap:
         return d.roots
 
-    def new_writer() -> MemoryWriter:
-        return MemoryWriter(d.index, d.roots.roots[0], cfg.write, history=History.in_data_dir(cfg.data_dir))
+    def new_writer() -> MemoryEditor:  # an editor: `undo` must also revert a clear or a section update
+        return MemoryEditor(d.index, d.roots.roots[0], cfg.write, history=History.in_data_dir(cfg.data_dir))
 
     reads = ReadMethods(
         index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
@@ -292,7 +293,10 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
     writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer)
     history = HistoryMethods(writes=writes, history=History.in_data_dir(cfg.data_dir), roots=roots)
-    return AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
+    manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
+                           new_editor=new_writer)
+    return (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
+            | manage.handlers())
 
 
 def _quiet_faiss_threads() -> None:

@@ -162,6 +162,8 @@ class WriteConfig:
     audit_max_bytes: int = 5_000_000
     audit_backups: int = 3
     redact_index: RedactLevel = "secrets"
+    # Sections whose whole body ``update_section`` may replace (case-insensitive titles); the rest only grow.
+    sections: tuple[str, ...] = ("Current Focus", "Active Context", "Next Steps", "Open Questions", "Progress")
 
 
 @dataclass(frozen=True)
@@ -380,3 +382,6 @@ def _validate_write(w: WriteConfig) -> None:
     _check(w.audit_max_bytes >= 4096, "write.audit_max_bytes", w.audit_max_bytes, "must be >= 4096")
     _check(0 <= w.audit_backups <= 100, "write.audit_backups", w.audit_backups, "must be in 0..100")
     _check(w.redact_index in REDACT_LEVELS, "write.redact_index", w.redact_index, f"must be one of {REDACT_LEVELS}")
+    for title in w.sections:
+        _check(bool(title.strip()) and "\n" not in title and len(title) <= 200, "write.sections", title,
+               "each must be a heading title: non-empty, one line, at most 200 characters")

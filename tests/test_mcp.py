@@ -30,7 +30,8 @@ from memoryd.indexer.config import Config
 from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parent.parent
-NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status"}
+NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status", "memory_list",
+         "memory_update_section", "memory_promote"}
 ZEBRA = "- The zebracorn migration plan moves every service to the new queue by March.\n"
 MAX_PER_MINUTE = 3
 
@@ -48,7 +49,9 @@ def test_tools_have_closed_valid_schemas_with_described_arguments() -> None:
             assert prop.get("description"), f"{t.name}.{name} has no description"
     assert BY_NAME["memory_search"].schema["required"] == ["query"]
     assert BY_NAME["memory_context"].schema["required"] == ["query", "max_tokens"]
-    assert [t.name for t in TOOLS if not t.read_only] == ["memory_remember"]
+    assert [t.name for t in TOOLS if not t.read_only] == ["memory_remember", "memory_update_section",
+                                                          "memory_promote"]
+    assert [t.name for t in TOOLS if t.destructive] == ["memory_update_section"]  # it replaces a section's text
 
 
 @pytest.mark.parametrize(("tool", "args", "expect"), [
@@ -204,6 +207,9 @@ def test_owner_session_lists_tools_and_answers_every_call(running, tmp_path: Pat
     tools = out["tools"]
     assert set(tools) == NAMES and tools["memory_search"].inputSchema["required"] == ["query"]
     assert tools["memory_search"].annotations.readOnlyHint and not tools["memory_remember"].annotations.readOnlyHint
+    assert tools["memory_list"].annotations.readOnlyHint and tools["memory_update_section"].annotations.destructiveHint
+    promote = tools["memory_promote"].annotations
+    assert not promote.readOnlyHint and not promote.destructiveHint
     search = out["search"]
     assert not search.isError
     hit = search.structuredContent["results"][0]

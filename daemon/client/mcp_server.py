@@ -40,7 +40,19 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.daemon.client.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
+from memoryd.daemon.client.mcp_tools import (
+    BY_NAME,
+    GET,
+    LIST,
+    PROMOTE,
+    REMEMBER,
+    SEARCH,
+    STATUS,
+    TOOLS,
+    UPDATE_SECTION,
+    ToolError,
+    check_arguments,
+)
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED
 from memoryd.indexer.errors import MemorydError, NotRunningError
@@ -60,6 +72,9 @@ INSTRUCTIONS = (
     "memory_get reads more of a file around a hit; memory_remember saves a durable fact; memory_status says "
     "whether the index has caught up with recent saves."
 )
+
+LIST_LIMIT = 50
+_PER_TURN = frozenset({"remember", "update_section", "promote"})  # the writes, limited per turn
 
 TURN_GAP_S = 30.0
 TURN_MAX_S = 300.0
@@ -118,7 +133,7 @@ class DaemonBridge:
         turn = self.turns.tick()  # every call, read or write, belongs to the current turn
         args = check_arguments(spec, dict(arguments or {}))
         method, params = self.request(name, args)
-        if method == "remember":  # the only method limited per turn
+        if method in _PER_TURN:
             params["session"] = {**params["session"], "turn": turn}
         result = self._call(method, params)
         return _SHAPERS[name](args, result)
@@ -137,6 +152,11 @@ class DaemonBridge:
             return "remember", {**args, "session": self.session}
         if name == STATUS.name:
             return "status", {}
+        if name == LIST.name:
+            return "list", self._with({"limit": args.get("limit", LIST_LIMIT)}, args, "namespace", "type", "since",
+                                      "until", "cursor")
+        if name in (UPDATE_SECTION.name, PROMOTE.name):
+            return ("update_section" if name == UPDATE_SECTION.name else "promote"), {**args, "session": self.session}
         return "context", self._with({"query": args["query"], "max_tokens": args["max_tokens"]}, args, "namespace")
 
     def _with(self, params: dict[str, Any], args: dict[str, Any], *optional: str) -> dict[str, Any]:
@@ -223,9 +243,19 @@ def _status(args: dict[str, Any], st: dict[str, Any]) -> Shaped:
     return _json(out), out
 
 
+def _list(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
+    entries = [{"path": e["path"], "startLine": e["start_line"], "endLine": e["end_line"], "text": e["text"],
+                "citation": f"{e['path']}:{e['start_line']}-{e['end_line']}", "namespace": e.get("namespace"),
+                "type": e.get("type"), "section": e.get("section"), "importance": e.get("importance"),
+                "reinforcements": e.get("reinforcements"), "created": e.get("created"), "updated": e.get("updated")}
+               for e in res.get("entries", [])]
+    out = {"entries": entries, "nextCursor": res.get("next_cursor")}
+    return _json(out), out
+
+
 _SHAPERS: dict[str, Callable[[dict[str, Any], Any], Shaped]] = {
     "memory_search": _search, "memory_get": _get, "memory_context": _context, "memory_remember": _remember,
-    "memory_status": _status,
+    "memory_status": _status, "memory_list": _list, "memory_update_section": _remember, "memory_promote": _remember,
 }
 
 
@@ -238,7 +268,7 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
     server: Server[Any, Any] = Server("memoryd", version=version, instructions=INSTRUCTIONS)
     tools = [types.Tool(name=t.name, title=t.title, description=t.description, inputSchema=t.schema,
                         annotations=types.ToolAnnotations(title=t.title, readOnlyHint=t.read_only,
-                                                          destructiveHint=False, openWorldHint=False))
+                                                          destructiveHint=t.destructive, openWorldHint=False))
              for t in TOOLS]
 
     async def list_tools() -> list[types.Tool]:

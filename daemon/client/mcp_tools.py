@@ -36,6 +36,7 @@ class ToolSpec:
     description: str
     schema: dict[str, Any]
     read_only: bool = True
+    destructive: bool = False  # may overwrite what is stored (MCP's destructiveHint)
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -130,7 +131,67 @@ STATUS = ToolSpec(
     _obj({}),
 )
 
-TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS)
+LIST = ToolSpec(
+    "memory_list", "List memory entries",
+    "List the stored memory entries (read-only), in file order, each with its `path`, line span (`startLine`-"
+    "`endLine`, also as `citation`), `text`, `type` (instruction, decision, pattern, preference, entity, journal, "
+    "or null), `reinforcements` and dates (`created`, `updated`). Use it to review what is stored, e.g. before "
+    "cleaning up or to find an entry to promote; use memory_search to find memories by meaning. Only the "
+    "namespaces this session may read are listed. When `nextCursor` is set, call again with it as `cursor` for "
+    "the next page.",
+    _obj({
+        "namespace": _READ_NS,
+        "type": {"type": "string", "enum": list(TYPES), "description": "Only entries of this type."},
+        "since": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$",
+                  "description": "Only entries dated on or after this day (YYYY-MM-DD)."},
+        "until": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$",
+                  "description": "Only entries dated on or before this day (YYYY-MM-DD)."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 200,
+                  "description": "Entries per page (1-200; default 50)."},
+        "cursor": {"type": "string", "minLength": 1, "maxLength": 4200,
+                   "description": "The `nextCursor` of the previous page, to continue after it."},
+    }),
+)
+
+UPDATE_SECTION = ToolSpec(
+    "memory_update_section", "Replace a section of a memory file",
+    "Replace the whole body of one named section of a memory file with new text, for sections kept current "
+    "rather than appended to (by default: Current Focus, Active Context, Next Steps, Open Questions, Progress; "
+    "the user configures the list). The old body is kept in memoryd's history and the user can undo the "
+    "change. Refused for other sections, for a section holding the user's own block, for files outside this "
+    "session's namespace, and for text that looks like a secret. Returns `decision` ('updated', 'unchanged' or "
+    "'rejected'), the `path` and the heading's `line`.",
+    _obj({
+        "path": {"type": "string", "minLength": 1,
+                 "description": "The file, relative to the memory folder, e.g. 'memory-bank/activeContext.md'."},
+        "section": {"type": "string", "minLength": 1, "maxLength": 200,
+                    "description": "The section's heading title, without the #s, e.g. 'Current Focus'."},
+        "content": {"type": "string",
+                    "description": "The new body in Markdown (no headings of the section's level or higher)."},
+    }, ("path", "section", "content")),
+    read_only=False, destructive=True,
+)
+
+PROMOTE = ToolSpec(
+    "memory_promote", "Promote a memory to the shared memory",
+    "Copy one entry from a peer's or a group's memory (peers/ID/, groups/ID/) into the user's own memory, with "
+    "a back-reference '(from PATH)' to where it came from. The copy goes through the quality gate, the privacy "
+    "filter and dedup: if the user's memory already holds it, it is reinforced instead of duplicated. The "
+    "source is not changed. Owner sessions only. Returns `decision` ('appended', 'reinforced', 'replaced' or "
+    "'rejected') and where it was written.",
+    _obj({
+        "path": {"type": "string", "minLength": 1,
+                 "description": "The source file, e.g. 'peers/alice/MEMORY.md' (as memory_list shows it)."},
+        "line": {"type": "integer", "minimum": 1, "description": "The entry's first line (its startLine)."},
+        "to": {"type": "string", "pattern": rf"^(default|agent:{ID})$",
+               "description": "Where to copy it: 'default' (the shared memory; the default) or 'agent:ID'."},
+        "type": {"type": "string", "enum": list(TYPES),
+                 "description": "What kind of memory it is; omit to let memoryd decide from the wording."},
+    }, ("path", "line")),
+    read_only=False,
+)
+
+TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE)
 BY_NAME = {t.name: t for t in TOOLS}
 _NOT_BLANK = {"query", "content", "path"}
 

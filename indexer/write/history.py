@@ -11,7 +11,7 @@ field   meaning
 ======  =====================================================================
 id      ``h-`` + 16 hex characters, random (not guessable from the time)
 time    ISO 8601 UTC seconds
-action  ``replace`` | ``forget`` | ``reinforce`` | ``undo``
+action  ``replace`` | ``forget`` | ``reinforce`` | ``undo`` | ``clear`` | ``section``
 root    the memory root the path is relative to
 path    the file, relative to ``root``
 line    1-based line of the entry after the action (forget: where it was)
@@ -21,6 +21,8 @@ new     the text after (replace: the new entry; reinforce: the memory *not* writ
 block   the old entry's exact lines, to restore them byte for byte
 session who asked (``{"kind": "owner"}`` …), namespace, reason, score
 undoes  (``undo`` only) the id it reverted
+entries (``clear`` only) the ids of its ``forget`` records, one per entry removed
+section (``section`` only) the section's title; ``new_block`` the body written
 ======  =====================================================================
 
 The file is created 0600 whatever the umask (``os.open`` with mode 0o600, then
@@ -48,7 +50,8 @@ HISTORY_NAME = "history.jsonl"
 MAX_BYTES = 4 * 1024 * 1024
 MAX_BLOCK_CHARS = 64 * 1024  # an entry longer than this is recorded, but not restorable
 REPLACE, FORGET, REINFORCE, UNDO = "replace", "forget", "reinforce", "undo"
-ACTIONS = (REPLACE, FORGET, REINFORCE, UNDO)
+CLEAR, SECTION = "clear", "section"  # memoryd.indexer.write.editor: a namespace emptied, a section body replaced
+ACTIONS = (REPLACE, FORGET, REINFORCE, UNDO, CLEAR, SECTION)
 _FILE_MODE = 0o600
 
 

@@ -1,0 +1,262 @@
+"""The memory-management socket methods (docs/memory-api.md): ``list``, ``export``, ``stats``, ``import``,
+``clear``, ``update_section`` and ``promote``.
+
+Reads (``list``, ``export``, ``stats``) read the files of the first root, confined
+like ``search``: a direct or group session sees only its own namespace, whatever it
+asks for (another namespace is ``ACCESS_DENIED``), and each file must resolve inside
+it (:func:`memoryd.daemon.api.access.path_check`).
+
+Writes run like ``remember`` (:class:`memoryd.daemon.api.write.WriteMethods`): session →
+``write.enabled`` and the rate limits → size limit → permission → the edit on the
+index worker → one audit record, and every replaced or removed text goes to the
+history (``memoryd undo``). ``import``, ``clear`` and ``promote`` are for the owner
+only (a bulk write, an emptied namespace, a copy across namespaces);
+``update_section`` is allowed in the namespaces a session may ``remember`` into.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import date
+from typing import Any, TypeVar
+
+from memoryd.daemon.api.access import path_check
+from memoryd.daemon.api.audit import Audited
+from memoryd.daemon.api.manage_requests import (
+    Filters,
+    parse_clear,
+    parse_export,
+    parse_import,
+    parse_list,
+    parse_promote,
+    parse_section,
+    parse_stats,
+)
+from memoryd.daemon.api.session import SessionClaim, owner_only
+from memoryd.daemon.api.write import AUDITED_AS_ERROR, WriteMethods
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.errors import (
+    ACCESS_DENIED,
+    BAD_TARGET,
+    ENTRY_NOT_FOUND,
+    SECTION_REFUSED,
+    WRITE_CONFLICT,
+    InvalidParams,
+    RpcError,
+)
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.write import privacy
+from memoryd.indexer.write.access import (
+    READ,
+    REMEMBER,
+    Session,
+    authorize,
+    namespace_of,
+    own_namespace,
+    parse_namespace,
+)
+from memoryd.indexer.write.editor import MemoryEditor
+from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
+from memoryd.indexer.write.intake import Accepted, Rejected, prepare
+from memoryd.indexer.write.refusals import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
+from memoryd.indexer.write.sections import SectionRefused, check_allowed
+from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, parse_jsonl, to_jsonl, to_markdown
+
+T = TypeVar("T")
+_CODES: dict[type[WriteError], int] = {AccessDenied: ACCESS_DENIED, BadTarget: BAD_TARGET,
+                                       EntryNotFound: ENTRY_NOT_FOUND, WriteConflict: WRITE_CONFLICT}
+OWNER_NAMESPACES = ("default", "agent")  #: the kinds ``promote`` may copy into
+PEER_NAMESPACES = ("peer", "group")  #: the kinds ``promote`` copies from
+
+
+class ManageMethods:
+    """The methods and what they share with the write methods (``writes``: limits, audit log, worker)."""
+
+    def __init__(self, *, writes: WriteMethods, roots: Callable[[], RootMap], cfg: WriteConfig, max_file_bytes: int,
+                 new_editor: Callable[[], MemoryEditor]) -> None:
+        self._writes = writes
+        self._cfg = cfg
+        self._roots = roots
+        self._max_file_bytes = max_file_bytes
+        self._new_editor = new_editor
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"list": self.list_entries, "export": self.export, "stats": self.stats, "import": self.import_,
+                "clear": self.clear, "update_section": self.update_section, "promote": self.promote}
+
+    # -- reads ----------------------------------------------------------------------
+
+    def list_entries(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_list(params, peer)
+        entries = select(self._files(req.claim, req.filters.namespace), memory_type=req.filters.type,
+                         since=req.filters.since, until=req.filters.until)
+        try:
+            found, cursor = page(entries, req.cursor, req.limit)
+        except ValueError as exc:
+            raise InvalidParams(str(exc)) from None
+        return {"entries": [e.to_dict() for e in found], "next_cursor": cursor}
+
+    def export(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_export(params, peer)
+        files = self._files(req.claim, req.filters.namespace)
+        if req.format == JSONL:
+            entries = list(select(files, memory_type=req.filters.type, since=req.filters.since,
+                                  until=req.filters.until))
+            return {"format": JSONL, "count": len(entries), "text": to_jsonl(entries)}
+        if req.filters != Filters(req.filters.namespace, None, None, None):
+            raise InvalidParams("params 'type', 'since' and 'until' select entries: use them with format 'jsonl'")
+        return {"format": req.format, "count": len(files), "text": to_markdown(files)}
+
+    def stats(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_stats(params, peer)
+        per = stats(self._files(req.claim, req.namespace))
+        total = {k: sum(row[k] for row in per.values()) for k in ("files", "entries", "bytes")}
+        return {"namespaces": per, "total": total}
+
+    def _files(self, claim: SessionClaim, raw: str | None) -> list[MemoryFile]:
+        """The files of namespace ``raw`` (None: all the session may read), for the claimed session."""
+        session = claim.resolve()
+        ns = own_namespace(session) if raw is None else _checked(lambda: parse_namespace(raw, session))
+        _checked(lambda: authorize(session, READ, ns))
+        roots = self._roots()
+        first = roots.roots[0]
+        check = path_check(session, roots)
+        accept = (lambda rel: True) if check is None else (lambda rel: check(str(first), rel))
+        return memory_files(first, ns, accept, self._max_file_bytes)
+
+    # -- writes ---------------------------------------------------------------------
+
+    def update_section(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_section(params, peer)
+        rec: dict[str, Any] = {"action": "update_section", "uid": peer.uid, "pid": peer.pid,
+                               "bytes": len(req.content.encode("utf-8", "surrogatepass"))}
+        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+            session = self._writes.admit(req.claim, rec)
+            self._writes._check_size(rec["bytes"])
+            rel = self._writes._relative(req.path)
+            rec.update(path=rel, namespace=str(namespace_of(rel)))
+            _checked(lambda: authorize(session, REMEMBER, namespace_of(rel)))
+            title = _checked(lambda: check_allowed(req.section, self._cfg.sections))
+            secret = privacy.check(req.content)
+            if not secret.passed:
+                rec.update(decision="rejected", reason=secret.reason, rule=secret.rule)
+                return {"decision": "rejected", "reason": secret.reason, "rule": secret.rule, "stage": "privacy"}
+            editor = self._new_editor()
+            outcome = self._on_worker(lambda: editor.update_section(rel, title, req.content, session.describe()))
+            rec.update(decision=outcome.decision, line=outcome.line, reason=outcome.reason)
+            return {**outcome.to_dict(), "section": title}
+
+    def promote(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_promote(params, peer)
+        rec: dict[str, Any] = {"action": "promote", "uid": peer.uid, "pid": peer.pid, "line": req.line}
+        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+            session = self._owner(req.claim, rec, "promote")
+            rel = self._writes._relative(req.path)
+            source = namespace_of(rel)
+            rec["path"] = rel
+            if source.kind not in PEER_NAMESPACES:
+                raise RpcError(BAD_TARGET, f"promote copies from a peer or group namespace; {rel[:200]} is in {source}")
+            to = _checked(lambda: parse_namespace(req.to, session))
+            rec["namespace"] = str(to)
+            if to.kind not in OWNER_NAMESPACES:
+                raise RpcError(BAD_TARGET, f"promote copies into an owner namespace ('default' or 'agent:ID'), "
+                               f"not {to}")
+            editor = self._new_editor()
+            result, plan = self._on_worker(lambda: editor.promote(rel, req.line, to, date.today(),
+                                                                  session.describe(), req.type))
+            src = {"path": rel, "line": req.line, "namespace": str(source)}
+            if isinstance(result, Rejected):
+                rec.update(decision="rejected", reason=result.reason, rule=result.rule)
+                return {"decision": "rejected", "reason": result.reason, "rule": result.rule, "stage": result.stage,
+                        "source": src}
+            rec.update(decision=result.decision, path=result.path, line=result.line, reason=result.reason)
+            return {**result.to_dict(), **(plan.describe() if plan else {}), "source": src}
+
+    def import_(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_import(params, peer)
+        rec: dict[str, Any] = {"action": "import", "uid": peer.uid, "pid": peer.pid,
+                               "bytes": len(req.data.encode("utf-8", "surrogatepass"))}
+        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+            session = self._owner(req.claim, rec, "import")
+            if req.namespace is not None:
+                rec["namespace"] = str(_checked(lambda: parse_namespace(req.namespace, session)))
+            report: list[dict[str, Any]] = []
+            plans: list[tuple[int, Accepted]] = []
+            for item in parse_jsonl(req.data):
+                checked = self._import_item(item, req.namespace, session)
+                if isinstance(checked, Accepted):
+                    plans.append((item.line, checked))
+                else:
+                    report.append(checked)
+            editor = self._new_editor()
+            report += self._on_worker(lambda: editor.import_plans(plans, req.dry_run, session.describe()))
+            report.sort(key=lambda r: int(r["input_line"]))
+            summary = dict(Counter(str(r["decision"]) for r in report))
+            rec.update(decision="dry_run" if req.dry_run else "imported",
+                       reason=", ".join(f"{n} {d}" for d, n in sorted(summary.items())) or "nothing to import")
+            return {"dry_run": req.dry_run, "summary": summary, "entries": report}
+
+    def _import_item(self, item: ImportItem | BadLine, default_ns: str | None,
+                     session: Session) -> Accepted | dict[str, Any]:
+        """An import line's plan, or its report line: invalid, over the size limit, gated or filtered."""
+        if isinstance(item, BadLine):
+            return {"input_line": item.line, "decision": "invalid", "reason": item.reason}
+        limit = self._cfg.max_content_bytes
+        if len(item.text.encode("utf-8", "surrogatepass")) > limit:
+            return {"input_line": item.line, "decision": "rejected", "stage": "limit",
+                    "rule": "write.max_content_bytes", "reason": f"over {limit} bytes"}
+        try:
+            ns = parse_namespace(item.namespace or default_ns, session)
+            authorize(session, REMEMBER, ns)
+            plan = prepare(item.text, ns, date.today(), item.type)
+        except WriteError as exc:  # a bad namespace or type on this line: the other lines go on
+            return {"input_line": item.line, "decision": "invalid", "reason": str(exc)}
+        if isinstance(plan, Rejected):
+            return {"input_line": item.line, "decision": "rejected", "stage": plan.stage, "rule": plan.rule,
+                    "reason": plan.reason}
+        return plan
+
+    def clear(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        req = parse_clear(params, peer)
+        rec: dict[str, Any] = {"action": "clear", "uid": peer.uid, "pid": peer.pid}
+        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+            session = self._owner(req.claim, rec, "clear")
+            ns = _checked(lambda: parse_namespace(req.namespace, session))
+            rec["namespace"] = str(ns)
+            rels = [f.rel for f in memory_files(self._roots().roots[0], ns, lambda rel: True, self._max_file_bytes)]
+            editor = self._new_editor()
+            result = self._on_worker(lambda: editor.clear(ns, rels, session.describe()))
+            rec.update(decision="cleared", reason=f"{result['removed']} entries from {result['files']} files")
+            return result
+
+    # -- steps ------------------------------------------------------------------------
+
+    def _owner(self, claim: SessionClaim, rec: dict[str, Any], what: str) -> Session:
+        """The owner's session, refused to others before it is counted against the rate limits."""
+        session = claim.resolve()
+        rec["session"] = session.describe()
+        owner_only(session, what)
+        return self._writes.admit(claim, rec)
+
+    def _on_worker(self, fn: Callable[[], T]) -> T:
+        """:meth:`WriteMethods.on_worker`, with a refused section update answered as SECTION_REFUSED."""
+        try:
+            return self._writes.on_worker(fn)
+        except SectionRefused as exc:
+            raise RpcError(SECTION_REFUSED, str(exc), {"rule": exc.rule}) from None
+
+
+def _checked(fn: Callable[[], T]) -> T:
+    """``fn()``, its write-path refusal turned into the socket's error (as for ``remember``)."""
+    try:
+        return fn()
+    except SectionRefused as exc:
+        raise RpcError(SECTION_REFUSED, str(exc), {"rule": exc.rule}) from None
+    except WriteError as exc:
+        code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), None)
+        if code is None:
+            raise InvalidParams(str(exc)) from None
+        raise RpcError(code, str(exc)) from None
+
