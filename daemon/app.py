@@ -37,6 +37,7 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.api.admin import AdminMethods
+from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
@@ -292,7 +293,8 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
     writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer)
     history = HistoryMethods(writes=writes, history=History.in_data_dir(cfg.data_dir), roots=roots)
-    return AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
+    files = FileMethods(roots=roots, path_filter=d.path_filter)
+    return AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers() | files.handlers()
 
 
 def _quiet_faiss_threads() -> None:

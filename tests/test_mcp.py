@@ -47,19 +47,42 @@ def test_tools_have_closed_valid_schemas_with_described_arguments() -> None:
         for name, prop in t.schema["properties"].items():
             assert prop.get("description"), f"{t.name}.{name} has no description"
     assert BY_NAME["memory_search"].schema["required"] == ["query"]
-    assert BY_NAME["memory_context"].schema["required"] == ["query", "max_tokens"]
+    assert BY_NAME["memory_context"].schema["required"] == ["query"]
     assert [t.name for t in TOOLS if not t.read_only] == ["memory_remember"]
+    assert [t.name for t in TOOLS if t.destructive or not t.idempotent] == ["memory_remember"]  # it can replace
+
+
+def test_every_optional_argument_has_a_default_or_says_what_omitting_it_means() -> None:
+    for t in TOOLS:
+        for name, prop in t.schema["properties"].items():
+            if name not in t.schema["required"]:
+                assert "default" in prop or "Omit" in prop["description"], f"{t.name}.{name}"
+                if "default" in prop:
+                    Draft202012Validator(prop).validate(prop["default"])
+    assert BY_NAME["memory_context"].schema["properties"]["max_tokens"]["default"] == 800
+
+
+def test_output_schemas_are_valid_objects_that_type_every_field() -> None:
+    for t in TOOLS:
+        Draft202012Validator.check_schema(t.output)
+        assert t.output["type"] == "object" and t.output.get("additionalProperties", True) is True, t.name
+        assert t.output["required"] and set(t.output["required"]) <= set(t.output["properties"]), t.name
+        for name, prop in t.output["properties"].items():
+            assert "type" in prop, f"{t.name} -> {name}"
 
 
 @pytest.mark.parametrize(("tool", "args", "expect"), [
     ("memory_search", {}, "'query' is required"),
     ("memory_search", {"query": "x", "k": 0}, "'k': 0 is less than the minimum of 1"),
     ("memory_search", {"query": "x", "mode": "fuzzy"}, "'mode': 'fuzzy' is not one of"),
-    ("memory_search", {"query": "x", "kk": 3}, "('kk' was unexpected) (arguments: query, k, namespace, mode)"),
+    ("memory_search", {"query": "x", "kk": 3},
+     "('kk' was unexpected) (arguments: query, k, namespace, mode, min_score, path_prefix)"),
+    ("memory_search", {"query": "x", "min_score": 1.5}, "'min_score': 1.5 is greater than the maximum of 1"),
+    ("memory_context", {"query": "x", "path_prefix": ""}, "'path_prefix': '' should be non-empty"),
     ("memory_search", {"query": "   "}, "'query' must not be blank"),
     ("memory_search", {"query": "x", "namespace": "peers/alice"}, "'namespace': 'peers/alice' does not match"),
     ("memory_get", {"path": "a.md", "from": "3"}, "'from': '3' is not of type 'integer'"),
-    ("memory_context", {"query": "x"}, "'max_tokens' is required"),
+    ("memory_context", {"query": "x", "max_tokens": 8}, "'max_tokens': 8 is less than the minimum of 16"),
     ("memory_remember", {"content": "x", "type": "fact"}, "'type': 'fact' is not one of"),
     ("memory_status", {"verbose": True}, "('verbose' was unexpected)"),
 ])
@@ -79,8 +102,13 @@ def test_bridge_maps_tool_arguments_to_daemon_params() -> None:
     assert b.request("memory_get", {"path": "a.md", "from": 3, "lines": 2}) == (
         "get", {"path": "a.md", "start_line": 3, "end_line": 4, "session": direct})
     assert b.request("memory_get", {"path": "a.md"})[1] == {"path": "a.md", "start_line": 1, "session": direct}
+    assert b.request("memory_search", {"query": "q", "min_score": 0.4, "path_prefix": "memory/"})[1] == {
+        "query": "q", "min_score": 0.4, "path_prefix": "memory/", "session": direct}
     assert b.request("memory_context", {"query": "q", "max_tokens": 300}) == (
         "context", {"query": "q", "max_tokens": 300, "session": direct})
+    assert b.request("memory_context", {"query": "q"})[1] == {"query": "q", "max_tokens": 800, "session": direct}
+    assert b.request("memory_context", {"query": "q", "min_score": 0, "path_prefix": "/m/"})[1] == {
+        "query": "q", "max_tokens": 800, "min_score": 0, "path_prefix": "/m/", "session": direct}
     assert b.request("memory_remember", {"content": "c", "type": "decision"}) == (
         "remember", {"content": "c", "type": "decision", "session": direct})
     assert b.request("memory_status", {}) == ("status", {})

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from memoryd.indexer.chunker import chunk_markdown
-from memoryd.indexer.markdown_blocks import HEADING, NONE, parse_outline
+from memoryd.indexer.markdown_blocks import BLOCK, HEADING, NONE, parse_outline
 
 SETEXT = """Project
 =======
@@ -73,4 +73,4 @@ def test_an_atx_document_keeps_its_outline() -> None:
     o = parse_outline(atx)
     assert o.heading_lines == [0, 4, 9]
     assert o.heading_paths == ["Project", "Project > Decisions", "Project > Open"]
-    assert [s for s in o.strengths] == [HEADING, NONE, 3, NONE, HEADING, NONE, 3, 3, NONE, HEADING, 3, NONE]
+    assert o.strengths == [HEADING, NONE, BLOCK, NONE, HEADING, NONE, BLOCK, BLOCK, NONE, HEADING, BLOCK, NONE]

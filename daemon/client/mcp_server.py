@@ -40,7 +40,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.daemon.client.mcp_tools import BY_NAME, GET, REMEMBER, SEARCH, STATUS, TOOLS, ToolError, check_arguments
+from memoryd.daemon.client.mcp_resources import MIME, PAGE, ResourceError, cursor_offset, path_of, resource_of
+from memoryd.daemon.client.mcp_tools import (
+    BY_NAME,
+    DEFAULT_CONTEXT_TOKENS,
+    GET,
+    REMEMBER,
+    SEARCH,
+    STATUS,
+    TOOLS,
+    ToolError,
+    check_arguments,
+)
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED
 from memoryd.indexer.errors import MemorydError, NotRunningError
@@ -58,7 +69,8 @@ INSTRUCTIONS = (
     "memoryd keeps a live search index over the user's Markdown memory files. Call memory_search (or "
     "memory_context) before answering questions about prior work, decisions, people, preferences or todos; "
     "memory_get reads more of a file around a hit; memory_remember saves a durable fact; memory_status says "
-    "whether the index has caught up with recent saves."
+    "whether the index has caught up with recent saves. The memory files themselves are resources "
+    "(file:// URIs) a host can list and attach."
 )
 
 TURN_GAP_S = 30.0
@@ -126,7 +138,8 @@ class DaemonBridge:
     def request(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The daemon method and params for a tool call whose ``args`` passed the schema."""
         if name == SEARCH.name:
-            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace")
+            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace", "min_score",
+                                        "path_prefix")
         if name == GET.name:
             start = args.get("from", 1)
             params: dict[str, Any] = {"path": args["path"], "start_line": start}
@@ -137,7 +150,27 @@ class DaemonBridge:
             return "remember", {**args, "session": self.session}
         if name == STATUS.name:
             return "status", {}
-        return "context", self._with({"query": args["query"], "max_tokens": args["max_tokens"]}, args, "namespace")
+        budget = args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)  # the daemon requires it; the tool has a default
+        return "context", self._with({"query": args["query"], "max_tokens": budget}, args, "namespace", "min_score",
+                                     "path_prefix")
+
+    def list_resources(self, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the memory files this session may read, as resources; and the next page's cursor."""
+        try:
+            offset = cursor_offset(cursor)
+        except ResourceError as exc:
+            raise ToolError(str(exc)) from None
+        res = self._call("files", {"offset": offset, "limit": PAGE, "session": self.session})
+        nxt = res.get("next_offset")
+        return [resource_of(f) for f in res.get("files", [])], None if nxt is None else str(nxt)
+
+    def read_resource(self, uri: str) -> str:
+        """The whole text of the memory file ``uri`` names, read through the daemon's ``get`` (scope-checked)."""
+        try:
+            path = path_of(uri)
+        except ResourceError as exc:
+            raise ToolError(str(exc)) from None
+        return str(self._call("get", {"path": path, "session": self.session}).get("text", ""))
 
     def _with(self, params: dict[str, Any], args: dict[str, Any], *optional: str) -> dict[str, Any]:
         return {**params, **{k: args[k] for k in optional if k in args}, "session": self.session}
@@ -199,7 +232,8 @@ def _get(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
 def _context(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
     sources = [{"path": s["path"], "startLine": s["start_line"], "endLine": s["end_line"], "score": s.get("score"),
                 "root": s.get("root")} for s in res.get("sources", [])]
-    out = {"text": res.get("text", ""), "tokens": res.get("tokens"), "maxTokens": args["max_tokens"],
+    budget = res.get("max_tokens") or args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)
+    out = {"text": res.get("text", ""), "tokens": res.get("tokens"), "maxTokens": budget,
            "sources": sources, "omitted": res.get("omitted", 0)}
     return out["text"] or "No stored memory is relevant to this query.", out
 
@@ -237,8 +271,10 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
 
     server: Server[Any, Any] = Server("memoryd", version=version, instructions=INSTRUCTIONS)
     tools = [types.Tool(name=t.name, title=t.title, description=t.description, inputSchema=t.schema,
+                        outputSchema=t.output,
                         annotations=types.ToolAnnotations(title=t.title, readOnlyHint=t.read_only,
-                                                          destructiveHint=False, openWorldHint=False))
+                                                          destructiveHint=t.destructive,
+                                                          idempotentHint=t.idempotent, openWorldHint=False))
              for t in TOOLS]
 
     async def list_tools() -> list[types.Tool]:
@@ -259,7 +295,45 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
                                           object]] = server.call_tool
     on_list_tools()(list_tools)
     on_call_tool(validate_input=False)(call_tool)
+    _add_resources(server, bridge)
     return server
+
+
+def _add_resources(server: Server[Any, Any], bridge: DaemonBridge) -> None:
+    """resources/list and resources/read: the memory files, through the daemon (which scope-checks them).
+
+    A failure is a JSON-RPC error (resources have no ``isError``) carrying the bridge's message.
+    """
+    import anyio.to_thread
+    from mcp import types
+    from mcp.server.lowlevel.helper_types import ReadResourceContents
+    from mcp.shared.exceptions import McpError
+
+    async def list_resources(req: types.ListResourcesRequest) -> types.ListResourcesResult:
+        cursor = req.params.cursor if req.params else None
+        try:
+            page, nxt = await anyio.to_thread.run_sync(bridge.list_resources, cursor)
+        except ToolError as exc:
+            raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
+        return types.ListResourcesResult(resources=[types.Resource.model_validate(r) for r in page], nextCursor=nxt)
+
+    async def read_resource(uri: Any) -> list[ReadResourceContents]:
+        try:
+            text = await anyio.to_thread.run_sync(bridge.read_resource, str(uri))
+        except ToolError as exc:
+            log.info("mcp.resource_error", uri=str(uri)[:200], error=str(exc)[:300])
+            raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
+        return [ReadResourceContents(content=text, mime_type=MIME)]
+
+    on_list: Callable[[], Callable[[Callable[[types.ListResourcesRequest], Awaitable[types.ListResourcesResult]]],
+                                   object]] = server.list_resources
+    on_read: Callable[[], Callable[[Callable[[Any], Awaitable[list[ReadResourceContents]]]], object]] = \
+        server.read_resource
+    # The SDK passes the request (and its cursor) only to a handler whose annotation it can resolve, and
+    # this module's annotations are strings naming a function-local import: give it the real types.
+    list_resources.__annotations__ = {"req": types.ListResourcesRequest, "return": types.ListResourcesResult}
+    on_list()(list_resources)
+    on_read()(read_resource)
 
 
 def serve(bridge: DaemonBridge, version: str = "0") -> int:
