@@ -215,6 +215,9 @@ def test_owner_session_lists_tools_and_answers_every_call(running, tmp_path: Pat
             ("search", "memory_search", {"query": "zebracorn migration plan", "k": 3, "mode": "keyword"}),
             ("get", "memory_get", {"path": "memory/2026-01-02.md", "from": 3, "lines": 1}),
             ("context", "memory_context", {"query": "zebracorn migration", "max_tokens": 200}),
+            ("context_default", "memory_context", {"query": "zebracorn migration"}),
+            ("prefixed", "memory_search", {"query": "zebracorn Neovim", "mode": "keyword", "path_prefix": "memory/",
+                                           "min_score": 0}),
             ("status", "memory_status", {}),
             ("remember", "memory_remember", {"content": "We decided to deploy the billing service on Fridays "
                                                         "because traffic is lowest then.", "type": "decision"}),
@@ -232,6 +235,14 @@ def test_owner_session_lists_tools_and_answers_every_call(running, tmp_path: Pat
     tools = out["tools"]
     assert set(tools) == NAMES and tools["memory_search"].inputSchema["required"] == ["query"]
     assert tools["memory_search"].annotations.readOnlyHint and not tools["memory_remember"].annotations.readOnlyHint
+    assert tools["memory_remember"].annotations.destructiveHint and not tools["memory_get"].annotations.destructiveHint
+    for key, res in out.items():  # every answer fits its tool's outputSchema (the SDK client checks too)
+        if key != "tools" and not res.isError:
+            name = {"after": "memory_search", "question": "memory_remember", "third": "memory_remember",
+                    "context_default": "memory_context", "prefixed": "memory_search"}.get(key, f"memory_{key}")
+            Draft202012Validator(tools[name].outputSchema).validate(res.structuredContent)
+    assert out["context_default"].structuredContent["maxTokens"] == 800
+    assert {r["path"] for r in out["prefixed"].structuredContent["results"]} == {"memory/2026-01-02.md"}
     search = out["search"]
     assert not search.isError
     hit = search.structuredContent["results"][0]
