@@ -87,15 +87,20 @@ class FileMethods:
             start = _start_folder(root, scope.path_prefix)
             if start is None or not (root / start).is_dir():
                 continue
-            for sub, st in walk_root(root / start if start else root, lambda s, f=start: self._filter(_join(f, s)),
-                                     lambda s, f=start: self._filter.accept_dir(_join(f, s))):
-                rel = _join(start, sub)
+            for rel, st in self._walk_folder(root, start):
                 if st is None or not _in_scope(root, rel, scope):
                     continue
                 if not roots.guard.resolve(root, rel, folders).inside:
                     continue
                 if check is None or check(str(root), rel):
                     yield i, rel, st
+
+    def _walk_folder(self, root: Path, folder: str) -> Iterator[tuple[str, os.stat_result | None]]:
+        """(path relative to ``root``, stat) of the files under ``root/folder`` the root-relative filter accepts."""
+        accept, accept_dir = self._filter, self._filter.accept_dir
+        for sub, st in walk_root(root / folder if folder else root, lambda s: accept(_join(folder, s)),
+                                 lambda s: accept_dir(_join(folder, s))):
+            yield _join(folder, sub), st
 
 
 def _start_folder(root: Path, prefix: str | None) -> str | None:
