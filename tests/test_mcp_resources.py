@@ -1,4 +1,5 @@
-"""The memory files as MCP resources: URIs in-process; list and read through the SDK's client (slow)."""
+"""The memory files as MCP resources and the ``recall`` prompt: URIs and messages in-process; list, read and
+get through the SDK's client (slow)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from memoryd.daemon.app import Daemon
+from memoryd.daemon.client.mcp_prompts import recall_message, recall_params
 from memoryd.daemon.client.mcp_resources import ResourceError, cursor_offset, path_of, resource_of
 from tests.helpers import running_daemon
 from tests.test_mcp import run_session
@@ -40,6 +42,15 @@ def test_cursors_are_offsets() -> None:
     for bad in ("-1", "x", "9" * 12):
         with pytest.raises(ResourceError, match="bad resources/list cursor"):
             cursor_offset(bad)
+
+
+def test_recall_asks_for_the_topic_within_the_default_budget() -> None:
+    assert recall_params({"topic": "  editor choice "}) == {"query": "editor choice", "max_tokens": 800}
+    for bad in (None, {}, {"topic": "  "}, {"topic": "x" * 9000}):
+        with pytest.raises(ValueError, match="recall: argument 'topic'"):
+            recall_params(bad)
+    assert recall_message("editor", "") == "memoryd has no stored memory relevant to: editor"
+    assert recall_message("editor", "## Relevant memories\n").endswith("editor\n\n## Relevant memories\n")
 
 
 @pytest.fixture
@@ -86,3 +97,29 @@ def test_a_direct_session_lists_and_reads_only_its_own_namespace(running, tmp_pa
     assert out["texts"]["peers/alice/MEMORY.md"].text == FILES["peers/alice/MEMORY.md"]
     assert out["errors"]["other"].startswith("permission denied: a direct session may not read")
     assert "permission denied" in out["errors"]["outside"]
+
+
+@pytest.mark.slow
+def test_the_recall_prompt_brings_the_memories_about_a_topic(running, tmp_path: Path) -> None:
+    from mcp.shared.exceptions import McpError
+
+    d, _root = running
+
+    async def body(s: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"prompts": (await s.list_prompts()).prompts,
+                               "got": await s.get_prompt("recall", {"topic": "standup time"}), "errors": {}}
+        for key, name, args in [("blank", "recall", {"topic": " "}), ("unknown", "forget", {})]:
+            try:
+                await s.get_prompt(name, args)
+            except McpError as exc:
+                out["errors"][key] = str(exc)
+        return out
+
+    out = run_session(d.cfg.socket_path, tmp_path / "mcp.log", body)
+    (prompt,) = out["prompts"]
+    assert prompt.name == "recall" and [(a.name, a.required) for a in prompt.arguments] == [("topic", True)]
+    (message,) = out["got"].messages
+    assert message.role == "user" and "Standup moved to 9:30" in message.content.text
+    assert "memory/2026-01-02.md:" in message.content.text
+    assert "argument 'topic' is required" in out["errors"]["blank"]
+    assert "unknown prompt 'forget'; the prompts are recall" in out["errors"]["unknown"]

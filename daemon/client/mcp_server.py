@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.daemon.client.mcp_resources import MIME, PAGE, ResourceError, cursor_offset, path_of, resource_of
+from memoryd.daemon.client.mcp_prompts import recall_message, recall_params
+from memoryd.daemon.client.mcp_resources import PAGE, ResourceError, cursor_offset, path_of, resource_of
 from memoryd.daemon.client.mcp_tools import (
     BY_NAME,
     DEFAULT_CONTEXT_TOKENS,
@@ -70,7 +71,7 @@ INSTRUCTIONS = (
     "memory_context) before answering questions about prior work, decisions, people, preferences or todos; "
     "memory_get reads more of a file around a hit; memory_remember saves a durable fact; memory_status says "
     "whether the index has caught up with recent saves. The memory files themselves are resources "
-    "(file:// URIs) a host can list and attach."
+    "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic."
 )
 
 TURN_GAP_S = 30.0
@@ -163,6 +164,15 @@ class DaemonBridge:
         res = self._call("files", {"offset": offset, "limit": PAGE, "session": self.session})
         nxt = res.get("next_offset")
         return [resource_of(f) for f in res.get("files", [])], None if nxt is None else str(nxt)
+
+    def recall(self, arguments: dict[str, str] | None) -> str:
+        """The ``recall`` prompt's message: the context block for ``arguments["topic"]``."""
+        try:
+            params = recall_params(arguments)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        block = self._call("context", {**params, "session": self.session}).get("text", "")
+        return recall_message(str(params["query"]), str(block))
 
     def read_resource(self, uri: str) -> str:
         """The whole text of the memory file ``uri`` names, read through the daemon's ``get`` (scope-checked)."""
@@ -269,6 +279,8 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
     from mcp import types
     from mcp.server.lowlevel import Server
 
+    from memoryd.daemon.client.mcp_browse import add_prompts, add_resources
+
     server: Server[Any, Any] = Server("memoryd", version=version, instructions=INSTRUCTIONS)
     tools = [types.Tool(name=t.name, title=t.title, description=t.description, inputSchema=t.schema,
                         outputSchema=t.output,
@@ -295,45 +307,9 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
                                           object]] = server.call_tool
     on_list_tools()(list_tools)
     on_call_tool(validate_input=False)(call_tool)
-    _add_resources(server, bridge)
+    add_resources(server, bridge)
+    add_prompts(server, bridge)
     return server
-
-
-def _add_resources(server: Server[Any, Any], bridge: DaemonBridge) -> None:
-    """resources/list and resources/read: the memory files, through the daemon (which scope-checks them).
-
-    A failure is a JSON-RPC error (resources have no ``isError``) carrying the bridge's message.
-    """
-    import anyio.to_thread
-    from mcp import types
-    from mcp.server.lowlevel.helper_types import ReadResourceContents
-    from mcp.shared.exceptions import McpError
-
-    async def list_resources(req: types.ListResourcesRequest) -> types.ListResourcesResult:
-        cursor = req.params.cursor if req.params else None
-        try:
-            page, nxt = await anyio.to_thread.run_sync(bridge.list_resources, cursor)
-        except ToolError as exc:
-            raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
-        return types.ListResourcesResult(resources=[types.Resource.model_validate(r) for r in page], nextCursor=nxt)
-
-    async def read_resource(uri: Any) -> list[ReadResourceContents]:
-        try:
-            text = await anyio.to_thread.run_sync(bridge.read_resource, str(uri))
-        except ToolError as exc:
-            log.info("mcp.resource_error", uri=str(uri)[:200], error=str(exc)[:300])
-            raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
-        return [ReadResourceContents(content=text, mime_type=MIME)]
-
-    on_list: Callable[[], Callable[[Callable[[types.ListResourcesRequest], Awaitable[types.ListResourcesResult]]],
-                                   object]] = server.list_resources
-    on_read: Callable[[], Callable[[Callable[[Any], Awaitable[list[ReadResourceContents]]]], object]] = \
-        server.read_resource
-    # The SDK passes the request (and its cursor) only to a handler whose annotation it can resolve, and
-    # this module's annotations are strings naming a function-local import: give it the real types.
-    list_resources.__annotations__ = {"req": types.ListResourcesRequest, "return": types.ListResourcesResult}
-    on_list()(list_resources)
-    on_read()(read_resource)
 
 
 def serve(bridge: DaemonBridge, version: str = "0") -> int:
