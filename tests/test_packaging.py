@@ -55,6 +55,7 @@ def test_the_wheel_holds_exactly_the_source_modules(wheel: Path) -> None:
                 for p in (REPO / folder).rglob("*.py")}
     expected |= {f"memoryd/{p.name}" for p in (REPO / "src/memoryd").glob("*.py")}
     expected |= {f"memoryd/{d}/__init__.py" for d in ("config", "systemd", "editors")}
+    expected |= {f"memoryd/config/agents/{p.name}" for p in (REPO / "config/agents").glob("*.py")}  # scripts, as data
     assert in_wheel == expected, (sorted(in_wheel - expected), sorted(expected - in_wheel))
 
 
