@@ -37,6 +37,7 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.api.admin import AdminMethods
+from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.manage import ManageMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
@@ -295,8 +296,9 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     history = HistoryMethods(writes=writes, history=History.in_data_dir(cfg.data_dir), roots=roots)
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
                            new_editor=new_writer)
+    files = FileMethods(roots=roots, path_filter=d.path_filter)
     return (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-            | manage.handlers())
+            | manage.handlers() | files.handlers())
 
 
 def _quiet_faiss_threads() -> None:

@@ -29,10 +29,13 @@ NONE = 0  # blank, or inside a fenced code block: never a window edge
 LINE = 1  # a line break inside a paragraph
 SENTENCE = 2  # the previous line ended a sentence
 BLOCK = 3  # after a blank line, a heading or a code fence; a list item; a fence opener
-HEADING = 4  # an ATX heading
+HEADING = 4  # a heading: ATX (``# Title``) or Setext (``Title`` underlined by ``===`` or ``---``)
 
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|$)(.*)")
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t])#+[ \t]*$")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+# A line that cannot be a Setext title: a quote, a list item, or indented code.
+_NOT_PARAGRAPH = re.compile(r" {0,3}(?:>|[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$))| {4}|\t")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 # A sentence end at the end of a line, closing quotes/brackets allowed after it.
@@ -165,35 +168,72 @@ def _text_strength(lines: list[str], i: int, after_break: bool) -> int:
     return LINE
 
 
+def _setext_level(lines: list[str], i: int, para_start: int | None) -> int:
+    """1 (``===``) or 2 (``---``) when line ``i`` underlines the one-line paragraph at ``para_start``; else 0.
+
+    Only a plain one-line paragraph qualifies (not a list item, quote or indented line): a ``---``
+    under a longer paragraph is far more often meant as a rule in notes, and reading it as a
+    thematic break (what the scan did before) keeps those files' chunks where they were.
+    """
+    if para_start is None or para_start != i - 1 or _NOT_PARAGRAPH.match(lines[para_start]):
+        return 0
+    m = _SETEXT.match(lines[i])
+    if m is None:
+        return 0
+    return 1 if m.group(1)[0] == "=" else 2
+
+
+class _Headings:
+    """The heading stack while scanning: the line and the `` > ``-joined path of each heading seen."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, str]] = []
+        self.lines: list[int] = []
+        self.paths: list[str] = []
+
+    def add(self, line: int, level: int, title: str) -> None:
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        self.stack.append((level, title))
+        self.lines.append(line)
+        self.paths.append(" > ".join(t for _, t in self.stack if t))
+
+
 def _scan(lines: list[str], start: int, fence_ends: dict[int, int]) -> tuple[list[int], list[int], list[str]]:
-    """Boundary strengths of every line, and the heading lines with their paths."""
+    """Boundary strengths of every line, and the heading lines with their paths.
+
+    A Setext heading is found at its underline and recorded at its title line (the
+    line before), which becomes the ``HEADING`` boundary; the underline itself is no
+    window edge (``NONE``), so a window never starts between a title and its rule.
+    """
     strengths = [NONE] * len(lines)
-    stack: list[tuple[int, str]] = []
-    heading_lines: list[int] = []
-    heading_paths: list[str] = []
+    headings = _Headings()
     after_break = True
+    para_start: int | None = None  # first line of the paragraph being read
     i = start
     while i < len(lines):
         line = lines[i]
         if not line or line.isspace():
-            after_break = True
+            after_break, para_start = True, None
         elif i in fence_ends:
             strengths[i] = BLOCK
-            after_break = True
+            after_break, para_start = True, None
             i = fence_ends[i]  # the inside of a fence has no headings and no boundaries
         elif line[0] in "# " and (heading := _heading(line)) is not None:
-            while stack and stack[-1][0] >= heading[0]:
-                stack.pop()
-            stack.append(heading)
-            heading_lines.append(i)
-            heading_paths.append(" > ".join(title for _, title in stack if title))
+            headings.add(i, *heading)
             strengths[i] = HEADING
-            after_break = True
+            after_break, para_start = True, None
+        elif level := _setext_level(lines, i, para_start):
+            headings.add(i - 1, level, lines[i - 1].strip())
+            strengths[i - 1] = HEADING
+            after_break, para_start = True, None
         else:
             strengths[i] = _text_strength(lines, i, after_break)
+            if after_break:
+                para_start = i
             after_break = False
         i += 1
-    return strengths, heading_lines, heading_paths
+    return strengths, headings.lines, headings.paths
 
 
 # --- Splitting a line too long for one window -------------------------------------------------------

@@ -48,21 +48,45 @@ def test_tools_have_closed_valid_schemas_with_described_arguments() -> None:
         for name, prop in t.schema["properties"].items():
             assert prop.get("description"), f"{t.name}.{name} has no description"
     assert BY_NAME["memory_search"].schema["required"] == ["query"]
-    assert BY_NAME["memory_context"].schema["required"] == ["query", "max_tokens"]
+    assert BY_NAME["memory_context"].schema["required"] == ["query"]
     assert [t.name for t in TOOLS if not t.read_only] == ["memory_remember", "memory_update_section",
                                                           "memory_promote"]
-    assert [t.name for t in TOOLS if t.destructive] == ["memory_update_section"]  # it replaces a section's text
+    # remember can replace an entry and update_section replaces a section's text; promote only adds a copy
+    assert [t.name for t in TOOLS if t.destructive] == ["memory_remember", "memory_update_section"]
+    assert [t.name for t in TOOLS if not t.idempotent] == ["memory_remember", "memory_promote"]
+
+
+def test_every_optional_argument_has_a_default_or_says_what_omitting_it_means() -> None:
+    for t in TOOLS:
+        for name, prop in t.schema["properties"].items():
+            if name not in t.schema["required"]:
+                assert "default" in prop or "Omit" in prop["description"], f"{t.name}.{name}"
+                if "default" in prop:
+                    Draft202012Validator(prop).validate(prop["default"])
+    assert BY_NAME["memory_context"].schema["properties"]["max_tokens"]["default"] == 800
+
+
+def test_output_schemas_are_valid_objects_that_type_every_field() -> None:
+    for t in TOOLS:
+        Draft202012Validator.check_schema(t.output)
+        assert t.output["type"] == "object" and t.output.get("additionalProperties", True) is True, t.name
+        assert t.output["required"] and set(t.output["required"]) <= set(t.output["properties"]), t.name
+        for name, prop in t.output["properties"].items():
+            assert "type" in prop, f"{t.name} -> {name}"
 
 
 @pytest.mark.parametrize(("tool", "args", "expect"), [
     ("memory_search", {}, "'query' is required"),
     ("memory_search", {"query": "x", "k": 0}, "'k': 0 is less than the minimum of 1"),
     ("memory_search", {"query": "x", "mode": "fuzzy"}, "'mode': 'fuzzy' is not one of"),
-    ("memory_search", {"query": "x", "kk": 3}, "('kk' was unexpected) (arguments: query, k, namespace, mode)"),
+    ("memory_search", {"query": "x", "kk": 3},
+     "('kk' was unexpected) (arguments: query, k, namespace, mode, min_score, path_prefix)"),
+    ("memory_search", {"query": "x", "min_score": 1.5}, "'min_score': 1.5 is greater than the maximum of 1"),
+    ("memory_context", {"query": "x", "path_prefix": ""}, "'path_prefix': '' should be non-empty"),
     ("memory_search", {"query": "   "}, "'query' must not be blank"),
     ("memory_search", {"query": "x", "namespace": "peers/alice"}, "'namespace': 'peers/alice' does not match"),
     ("memory_get", {"path": "a.md", "from": "3"}, "'from': '3' is not of type 'integer'"),
-    ("memory_context", {"query": "x"}, "'max_tokens' is required"),
+    ("memory_context", {"query": "x", "max_tokens": 8}, "'max_tokens': 8 is less than the minimum of 16"),
     ("memory_remember", {"content": "x", "type": "fact"}, "'type': 'fact' is not one of"),
     ("memory_status", {"verbose": True}, "('verbose' was unexpected)"),
 ])
@@ -82,8 +106,13 @@ def test_bridge_maps_tool_arguments_to_daemon_params() -> None:
     assert b.request("memory_get", {"path": "a.md", "from": 3, "lines": 2}) == (
         "get", {"path": "a.md", "start_line": 3, "end_line": 4, "session": direct})
     assert b.request("memory_get", {"path": "a.md"})[1] == {"path": "a.md", "start_line": 1, "session": direct}
+    assert b.request("memory_search", {"query": "q", "min_score": 0.4, "path_prefix": "memory/"})[1] == {
+        "query": "q", "min_score": 0.4, "path_prefix": "memory/", "session": direct}
     assert b.request("memory_context", {"query": "q", "max_tokens": 300}) == (
         "context", {"query": "q", "max_tokens": 300, "session": direct})
+    assert b.request("memory_context", {"query": "q"})[1] == {"query": "q", "max_tokens": 800, "session": direct}
+    assert b.request("memory_context", {"query": "q", "min_score": 0, "path_prefix": "/m/"})[1] == {
+        "query": "q", "max_tokens": 800, "min_score": 0, "path_prefix": "/m/", "session": direct}
     assert b.request("memory_remember", {"content": "c", "type": "decision"}) == (
         "remember", {"content": "c", "type": "decision", "session": direct})
     assert b.request("memory_status", {}) == ("status", {})
@@ -190,6 +219,9 @@ def test_owner_session_lists_tools_and_answers_every_call(running, tmp_path: Pat
             ("search", "memory_search", {"query": "zebracorn migration plan", "k": 3, "mode": "keyword"}),
             ("get", "memory_get", {"path": "memory/2026-01-02.md", "from": 3, "lines": 1}),
             ("context", "memory_context", {"query": "zebracorn migration", "max_tokens": 200}),
+            ("context_default", "memory_context", {"query": "zebracorn migration"}),
+            ("prefixed", "memory_search", {"query": "zebracorn Neovim", "mode": "keyword", "path_prefix": "memory/",
+                                           "min_score": 0}),
             ("status", "memory_status", {}),
             ("remember", "memory_remember", {"content": "We decided to deploy the billing service on Fridays "
                                                         "because traffic is lowest then.", "type": "decision"}),
@@ -210,6 +242,14 @@ def test_owner_session_lists_tools_and_answers_every_call(running, tmp_path: Pat
     assert tools["memory_list"].annotations.readOnlyHint and tools["memory_update_section"].annotations.destructiveHint
     promote = tools["memory_promote"].annotations
     assert not promote.readOnlyHint and not promote.destructiveHint
+    assert tools["memory_remember"].annotations.destructiveHint and not tools["memory_get"].annotations.destructiveHint
+    for key, res in out.items():  # every answer fits its tool's outputSchema (the SDK client checks too)
+        if key != "tools" and not res.isError:
+            name = {"after": "memory_search", "question": "memory_remember", "third": "memory_remember",
+                    "context_default": "memory_context", "prefixed": "memory_search"}.get(key, f"memory_{key}")
+            Draft202012Validator(tools[name].outputSchema).validate(res.structuredContent)
+    assert out["context_default"].structuredContent["maxTokens"] == 800
+    assert {r["path"] for r in out["prefixed"].structuredContent["results"]} == {"memory/2026-01-02.md"}
     search = out["search"]
     assert not search.isError
     hit = search.structuredContent["results"][0]

@@ -55,6 +55,7 @@ def test_the_wheel_holds_exactly_the_source_modules(wheel: Path) -> None:
                 for p in (REPO / folder).rglob("*.py")}
     expected |= {f"memoryd/{p.name}" for p in (REPO / "src/memoryd").glob("*.py")}
     expected |= {f"memoryd/{d}/__init__.py" for d in ("config", "systemd", "editors")}
+    expected |= {f"memoryd/config/agents/{p.name}" for p in (REPO / "config/agents").glob("*.py")}  # scripts, as data
     assert in_wheel == expected, (sorted(in_wheel - expected), sorted(expected - in_wheel))
 
 
@@ -69,7 +70,8 @@ def test_every_package_folder_is_declared() -> None:
 
 @pytest.mark.parametrize("data", ["memoryd/config/memoryd.toml", "memoryd/systemd/memoryd.service",
                                   "memoryd/systemd/memoryd.socket", "memoryd/editors/memoryd.vim",
-                                  "memoryd/editors/memoryd.el"])
+                                  "memoryd/editors/memoryd.el", "memoryd/config/agents/mcp.json",
+                                  "memoryd/config/agents/memoryd-context-hook.py"])
 def test_user_files_ship_as_package_data(wheel: Path, data: str) -> None:
     assert data in _names(wheel)
 

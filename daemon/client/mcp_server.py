@@ -40,8 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from memoryd.daemon.client.mcp_prompts import recall_message, recall_params
+from memoryd.daemon.client.mcp_resources import PAGE, ResourceError, cursor_offset, path_of, resource_of
 from memoryd.daemon.client.mcp_tools import (
     BY_NAME,
+    DEFAULT_CONTEXT_TOKENS,
     GET,
     LIST,
     PROMOTE,
@@ -70,7 +73,8 @@ INSTRUCTIONS = (
     "memoryd keeps a live search index over the user's Markdown memory files. Call memory_search (or "
     "memory_context) before answering questions about prior work, decisions, people, preferences or todos; "
     "memory_get reads more of a file around a hit; memory_remember saves a durable fact; memory_status says "
-    "whether the index has caught up with recent saves."
+    "whether the index has caught up with recent saves. The memory files themselves are resources "
+    "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic."
 )
 
 LIST_LIMIT = 50
@@ -141,7 +145,8 @@ class DaemonBridge:
     def request(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The daemon method and params for a tool call whose ``args`` passed the schema."""
         if name == SEARCH.name:
-            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace")
+            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace", "min_score",
+                                        "path_prefix")
         if name == GET.name:
             start = args.get("from", 1)
             params: dict[str, Any] = {"path": args["path"], "start_line": start}
@@ -157,7 +162,36 @@ class DaemonBridge:
                                       "until", "cursor")
         if name in (UPDATE_SECTION.name, PROMOTE.name):
             return ("update_section" if name == UPDATE_SECTION.name else "promote"), {**args, "session": self.session}
-        return "context", self._with({"query": args["query"], "max_tokens": args["max_tokens"]}, args, "namespace")
+        budget = args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)  # the daemon requires it; the tool has a default
+        return "context", self._with({"query": args["query"], "max_tokens": budget}, args, "namespace", "min_score",
+                                     "path_prefix")
+
+    def list_resources(self, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the memory files this session may read, as resources; and the next page's cursor."""
+        try:
+            offset = cursor_offset(cursor)
+        except ResourceError as exc:
+            raise ToolError(str(exc)) from None
+        res = self._call("files", {"offset": offset, "limit": PAGE, "session": self.session})
+        nxt = res.get("next_offset")
+        return [resource_of(f) for f in res.get("files", [])], None if nxt is None else str(nxt)
+
+    def recall(self, arguments: dict[str, str] | None) -> str:
+        """The ``recall`` prompt's message: the context block for ``arguments["topic"]``."""
+        try:
+            params = recall_params(arguments)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        block = self._call("context", {**params, "session": self.session}).get("text", "")
+        return recall_message(str(params["query"]), str(block))
+
+    def read_resource(self, uri: str) -> str:
+        """The whole text of the memory file ``uri`` names, read through the daemon's ``get`` (scope-checked)."""
+        try:
+            path = path_of(uri)
+        except ResourceError as exc:
+            raise ToolError(str(exc)) from None
+        return str(self._call("get", {"path": path, "session": self.session}).get("text", ""))
 
     def _with(self, params: dict[str, Any], args: dict[str, Any], *optional: str) -> dict[str, Any]:
         return {**params, **{k: args[k] for k in optional if k in args}, "session": self.session}
@@ -219,7 +253,8 @@ def _get(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
 def _context(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
     sources = [{"path": s["path"], "startLine": s["start_line"], "endLine": s["end_line"], "score": s.get("score"),
                 "root": s.get("root")} for s in res.get("sources", [])]
-    out = {"text": res.get("text", ""), "tokens": res.get("tokens"), "maxTokens": args["max_tokens"],
+    budget = res.get("max_tokens") or args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)
+    out = {"text": res.get("text", ""), "tokens": res.get("tokens"), "maxTokens": budget,
            "sources": sources, "omitted": res.get("omitted", 0)}
     return out["text"] or "No stored memory is relevant to this query.", out
 
@@ -265,10 +300,14 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
     from mcp import types
     from mcp.server.lowlevel import Server
 
+    from memoryd.daemon.client.mcp_browse import add_prompts, add_resources
+
     server: Server[Any, Any] = Server("memoryd", version=version, instructions=INSTRUCTIONS)
     tools = [types.Tool(name=t.name, title=t.title, description=t.description, inputSchema=t.schema,
+                        outputSchema=t.output,
                         annotations=types.ToolAnnotations(title=t.title, readOnlyHint=t.read_only,
-                                                          destructiveHint=t.destructive, openWorldHint=False))
+                                                          destructiveHint=t.destructive,
+                                                          idempotentHint=t.idempotent, openWorldHint=False))
              for t in TOOLS]
 
     async def list_tools() -> list[types.Tool]:
@@ -289,6 +328,8 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
                                           object]] = server.call_tool
     on_list_tools()(list_tools)
     on_call_tool(validate_input=False)(call_tool)
+    add_resources(server, bridge)
+    add_prompts(server, bridge)
     return server
 
 

@@ -3,8 +3,15 @@
 Pure data and small pure functions, no SDK import, so that the schemas and the
 argument checks can be tested without spawning anything. The descriptions are
 written for a model to read: when to call the tool, what comes back, and what
-each argument does. Every schema is closed (``additionalProperties: false``) so
-a misspelt argument is refused instead of silently ignored.
+each argument does. Every input schema is closed (``additionalProperties: false``)
+so a misspelt argument is refused instead of silently ignored, and every optional
+argument states its default (or what leaving it out means).
+
+Every tool also declares an ``outputSchema``: the shape of the ``structuredContent``
+it returns, next to the tool's input schema. Output schemas name and type every
+field the bridge sets but stay open (extra fields allowed), so a newer daemon that
+adds a field does not make a host reject an answer. The annotations tell a host
+what a call can do: only ``memory_remember`` writes, and it can replace an entry.
 
 :func:`check_arguments` raises :class:`ToolError` with a message that names the
 argument at fault; :mod:`memoryd.daemon.client.mcp_server` turns it into an MCP tool error
@@ -23,6 +30,8 @@ ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
 MODES = ("hybrid", "vector", "keyword")
 MAX_QUERY_CHARS = 8192  # memoryd.daemon.api.requests.MAX_QUERY_CHARS (the bridge does not load the server side)
+DEFAULT_K = 8  # search.k in the shipped config
+DEFAULT_CONTEXT_TOKENS = 800  # the budget the context quality target is measured at (docs/quality.md)
 
 
 class ToolError(Exception):
@@ -31,16 +40,38 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """One tool: its input ``schema`` (closed), its ``output`` schema (open) and what a call may change.
+
+    ``destructive``: a call may overwrite or remove what is stored (MCP's ``destructiveHint``);
+    ``idempotent``: repeating a call with the same arguments changes nothing more.
+    """
+
     name: str
     title: str
     description: str
     schema: dict[str, Any]
+    output: dict[str, Any]
     read_only: bool = True
-    destructive: bool = False  # may overwrite what is stored (MCP's destructiveHint)
+    destructive: bool = False
+    idempotent: bool = True
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def _out(properties: dict[str, Any], required: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """An output schema: every field typed, ``required`` (default: all of them), extra fields allowed."""
+    return {"type": "object", "properties": properties,
+            "required": list(properties if required is None else required)}
+
+
+def _opt(type_: str) -> dict[str, Any]:
+    """A field the daemon may leave null (an older daemon, or nothing to report)."""
+    return {"type": [type_, "null"]}
+
+
+_INT, _NUM, _STR, _BOOL = ({"type": t} for t in ("integer", "number", "string", "boolean"))
 
 
 _QUERY = {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
@@ -49,6 +80,14 @@ _READ_NS = {"type": "string", "pattern": NAMESPACE,
             "description": "Only read one namespace: 'default' (the shared memory, outside the agents/, peers/ "
                            "and groups/ folders), 'agent:ID' (agents/ID/), 'peer:ID' (peers/ID/) or 'group:ID' "
                            "(groups/ID/). Omit to read all memory this session may read."}
+_MIN_SCORE = {"type": "number", "minimum": 0, "maximum": 1,
+              "description": "Leave out hits whose relevance `score` is below this (0-1). Omit to use the "
+                             "daemon's default threshold; 0 returns every hit, however weak."}
+_PATH_PREFIX = {"type": "string", "minLength": 1, "maxLength": 4096,
+                "description": "Only read files whose path starts with this: relative to the first memory "
+                               "folder (e.g. 'memory/' for the daily notes, 'memory-bank/') or absolute. Omit "
+                               "to read every file this session may read."}
+_CITED = {"path": _STR, "startLine": _INT, "endLine": _INT, "root": _opt("string")}
 
 SEARCH = ToolSpec(
     "memory_search", "Search memory",
@@ -61,13 +100,22 @@ SEARCH = ToolSpec(
     "stored.",
     _obj({
         "query": _QUERY,
-        "k": {"type": "integer", "minimum": 1, "maximum": 50,
-              "description": "How many snippets to return (1-50; default 8 unless configured otherwise)."},
+        "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": DEFAULT_K,
+              "description": f"How many snippets to return (1-50; default {DEFAULT_K} unless the daemon's "
+                             "search.k says otherwise)."},
         "namespace": _READ_NS,
-        "mode": {"type": "string", "enum": list(MODES),
+        "mode": {"type": "string", "enum": list(MODES), "default": MODES[0],
                  "description": "'hybrid' (default; best for most questions), 'vector' (meaning only, for "
                                 "paraphrases) or 'keyword' (exact words: names, identifiers, error messages)."},
+        "min_score": _MIN_SCORE,
+        "path_prefix": _PATH_PREFIX,
     }, ("query",)),
+    _out({
+        "results": {"type": "array", "items": _out({
+            **_CITED, "score": _NUM, "snippet": _STR, "heading": _STR, "citation": _STR})},
+        "mode": {"type": "string", "enum": list(MODES)},
+        "tookMs": _NUM,
+    }),
 )
 
 GET = ToolSpec(
@@ -82,8 +130,10 @@ GET = ToolSpec(
         "from": {"type": "integer", "minimum": 1, "default": 1,
                  "description": "First line to return, 1-based (default 1)."},
         "lines": {"type": "integer", "minimum": 1, "maximum": 10000,
-                  "description": "Number of lines to return (default: to the end of the file)."},
+                  "description": "Number of lines to return. Omit to read to the end of the file."},
     }, ("path",)),
+    _out({"path": _STR, "root": _opt("string"), "from": _INT, "to": _INT, "totalLines": _opt("integer"),
+          "text": _STR}),
 )
 
 CONTEXT = ToolSpec(
@@ -93,11 +143,19 @@ CONTEXT = ToolSpec(
     "is headed by its source `path:start-end`. Returns an empty block when nothing relevant is stored.",
     _obj({
         "query": _QUERY,
-        "max_tokens": {"type": "integer", "minimum": 16, "maximum": 100000,
+        "max_tokens": {"type": "integer", "minimum": 16, "maximum": 100000, "default": DEFAULT_CONTEXT_TOKENS,
                        "description": "Budget for the whole block in model tokens (16-100000; about 4 "
-                                      "characters of English per token). 500-2000 suits most tasks."},
+                                      f"characters of English per token; default {DEFAULT_CONTEXT_TOKENS}). "
+                                      "500-2000 suits most tasks."},
         "namespace": _READ_NS,
-    }, ("query", "max_tokens")),
+        "min_score": _MIN_SCORE,
+        "path_prefix": _PATH_PREFIX,
+    }, ("query",)),
+    _out({
+        "text": _STR, "tokens": _opt("integer"), "maxTokens": _INT,
+        "sources": {"type": "array", "items": _out({**_CITED, "score": _opt("number")})},
+        "omitted": _INT,
+    }),
 )
 
 REMEMBER = ToolSpec(
@@ -114,12 +172,19 @@ REMEMBER = ToolSpec(
         "content": {"type": "string", "minLength": 1,
                     "description": "The memory: one fact, in plain language (at most about 2 KB)."},
         "type": {"type": "string", "enum": list(TYPES),
-                 "description": "What kind of memory it is; omit to let memoryd decide from the wording."},
+                 "description": "What kind of memory it is. Omit to let memoryd decide from the wording."},
         "namespace": {"type": "string", "pattern": NAMESPACE,
                       "description": "Where it belongs: 'default' (the shared memory), 'agent:ID', 'peer:ID' "
                                      "or 'group:ID'. Omit to use this session's own namespace."},
     }, ("content",)),
-    read_only=False,
+    _out({
+        "decision": {"type": "string", "enum": ["appended", "reinforced", "replaced", "rejected"]},
+        "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "namespace": _STR,
+        "score": _NUM, "previous": _STR, "reinforcement": _INT, "related": {"type": "object"},
+        "history_id": _STR, "type": _STR, "section": _STR, "scope": _STR, "importance": _INT,
+        "routed_by": _STR, "rule": _STR, "stage": _STR,
+    }, ("decision",)),
+    read_only=False, destructive=True, idempotent=False,  # 'replaced' overwrites an older entry
 )
 
 STATUS = ToolSpec(
@@ -129,6 +194,14 @@ STATUS = ToolSpec(
     "(re)indexed; `reconciling` is true during a full rescan; `lastEvent` is when the last file change was "
     "seen; `roots` lists the memory folders and whether each is being watched. Takes no arguments.",
     _obj({}),
+    _out({
+        "fresh": _BOOL, "files": _opt("integer"), "chunks": _opt("integer"), "pending": _opt("integer"),
+        "reconciling": _opt("boolean"), "lastEvent": _opt("string"), "lastReconcile": _opt("string"),
+        "lastError": _opt("string"), "skippedFiles": _INT,
+        "roots": {"type": "array", "items": _out({"path": _opt("string"), "watched": _BOOL,
+                                                  "error": _opt("string")})},
+        "model": _opt("string"), "version": _opt("string"),
+    }),
 )
 
 LIST = ToolSpec(
@@ -141,15 +214,24 @@ LIST = ToolSpec(
     "the next page.",
     _obj({
         "namespace": _READ_NS,
-        "type": {"type": "string", "enum": list(TYPES), "description": "Only entries of this type."},
+        "type": {"type": "string", "enum": list(TYPES),
+                 "description": "Only entries of this type. Omit to list every type."},
         "since": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$",
-                  "description": "Only entries dated on or after this day (YYYY-MM-DD)."},
+                  "description": "Only entries dated on or after this day (YYYY-MM-DD). Omit for no lower bound."},
         "until": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$",
-                  "description": "Only entries dated on or before this day (YYYY-MM-DD)."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 200,
+                  "description": "Only entries dated on or before this day (YYYY-MM-DD). Omit for no upper bound."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50,
                   "description": "Entries per page (1-200; default 50)."},
         "cursor": {"type": "string", "minLength": 1, "maxLength": 4200,
-                   "description": "The `nextCursor` of the previous page, to continue after it."},
+                   "description": "The previous page's `nextCursor`, to continue after it. Omit for the first page."},
+    }),
+    _out({
+        "entries": {"type": "array", "items": _out({
+            "path": _STR, "startLine": _INT, "endLine": _INT, "text": _STR, "citation": _STR,
+            "namespace": _opt("string"), "type": _opt("string"), "section": _opt("string"),
+            "importance": _opt("number"), "reinforcements": _opt("integer"), "created": _opt("string"),
+            "updated": _opt("string")}, ("path", "startLine", "endLine", "text", "citation"))},
+        "nextCursor": _opt("string"),
     }),
 )
 
@@ -169,7 +251,12 @@ UPDATE_SECTION = ToolSpec(
         "content": {"type": "string",
                     "description": "The new body in Markdown (no headings of the section's level or higher)."},
     }, ("path", "section", "content")),
-    read_only=False, destructive=True,
+    _out({
+        "decision": {"type": "string", "enum": ["updated", "unchanged", "rejected"]},
+        "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "section": _STR, "history_id": _STR,
+        "rule": _STR, "stage": _STR,
+    }, ("decision",)),
+    read_only=False, destructive=True, idempotent=True,  # the same body twice is 'unchanged'
 )
 
 PROMOTE = ToolSpec(
@@ -183,12 +270,17 @@ PROMOTE = ToolSpec(
         "path": {"type": "string", "minLength": 1,
                  "description": "The source file, e.g. 'peers/alice/MEMORY.md' (as memory_list shows it)."},
         "line": {"type": "integer", "minimum": 1, "description": "The entry's first line (its startLine)."},
-        "to": {"type": "string", "pattern": rf"^(default|agent:{ID})$",
+        "to": {"type": "string", "pattern": rf"^(default|agent:{ID})$", "default": "default",
                "description": "Where to copy it: 'default' (the shared memory; the default) or 'agent:ID'."},
         "type": {"type": "string", "enum": list(TYPES),
-                 "description": "What kind of memory it is; omit to let memoryd decide from the wording."},
+                 "description": "What kind of memory it is. Omit to let memoryd decide from the wording."},
     }, ("path", "line")),
-    read_only=False,
+    _out({
+        "decision": {"type": "string", "enum": ["appended", "reinforced", "replaced", "rejected"]},
+        "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "namespace": _STR, "history_id": _STR,
+        "source": {"type": "object"}, "rule": _STR, "stage": _STR,
+    }, ("decision",)),
+    read_only=False, idempotent=False,  # a second promote reinforces the copy
 )
 
 TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE)
