@@ -53,7 +53,7 @@ class Outcome:
     namespace: str
     score: float | None = None
     previous: str | None = None  # the entry replaced or removed
-    reinforcement: int | None = None  # count after a reinforcement (None: the file has no front matter)
+    reinforcement: int | None = None  # the entry's count after a reinforcement (kept in its marker)
     related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
     history_id: str | None = None  # the history record of a replace, reinforce, removal or restore (undo ID)
 
@@ -188,7 +188,7 @@ class MemoryWriter:
         now = self._clock()
         base = text if text is not None else mdedit.new_file(now)
         r = plan.route
-        return mdedit.append(base, r.section, r.section_level, plan.content, now, plan.target)
+        return mdedit.append(base, r.section, r.section_level, plan.content, now, plan.target, r.importance)
 
     def _write(self, rel: str, edit_fn: Callable[[Any], mdedit.Edit | None]) -> mdedit.Edit | None:
         """Read, edit, write conditionally; on a concurrent change, re-read and re-apply."""
