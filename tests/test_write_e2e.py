@@ -75,7 +75,8 @@ def test_gate_rejections_in_both_languages_write_nothing(wd: WriteDaemon) -> Non
 def test_chinese_memory_goes_to_its_file_with_cjk_intact(wd: WriteDaemon) -> None:
     res = wd.client.call("remember", {"content": "团队决定采用 Redis 存储会话数据。"})
     assert res["decision"] == "appended" and res["path"] == "agent/decisions.md"
-    assert (wd.root / res["path"]).read_text(encoding="utf-8").endswith("- 团队决定采用 Redis 存储会话数据。 <!-- memoryd: importance=5 -->\n")
+    assert (wd.root / res["path"]).read_text(encoding="utf-8").endswith(
+        "- 团队决定采用 Redis 存储会话数据。 <!-- memoryd: importance=5 -->\n")
     assert any("Redis" in t for t in search_texts(wd, "Redis 会话"))
 
 

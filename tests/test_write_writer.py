@@ -27,6 +27,8 @@ NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 USER = ("<!-- USER_BLOCK_START -->\r\n## Preferences\r\n- The user prefers Vim as their editor.\r\n"
         "<!-- USER_BLOCK_END -->\r\n")
 
+IMP4 = " <!-- memoryd: importance=4 -->"  # the marker the router's importance for a preference leaves
+
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
@@ -88,7 +90,7 @@ def test_a_concurrent_edit_by_another_process_survives(env) -> None:
         out = w.remember(plan("The user prefers window seats on long flights."))
     text = f.read_text()
     assert "- Added by hand while memoryd was writing.\n" in text and "- The user prefers window seats" in text
-    assert text.splitlines()[out.line - 1] == "- The user prefers window seats on long flights. <!-- memoryd: importance=4 -->"
+    assert text.splitlines()[out.line - 1] == "- The user prefers window seats on long flights." + IMP4
     assert len(calls) == 2 and any(e["event"] == "write.concurrent_edit" for e in logs)
 
 
@@ -111,7 +113,7 @@ def test_a_concurrent_edit_by_a_thread_during_replace_survives(env) -> None:
     text = f.read_text()
     assert out.decision == "replaced" and text.startswith("- Inserted at the top by the user.\n---")
     assert "Neovim" in text and "prefers Vim" not in text
-    assert text.splitlines()[out.line - 1] == "- The user prefers Neovim as their editor. <!-- memoryd: importance=4 -->"
+    assert text.splitlines()[out.line - 1] == "- The user prefers Neovim as their editor." + IMP4
 
 
 def test_an_entry_edited_away_meanwhile_falls_back_to_append(env) -> None:
@@ -123,12 +125,12 @@ def test_an_entry_edited_away_meanwhile_falls_back_to_append(env) -> None:
     def user_deletes_it(path: Path) -> None:
         state["n"] += 1
         if state["n"] == 1:
-            path.write_text(path.read_text().replace("- The user prefers Vim as their editor. <!-- memoryd: importance=4 -->\n", ""))
+            path.write_text(path.read_text().replace("- The user prefers Vim as their editor." + IMP4 + "\n", ""))
 
     w._before_write = user_deletes_it
     out = w.remember(plan("The user prefers Neovim as their editor."))
     assert out.decision == "appended" and "edited away" in out.reason
-    assert f.read_text().count("- The user prefers Neovim as their editor. <!-- memoryd: importance=4 -->\n") == 1
+    assert f.read_text().count("- The user prefers Neovim as their editor." + IMP4 + "\n") == 1
 
 
 def test_a_file_that_never_stops_changing_is_a_conflict_and_nothing_is_written(env) -> None:

@@ -25,8 +25,8 @@ from memoryd.indexer.errors import MemorydError, StoreClosedError
 from memoryd.indexer.search import keyword_plan, rescore
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
-from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.search.prior import apply_prior
+from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.search.rerank import mmr_order, recency_factor
 from memoryd.indexer.store import ChunkRow, fetch_chunks
 from memoryd.indexer.types import Embedder
