@@ -157,3 +157,19 @@ def test_overflow_already_copied_is_not_copied_twice_with_or_without_a_table() -
     assert into is not None and into.text.endswith(
         "| 2024-01-01 | Old | x |\n| 2025-01-01 | Use Postgres | billing needs transactions |\n")
     assert hl.add_history(into.text, [row], NOW, "p.md") is None
+
+
+@pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
+def test_remember_over_the_socket_uses_the_bank_only_for_the_owner(wd) -> None:
+    first = wd.client.call("remember", {"content": "We decided to use Redis for session storage."})
+    assert first["path"] == "agent/decisions.md"  # no Memory Bank yet
+    apply_plan(make_plan(wd.root, TODAY))
+    out = wd.client.call("remember", {"content": "We decided to ship the CLI as a single binary."})
+    assert (out["decision"], out["path"], out["type"]) == ("appended", MEMORY, "decision")
+    assert out["section"] == "Decision Highlights (Still Binding)"
+    assert "single binary. |" in (wd.root / MEMORY).read_text().splitlines()[out["line"] - 1]
+    hits = wd.client.call("search", {"query": "single binary CLI", "mode": "keyword"})["hits"]
+    assert hits and hits[0]["path"] == MEMORY  # re-indexed before the answer
+    peer = wd.client.call("remember", {"content": "We decided to meet on Tuesdays from now on.",
+                                       "session": {"kind": "direct", "peer": "bob"}})
+    assert peer["path"] == "peers/bob/MEMORY.md"
