@@ -229,21 +229,20 @@ def _front_matter(doc: MdLines) -> tuple[int, int] | None:
     return 1, doc.body_start - 1
 
 
-def _touch(doc: MdLines, now: datetime, bump: str | None = None, drop: str | None = None) -> int | None:
-    """Update ``updated:`` and the reinforcement mapping in place; the new count for ``bump``."""
+def _touch(doc: MdLines, now: datetime, drop: str | None = None) -> None:
+    """Update ``updated:`` in place, and drop entry ``drop`` from an older memoryd's reinforcement mapping."""
     fm = _front_matter(doc)
     if fm is None:
-        return None
+        return
     lo, close = fm
     top = {m.re: (i, m) for i in range(lo, close) for m in (_UPDATED.match(doc.content(i)),
                                                             _REINFORCEMENT.match(doc.content(i))) if m}
-    count = _reinforcement(doc, top.get(_REINFORCEMENT), close, bump, drop)
+    _drop_legacy(doc, top.get(_REINFORCEMENT), close, drop)
     if _UPDATED in top:
         i, m = top[_UPDATED]
         doc.replace_line(i, f"updated: {_stamp(now, m.group(1).strip())}")
     else:
         doc.insert(_front_matter_end(doc), [f"updated: {_stamp(now, None)}"])
-    return count
 
 
 def _legacy_count(doc: MdLines, key: str) -> int:
@@ -272,36 +271,21 @@ def _front_matter_end(doc: MdLines) -> int:
     return fm[1]
 
 
-def _reinforcement(doc: MdLines, found: tuple[int, re.Match[str]] | None, close: int, bump: str | None,
-                   drop: str | None) -> int | None:
-    if found is None:
-        if bump is None:
-            return None
-        doc.insert(close, ["reinforcement:", f'  "{bump}": 1'])
-        return 1
-    i, m = found
-    if m.group(1):  # a scalar: the seed's file-level counter; keep its meaning
-        if bump is None or not m.group(1).isdigit():
-            return None
-        doc.replace_line(i, f"reinforcement: {int(m.group(1)) + 1}")
-        return int(m.group(1)) + 1
+def _drop_legacy(doc: MdLines, found: tuple[int, re.Match[str]] | None, close: int, drop: str | None) -> None:
+    """Remove key ``drop`` from a ``reinforcement:`` mapping (and the mapping once empty); a scalar
+    (the seed's file-level counter) is left as it is."""
+    if found is None or drop is None or found[1].group(1):
+        return
+    i = found[0]
     j = i + 1
     while j < close and (child := _CHILD.match(doc.content(j))):
-        key, n = child.groups()
-        if key == drop:
+        if child.group(1) == drop:
             doc.delete(j, j + 1)
             close -= 1
             continue
-        if key == bump:
-            doc.replace_line(j, f'  "{key}": {int(n) + 1}')
-            return int(n) + 1
         j += 1
-    if bump is not None:
-        doc.insert(j, [f'  "{bump}": 1'])
-        return 1
     if j == i + 1 and (j >= close or not doc.content(j)[:1].isspace()):
         doc.delete(i, i + 1)  # the mapping is empty now: drop its key too
-    return None
 
 
 def _stamp(now: datetime, previous: str | None) -> str:
