@@ -18,6 +18,7 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.memblocks import machine_span, user_blocks
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.intake import Accepted, has_bank, prepare
+from memoryd.indexer.write.refusals import WriteConflict
 from memoryd.indexer.write.router import BANK, route
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
@@ -173,3 +174,13 @@ def test_remember_over_the_socket_uses_the_bank_only_for_the_owner(wd) -> None:
     peer = wd.client.call("remember", {"content": "We decided to meet on Tuesdays from now on.",
                                        "session": {"kind": "direct", "peer": "bob"}})
     assert peer["path"] == "peers/bob/MEMORY.md"
+
+
+def test_a_bank_without_decision_highlights_refuses_a_decision_and_changes_nothing(bank) -> None:
+    _index, root, w = bank
+    mem = root / MEMORY
+    text = mem.read_text().replace("## Decision Highlights (Still Binding)", "## Old Decisions")
+    mem.write_text(text)
+    with pytest.raises(WriteConflict, match="bank apply"):
+        remember(w, root, "We decided to use Redis for session storage.")
+    assert mem.read_text() == text
