@@ -178,3 +178,9 @@ def test_random_files_keep_every_line_and_every_user_block(seed: int) -> None:
     r = mdedit.replace(e.text, old, line, "replaced", NOW, "f.md")
     assert r is not None and user_blocks(r.text) == user_blocks(text)
     assert len(MdLines(r.text).lines) <= len(MdLines(e.text).lines)
+
+
+def test_undoing_a_reinforcement_takes_the_count_back_and_writes_the_absorbed_text() -> None:
+    text = "# M\n\n- Use Postgres <!-- memoryd: importance=5 reinforced=2 -->\n"
+    e = mdedit.insert_after(text, "Use Postgres", 3, "We use PostgreSQL", NOW, "f.md")
+    assert e.text == "# M\n\n- Use Postgres <!-- memoryd: importance=5 reinforced=1 -->\n- We use PostgreSQL\n"
