@@ -184,3 +184,10 @@ def test_undoing_a_reinforcement_takes_the_count_back_and_writes_the_absorbed_te
     text = "# M\n\n- Use Postgres <!-- memoryd: importance=5 reinforced=2 -->\n"
     e = mdedit.insert_after(text, "Use Postgres", 3, "We use PostgreSQL", NOW, "f.md")
     assert e.text == "# M\n\n- Use Postgres <!-- memoryd: importance=5 reinforced=1 -->\n- We use PostgreSQL\n"
+
+
+def test_forget_expecting_the_text_as_a_hit_shows_it_with_its_marker() -> None:
+    text = "# M\n\n- Use Postgres <!-- memoryd: importance=5 -->\n- Keep\n"
+    e = mdedit.remove(text, 3, "Use Postgres <!-- memoryd: importance=5 -->", NOW, "f.md")
+    assert e is not None and e.text == "# M\n\n- Keep\n" and e.previous == "Use Postgres"
+    assert mdedit.remove(text, 3, "Use MySQL", NOW, "f.md") is None

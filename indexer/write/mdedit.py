@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from memoryd.indexer.entrymeta import EntryMeta
+from memoryd.indexer.entrymeta import EntryMeta, strip
 from memoryd.indexer.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.write.lexical import fold
 from memoryd.indexer.write.mdlines import ITEM, Entry, MdLines
@@ -134,7 +134,7 @@ def remove(text: str, line: int, expect: str | None, now: datetime, where: str) 
     """Delete the entry on 1-based ``line`` (if ``expect`` is given, only if its text matches); else None."""
     doc = MdLines(text)
     e = next((x for x in doc.entries if x.index == line - 1), None)
-    if e is None or (expect is not None and fold(expect) != fold(e.text)):
+    if e is None or (expect is not None and fold(strip(expect)) != fold(e.text)):  # a marker copied along is fine
         return None
     before = len(doc.lines)
     _touch(doc, now, drop=entry_id(e.text))
