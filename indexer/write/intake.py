@@ -1,8 +1,8 @@
 """The pure front half of ``remember``: quality gate → privacy filter → router → target path.
 
-No model and no I/O (:func:`has_bank`, one ``is_file``, is asked separately): it runs on the
-caller's thread, so noise and secrets are refused at once, without queueing behind indexing. What passes becomes an
-:class:`Accepted` that :class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed →
+No model and no I/O (:func:`has_bank`, one ``is_file``, is asked separately): it
+runs on the caller's thread, so noise and secrets are refused at once, without
+queueing behind indexing. What passes becomes an :class:`Accepted` that :class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed →
 dedup → edit → re-index) on the index's one writer thread.
 """
 
