@@ -2,8 +2,9 @@
 
 No model and no I/O (:func:`has_bank`, one ``is_file``, is asked separately): it
 runs on the caller's thread, so noise and secrets are refused at once, without
-queueing behind indexing. What passes becomes an :class:`Accepted` that :class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed →
-dedup → edit → re-index) on the index's one writer thread.
+queueing behind indexing. What passes becomes an :class:`Accepted` that
+:class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed → dedup →
+edit → re-index) on the index's one writer thread.
 """
 
 from __future__ import annotations
