@@ -3,7 +3,10 @@
 The text a hit returns is always the source as written; what the model sees is
 a cleaned form. Markdown decoration (``- **Name**:``, ``#``, backticks, link
 targets) carries no meaning for the model and measurably hurts dense
-retrieval, so it is stripped. The keyword leg also gets the heading path (it
+retrieval, so it is stripped, and so are memoryd's entry markers
+(:mod:`memoryd.indexer.entrymeta`): a reinforcement must not move a memory in
+the vector space or the keyword index. Text without markers is cleaned exactly
+as before, so adding the marker rule re-embeds nothing. The keyword leg also gets the heading path (it
 usually holds the date and topic of the section), which the chunk's own lines
 may not repeat; the model does not (it measured worse on Chinese).
 
@@ -14,6 +17,8 @@ re-embeds everything once, cleanly.
 from __future__ import annotations
 
 import re
+
+from memoryd.indexer.entrymeta import strip
 
 EMBED_TEXT_VERSION = "1"
 
@@ -26,6 +31,7 @@ _SPACES = re.compile(r"[ \t]+")
 
 
 def clean_line(line: str) -> str:
+    line = strip(line)
     line = _HEADING.sub("", line)
     line = _QUOTE.sub("", line)
     line = _LIST_MARKER.sub("", line)
@@ -47,4 +53,5 @@ def embedding_text(heading: str, text: str) -> str:
 
 def keyword_text(heading: str, text: str) -> str:
     """The text whose terms go into the keyword index: heading path, then the chunk."""
+    text = strip(text)
     return f"{heading}\n{text}" if heading else text

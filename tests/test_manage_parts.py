@@ -107,6 +107,22 @@ def test_entries_carry_type_dates_and_reinforcements(tmp_path: Path) -> None:
     assert by_text["shared item"].type is None and "user's own item" not in by_text
 
 
+def test_entry_markers_give_importance_and_count_on_top_of_older_front_matter(tmp_path: Path) -> None:
+    from memoryd.indexer.write.mdedit import entry_id
+
+    root = tmp_path / "root"
+    (root / "user").mkdir(parents=True)
+    (root / "user/preferences.md").write_text(
+        f"---\nreinforcement:\n  \"{entry_id('Prefers tea.')}\": 2\n---\n\n"
+        "- Prefers tea. <!-- memoryd: importance=4 -->\n- Uses Vim. <!-- memoryd: importance=2 reinforced=5 -->\n"
+        "- Plain entry.\n")
+    files = memory_files(root, None, lambda rel: True, 1 << 20)
+    by_text = {e.text: e for f in files for e in file_entries(f)}
+    assert (by_text["Prefers tea."].importance, by_text["Prefers tea."].reinforcements) == (4, 2)
+    assert (by_text["Uses Vim."].importance, by_text["Uses Vim."].reinforcements) == (2, 5)
+    assert (by_text["Plain entry."].importance, by_text["Plain entry."].reinforcements) == (None, None)
+
+
 def test_namespace_selection_and_filters(tmp_path: Path) -> None:
     root = _root(tmp_path)
     default = memory_files(root, DEFAULT, lambda rel: True, 1 << 20)

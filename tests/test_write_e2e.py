@@ -28,12 +28,15 @@ def test_remember_appears_in_search_then_reinforces_then_replaces(wd: WriteDaemo
     first = wd.client.call("remember", {"content": "The user prefers Vim as their editor."})
     assert first["decision"] == "appended" and first["path"] == "user/preferences.md" and first["type"] == "preference"
     f = wd.root / first["path"]
-    assert f.read_text().splitlines()[first["line"] - 1] == "- The user prefers Vim as their editor."
+    line = "- The user prefers Vim as their editor. <!-- memoryd: importance=4 -->"
+    assert f.read_text().splitlines()[first["line"] - 1] == line
     assert any("prefers Vim" in t for t in search_texts(wd, "Vim editor"))  # re-indexed before returning
 
     again = wd.client.call("remember", {"content": "the user prefers Vim as their editor"})
-    assert again["decision"] == "reinforced" and again["line"] == first["line"] + 2  # reinforcement lines added
+    assert again["decision"] == "reinforced" and again["line"] == first["line"]  # counted in the entry's marker
     assert again["reinforcement"] == 1 and f.read_text().count("prefers Vim") == 1
+    hit = wd.client.call("search", {"query": "Vim editor", "mode": "keyword"})["hits"][0]
+    assert (hit["importance"], hit["reinforcements"]) == (4, 1) and hit["score"] > 0
 
     update = wd.client.call("remember", {"content": "The user prefers Neovim as their editor."})
     assert update["decision"] == "replaced", update
@@ -72,7 +75,8 @@ def test_gate_rejections_in_both_languages_write_nothing(wd: WriteDaemon) -> Non
 def test_chinese_memory_goes_to_its_file_with_cjk_intact(wd: WriteDaemon) -> None:
     res = wd.client.call("remember", {"content": "团队决定采用 Redis 存储会话数据。"})
     assert res["decision"] == "appended" and res["path"] == "agent/decisions.md"
-    assert (wd.root / res["path"]).read_text(encoding="utf-8").endswith("- 团队决定采用 Redis 存储会话数据。\n")
+    assert (wd.root / res["path"]).read_text(encoding="utf-8").endswith(
+        "- 团队决定采用 Redis 存储会话数据。 <!-- memoryd: importance=5 -->\n")
     assert any("Redis" in t for t in search_texts(wd, "Redis 会话"))
 
 

@@ -10,7 +10,7 @@ from memoryd.indexer.write import privacy
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.gate import RULES, check_form, normalise, quality_gate
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
-from memoryd.indexer.write.router import TYPES, route
+from memoryd.indexer.write.router import BANK_RULES, TYPES, route
 
 GATE_REJECTS = [
     # (content, rule) — every rule, both languages, evasions
@@ -241,7 +241,9 @@ def test_router_table(content: str, kind: str, target: str, section: str) -> Non
 
 
 def test_every_route_is_exercised_and_type_overrides_keywords() -> None:
-    assert {k for _, k, _, _ in ROUTES} == set(TYPES)
+    # the Memory Bank types are keyword-routed only in the bank layout (tests/test_bank_remember.py)
+    assert {k for _, k, _, _ in ROUTES} == set(TYPES) - {r.memory_type for r in BANK_RULES}
+    assert route("The API must support pagination.", date(2025, 3, 1)).memory_type == "instruction"
     r = route("Always run the full test suite before merging.", date(2025, 3, 1), "preference")
     assert (r.memory_type, r.target, r.matched) == ("preference", "user/preferences.md", "type")
     single = route("Always run the tests.", date(2025, 3, 1), layout="single")

@@ -86,28 +86,49 @@ def test_broken_block_markers_refuse_every_edit(text: str) -> None:
         mdedit.append(text, "X", 2, "entry", NOW, "f.md")
 
 
-def test_front_matter_updated_and_per_entry_reinforcement() -> None:
+def test_reinforcement_is_counted_in_the_entry_marker_and_front_matter_only_dated() -> None:
     text = "---\ntitle: Prefs\nupdated: 2024-01-01\ntags: [a, b]\n---\n\n## Preferences\n\n- Dark mode\n- Vim\n"
     e = mdedit.reinforce(text, "dark mode", 9, NOW, "f.md")
-    assert e is not None and e.reinforcement == 1 and e.line == 11 and e.entry == "Dark mode"
-    assert e.text.startswith('---\ntitle: Prefs\nupdated: 2025-03-01\ntags: [a, b]\nreinforcement:\n  "')
-    e2 = mdedit.reinforce(e.text, "Dark mode", 11, NOW, "f.md")
-    assert e2 is not None and e2.reinforcement == 2 and e2.text.count("reinforcement:") == 1
-    e3 = mdedit.reinforce(e2.text, "Vim", 12, NOW, "f.md")
-    assert e3 is not None and e3.reinforcement == 1 and e3.text.count(": 2\n") == 1
-    gone = mdedit.replace(e3.text, "Dark mode", 13, "Light mode", NOW, "f.md")
-    assert gone is not None and gone.previous == "Dark mode" and gone.text.count(": 2\n") == 0
-    assert "- Light mode\n- Vim\n" in gone.text and "tags: [a, b]\n" in gone.text
+    assert e is not None and e.reinforcement == 1 and e.line == 9 and e.entry == "Dark mode"
+    assert e.text == text.replace("2024-01-01", "2025-03-01").replace(
+        "- Dark mode\n", "- Dark mode <!-- memoryd: reinforced=1 -->\n")
+    e2 = mdedit.reinforce(e.text, "Dark mode", 9, NOW, "f.md")
+    assert e2 is not None and e2.reinforcement == 2 and "- Dark mode <!-- memoryd: reinforced=2 -->\n" in e2.text
+    e3 = mdedit.reinforce(e2.text, "Vim", 10, NOW, "f.md")
+    assert e3 is not None and e3.reinforcement == 1 and e3.text.count("reinforced=") == 2
+    gone = mdedit.replace(e3.text, "Dark mode", 9, "Light mode", NOW, "f.md")
+    assert gone is not None and gone.previous == "Dark mode"
+    assert "- Light mode\n- Vim <!-- memoryd: reinforced=1 -->\n" in gone.text and "tags: [a, b]\n" in gone.text
 
 
-def test_iso_timestamp_scalar_counter_and_no_front_matter_added() -> None:
+def test_marker_is_not_part_of_the_entry_and_replace_keeps_importance() -> None:
+    text = mdedit.append("# M\n", "Decisions", 2, "Use Postgres", NOW, "f.md", importance=5).text
+    assert text.endswith("- Use Postgres <!-- memoryd: importance=5 -->\n")
+    assert mdedit.entries(text) == [(5, "Use Postgres")]
+    r = mdedit.reinforce(text, "use postgres", 5, NOW, "f.md")
+    assert r is not None and r.text.endswith("- Use Postgres <!-- memoryd: importance=5 reinforced=1 -->\n")
+    new = mdedit.replace(r.text, "Use Postgres", 5, "Use SQLite", NOW, "f.md")
+    assert new is not None and new.text.endswith("- Use SQLite <!-- memoryd: importance=5 -->\n")
+
+
+def test_legacy_front_matter_count_is_folded_into_the_marker() -> None:
+    key = mdedit.entry_id("A fact here")
+    text = f'---\nupdated: 2024-01-01T00:00:00Z\nreinforcement:\n  "{key}": 3\n---\n- A fact here\n'
+    e = mdedit.reinforce(text, "A fact here", 5, NOW, "f.md")
+    assert e is not None and e.reinforcement == 4
+    assert e.text == "---\nupdated: 2025-03-01T12:30:00Z\n---\n- A fact here <!-- memoryd: reinforced=4 -->\n"
+
+
+def test_iso_timestamp_scalar_counter_kept_and_no_front_matter_added() -> None:
     text = "---\nupdated: 2024-01-01T00:00:00Z\nreinforcement: 4\n---\n- A fact here\n"
     e = mdedit.reinforce(text, "A fact here", 5, NOW, "f.md")
-    assert e is not None and e.reinforcement == 5
-    assert e.text == "---\nupdated: 2025-03-01T12:30:00Z\nreinforcement: 5\n---\n- A fact here\n"
+    assert e is not None and e.reinforcement == 1
+    assert e.text == ("---\nupdated: 2025-03-01T12:30:00Z\nreinforcement: 4\n---\n"
+                      "- A fact here <!-- memoryd: reinforced=1 -->\n")
     plain = "# Memory\n\n- A fact here\n"
     r = mdedit.reinforce(plain, "A fact here", 3, NOW, "f.md")
-    assert r is not None and r.text == plain and r.reinforcement is None
+    assert r is not None and r.text == "# Memory\n\n- A fact here <!-- memoryd: reinforced=1 -->\n"
+    assert r.reinforcement == 1
 
 
 def test_replace_keeps_marker_and_drops_continuation_lines_only() -> None:
@@ -157,3 +178,16 @@ def test_random_files_keep_every_line_and_every_user_block(seed: int) -> None:
     r = mdedit.replace(e.text, old, line, "replaced", NOW, "f.md")
     assert r is not None and user_blocks(r.text) == user_blocks(text)
     assert len(MdLines(r.text).lines) <= len(MdLines(e.text).lines)
+
+
+def test_undoing_a_reinforcement_takes_the_count_back_and_writes_the_absorbed_text() -> None:
+    text = "# M\n\n- Use Postgres <!-- memoryd: importance=5 reinforced=2 -->\n"
+    e = mdedit.insert_after(text, "Use Postgres", 3, "We use PostgreSQL", NOW, "f.md")
+    assert e.text == "# M\n\n- Use Postgres <!-- memoryd: importance=5 reinforced=1 -->\n- We use PostgreSQL\n"
+
+
+def test_forget_expecting_the_text_as_a_hit_shows_it_with_its_marker() -> None:
+    text = "# M\n\n- Use Postgres <!-- memoryd: importance=5 -->\n- Keep\n"
+    e = mdedit.remove(text, 3, "Use Postgres <!-- memoryd: importance=5 -->", NOW, "f.md")
+    assert e is not None and e.text == "# M\n\n- Keep\n" and e.previous == "Use Postgres"
+    assert mdedit.remove(text, 3, "Use MySQL", NOW, "f.md") is None

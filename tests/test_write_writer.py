@@ -27,6 +27,8 @@ NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 USER = ("<!-- USER_BLOCK_START -->\r\n## Preferences\r\n- The user prefers Vim as their editor.\r\n"
         "<!-- USER_BLOCK_END -->\r\n")
 
+IMP4 = " <!-- memoryd: importance=4 -->"  # the marker the router's importance for a preference leaves
+
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
@@ -88,7 +90,7 @@ def test_a_concurrent_edit_by_another_process_survives(env) -> None:
         out = w.remember(plan("The user prefers window seats on long flights."))
     text = f.read_text()
     assert "- Added by hand while memoryd was writing.\n" in text and "- The user prefers window seats" in text
-    assert text.splitlines()[out.line - 1] == "- The user prefers window seats on long flights."
+    assert text.splitlines()[out.line - 1] == "- The user prefers window seats on long flights." + IMP4
     assert len(calls) == 2 and any(e["event"] == "write.concurrent_edit" for e in logs)
 
 
@@ -111,7 +113,7 @@ def test_a_concurrent_edit_by_a_thread_during_replace_survives(env) -> None:
     text = f.read_text()
     assert out.decision == "replaced" and text.startswith("- Inserted at the top by the user.\n---")
     assert "Neovim" in text and "prefers Vim" not in text
-    assert text.splitlines()[out.line - 1] == "- The user prefers Neovim as their editor."
+    assert text.splitlines()[out.line - 1] == "- The user prefers Neovim as their editor." + IMP4
 
 
 def test_an_entry_edited_away_meanwhile_falls_back_to_append(env) -> None:
@@ -123,12 +125,12 @@ def test_an_entry_edited_away_meanwhile_falls_back_to_append(env) -> None:
     def user_deletes_it(path: Path) -> None:
         state["n"] += 1
         if state["n"] == 1:
-            path.write_text(path.read_text().replace("- The user prefers Vim as their editor.\n", ""))
+            path.write_text(path.read_text().replace("- The user prefers Vim as their editor." + IMP4 + "\n", ""))
 
     w._before_write = user_deletes_it
     out = w.remember(plan("The user prefers Neovim as their editor."))
     assert out.decision == "appended" and "edited away" in out.reason
-    assert f.read_text().count("- The user prefers Neovim as their editor.\n") == 1
+    assert f.read_text().count("- The user prefers Neovim as their editor." + IMP4 + "\n") == 1
 
 
 def test_a_file_that_never_stops_changing_is_a_conflict_and_nothing_is_written(env) -> None:
@@ -164,7 +166,9 @@ def test_a_duplicate_in_another_file_of_the_namespace_is_reinforced_there(env) -
     index.index_files([(root, "notes.md")])
     out = w.remember(plan("The user prefers window seats on long flights."))
     assert (out.decision, out.path, out.line) == ("reinforced", "notes.md", 3)
-    assert out.reinforcement is None  # no front matter: none is added to the user's file
+    assert out.reinforcement == 1  # counted in the entry's marker: no front matter is added to the user's file
+    assert (root / "notes.md").read_text() == ("# Notes\n\n- The user prefers window seats on long flights."
+                                               " <!-- memoryd: reinforced=1 -->\n")
     assert not (root / "user" / "preferences.md").exists()
 
 

@@ -45,7 +45,7 @@ from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.pathguard import normalize
 from memoryd.indexer.write import privacy
 from memoryd.indexer.write.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
-from memoryd.indexer.write.intake import Rejected, prepare
+from memoryd.indexer.write.intake import Rejected, has_bank, prepare
 from memoryd.indexer.write.refusals import (
     AccessDenied,
     BadTarget,
@@ -105,7 +105,8 @@ class WriteMethods:
             ns = _write_error(lambda: parse_namespace(req.namespace, session))
             rec["namespace"] = str(ns)
             _write_error(lambda: authorize(session, REMEMBER, ns))
-            plan = _write_error(lambda: prepare(content, ns, date.today(), req.type))
+            bank = has_bank(self._roots().roots[0])
+            plan = _write_error(lambda: prepare(content, ns, date.today(), req.type, bank=bank))
             if isinstance(plan, Rejected):
                 rec.update(decision="rejected", reason=plan.reason, rule=plan.rule)
                 self._log_rejection(plan, content)

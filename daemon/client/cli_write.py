@@ -23,7 +23,7 @@ from memoryd.indexer.paths import client_socket_path
 
 # memoryd.indexer.write.router.TYPES, spelled out: compiling the router's regexes costs ~10 ms
 # that every `memoryd reindex` (editor on-save hook) would pay. A test keeps the two equal.
-TYPES = ("instruction", "decision", "pattern", "preference", "entity", "journal")
+TYPES = ("instruction", "decision", "pattern", "preference", "entity", "journal", "requirement", "focus", "design")
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memoryd.indexer.config import SearchMode
+from memoryd.indexer.entrymeta import summarize
 
 MAX_MERGED_CHUNKS = 3
 
@@ -39,9 +40,15 @@ class Hit:
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy was a third of a keyword query's time.
         # chunk_id stays internal: ids change across re-indexing, paths and lines do not.
-        return {"root": self.root, "path": self.path, "start_line": self.start_line, "end_line": self.end_line,
-                "heading": self.heading, "text": self.text, "score": self.score,
-                "vector_score": self.vector_score, "text_score": self.text_score}
+        out: dict[str, Any] = {"root": self.root, "path": self.path, "start_line": self.start_line,
+                               "end_line": self.end_line, "heading": self.heading, "text": self.text,
+                               "score": self.score, "vector_score": self.vector_score, "text_score": self.text_score}
+        meta = summarize(self.text)  # entry markers in the passage: extra fields, only when present
+        if meta is not None:
+            if meta.importance is not None:
+                out["importance"] = meta.importance
+            out["reinforcements"] = meta.reinforced
+        return out
 
 
 @dataclass(frozen=True)

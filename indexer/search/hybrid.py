@@ -25,6 +25,7 @@ from memoryd.indexer.errors import MemorydError, StoreClosedError
 from memoryd.indexer.search import keyword_plan, rescore
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
+from memoryd.indexer.search.prior import apply_prior
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.search.rerank import mmr_order, recency_factor
 from memoryd.indexer.store import ChunkRow, fetch_chunks
@@ -187,8 +188,11 @@ class HybridSearcher:
         return "keyword" if self._embedder is None else mode
 
     def _rerank(self, hits: list[Hit], rows: dict[int, ChunkRow], k: int, has_vectors: bool) -> list[Hit]:
-        """Recency decay and MMR, when configured (both off by default; see :mod:`memoryd.indexer.search.rerank`)."""
+        """The ranking prior, recency decay and MMR, when configured (all off by default; see
+        :mod:`memoryd.indexer.search.prior` and :mod:`memoryd.indexer.search.rerank`)."""
         cfg = self._cfg
+        if cfg.prior_weight > 0:
+            hits = apply_prior(hits, {i: r.mtime_ns for i, r in rows.items()}, cfg.prior_weight)
         if cfg.recency_half_life_days > 0:
             now = time.time()
             # 6 significant digits, not 6 decimals: years-old files decay far below 1e-6 and must

@@ -10,8 +10,9 @@ Each entry carries what the file says about it:
 * ``type`` — from where it lies: the router's file (``user/preferences.md`` →
   ``preference``, ``memory/DATE.md`` → ``journal``) or, in a ``MEMORY.md`` of a
   peer or group, its section; None when neither says;
-* ``reinforcements`` / ``importance`` — the front matter's per-entry mappings
-  (entry id → count), None when the file keeps none;
+* ``reinforcements`` / ``importance`` — the entry's marker
+  (:mod:`memoryd.indexer.entrymeta`), plus an older memoryd's front-matter mappings
+  (entry id → count); None when neither records anything;
 * ``created`` — the day of a journal file or of a dated section heading, else the
   front matter's ``created:``; ``updated`` — the front matter's ``updated:``, else
   the file's modification time.
@@ -129,8 +130,12 @@ def file_entries(f: MemoryFile) -> list[EntryInfo]:
         section = next((h.title for h in reversed(headings) if h.index < e.index), None)
         eid = entry_id(e.text)
         day = journal.group(1) if journal else _dated(section) or front.scalars.get("created")
+        imp, count = importance.get(eid), reinforced.get(eid)  # an older memoryd's front-matter mappings
+        if e.meta is not None:  # the entry's own marker wins: it moves with the entry
+            imp = e.meta.importance if e.meta.importance is not None else imp
+            count = e.meta.reinforced + (count or 0) if e.meta.reinforced or count else count
         out.append(EntryInfo(f.rel, e.index + 1, e.end, e.text, str(f.namespace), _type_of(f, section), section,
-                             eid, importance.get(eid), reinforced.get(eid), day, updated))
+                             eid, imp, count, day, updated))
     return out
 
 

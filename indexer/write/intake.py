@@ -1,21 +1,23 @@
 """The pure front half of ``remember``: quality gate → privacy filter → router → target path.
 
-No I/O and no model: it runs on the caller's thread, so noise and secrets are
-refused at once, without queueing behind indexing. What passes becomes an
-:class:`Accepted` that :class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed →
-dedup → edit → re-index) on the index's one writer thread.
+No model and no I/O (:func:`has_bank`, one ``is_file``, is asked separately): it
+runs on the caller's thread, so noise and secrets are refused at once, without
+queueing behind indexing. What passes becomes an :class:`Accepted` that
+:class:`memoryd.indexer.write.writer.MemoryWriter` executes (embed → dedup →
+edit → re-index) on the index's one writer thread.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from memoryd.indexer.write import privacy
 from memoryd.indexer.write.access import Namespace, check_relative
 from memoryd.indexer.write.gate import quality_gate
-from memoryd.indexer.write.router import Route, route
+from memoryd.indexer.write.router import BANK, BANK_DIR, Route, route
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,17 @@ class Rejected:
     reason: str
 
 
-def prepare(content: str, namespace: Namespace, today: date, memory_type: str | None = None) -> Accepted | Rejected:
+def has_bank(root: Path) -> bool:
+    """Whether ``root`` holds a Memory Bank, whose own places ``remember`` then fills (router, ``bank``)."""
+    return (root / BANK_DIR / "MEMORY.md").is_file()
+
+
+def prepare(content: str, namespace: Namespace, today: date, memory_type: str | None = None,
+            bank: bool = False) -> Accepted | Rejected:
     """Gate, filter and route ``content``. Raises ``UnknownType`` for a bad ``memory_type``.
+
+    ``bank``: the first root holds a Memory Bank (:func:`has_bank`); the owner's default
+    namespace is then routed with the ``bank`` layout.
 
     The privacy filter runs on the raw content too (not only the gate's
     normalised form), so nothing the gate strips can hide a secret.
@@ -54,6 +65,7 @@ def prepare(content: str, namespace: Namespace, today: date, memory_type: str | 
             return Rejected("privacy", secret.rule, secret.reason)
     if not gate.passed:
         return Rejected("gate", gate.rule, gate.reason)
-    r = route(gate.content, today, memory_type, namespace.layout)
+    layout = BANK if bank and namespace.kind == "default" else namespace.layout
+    r = route(gate.content, today, memory_type, layout)
     target = f"{namespace.folder}/{r.target}" if namespace.folder else r.target
     return Accepted(gate.content, r, namespace, check_relative(target))

@@ -2,10 +2,13 @@
 
 Every operation works on :class:`~memoryd.indexer.write.mdlines.MdLines`, touching only
 the lines it means to: the entry line(s) and, when the file has YAML front
-matter, the ``updated:`` line and the ``reinforcement:`` mapping (entry id →
-count, the seed's per-entry reinforcement). A file without front matter gets
-none added (it would shift every line of a user's file); a file memoryd creates
-starts with one. Before returning, each operation proves that every USER block
+matter, the ``updated:`` line. Importance and reinforcement live in the entry's
+own marker (:mod:`memoryd.indexer.entrymeta`), so they are recorded in files
+without front matter too; a count an older memoryd kept in a front-matter
+``reinforcement:`` mapping (entry id → count) is folded into the marker, and
+its key dropped, the next time the entry is reinforced. A file without front
+matter gets none added (it would shift every line of a user's file); a file
+memoryd creates starts with one. Before returning, each operation proves that every USER block
 is byte-identical (:func:`memoryd.indexer.memblocks.assert_user_blocks_unchanged`).
 
 Entries are found again by their text, not trusted by line number: the line a
@@ -20,6 +23,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from memoryd.indexer.entrymeta import EntryMeta, strip
 from memoryd.indexer.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.write.lexical import fold
 from memoryd.indexer.write.mdlines import ITEM, Entry, MdLines
@@ -56,8 +60,11 @@ def new_file(now: datetime) -> str:
     return f"---\nupdated: {_stamp(now, None)}\n---\n"
 
 
-def append(text: str, title: str, level: int, entry: str, now: datetime, where: str) -> Edit:
-    """Add ``- entry`` at the end of section ``title`` (created at the end of the region if missing)."""
+def append(text: str, title: str, level: int, entry: str, now: datetime, where: str,
+           importance: int | None = None) -> Edit:
+    """Add ``- entry`` at the end of section ``title`` (created at the end of the region if missing),
+    with a marker recording ``importance`` when one is given."""
+    item = f"- {entry}{EntryMeta(importance).render()}"
     doc = MdLines(text)
     _touch(doc, now)
     doc = MdLines(doc.text())
@@ -66,36 +73,42 @@ def append(text: str, title: str, level: int, entry: str, now: datetime, where: 
         heading, end = found
         items = [e for e in doc.entries if heading.index < e.index < end]
         if items:
-            at, block = items[-1].end, [f"- {entry}"]
+            at, block = items[-1].end, [item]
         else:
             at = heading.index + 1
-            block = [f"- {entry}"] if doc.blank(at) else ["", f"- {entry}"]
+            block = [item] if doc.blank(at) else ["", item]
             at += 1 if doc.blank(at) else 0
     else:
         at = doc.region()[1]
-        block = ["#" * level + f" {title}", "", f"- {entry}"]
+        block = ["#" * level + f" {title}", "", item]
         if at > 0 and not doc.blank(at - 1):
             block.insert(0, "")
     if at < len(doc.lines) and not doc.blank(at) and not ITEM.match(doc.content(at)):
         block.append("")
     doc.insert(at, block)
-    line = at + block.index(f"- {entry}") + 1
+    line = at + block.index(item) + 1
     return _finish(text, doc, where, Edit(doc.text(), line, entry))
 
 
 def reinforce(text: str, old: str, line: int, now: datetime, where: str) -> Edit | None:
     """Count one more reinforcement of entry ``old`` (seen on 1-based ``line``); None if it is gone.
 
-    Only the front matter changes (the entry line stays as the user may have edited it).
+    The count goes into the entry's marker (the entry's text stays as the user may have edited it);
+    a count kept in the front matter by an older memoryd is added to it and its key dropped.
     """
     hint = line - 1
     doc = MdLines(text)
     if _find(doc, old, hint) is None:
         return None
-    count = _touch(doc, now, bump=entry_id(old))
+    key = entry_id(old)
+    legacy = _legacy_count(doc, key)
+    _touch(doc, now, drop=key)
     doc = MdLines(doc.text())
     e = _find(doc, old, hint + len(doc.lines) - len(MdLines(text).lines))
     assert e is not None
+    meta = e.meta or EntryMeta()
+    count = meta.reinforced + legacy + 1
+    doc.replace_line(e.index, _prefix(doc, e) + e.text + EntryMeta(meta.importance, count, meta.extra).render())
     return _finish(text, doc, where, Edit(doc.text(), e.index + 1, e.text, reinforcement=count))
 
 
@@ -111,7 +124,8 @@ def replace(text: str, old: str, line: int, new: str, now: datetime, where: str)
     e = _find(doc, old, hint + len(doc.lines) - before)
     assert e is not None
     block = _block(doc, e)
-    doc.replace_line(e.index, _prefix(doc, e) + new)
+    kept = EntryMeta(e.meta.importance) if e.meta is not None else EntryMeta()  # the new fact starts unreinforced
+    doc.replace_line(e.index, _prefix(doc, e) + new + kept.render())
     doc.delete(e.index + 1, e.end)
     return _finish(text, doc, where, Edit(doc.text(), e.index + 1, new, previous=e.text, block=block))
 
@@ -120,7 +134,7 @@ def remove(text: str, line: int, expect: str | None, now: datetime, where: str) 
     """Delete the entry on 1-based ``line`` (if ``expect`` is given, only if its text matches); else None."""
     doc = MdLines(text)
     e = next((x for x in doc.entries if x.index == line - 1), None)
-    if e is None or (expect is not None and fold(expect) != fold(e.text)):
+    if e is None or (expect is not None and fold(strip(expect)) != fold(e.text)):  # a marker copied along is fine
         return None
     before = len(doc.lines)
     _touch(doc, now, drop=entry_id(e.text))
@@ -160,6 +174,10 @@ def insert_after(text: str | None, old: str, line: int, entry: str, now: datetim
     e = _find(doc, old, line - 1)
     if e is None:
         return restore(text, 1 << 30, [f"- {entry}"], now, where)
+    if e.meta is not None and e.meta.reinforced > 0:  # the reinforcement being undone no longer counts
+        less = EntryMeta(e.meta.importance, e.meta.reinforced - 1, e.meta.extra)
+        doc.replace_line(e.index, _prefix(doc, e) + e.text + less.render())
+        text = doc.text()
     return restore(text, e.end + 1, [e.prefix.lstrip("\ufeff") + entry], now, where)
 
 
@@ -211,21 +229,40 @@ def _front_matter(doc: MdLines) -> tuple[int, int] | None:
     return 1, doc.body_start - 1
 
 
-def _touch(doc: MdLines, now: datetime, bump: str | None = None, drop: str | None = None) -> int | None:
-    """Update ``updated:`` and the reinforcement mapping in place; the new count for ``bump``."""
+def _touch(doc: MdLines, now: datetime, drop: str | None = None) -> None:
+    """Update ``updated:`` in place, and drop entry ``drop`` from an older memoryd's reinforcement mapping."""
     fm = _front_matter(doc)
     if fm is None:
-        return None
+        return
     lo, close = fm
     top = {m.re: (i, m) for i in range(lo, close) for m in (_UPDATED.match(doc.content(i)),
                                                             _REINFORCEMENT.match(doc.content(i))) if m}
-    count = _reinforcement(doc, top.get(_REINFORCEMENT), close, bump, drop)
+    _drop_legacy(doc, top.get(_REINFORCEMENT), close, drop)
     if _UPDATED in top:
         i, m = top[_UPDATED]
         doc.replace_line(i, f"updated: {_stamp(now, m.group(1).strip())}")
     else:
         doc.insert(_front_matter_end(doc), [f"updated: {_stamp(now, None)}"])
-    return count
+
+
+def _legacy_count(doc: MdLines, key: str) -> int:
+    """The count an older memoryd kept for entry ``key`` in the front-matter mapping (0 if none)."""
+    fm = _front_matter(doc)
+    if fm is None:
+        return 0
+    inside = False
+    for i in range(*fm):
+        c = doc.content(i)
+        top = _REINFORCEMENT.match(c)
+        if top is not None:
+            inside = not top.group(1)
+            continue
+        child = _CHILD.match(c) if inside else None
+        if child is None:
+            inside = False
+        elif child.group(1) == key:
+            return int(child.group(2))
+    return 0
 
 
 def _front_matter_end(doc: MdLines) -> int:
@@ -234,36 +271,21 @@ def _front_matter_end(doc: MdLines) -> int:
     return fm[1]
 
 
-def _reinforcement(doc: MdLines, found: tuple[int, re.Match[str]] | None, close: int, bump: str | None,
-                   drop: str | None) -> int | None:
-    if found is None:
-        if bump is None:
-            return None
-        doc.insert(close, ["reinforcement:", f'  "{bump}": 1'])
-        return 1
-    i, m = found
-    if m.group(1):  # a scalar: the seed's file-level counter; keep its meaning
-        if bump is None or not m.group(1).isdigit():
-            return None
-        doc.replace_line(i, f"reinforcement: {int(m.group(1)) + 1}")
-        return int(m.group(1)) + 1
+def _drop_legacy(doc: MdLines, found: tuple[int, re.Match[str]] | None, close: int, drop: str | None) -> None:
+    """Remove key ``drop`` from a ``reinforcement:`` mapping (and the mapping once empty); a scalar
+    (the seed's file-level counter) is left as it is."""
+    if found is None or drop is None or found[1].group(1):
+        return
+    i = found[0]
     j = i + 1
     while j < close and (child := _CHILD.match(doc.content(j))):
-        key, n = child.groups()
-        if key == drop:
+        if child.group(1) == drop:
             doc.delete(j, j + 1)
             close -= 1
             continue
-        if key == bump:
-            doc.replace_line(j, f'  "{key}": {int(n) + 1}')
-            return int(n) + 1
         j += 1
-    if bump is not None:
-        doc.insert(j, [f'  "{bump}": 1'])
-        return 1
     if j == i + 1 and (j >= close or not doc.content(j)[:1].isspace()):
         doc.delete(i, i + 1)  # the mapping is empty now: drop its key too
-    return None
 
 
 def _stamp(now: datetime, previous: str | None) -> str:

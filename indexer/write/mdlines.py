@@ -9,7 +9,8 @@ ever re-serialised. New lines use the file's own line ending.
 Structure comes from :func:`memoryd.indexer.markdown_blocks.parse_outline` (front
 matter, headings, code fences) and :mod:`memoryd.indexer.memblocks` (USER and MACHINE
 blocks). *Entries* are list items outside code fences and USER blocks, with
-their indented continuation lines.
+their indented continuation lines; an entry's importance/reinforcement marker
+(:mod:`memoryd.indexer.entrymeta`) is split off its text.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memoryd.indexer.entrymeta import EntryMeta, split
 from memoryd.indexer.markdown_blocks import parse_outline
 from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, BlockError, user_spans
 
@@ -30,7 +32,8 @@ class Entry:
     index: int  # 0-based line of the item
     end: int  # exclusive: the item's line plus its continuation lines
     prefix: str  # indentation, marker, spaces (and a task box)
-    text: str  # the item's text on its first line
+    text: str  # the item's text on its first line, without its entry marker
+    meta: EntryMeta | None = None  # the entry marker's content (memoryd.indexer.entrymeta), None if it has none
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,8 @@ class MdLines:
             end = i + 1
             while end < n and self._continues(end, indent):
                 end += 1
-            out.append(Entry(i, end, m.group(1), m.group(2)))
+            text, meta = split(m.group(2))
+            out.append(Entry(i, end, m.group(1), text, meta))
             i = end
         return out
 

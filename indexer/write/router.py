@@ -10,6 +10,15 @@ them. Targets are relative to the namespace's folder. Two layouts:
   ``MEMORY.md``, one section per type — the access rules let a peer or a group append
   to its own ``MEMORY.md`` and nothing else.
 
+A third layout, ``bank``, is the owner's default namespace of a root that holds
+a Memory Bank (``memory-bank/MEMORY.md``, docs/memory-bank.md): focus goes to
+Current Focus and decisions to Decision Highlights (both inside MEMORY.md's
+MACHINE block), requirements, design notes and learnings (the ``pattern``
+type) to ``memory-bank/details/…``; the other types keep their ``files``
+targets. Its keyword rules for focus, requirements and design run before the
+standard ones; elsewhere those three types are only chosen by an explicit
+``type``.
+
 English keywords match whole words (the seed's bare ``like`` is left out: it is
 mostly a preposition — "looks like a bug"); Chinese ones match anywhere, except
 ``模式`` in its "mode" sense (深色模式, 夜间模式, 调试模式 …), which is not a pattern.
@@ -23,7 +32,8 @@ from datetime import date
 
 from memoryd.indexer.write.refusals import UnknownType
 
-FILES, SINGLE = "files", "single"
+FILES, SINGLE, BANK = "files", "single", "bank"
+BANK_DIR = "memory-bank"
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,7 @@ class Route:
     section: str  # heading title, without the #s
     section_level: int
     matched: str  # "type" (explicit), "keyword: <word>" or "default"
+    highlights: bool = False  # a row of the Memory Bank's Decision Highlights table, not a list item
 
 
 _EN_ENTITY_STOP = "This|That|It|There|Here|What|Which|Who|The|A|An|We|They|He|She|Our|My|Your|User|Everything|Nothing"
@@ -70,8 +81,30 @@ RULES: tuple[RouteRule, ...] = (
         "user/entities.md", "global", 3, "Entities"),
     RouteRule("journal", None, "memory/{date}.md", "project", 1, "{date}"),
 )
-TYPES = tuple(r.memory_type for r in RULES)
-_BY_TYPE = {r.memory_type: r for r in RULES}
+#: Memory Bank types: keyword-routed only in the ``bank`` layout (they run first there).
+BANK_RULES: tuple[RouteRule, ...] = (
+    RouteRule("requirement", re.compile(
+        r"\b(?:requirements?|must support|should support|acceptance criteria|user stor(?:y|ies))\b|需求|验收标准",
+        re.IGNORECASE), "agent/requirements.md", "project", 4, "Requirements"),
+    RouteRule("focus", re.compile(
+        r"\b(?:currently (?:working on|focused on|on)|focus(?:ing)? on|current focus|next steps?|blocked by)\b"
+        r"|当前重点|正在做|下一步|目前在", re.IGNORECASE), "agent/focus.md", "project", 4, "Current Focus"),
+    RouteRule("design", re.compile(
+        r"\b(?:architecture|design(?:ed)?|data model|schema)\b|架构|设计", re.IGNORECASE),
+        "agent/design.md", "project", 3, "Design notes"),
+)
+TYPES = tuple(r.memory_type for r in (*RULES, *BANK_RULES))
+_BY_TYPE = {r.memory_type: r for r in (*RULES, *BANK_RULES)}
+#: In the ``bank`` layout: requirements before instructions ("must support"), decisions before
+#: design ("decided on the design of …").
+_BANK_ORDER = (BANK_RULES[0], RULES[0], _BY_TYPE["decision"], *BANK_RULES[1:], *RULES[2:])
+_BANK_TARGETS = {  # type → (file under memory-bank/, section)
+    "focus": ("MEMORY.md", "Current Focus"),
+    "decision": ("MEMORY.md", "Decision Highlights (Still Binding)"),
+    "requirement": ("details/requirements/notes.md", "Requirements"),
+    "design": ("details/design/notes.md", "Design notes"),
+    "pattern": ("details/learnings/notes.md", "Learnings"),
+}
 
 
 def route(content: str, today: date, memory_type: str | None = None, layout: str = FILES) -> Route:
@@ -80,7 +113,7 @@ def route(content: str, today: date, memory_type: str | None = None, layout: str
         if memory_type not in _BY_TYPE:
             raise UnknownType(f"unknown memory type {memory_type!r}; use one of {', '.join(TYPES)}")
         return _build(_BY_TYPE[memory_type], today, layout, "type")
-    for rule in RULES:
+    for rule in _BANK_ORDER if layout == BANK else RULES:
         if rule.pattern is None:
             return _build(rule, today, layout, "default")
         m = rule.pattern.search(content)
@@ -91,6 +124,10 @@ def route(content: str, today: date, memory_type: str | None = None, layout: str
 
 def _build(rule: RouteRule, today: date, layout: str, matched: str) -> Route:
     day = today.isoformat()
+    if layout == BANK and rule.memory_type in _BANK_TARGETS:
+        target, section = _BANK_TARGETS[rule.memory_type]
+        return Route(rule.memory_type, f"{BANK_DIR}/{target}", rule.scope, rule.importance, section, 2, matched,
+                     highlights=rule.memory_type == "decision")
     if layout == SINGLE:
         section = "Journal" if rule.memory_type == "journal" else rule.section
         return Route(rule.memory_type, "MEMORY.md", rule.scope, rule.importance, section, 2, matched)

@@ -15,21 +15,22 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
+from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.memblocks import BlockError
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit, privacy
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
-from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
+from memoryd.indexer.write.dedup import APPEND, POSSIBLE_UPDATE, REINFORCE, REPLACE, Thresholds, Verdict, decide
 from memoryd.indexer.write.intake import Accepted
 from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 
@@ -53,7 +54,7 @@ class Outcome:
     namespace: str
     score: float | None = None
     previous: str | None = None  # the entry replaced or removed
-    reinforcement: int | None = None  # count after a reinforcement (None: the file has no front matter)
+    reinforcement: int | None = None  # the entry's count after a reinforcement (kept in its marker)
     related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
     history_id: str | None = None  # the history record of a replace, reinforce, removal or restore (undo ID)
 
@@ -161,6 +162,9 @@ class MemoryWriter:
         ns = str(plan.namespace)
         c = v.candidate
         score = None if c is None else round(c.score, 4)
+        if plan.route.highlights and v.action == REPLACE and c is not None and c.path != plan.target:
+            # A new decision that updates one in the history still binds: it goes to the table, flagged.
+            v = Verdict(APPEND, f"updates a decision in {c.path}; added to Decision Highlights", c, POSSIBLE_UPDATE)
         if v.action in (REINFORCE, REPLACE) and c is not None:
             now = self._clock()
             if v.action == REINFORCE:
@@ -177,6 +181,12 @@ class MemoryWriter:
                                    block=list(edit.block), session=session, namespace=ns, reason=v.reason, score=score)
                 return Outcome("replaced", v.reason, c.path, edit.line, ns, score, edit.previous, history_id=hid)
             v = Verdict(APPEND, "the similar entry was edited away meanwhile; appended as new", c)
+        if plan.route.highlights:
+            out = self._highlight(plan, score)
+            if v.flag and c is not None:
+                out = replace(out, related={"flag": v.flag, "path": c.path, "line": c.line, "text": c.text,
+                                            "score": score})
+            return out
         edit = self._write(plan.target, lambda t: self._append(t, plan))
         assert edit is not None
         related = None
@@ -184,11 +194,33 @@ class MemoryWriter:
             related = {"flag": v.flag, "path": c.path, "line": c.line, "text": c.text, "score": score}
         return Outcome("appended", v.reason, plan.target, edit.line, ns, score, related=related)
 
+    def _highlight(self, plan: Accepted, score: float | None) -> Outcome:
+        """A decision into a Memory Bank's Decision Highlights; rows past the cap move to details/patterns.md
+        (written there first, then taken out of the table: a crash leaves a row twice, never lost)."""
+        rel, ns, now = plan.target, str(plan.namespace), self._clock()
+        current, _ = self._read(resolve_target(self.root, rel), rel)
+        same = highlights.has_decision(current, plan.content) if current is not None else None
+        if same is not None:
+            return Outcome("reinforced", "the same decision is already in Decision Highlights", rel, same, ns, score)
+        edit = self._write(rel, lambda t: highlights.add_row(t or "", plan.content, now, rel))
+        assert edit is not None
+        moved = highlights.overflow(edit.text)
+        if not moved:
+            return Outcome("appended", "added to Decision Highlights", rel, edit.line, ns, score)
+        prel = str(PurePosixPath(rel).parent / "details" / "patterns.md")
+        self._write(prel, lambda t: highlights.add_history(t, moved, now, prel))
+        self._reindex(prel)
+        final = self._write(rel, lambda t: highlights.drop_rows(t or "", moved, rel))
+        line = highlights.has_decision(final.text, plan.content) if final is not None else None
+        log.info("write.highlights_moved", path=rel, to=prel, rows=len(moved))
+        return Outcome("appended", f"added to Decision Highlights; {len(moved)} older row(s) moved to {prel}", rel,
+                       line or edit.line, ns, score)
+
     def _append(self, text: str | None, plan: Accepted) -> mdedit.Edit:
         now = self._clock()
         base = text if text is not None else mdedit.new_file(now)
         r = plan.route
-        return mdedit.append(base, r.section, r.section_level, plan.content, now, plan.target)
+        return mdedit.append(base, r.section, r.section_level, plan.content, now, plan.target, r.importance)
 
     def _write(self, rel: str, edit_fn: Callable[[Any], mdedit.Edit | None]) -> mdedit.Edit | None:
         """Read, edit, write conditionally; on a concurrent change, re-read and re-apply."""

@@ -100,7 +100,7 @@ def test_replace_then_undo_restores_the_old_lines_exactly(env) -> None:
     index, root, w = env
     w.remember(plan("The user prefers Vim as their editor."))
     f = root / "user" / "preferences.md"
-    f.write_text(f.read_text().replace("- The user prefers Vim as their editor.",
+    f.write_text(f.read_text().replace("- The user prefers Vim as their editor. <!-- memoryd: importance=4 -->",
                                        "* The user prefers Vim as their editor.\n  (since 2019)"))
     before = f.read_text()
     out = w.remember(plan("The user prefers Neovim as their editor."), {"kind": "owner"})
@@ -150,11 +150,12 @@ def test_a_reinforcement_of_a_file_without_front_matter_is_recorded_and_undo_wri
     (root / "notes.md").write_text(text)
     index.index_files([(root, "notes.md")])
     out = w.remember(plan("the user prefers window seats on long flights"))
-    assert out.decision == "reinforced" and out.reinforcement is None and (root / "notes.md").read_text() == text
+    assert out.decision == "reinforced" and out.reinforcement == 1  # counted in the entry's marker
+    assert (root / "notes.md").read_text() == text.replace("flights.\n", "flights. <!-- memoryd: reinforced=1 -->\n")
     rec = w.history.find(out.history_id)
     assert (rec["action"], rec["path"], rec["line"]) == ("reinforce", "notes.md", 3)
     assert rec["new"] == "the user prefers window seats on long flights"
-    w.undo(out.history_id)
+    w.undo(out.history_id)  # the count goes back to none, and the absorbed memory is written
     assert (root / "notes.md").read_text() == text + "- the user prefers window seats on long flights\n"
 
 
