@@ -30,6 +30,7 @@ from memoryd.daemon.rpc.errors import (
     WRITE_DISABLED,
 )
 from memoryd.indexer.config import Config
+from memoryd.indexer.entrymeta import split
 from tests.helpers import running_daemon
 from tests.write_fixtures import HASH_WRITE
 
@@ -229,13 +230,16 @@ def test_promote_copies_with_a_back_reference_through_dedup(daemon) -> None:
     res = client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 3})
     assert (res["decision"], res["path"], res["type"]) == ("appended", "agent/decisions.md", "decision")
     assert res["source"] == {"path": "peers/alice/MEMORY.md", "line": 3, "namespace": "peer:alice"}
-    line = (root / res["path"]).read_text().splitlines()[res["line"] - 1]
+    line, meta = split((root / res["path"]).read_text().splitlines()[res["line"] - 1])
     assert line == ("- Alice decided to use the Falcon framework for the billing service. "
                     "(from peers/alice/MEMORY.md)")
+    assert meta is not None and meta.reinforced == 0
     assert (root / "peers/alice/MEMORY.md").read_text() == ALICE_MEMORY  # the source stays
     again = client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 3})
     assert (again["decision"], again["path"]) == ("reinforced", "agent/decisions.md")
     assert (root / res["path"]).read_text().count("Falcon") == 1
+    meta = split((root / res["path"]).read_text().splitlines()[res["line"] - 1])[1]
+    assert meta is not None and meta.reinforced == 1  # the second promote counted
 
 
 @pytest.mark.parametrize(("params", "code"), [
