@@ -126,7 +126,9 @@ class DaemonBridge:
     def request(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The daemon method and params for a tool call whose ``args`` passed the schema."""
         if name == SEARCH.name:
-            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace")
+            # Agents get the configured abstention threshold unless they name one (the daemon knows it).
+            found = {"query": args["query"], "min_score": args.get("min_score", "default")}
+            return "search", self._with(found, args, "k", "mode", "namespace")
         if name == GET.name:
             start = args.get("from", 1)
             params: dict[str, Any] = {"path": args["path"], "start_line": start}
@@ -137,7 +139,8 @@ class DaemonBridge:
             return "remember", {**args, "session": self.session}
         if name == STATUS.name:
             return "status", {}
-        return "context", self._with({"query": args["query"], "max_tokens": args["max_tokens"]}, args, "namespace")
+        return "context", self._with({"query": args["query"], "max_tokens": args["max_tokens"]}, args, "namespace",
+                                     "min_score")
 
     def _with(self, params: dict[str, Any], args: dict[str, Any], *optional: str) -> dict[str, Any]:
         return {**params, **{k: args[k] for k in optional if k in args}, "session": self.session}
