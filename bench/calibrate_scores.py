@@ -219,7 +219,7 @@ def main() -> None:
     ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--reuse", action="store_true", help="re-use WORK/calibration/rows.jsonl instead of searching")
-    ap.add_argument("--target", type=float, default=0.92, help="share of training negatives that must abstain")
+    ap.add_argument("--target", type=float, default=0.95, help="share of training negatives that must abstain")
     args = ap.parse_args()
     cache = args.work / "calibration" / "rows.jsonl"
     if args.reuse and cache.exists():

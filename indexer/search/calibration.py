@@ -40,8 +40,8 @@ CALIBRATION_VERSION = 1
 # Logistic coefficients (intercept, cosine, coverage, missing) for hits with a cosine, and
 # (intercept, coverage, missing) for keyword-only hits. Fitted by bench/calibrate_scores.py on
 # the dev sets (multilingual-e5-small); the threshold chosen with them is search.min_score.
-HYBRID_COEF: tuple[float, float, float, float] = (-103.48, 122.27, 14.81, 0.0)
-KEYWORD_COEF: tuple[float, float, float] = (-4.0, 8.0, 0.0)
+HYBRID_COEF: tuple[float, float, float, float] = (-102.0949, 124.9607, 9.6884, -4.6497)
+KEYWORD_COEF: tuple[float, float, float] = (-0.358, 7.878, -2.445)
 
 
 CALIBRATED_MODEL = "multilingual-e5-small-q4"
