@@ -161,7 +161,7 @@ def test_min_score_cuts_the_list_and_says_why_when_nothing_is_left(index: Memory
     assert index.search(query, k=5, min_score=0.0).to_json()["hits"]
 
 
-def test_context_abstains_and_says_so(index: MemoryIndex, tmp_path: Path) -> None:
+def test_socket_context_abstains_and_says_so_search_when_asked(index: MemoryIndex, tmp_path: Path) -> None:
     roots = RootMap([tmp_path / "root"])
     reads = ReadMethods(index=index, roots=lambda: roots, worker=None, search=SearchConfig(),  # type: ignore[arg-type]
                         path_filter=FILTER, max_file_bytes=1 << 20,
@@ -172,6 +172,9 @@ def test_context_abstains_and_says_so(index: MemoryIndex, tmp_path: Path) -> Non
     assert "Lisbon" in on["text"] and "abstained" not in on
     forced = reads.context({"query": "kubernetes helm chart", "max_tokens": 500, "min_score": 0}, OWNER)
     assert forced["sources"] and "abstained" not in forced
+    off_search = {"query": "kubernetes helm chart ingress certificate rotation"}
+    assert reads.search(off_search, OWNER)["hits"]  # search abstains only when asked
+    assert reads.search({**off_search, "min_score": "default"}, OWNER)["abstained"] is True
 
 
 # -- with the real model -------------------------------------------------------------------
