@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit the calibrated hit score and choose the abstention threshold (``search.min_score``) on the dev sets.
 
-    python bench/calibrate_scores.py [EVAL_DIR] [--work DIR] [--reuse] [--target 0.92]
+    python bench/calibrate_scores.py [EVAL_DIR] [--work DIR] [--reuse] [--target 0.95]
 
 Runs memoryd's own search (default settings, k = 10, ``explain``) on every
 folder of EVAL_DIR (the layout of bench/eval_retrieval.py, whose ``--work``
@@ -13,14 +13,15 @@ indexes it re-uses) with three kinds of queries:
   conversation the next conversation's questions (names differ between
   conversations, so even generic ones are unanswerable) and every MADial
   question; for MADial every third question of each LoCoMo conversation;
-- off-topic negatives: ``bench/data/offtopic_en.txt`` and ``offtopic_zh.txt``.
+- off-topic negatives: ``bench/data/offtopic_en.txt`` and ``offtopic_zh.txt``
+  against every folder (each question is assigned to one fold, round-robin).
 
 It records each hit's calibration features (cosine, keyword coverage, missing terms)
 in ``WORK/calibration/rows.jsonl`` (``--reuse`` skips the searches), then:
 
 1. leave-one-conversation-out: for each folder, fit the logistic model and
    choose the threshold on the rows that involve neither that folder nor its
-   questions, and report the held-out share of negatives that abstain and of
+   questions (nor the off-topic questions of its fold), and report the held-out share of negatives that abstain and of
    positive R@10 kept;
 2. the fit and threshold on all rows (the shipped coefficients), the curve of
    abstention precision/recall and positive R@10 kept versus threshold, and
