@@ -117,6 +117,7 @@ class SearchConfig:
     date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
     prior_weight: float = 0.0  # importance/reinforcement/recency prior added to the score (search/prior.py); 0 = off
     merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (search/hits.py)
+    min_score: float = 0.5  # calibrated score below which context and MCP abstain (search/calibration.py)
     index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000
 
@@ -357,6 +358,7 @@ def validate(cfg: Config) -> None:
     _check(s.proximity_weight >= 0, "search.proximity_weight", s.proximity_weight, "must be >= 0 (0 = off)")
     _check(s.date_boost >= 0, "search.date_boost", s.date_boost, "must be >= 0 (0 = off)")
     _check(0 <= s.prior_weight <= 1, "search.prior_weight", s.prior_weight, "must be in 0..1 (0 = off)")
+    _check(0.0 <= s.min_score <= 1.0, "search.min_score", s.min_score, "must be in 0..1 (0 = never abstain)")
     _check(s.index_type in INDEX_TYPES, "search.index_type", s.index_type, f"must be one of {INDEX_TYPES}")
     _check(s.hnsw_threshold >= 1000, "search.hnsw_threshold", s.hnsw_threshold, "must be >= 1000")
     _check(srv.max_request_bytes >= 1024, "server.max_request_bytes", srv.max_request_bytes, "must be >= 1024")

@@ -100,9 +100,11 @@ def test_bridge_maps_tool_arguments_to_daemon_params() -> None:
     direct = {"kind": "direct", "peer": "alice"}
     b = DaemonBridge("/nonexistent/s.sock", direct)
     assert b.request("memory_search", {"query": "q", "namespace": "peer:alice"}) == (
-        "search", {"query": "q", "namespace": "peer:alice", "session": direct})
+        "search", {"query": "q", "min_score": "default", "namespace": "peer:alice", "session": direct})
     assert b.request("memory_search", {"query": "q", "k": 3, "mode": "keyword"})[1] == {
-        "query": "q", "k": 3, "mode": "keyword", "session": direct}
+        "query": "q", "min_score": "default", "k": 3, "mode": "keyword", "session": direct}
+    assert b.request("memory_search", {"query": "q", "min_score": 0.2})[1]["min_score"] == 0.2
+    assert b.request("memory_context", {"query": "q", "max_tokens": 300, "min_score": 0})[1]["min_score"] == 0
     assert b.request("memory_get", {"path": "a.md", "from": 3, "lines": 2}) == (
         "get", {"path": "a.md", "start_line": 3, "end_line": 4, "session": direct})
     assert b.request("memory_get", {"path": "a.md"})[1] == {"path": "a.md", "start_line": 1, "session": direct}

@@ -92,7 +92,7 @@ class ReadMethods:
     def context(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
         t0 = time.perf_counter()
-        return self.run_context(parse_context(params, peer, self._roots().roots[0]), t0)
+        return self.run_context(parse_context(params, peer, self._roots().roots[0], self._defaults.min_score), t0)
 
     def run_context(self, req: ContextRequest, t0: float) -> dict[str, Any]:
         from memoryd.indexer.search.context import build_context
@@ -101,8 +101,11 @@ class ReadMethods:
         found = self._index.search(
             req.query, k=req.k, path_prefix=scope.path_prefix, exclude_prefixes=scope.exclude_prefixes,
             path_check=path_check(req.session, self._roots()), query_vector=self._query_vector(req.query),
+            min_score=req.min_score,
         ).to_json() if scope else {"hits": []}
         block = build_context(req.query, found["hits"], req.max_tokens, self._count_tokens)
+        if found.get("abstained"):  # nothing confident: say so rather than hand back noise
+            block.update(abstained=True, reason=found["reason"])
         return {**block, "max_tokens": req.max_tokens, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
     def get(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class ContextRequest:
     k: int
     session: Session
     scope: Scope | None
+    min_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -134,12 +135,25 @@ def parse_search(params: Params, peer: Peer, defaults: SearchConfig, first_root:
     scope = read_scope(params, session, first_root)
     if scope is None:  # no hits whatever the rest says
         return SearchRequest(query, k, mode, session, None)
-    min_score, explain = param(params, "min_score", float, None), param(params, "explain", bool, False)
+    min_score, explain = min_score_of(params, None, defaults.min_score), param(params, "explain", bool, False)
     return SearchRequest(query, k, mode, session, scope, min_score, explain)
 
 
-def parse_context(params: Params, peer: Peer, first_root: Path) -> ContextRequest:
-    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "namespace", SESSION_PARAM})
+def min_score_of(params: Params, absent: float | None, configured: float) -> float | None:
+    """The abstention threshold asked for: a number in 0..1, ``"default"`` for the configured
+    ``search.min_score`` (what the MCP tools send), or ``absent`` when the param is not given."""
+    value = params.get("min_score")
+    if value == "default":
+        return configured
+    score = param(params, "min_score", float, absent)
+    if score is not None and not 0.0 <= score <= 1.0:
+        raise InvalidParams(f"param 'min_score' must be in 0..1 or \"default\", got {score}")
+    return score
+
+
+def parse_context(params: Params, peer: Peer, first_root: Path, min_score: float = 0.0) -> ContextRequest:
+    """``min_score`` is the configured threshold, used when the params name none."""
+    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "min_score", "namespace", SESSION_PARAM})
     query = _query(params)
     budget = param(params, "max_tokens", int)
     if not 16 <= budget <= 100_000:
@@ -147,8 +161,9 @@ def parse_context(params: Params, peer: Peer, first_root: Path) -> ContextReques
     k = param(params, "k", int, 20)
     if not 1 <= k <= 200:
         raise InvalidParams(f"param 'k' must be in 1..200, got {k}")
+    threshold = min_score_of(params, min_score, min_score)
     session = SessionClaim.of(params, peer).resolve()
-    return ContextRequest(query, budget, k, session, read_scope(params, session, first_root))
+    return ContextRequest(query, budget, k, session, read_scope(params, session, first_root), threshold)
 
 
 def parse_get(params: Params, peer: Peer) -> GetRequest:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memoryd.daemon.client import cli_bank, cli_completion, cli_history, cli_manage, cli_mcp, cli_setup, cli_write
-from memoryd.daemon.client.cli_help import command, positive_int
+from memoryd.daemon.client.cli_help import command, positive_int, unit_float
 from memoryd.daemon.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
@@ -82,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=positive_int, default=None, help="number of hits (default from config: 8)")
     p.add_argument("--mode", default=None, choices=SEARCH_MODES, help="hybrid (default), vector or keyword")
     p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
-    p.add_argument("--min-score", type=float, default=None,
-                   help="abstain unless a hit reaches this cosine similarity or matches a keyword")
+    p.add_argument("--min-score", type=unit_float, default=None,
+                   help="leave out hits whose calibrated score (0-1) is below this; none left: abstain")
     p.add_argument("--explain", action="store_true", help="show each hit's ranks and raw scores in both legs")
     p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="+")
     p.add_argument("--max-tokens", type=positive_int, default=1000, help="token budget (model tokens; default 1000)")
     p.add_argument("-k", type=positive_int, default=None, help="hits considered (default 20)")
+    p.add_argument("--min-score", type=unit_float, default=None,
+                   help="leave out hits whose calibrated score (0-1) is below this (default: search.min_score)")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
     p = command(sub, "get", "print lines of a memory file: PATH[:START[-END]]", "memoryd get memory/2024-05-01.md:8-15")
@@ -298,14 +300,16 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"query": " ".join(args.query), "max_tokens": args.max_tokens}
-    if args.k is not None:
-        params["k"] = args.k
+    for key in ("k", "min_score"):
+        if getattr(args, key) is not None:
+            params[key] = getattr(args, key)
     with _client(args) as client:
         result = client.call("context", params)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        print(result["text"] or "no relevant memories", end="\n" if not result["text"].endswith("\n") else "")
+        empty = "no relevant memories" + (f" ({result['reason']})" if result.get("abstained") else "")
+        print(result["text"] or empty, end="\n" if not result["text"].endswith("\n") else "")
     return 0
 
 

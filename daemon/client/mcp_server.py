@@ -145,8 +145,9 @@ class DaemonBridge:
     def request(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The daemon method and params for a tool call whose ``args`` passed the schema."""
         if name == SEARCH.name:
-            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace", "min_score",
-                                        "path_prefix")
+            # Agents get the configured abstention threshold unless they name one (the daemon knows it).
+            found = {"query": args["query"], "min_score": args.get("min_score", "default")}
+            return "search", self._with(found, args, "k", "mode", "namespace", "path_prefix")
         if name == GET.name:
             start = args.get("from", 1)
             params: dict[str, Any] = {"path": args["path"], "start_line": start}
@@ -255,7 +256,9 @@ def _context(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
                 "root": s.get("root")} for s in res.get("sources", [])]
     budget = res.get("max_tokens") or args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)
     out = {"text": res.get("text", ""), "tokens": res.get("tokens"), "maxTokens": budget,
-           "sources": sources, "omitted": res.get("omitted", 0)}
+           "sources": sources, "omitted": res.get("omitted", 0), "abstained": bool(res.get("abstained"))}
+    if res.get("reason"):
+        out["reason"] = res["reason"]
     return out["text"] or "No stored memory is relevant to this query.", out
 
 

@@ -155,7 +155,8 @@ CONTEXT = ToolSpec(
         "text": _STR, "tokens": _opt("integer"), "maxTokens": _INT,
         "sources": {"type": "array", "items": _out({**_CITED, "score": _opt("number")})},
         "omitted": _INT,
-    }),
+        "abstained": _BOOL, "reason": _STR,
+    }, ("text", "tokens", "maxTokens", "sources", "omitted")),
 )
 
 REMEMBER = ToolSpec(

@@ -22,7 +22,7 @@ from typing import Any
 from memoryd.indexer import keyword
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError, StoreClosedError
-from memoryd.indexer.search import keyword_plan, rescore
+from memoryd.indexer.search import calibration, keyword_plan, rescore
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
 from memoryd.indexer.search.prior import apply_prior
@@ -103,10 +103,10 @@ class HybridSearcher:
     ) -> SearchResult:
         """Run one query; returns the hits, best first, and how they were found.
 
-        ``min_score`` is the abstention threshold, on the *absolute* cosine
-        similarity (``vector_score``): a hit is kept when its cosine reaches it
-        or when it matches a query keyword. If no hit is left, the result says
-        ``abstained`` and why, instead of returning noise. ``explain`` adds each
+        Each hit's ``score`` is its calibrated relevance in [0, 1], comparable across queries
+        (:mod:`memoryd.indexer.search.calibration`); the ranking is the fused one. ``min_score``
+        is the abstention threshold on that score: hits below it are dropped, and if none is
+        left the result says ``abstained`` and why, instead of returning noise. ``explain`` adds each
         hit's ranks in both legs and its fused value. ``exclude_prefixes``
         (root-relative) drops whole folders, e.g. other namespaces. Prefixes match
         exactly (case-sensitive, no wildcards), as file names do. ``path_check``, when
@@ -163,16 +163,24 @@ class HybridSearcher:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
             raise
-        hits = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query), rows, k, qvec is not None)
+        ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query), rows, k, qvec is not None)
+        head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
+        cosines = vec if qvec is not None and embedder is not None and calibration.fitted_for(embedder.model_id) \
+            else None
+        feats = self._features(head, terms or keyword.query_terms(query), cosines)
+        hits = _calibrated(head, feats)
         reason = None
-        if min_score is not None and qvec is not None:
-            hits, reason = _confident(hits, vec, kw, min_score)
+        if min_score is not None:
+            hits, reason = _confident(hits, min_score)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
         hits = hits[:k]
         explanations = None
         if explain:
             explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
+            fused = {h.chunk_id: h.score for h in head}
+            for h, why in zip(hits, explanations, strict=True):
+                why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
             keyword_plan=plan.describe() if explain and terms else None,
@@ -214,6 +222,18 @@ class HybridSearcher:
             order = mmr_order([h.score for h in head], vectors, cfg.mmr_lambda, len(head))
             hits = [head[i] for i in order] + tail
         return hits
+
+    def _features(
+        self, hits: Sequence[Hit], terms: list[str], vec: dict[int, float] | None,
+    ) -> dict[int, calibration.Features]:
+        """The calibration features of ``hits`` (read outside the index lock: only FTS terms and
+        document frequencies, and a chunk replaced meanwhile merely loses its coverage)."""
+        if not hits:
+            return {}
+        with self._readers.connection() as conn:
+            df = self._df.lookup(conn, terms) if terms else {}
+            n_docs = int(conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
+            return calibration.features_for(conn, [h.chunk_id for h in hits], terms, df, n_docs, vec)
 
     def _with_proximity(self, conn: sqlite3.Connection, terms: list[str], kw: dict[int, float]) -> dict[int, float]:
         if not terms or not kw:
@@ -264,16 +284,21 @@ class HybridSearcher:
         return hits
 
 
-def _confident(
-    hits: list[Hit], vec: dict[int, float], kw: dict[int, float], min_score: float,
-) -> tuple[list[Hit], str | None]:
-    """Hits whose cosine reaches ``min_score`` or that match a keyword; with none left, also why
-    the search abstains (None: it does not)."""
-    kept = [h for h in hits if h.vector_score >= min_score or h.chunk_id in kw]
+def _calibrated(hits: list[Hit], feats: dict[int, calibration.Features]) -> list[Hit]:
+    """``hits`` in the same order, each ``score`` now its calibrated relevance, made non-increasing
+    down the list (:func:`memoryd.indexer.search.calibration.monotone`)."""
+    scores = calibration.monotone([calibration.probability(feats[h.chunk_id]) for h in hits])
+    return [replace(h, score=round(s, 6)) for h, s in zip(hits, scores, strict=True)]
+
+
+def _confident(hits: list[Hit], min_score: float) -> tuple[list[Hit], str | None]:
+    """Hits whose calibrated score reaches ``min_score`` (a prefix: scores never rise down the list);
+    with none left, also why the search abstains (None: it does not)."""
+    kept = [h for h in hits if h.score >= min_score]
     if kept:
         return kept, None
-    best = max(vec.values(), default=0.0)
-    return kept, f"no confident match: best cosine {best:.3f} < min_score {min_score:g} and no keyword match"
+    best = hits[0].score if hits else 0.0
+    return kept, f"no confident match: best score {best:.3f} < min_score {min_score:g}"
 
 
 def _ranks(scores: dict[int, float]) -> dict[int, int]:

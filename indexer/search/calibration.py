@@ -1,0 +1,127 @@
+"""Calibrated hit scores: a relevance in [0, 1] that means the same for every query.
+
+The fused score ranks a query's candidates, but it is normalised over them, so
+its top hit is always the best *of this query* — even when nothing stored is
+about the query. Callers (agents above all) need to tell a match from noise,
+so every hit's ``score`` is the output of a small logistic model over features
+that do not depend on the other candidates:
+
+- ``cosine``: the hit's cosine similarity to the query (the model's own scale);
+- ``coverage``: the IDF-weighted share of the query's keyword terms the hit
+  holds. A term the corpus never saw counts fully against it: names and
+  topics that are not stored are the strongest sign of an unanswerable query;
+- ``missing``: the IDF-weighted share of the query's terms that no chunk holds
+  at all (a person or topic the memory never mentions), the same for every hit.
+
+The coefficients were fitted by ``bench/calibrate_scores.py`` on the LoCoMo
+and MADial dev sets (positives: each question against its own folder;
+negatives: questions asked against a folder without their answer, and
+off-topic questions) for the default embedding model; another model needs its
+own fit (until then, its hits are scored by the keyword-only coefficients).
+Scores are then made non-increasing down the ranking (see :func:`monotone`),
+so a threshold cuts the list without gaps and the ranking itself never
+changes.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from memoryd.indexer.store import select_in
+
+__all__ = ["CALIBRATION_VERSION", "Features", "coverage", "features_for", "fitted_for", "monotone", "probability"]
+
+CALIBRATION_VERSION = 1
+"""Bump when the features or coefficients change: stored thresholds are on this scale."""
+
+# Logistic coefficients (intercept, cosine, coverage, missing) for hits with a cosine, and
+# (intercept, coverage, missing) for keyword-only hits. Fitted by bench/calibrate_scores.py on
+# the dev sets (multilingual-e5-small); the threshold chosen with them is search.min_score.
+HYBRID_COEF: tuple[float, float, float, float] = (-102.0949, 124.9607, 9.6884, -4.6497)
+KEYWORD_COEF: tuple[float, float, float] = (-0.358, 7.878, -2.445)
+
+
+CALIBRATED_MODEL = "multilingual-e5-small-q4"
+"""The embedding model the cosine coefficients were fitted for; other models' cosines are not used."""
+
+
+def fitted_for(model_id: str) -> bool:
+    """Whether the cosine coefficients hold for ``model_id`` (the default model at default settings:
+    another model, pooling or prefix moves every cosine, so its hits are scored on keywords alone)."""
+    return model_id.split(":", 1)[0] == CALIBRATED_MODEL and ";" not in model_id
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the calibrated score of one hit is computed from."""
+
+    cosine: float | None  # None: no vector leg (keyword mode, no model) or a model without coefficients
+    coverage: float
+    missing: float
+
+    def to_json(self) -> dict[str, float | None]:
+        cos = None if self.cosine is None else round(self.cosine, 6)
+        return {"cosine": cos, "coverage": round(self.coverage, 6), "missing": round(self.missing, 6)}
+
+
+def probability(f: Features) -> float:
+    """The calibrated relevance of one hit, in [0, 1]."""
+    if f.cosine is None:
+        b0, bcov, bmiss = KEYWORD_COEF
+        return _sigmoid(b0 + bcov * f.coverage + bmiss * f.missing)
+    b0, bcos, bcov, bmiss = HYBRID_COEF
+    return _sigmoid(b0 + bcos * f.cosine + bcov * f.coverage + bmiss * f.missing)
+
+
+def monotone(scores: Sequence[float]) -> list[float]:
+    """``scores`` in rank order, made non-increasing: each becomes the best score at or below its rank.
+
+    A hit's score says how likely *this part of the list* holds a relevant passage: when a
+    lower-ranked hit is more convincing than the ones above it, those are kept with it. So
+    ``min_score`` cuts a prefix of the ranking, and the ranking stays as fused.
+    """
+    out = list(scores)
+    for i in range(len(out) - 2, -1, -1):
+        out[i] = max(out[i], out[i + 1])
+    return out
+
+
+def coverage(terms: Sequence[str], doc_terms: set[str], weights: Mapping[str, float]) -> float:
+    """The ``weights``-weighted share of the query's ``terms`` found in ``doc_terms`` (0 with no terms)."""
+    total = sum(weights[t] for t in terms)
+    if total <= 0:
+        return 0.0
+    return sum(weights[t] for t in terms if t in doc_terms) / total
+
+
+def term_weight(df: int, n_docs: int) -> float:
+    """IDF that stays positive, also for a term no chunk holds (df 0: the highest weight)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def features_for(
+    conn: sqlite3.Connection, ids: Sequence[int], terms: Sequence[str], df: Mapping[str, int], n_docs: int,
+    cosines: Mapping[int, float] | None,
+) -> dict[int, Features]:
+    """Features of the chunks ``ids`` for a query with keyword ``terms`` (document frequencies ``df``).
+
+    ``cosines`` is None when there is no vector leg. A chunk that vanished since it was
+    ranked has no stored terms and gets coverage 0.
+    """
+    terms = list(dict.fromkeys(terms))
+    weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
+    stored = {int(i): set(str(t).split()) for i, t in
+              select_in(conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", list(ids))} if terms else {}
+    missing = 1.0 - coverage(terms, {t for t in terms if df.get(t, 0) > 0}, weights) if terms else 0.0
+    return {i: Features(None if cosines is None else cosines.get(i, 0.0),
+                        coverage(terms, stored.get(i, set()), weights), missing) for i in ids}
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
