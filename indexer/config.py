@@ -116,6 +116,11 @@ class SearchConfig:
     proximity_weight: float = 2.0  # BM25 bonus for query words close together; 0 = off
     date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
     merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (search/hits.py)
+    intent_boost: float = 1.0  # std devs for chunks in a file/section of the query's intent (search/intent.py); 0 = off
+    synonyms: bool = True  # expand the keyword leg with the built-in synonym table (search/synonyms.py)
+    synonyms_path: Path | None = None  # a user synonym file, added to the built-in table
+    fallback_threshold: float = 0.85  # cosine a confident candidate reaches when the query gives no min_score
+    fallback_candidates: int = 200  # candidates per leg of the weak-result fallback (search/fallback.py); 0 = off
     index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000
 
@@ -353,6 +358,10 @@ def validate(cfg: Config) -> None:
            "must be >= 0 (0 = off)")
     _check(s.proximity_weight >= 0, "search.proximity_weight", s.proximity_weight, "must be >= 0 (0 = off)")
     _check(s.date_boost >= 0, "search.date_boost", s.date_boost, "must be >= 0 (0 = off)")
+    _check(s.intent_boost >= 0, "search.intent_boost", s.intent_boost, "must be >= 0 (0 = off)")
+    _check(-1.0 <= s.fallback_threshold <= 1.0, "search.fallback_threshold", s.fallback_threshold,
+           "must be a cosine in -1..1")
+    _check(s.fallback_candidates >= 0, "search.fallback_candidates", s.fallback_candidates, "must be >= 0 (0 = off)")
     _check(s.index_type in INDEX_TYPES, "search.index_type", s.index_type, f"must be one of {INDEX_TYPES}")
     _check(s.hnsw_threshold >= 1000, "search.hnsw_threshold", s.hnsw_threshold, "must be >= 1000")
     _check(srv.max_request_bytes >= 1024, "server.max_request_bytes", srv.max_request_bytes, "must be >= 1024")
