@@ -119,7 +119,7 @@ class SearchConfig:
     intent_boost: float = 1.0  # std devs for chunks in a file/section of the query's intent (search/intent.py); 0 = off
     synonyms: bool = True  # expand the keyword leg with the built-in synonym table (search/synonyms.py)
     synonyms_path: Path | None = None  # a user synonym file, added to the built-in table
-    fallback_threshold: float = 0.85  # cosine a confident candidate reaches when the query gives no min_score
+    fallback_threshold: float = 0.88  # cosine a confident candidate reaches when the query gives no min_score
     fallback_candidates: int = 200  # candidates per leg of the weak-result fallback (search/fallback.py); 0 = off
     index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000

@@ -185,9 +185,10 @@ class HybridSearcher:
         weak = fallback.wider(self._cfg, n_cand, hits, fallback.threshold(self._cfg, min_score)) \
             if candidates is None and qvec is not None else None
         if weak is not None:
-            return self._search(raw_query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score,
+            wide = self._search(raw_query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score,
                                 explain=explain, exclude_prefixes=exclude_prefixes, query_vector=lambda: qvec,
                                 path_check=path_check, candidates=weak["candidates"], widened=weak)
+            return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
         reason = None
         if min_score is not None and qvec is not None:
             hits, reason = _confident(hits, vec, kw, min_score)
@@ -276,7 +277,7 @@ class HybridSearcher:
             fused = fuse(self._cfg.fusion, vec, kw, ids, self._cfg.vector_weight, self._cfg.text_weight)
         if query and mode != "vector":
             fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
-            fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path) for i in ids}, intents,
+            fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path, rows[i].text) for i in ids}, intents,
                                         self._cfg.intent_boost)
         shown = fused if mode == "vector" else minmax(fused, ids)
         hits = []

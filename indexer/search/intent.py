@@ -69,25 +69,34 @@ _TARGETS: dict[Intent, re.Pattern[str]] = {
 }
 
 
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+)$", re.MULTILINE)
+
+
 def classify(query: str) -> tuple[Intent, ...]:
     """The intents ``query``'s wording shows, in :data:`INTENTS` order (empty: none)."""
     tail = query[-MAX_QUERY_CHARS:]
     return tuple(name for name in INTENTS if _CUES[name].search(tail))
 
 
-def targets(intent: Intent, heading: str | None, path: str) -> bool:
-    """Whether a chunk under ``heading`` in file ``path`` is where ``intent``'s answers live."""
+def targets(intent: Intent, heading: str | None, path: str, text: str = "") -> bool:
+    """Whether a chunk under ``heading`` in file ``path`` is where ``intent``'s answers live.
+
+    The Markdown headings inside the chunk's ``text`` count too: a chunk is labelled with the
+    heading it starts under, and a short section often begins in the middle of one.
+    """
     pattern = _TARGETS[intent]
-    return bool(pattern.search(path) or (heading and pattern.search(heading)))
+    if pattern.search(path) or (heading and pattern.search(heading)):
+        return True
+    return any(pattern.search(h) for h in _HEADING.findall(text)) if "#" in text else False
 
 
 def intent_boost(
-    fused: Mapping[int, float], places: Mapping[int, tuple[str | None, str]], intents: tuple[Intent, ...],
+    fused: Mapping[int, float], places: Mapping[int, tuple[str | None, str, str]], intents: tuple[Intent, ...],
     strength: float,
 ) -> dict[int, float]:
     """``fused`` with candidates in a place of one of ``intents`` raised by ``strength`` standard deviations.
 
-    ``places`` maps a chunk id to its (heading, path). Per intent, unchanged
+    ``places`` maps a chunk id to its (heading, path, text). Per intent, unchanged
     when no candidate or every candidate is a target (then the kind cannot
     tell them apart); a chunk targeted by two intents gains twice.
     """
