@@ -71,3 +71,12 @@ def test_keyword_mode_and_a_disabled_fallback_run_once(tmp_path: Path) -> None:
         assert kw["query_analysis"]["fallback"] is None
     finally:
         idx.close()
+
+
+def test_vector_mode_runs_once(tmp_path: Path) -> None:
+    idx = _index(tmp_path, fallback_threshold=1.0, fallback_candidates=20)
+    try:
+        res = idx.search("walked the dog", k=3, mode="vector", explain=True).to_json()
+        assert res["query_analysis"]["fallback"] is None
+    finally:
+        idx.close()

@@ -6,7 +6,8 @@ threshold — the answer may sit just past that cut (a long dialogue whose
 evidence turn is one line among many, a paraphrase the keyword leg misses).
 The searcher then runs the query once more with ``search.fallback_candidates``
 candidates per leg (the same keyword plan budgets bound that leg's work) and
-says so in ``--explain`` (``query_analysis.fallback``).
+says so in ``--explain`` (``query_analysis.fallback``). Hybrid mode only: a wider
+vector-only search ranks its top hits the same, and keyword mode has no cosine.
 
 The threshold is the query's abstention threshold (``min_score``) when the
 caller gives one, else ``search.fallback_threshold``. Both are absolute

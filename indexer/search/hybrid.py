@@ -183,7 +183,7 @@ class HybridSearcher:
             raise
         hits = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query, intents), rows, k, qvec is not None)
         weak = fallback.wider(self._cfg, n_cand, hits, fallback.threshold(self._cfg, min_score)) \
-            if candidates is None and qvec is not None else None
+            if candidates is None and mode == "hybrid" and qvec is not None else None
         if weak is not None:
             wide = self._search(raw_query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score,
                                 explain=explain, exclude_prefixes=exclude_prefixes, query_vector=lambda: qvec,
@@ -264,7 +264,8 @@ class HybridSearcher:
     ) -> list[Hit]:
         """Rank candidates; ``score`` is the fused value rescaled to [0, 1] over the candidates.
 
-        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.search.rescore`);
+        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.search.rescore`),
+        and so do chunks in a section or file of one of its ``intents`` (:mod:`memoryd.indexer.search.intent`);
         ``vector`` mode stays pure similarity.
         """
         ids = [i for i in cands if i in rows]
