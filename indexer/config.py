@@ -118,6 +118,10 @@ class SearchConfig:
     prior_weight: float = 0.0  # importance/reinforcement/recency prior added to the score (search/prior.py); 0 = off
     merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (search/hits.py)
     min_score: float = 0.5  # calibrated score below which context and MCP abstain (search/calibration.py)
+    intent_boost: float = 1.0  # std devs for chunks in a file/section of the query's intent (search/intent.py); 0 = off
+    synonyms: bool = True  # expand the keyword leg with the built-in synonym table (search/synonyms.py)
+    synonyms_path: Path | None = None  # a user synonym file, added to the built-in table
+    fallback_candidates: int = 0  # candidates per leg of the weak-result fallback (search/fallback.py); 0 = off
     index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000
 
@@ -359,6 +363,8 @@ def validate(cfg: Config) -> None:
     _check(s.date_boost >= 0, "search.date_boost", s.date_boost, "must be >= 0 (0 = off)")
     _check(0 <= s.prior_weight <= 1, "search.prior_weight", s.prior_weight, "must be in 0..1 (0 = off)")
     _check(0.0 <= s.min_score <= 1.0, "search.min_score", s.min_score, "must be in 0..1 (0 = never abstain)")
+    _check(s.intent_boost >= 0, "search.intent_boost", s.intent_boost, "must be >= 0 (0 = off)")
+    _check(s.fallback_candidates >= 0, "search.fallback_candidates", s.fallback_candidates, "must be >= 0 (0 = off)")
     _check(s.index_type in INDEX_TYPES, "search.index_type", s.index_type, f"must be one of {INDEX_TYPES}")
     _check(s.hnsw_threshold >= 1000, "search.hnsw_threshold", s.hnsw_threshold, "must be >= 1000")
     _check(srv.max_request_bytes >= 1024, "server.max_request_bytes", srv.max_request_bytes, "must be >= 1024")

@@ -58,11 +58,25 @@ def render_hits(result: dict[str, Any]) -> str:
         dropped = ", ".join(plan.get("dropped_terms", [])) or "none"
         out.append(f"(keyword scores bounded: rare terms over every chunk, the rest among the newest; "
                    f"too common to score: {dropped})")
+    out += _analysis_lines(result.get("query_analysis"))
     if "query_searched" in result:  # a transcript's speaker labels were removed (memoryd.indexer.search.querytext)
         shown = " / ".join(result["query_searched"].splitlines())
         out.append(f"(searched as: {shown[:200]})")
     out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")
     return "\n".join(out)
+
+
+def _analysis_lines(analysis: dict[str, Any] | None) -> list[str]:
+    """``--explain``: the query's intent, the synonyms its keyword leg added, and a weak-result fallback."""
+    if not analysis:
+        return []
+    out = [f"(intent: {', '.join(analysis.get('intent') or []) or 'none'})"]
+    for name, added in (analysis.get("synonyms") or {}).items():
+        out.append(f"(synonyms of {escape_line(name)}: {escape_line(', '.join(added))})")
+    fb = analysis.get("fallback")
+    if fb:
+        out.append(f"(weak result, fallback searched {fb['candidates']} candidates per leg: {fb['reason']})")
+    return out
 
 
 def _yes_no(value: object) -> str:

@@ -67,6 +67,7 @@ class SearchResult:
     keyword_plan: dict[str, Any] | None = None  # explain, with query words: how the keyword leg was bounded
     query_searched: str | None = None  # explain, when cleaning changed the query: what was searched
     explanations: list[dict[str, Any]] | None = field(default=None, repr=False)  # explain: one per hit
+    query_analysis: dict[str, Any] | None = None  # explain: intent, synonyms added, fallback (search/intent.py...)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode}
@@ -77,6 +78,8 @@ class SearchResult:
             out["keyword_plan"] = self.keyword_plan
         if self.query_searched is not None:
             out["query_searched"] = self.query_searched
+        if self.query_analysis is not None:
+            out["query_analysis"] = self.query_analysis
         hits = [h.to_dict() for h in self.hits]
         if self.explanations is not None:
             for d, why in zip(hits, self.explanations, strict=True):

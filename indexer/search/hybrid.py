@@ -22,7 +22,7 @@ from typing import Any
 from memoryd.indexer import keyword
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError, StoreClosedError
-from memoryd.indexer.search import calibration, keyword_plan, rescore
+from memoryd.indexer.search import calibration, fallback, intent, keyword_plan, rescore, synonyms
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
 from memoryd.indexer.search.prior import apply_prior
@@ -94,6 +94,7 @@ class HybridSearcher:
         self._lock = lock
         self._cfg = cfg
         self._df = keyword_plan.DocFrequencies()
+        self._synonyms = synonyms.load(cfg.synonyms_path, builtin=cfg.synonyms)
 
     def search(
         self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
@@ -123,7 +124,23 @@ class HybridSearcher:
         on another thread); it is called after the keyword leg, so the two can overlap. It is
         called under the index lock, so a commit may wait for the rest of that embedding (a
         few ms); without it the query is embedded before the lock.
+
+        The keyword leg also searches the synonyms of names in the query
+        (:mod:`memoryd.indexer.search.synonyms`), chunks where the query's intent points gain a
+        boost (:mod:`memoryd.indexer.search.intent`), and a weak result is searched again with
+        more candidates (:mod:`memoryd.indexer.search.fallback`); ``explain`` reports all three
+        under ``query_analysis``.
         """
+        return self._search(query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
+                            exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check)
+
+    def _search(
+        self, query: str, *, k: int | None, mode: SearchMode | None, path_prefix: str | None,
+        min_score: float | None, explain: bool, exclude_prefixes: Sequence[str],
+        query_vector: Callable[[], Any] | None, path_check: Callable[[str, str], bool] | None,
+        candidates: int | None = None, widened: dict[str, Any] | None = None,
+    ) -> SearchResult:
+        """:meth:`search`, with ``candidates`` per leg when given (then ``widened`` says why: the fallback)."""
         t0 = time.perf_counter()
         raw_query, query = query, clean_query(query)
         k = k or self._cfg.k
@@ -135,12 +152,14 @@ class HybridSearcher:
             def query_vector() -> Any:
                 return ready
         terms = keyword.query_terms(query) if mode != "vector" else []
-        n_cand = max(self._cfg.candidates, k)
+        n_cand = max(candidates or self._cfg.candidates, k)
+        expanded, added = self._synonyms.expand(query, terms) if terms else (terms, {})
+        intents = intent.classify(query) if mode != "vector" else ()
         try:
             with self._readers.connection() as conn, self._lock:
                 allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
                     if path_prefix or exclude_prefixes else None
-                plan = self._keyword_plan(conn, terms)
+                plan = self._keyword_plan(conn, expanded)
                 kw_deep = _keyword_leg(conn, plan, KEYWORD_DEPTH * n_cand, allowed)
                 kw = dict(list(kw_deep.items())[:n_cand])
                 # Ranking uses BM25 + term proximity (explain shows the raw BM25); computed per
@@ -163,12 +182,20 @@ class HybridSearcher:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
             raise
-        ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query), rows, k, qvec is not None)
+        ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query, intents), rows, k,
+                              qvec is not None)
         head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
         cosines = vec if qvec is not None and embedder is not None and calibration.fitted_for(embedder.model_id) \
             else None
         feats = self._features(head, terms or keyword.query_terms(query), cosines)
         hits = _calibrated(head, feats)
+        weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, min_score)) \
+            if candidates is None and mode == "hybrid" and qvec is not None else None
+        if weak is not None:
+            wide = self._search(raw_query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score,
+                                explain=explain, exclude_prefixes=exclude_prefixes, query_vector=lambda: qvec,
+                                path_check=path_check, candidates=weak["candidates"], widened=weak)
+            return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
         reason = None
         if min_score is not None:
             hits, reason = _confident(hits, min_score)
@@ -186,6 +213,7 @@ class HybridSearcher:
             keyword_plan=plan.describe() if explain and terms else None,
             query_searched=query if explain and query != raw_query else None,
             explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
+            query_analysis={"intent": list(intents), "synonyms": added, "fallback": widened} if explain else None,
         )
 
     def _mode(self, mode: str | None) -> SearchMode:
@@ -257,11 +285,12 @@ class HybridSearcher:
 
     def _fuse(
         self, mode: SearchMode, cands: list[int], vec: dict[int, float], kw: dict[int, float],
-        rows: dict[int, ChunkRow], query: str = "",
+        rows: dict[int, ChunkRow], query: str = "", intents: tuple[intent.Intent, ...] = (),
     ) -> list[Hit]:
         """Rank candidates; ``score`` is the fused value rescaled to [0, 1] over the candidates.
 
-        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.search.rescore`);
+        Chunks of files dated as the ``query`` names gain a boost (:mod:`memoryd.indexer.search.rescore`),
+        and so do chunks in a section or file of one of its ``intents`` (:mod:`memoryd.indexer.search.intent`);
         ``vector`` mode stays pure similarity.
         """
         ids = [i for i in cands if i in rows]
@@ -274,6 +303,8 @@ class HybridSearcher:
             fused = fuse(self._cfg.fusion, vec, kw, ids, self._cfg.vector_weight, self._cfg.text_weight)
         if query and mode != "vector":
             fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
+            fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path, rows[i].text) for i in ids}, intents,
+                                        self._cfg.intent_boost)
         shown = fused if mode == "vector" else minmax(fused, ids)
         hits = []
         for i in ids:
