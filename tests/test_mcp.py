@@ -340,3 +340,13 @@ def test_memory_status_takes_fresh_from_the_daemon() -> None:
     assert _status({}, {**busy, "fresh": False})[1]["fresh"] is False
     assert _status({}, busy)[1]["fresh"] is True
     assert _status({}, {"pending": 2, "reconciling": False})[1]["fresh"] is False
+
+
+def test_search_snippets_leave_out_entry_markers() -> None:
+    from memoryd.daemon.client.mcp_server import _search
+
+    hit = {"path": "user/preferences.md", "start_line": 3, "end_line": 3, "score": 0.9, "heading": "",
+           "text": "- Prefers tea. <!-- memoryd: importance=4 reinforced=2 -->"}
+    _text, out = _search({"query": "tea"}, {"hits": [hit], "mode": "hybrid", "took_ms": 1.0})
+    assert out["results"][0]["snippet"] == "- Prefers tea."
+    Draft202012Validator(BY_NAME["memory_search"].output).validate(out)

@@ -58,6 +58,7 @@ from memoryd.daemon.client.mcp_tools import (
 )
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED
+from memoryd.indexer.entrymeta import strip as strip_markers
 from memoryd.indexer.errors import MemorydError, NotRunningError
 
 if TYPE_CHECKING:
@@ -234,7 +235,7 @@ def _json(obj: Any) -> str:
 def _search(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
     results = []
     for h in res.get("hits", []):
-        text = h.get("text", "")
+        text = strip_markers(h.get("text", ""))  # importance/reinforcement markers: metadata, not memory text
         snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rstrip() + " …"
         cite = f"{h['path']}:{h['start_line']}-{h['end_line']}"
         results.append({"path": h["path"], "startLine": h["start_line"], "endLine": h["end_line"],
