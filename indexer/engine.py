@@ -288,6 +288,7 @@ class MemoryIndex:
             stats.chunks_removed += len(change.removed)
             stats.chunks_kept += change.kept
             log.debug("file.indexed", root=str(f.root), path=f.rel, chunks=len(f.chunks), added=len(change.added))
+        return deferring
 
     def _group_vectors(self, group: list[PreparedFile], defer_at: int | None,
                        deferring: bool) -> tuple[EmbedResult, bool]:

@@ -116,7 +116,7 @@ class IndexWorker:
         self.last_error: str | None = None
         self._disk_full = False
         self._backlog_since: float | None = None  # when the current backlog stretch began
-        self._backlog_done = 0
+        self._backlog_base = 0  # the backlog meter's total when the current stretch began
         self._next_progress = 0.0
         self._backlog_retry_at = 0.0
         nice = index.cfg.embedding.background_nice
@@ -241,10 +241,10 @@ class IndexWorker:
     def _backlog_step(self) -> None:
         """Give the next most urgent backlog chunks their vectors, then report progress."""
         if self._backlog_since is None:
-            self._backlog_since, self._backlog_done = time.monotonic(), 0
+            self._backlog_since, self._backlog_base = time.monotonic(), self.index.backlog.meter.total
             log.info("vectors.backlog", pending=len(self.index.backlog))
         try:
-            self._backlog_done += self.index.fill_vectors(should_yield=self._between_slices)
+            self.index.fill_vectors(should_yield=self._between_slices)
         except MemorydError as exc:
             log.error("vectors.failed", error=str(exc), action=f"retrying in {RETRY_BACKLOG_S:.0f} s")
             self.last_error = str(exc)
@@ -256,14 +256,15 @@ class IndexWorker:
         """``vectors.progress`` every ``PROGRESS_EVERY_S`` (and the systemd status line); one line at the end."""
         now = time.monotonic()
         progress = self.index.backlog.progress()
+        done = self.index.backlog.meter.total - self._backlog_base
         if progress["pending"] == 0 and self._backlog_since is not None:
-            log.info("vectors.done", chunks=self._backlog_done, seconds=round(now - self._backlog_since, 1))
+            log.info("vectors.done", chunks=done, seconds=round(now - self._backlog_since, 1))
             self._backlog_since, self._next_progress = None, 0.0
             self.index.save()
             self._on_status(f"watching {len(self.roots.roots)} roots")
         elif progress["pending"] and now >= self._next_progress:
             self._next_progress = now + PROGRESS_EVERY_S
-            log.info("vectors.progress", done=self._backlog_done, **progress)
+            log.info("vectors.progress", done=done, **progress)
             self._on_status(backlog_line(progress))
 
     def _run_task(self, task: Task) -> None:
