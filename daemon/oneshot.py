@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.indexer.config import Config
-from memoryd.indexer.engine import IndexStats, MemoryIndex
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.indexstats import IndexStats
 
 
 def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False) -> MemoryIndex:
@@ -102,7 +103,8 @@ class _Bar:
         if self._tty and (self._unit == "file" or self._total):
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self._total, desc=self._what, unit=self._unit, dynamic_ncols=True, file=_raw_stderr())
+            self._bar = tqdm(total=self._total, desc=self._what, unit=self._unit, dynamic_ncols=True,
+                             file=_raw_stderr())
             self._stack.enter_context(_logs_through_bar())
         return self
 

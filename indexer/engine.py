@@ -27,7 +27,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
 from memoryd.indexer.files import read_memory_file
+from memoryd.indexer.indexstats import IndexStats, Progress, printable_name, storable
 from memoryd.indexer.ingest import EmbedResult, PreparedFile, embed_missing, prepare_file, skip_reason
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import HybridSearcher, ReaderPool
@@ -55,48 +55,6 @@ log = structlog.get_logger(__name__)
 DB_NAME = "index.sqlite3"
 VECTORS_NAME = "vectors.faiss"
 EMBED_GROUP = 256  # new chunks gathered before one embedding pass
-
-
-@dataclass
-class IndexStats:
-    """What one indexing call did (summed over its files)."""
-
-    files_indexed: int = 0
-    files_unchanged: int = 0
-    files_removed: int = 0
-    files_skipped: int = 0
-    chunks_added: int = 0
-    chunks_removed: int = 0
-    chunks_kept: int = 0
-    embedded: int = 0
-    cache_hits: int = 0
-    seconds: float = 0.0
-    skipped: dict[str, str] = field(default_factory=dict)
-
-    def merge(self, other: IndexStats) -> None:
-        for name in self.__dataclass_fields__:
-            mine = getattr(self, name)
-            if isinstance(mine, dict):
-                mine.update(getattr(other, name))
-            else:
-                setattr(self, name, mine + getattr(other, name))
-
-
-Progress = Callable[[int, int, IndexStats], None]  # (files done, files total, stats so far)
-
-
-def storable(name: str) -> bool:
-    """Whether a path can be stored as text (file names are bytes on Linux; not all are UTF-8)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def printable_name(name: str) -> str:
-    """A name with undecodable bytes shown as ``\\xNN``, for logs and ``status``."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 class MemoryIndex:

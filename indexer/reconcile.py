@@ -22,8 +22,9 @@ from pathlib import Path
 import structlog
 
 from memoryd.indexer.atomic import is_own_temp
-from memoryd.indexer.engine import IndexStats, MemoryIndex, Progress
+from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.files import walk_root
+from memoryd.indexer.indexstats import IndexStats, Progress
 
 log = structlog.get_logger(__name__)
 

@@ -10,8 +10,9 @@ import pytest
 import structlog
 
 from memoryd.daemon.client.render import render_status
+from memoryd.daemon.logs import reset_logging
 from memoryd.daemon.oneshot import run_index
-from memoryd.daemon.work.worker import backlog_line, format_eta
+from memoryd.daemon.work.progress import backlog_line, format_eta
 from tests.helpers import make_config, running_daemon, wait_for
 
 
@@ -79,7 +80,10 @@ def test_index_command_shows_files_then_chunks_and_logs_above_the_bar(
     monkeypatch.setenv("LINES", "40")
     monkeypatch.setattr("tqdm.std.tqdm.monitor_interval", 0)  # no monitor thread left behind
     cfg = make_config(root, tmp_path / "data")
-    assert run_index(cfg) == 0
+    try:
+        assert run_index(cfg) == 0
+    finally:
+        reset_logging()  # run_index pointed the log handler at the fake terminal
     out = err.getvalue()
     assert "reading" in out and "file/s" in out
     assert "embedding" in out and "80/80" in out and "chunk/s" in out

@@ -50,9 +50,11 @@ import structlog
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
 from memoryd.daemon.work.polite import PoliteEmbedder
+from memoryd.daemon.work.progress import backlog_line
 from memoryd.daemon.work.rebuilder import Rebuilder
-from memoryd.indexer.engine import EMBED_GROUP, IndexStats, MemoryIndex
+from memoryd.indexer.engine import EMBED_GROUP, MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
+from memoryd.indexer.indexstats import IndexStats
 from memoryd.indexer.reconcile import reconcile
 
 log = structlog.get_logger(__name__)
@@ -392,21 +394,6 @@ class IndexWorker:
             log.info("file.moved", src=str(ch.path), dest=str(ch.dest), kept_chunks=moved)
         elif ch.kind == "rescan":
             total.merge(reconcile(self.index, self.roots.roots, self._accept, self._accept_dir))
-
-
-def backlog_line(progress: dict[str, Any]) -> str:
-    """The backlog in words, for the systemd status line (``Status:`` in ``systemctl status``)."""
-    rate, eta = progress.get("per_s"), progress.get("eta_s")
-    speed = f", {rate:.1f}/s, about {format_eta(eta)} left" if rate and eta is not None else ""
-    return f"embedding: {progress['pending']} chunks pending{speed} (keyword search covers them already)"
-
-
-def format_eta(seconds: float) -> str:
-    """``42 s``, ``3 min``, ``1 h 05 min``: coarse, as an estimate should read."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def _fail(future: Future[Any], exc: BaseException) -> None:
