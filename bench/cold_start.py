@@ -18,7 +18,9 @@ every 0.5 s and its round trip kept: query latency during the backlog. The daemo
 ``vectors.done`` log line gives the backlog's own embedding time; the bare model's
 throughput is measured afterwards in-process on the same texts' length mix
 (``--bare`` chunks, same batch size, normal priority): their ratio says how much of the
-model's speed the background pass keeps. Prints a table, then one JSON line.
+model's speed the background pass keeps. ``--until keyword`` stops each size once every
+probe is found, after ``--latency-s`` of queries against the running backlog (for sizes whose
+full embedding takes too long on the machine at hand). Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def found(client: Any, word: str, mode: str = "keyword") -> bool:
     return bool(hits) and word in hits[0]["text"]
 
 
-def run_size(chunks: int, n_probes: int, seed: int, timeout: float) -> dict[str, Any]:
+def run_size(chunks: int, n_probes: int, seed: int, timeout: float, until: str = "embedded",
+             latency_s: float = 30.0) -> dict[str, Any]:
     tmp = bench_tmp("mdcold-")
     try:
         root = tmp / "root"
@@ -64,7 +67,7 @@ def run_size(chunks: int, n_probes: int, seed: int, timeout: float) -> dict[str,
         words = plant_probes(root, n_probes, seed)
         out: dict[str, Any] = {"chunks_target": chunks, "files": info.files, "probes": len(words)}
         with Daemon(tmp, [root], tmp / "data", name="cold") as d:
-            out.update(_observe(d, words, timeout))
+            out.update(_observe(d, words, timeout, until, latency_s))
             done = d.events("vectors.done")
             out["backlog_embed_s"] = done[-1]["seconds"] if done else None
             out["backlog_chunks"] = done[-1]["chunks"] if done else 0
@@ -74,8 +77,9 @@ def run_size(chunks: int, n_probes: int, seed: int, timeout: float) -> dict[str,
         remove_tree(tmp)
 
 
-def _observe(d: Daemon, words: list[str], timeout: float) -> dict[str, Any]:
-    """Poll the daemon from spawn: socket, every probe keyword-searchable, every vector done."""
+def _observe(d: Daemon, words: list[str], timeout: float, until: str, latency_s: float) -> dict[str, Any]:
+    """Poll the daemon from spawn: socket, every probe keyword-searchable, every vector done
+    (or, ``until="keyword"``, ``latency_s`` of queries after the last probe was found)."""
     socket_s = d.wait_socket(timeout)
     with d.client(timeout=60) as c:
         while True:
@@ -109,10 +113,13 @@ def _observe(d: Daemon, words: list[str], timeout: float) -> dict[str, Any]:
                 next_query = now + 0.5
             if keyword_s is not None and status["pending"] == 0 and not status["reconciling"] and not backlog:
                 embedded_s = time.perf_counter() - d.started_at
+            if until == "keyword" and keyword_s is not None and now - d.started_at > keyword_s + latency_s:
+                break
             time.sleep(0.2)
         vector_ok = sum(found(c, w, "vector") or found(c, w, "hybrid") for w in words)
     return {"socket_s": round(socket_s, 2), "keyword_all_s": round(keyword_s or 0.0, 2),
-            "embedded_s": round(embedded_s, 2), "chunks": status["chunks"], "vectors": status["index"]["vectors"],
+            "embedded_s": None if embedded_s is None else round(embedded_s, 2), "chunks": status["chunks"],
+            "vectors": status["index"]["vectors"], "vectors_pending_at_end": status["vectors"]["pending"],
             "hybrid_found_after": vector_ok, "query_ms_during_backlog": summary(latencies, digits=1),
             "queries_during_backlog": len(latencies)}
 
@@ -147,14 +154,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bare", type=int, default=512, help="chunks for the bare-model throughput")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per size")
+    ap.add_argument("--until", choices=("embedded", "keyword"), default="embedded")
+    ap.add_argument("--latency-s", type=float, default=30.0, help="with --until keyword: query this long after")
     args = ap.parse_args(argv)
-    results = [run_size(int(c), args.probes, args.seed, args.timeout) for c in args.chunks.split(",")]
-    bare = bare_throughput(args.bare)
+    results = [run_size(int(c), args.probes, args.seed, args.timeout, args.until, args.latency_s)
+               for c in args.chunks.split(",")]
+    bare = bare_throughput(args.bare) if args.bare else 0.0
     for r in results:
         rate = r["backlog_chunks"] / r["backlog_embed_s"] if r["backlog_embed_s"] else None
         r["backlog_per_s"] = None if rate is None else round(rate, 2)
-        r["bare_per_s"] = round(bare, 2)
-        r["ratio_to_bare"] = None if rate is None else round(rate / bare, 3)
+        r["bare_per_s"] = round(bare, 2) if bare else None
+        r["ratio_to_bare"] = None if rate is None or not bare else round(rate / bare, 3)
     print_table(
         ["chunks", "files", "socket s", "all keyword s", "embedded s", "query p50 ms", "query p95 ms",
          "backlog /s", "bare /s", "ratio"],

@@ -61,7 +61,7 @@ def _step(parts: Parts, entries: Sequence[Priority], embedder: Embedder, slice_s
     keys = parts.store.embed_keys(ids)  # a chunk deleted meanwhile is simply absent
     live = [e for e in entries if e[2] in keys]
     gone = [unfinished.pop(e[2])[2] for e in entries if e[2] not in keys]
-    found = parts.cache.get_many([keys[e[2]] for e in live])
+    found = parts.cache.get_many([keys[e[2]] for e in live], count=False)  # counted when committed
     result.done += _publish(parts, [e for e in live if keys[e[2]] in found], keys, found, unfinished)
     todo = [e for e in live if keys[e[2]] not in found]
     if not todo:

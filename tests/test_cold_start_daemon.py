@@ -22,10 +22,8 @@ def _notes(n_files: int, sections: int = 4) -> dict[str, str]:
 
 
 def test_a_large_start_is_keyword_first_with_progress_in_status_and_log(tmp_path: Path, short_dir: Path) -> None:
-    lines: list[str] = []
     with structlog.testing.capture_logs() as logs, running_daemon(tmp_path, short_dir / "s.sock", _notes(150)) as (
-            d, client, root):
-        d.worker._on_status = lines.append  # the systemd STATUS= line (a no-op without systemd)
+            _d, client, root):
         st = wait_for(lambda: (s := client.call("status"))["vectors"]["pending"] == 0 and s, what="vectors filled")
         assert st["index"]["vectors"] == st["chunks"] == 600
         assert set(st["vectors"]) == {"pending", "per_s", "eta_s"}
