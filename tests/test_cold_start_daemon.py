@@ -11,6 +11,7 @@ import structlog
 
 from memoryd.daemon.client.render import render_status
 from memoryd.daemon.logs import reset_logging
+from memoryd.daemon.sdnotify import SystemdNotifier
 from memoryd.daemon.oneshot import run_index
 from memoryd.daemon.work.progress import backlog_line, format_eta
 from tests.helpers import make_config, running_daemon, wait_for
@@ -21,7 +22,10 @@ def _notes(n_files: int, sections: int = 4) -> dict[str, str]:
                                                       for j in range(sections)) for i in range(n_files)}
 
 
-def test_a_large_start_is_keyword_first_with_progress_in_status_and_log(tmp_path: Path, short_dir: Path) -> None:
+def test_a_large_start_is_keyword_first_with_progress_in_status_and_log(
+        tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines: list[str] = []
+    monkeypatch.setattr(SystemdNotifier, "status", lambda self, text: lines.append(text) or True)
     with structlog.testing.capture_logs() as logs, running_daemon(tmp_path, short_dir / "s.sock", _notes(150)) as (
             _d, client, root):
         st = wait_for(lambda: (s := client.call("status"))["vectors"]["pending"] == 0 and s, what="vectors filled")
@@ -39,6 +43,9 @@ def test_a_large_start_is_keyword_first_with_progress_in_status_and_log(tmp_path
     reconciled = next(e for e in logs if e["event"] == "reconcile.done")
     assert reconciled["embedded"] == 0 and reconciled["vectors_pending"] == 600  # committed before any vector
     assert batch[0]["files"] == 1 and batch[0]["source"] == "changes" and "ms" in batch[0]
+    backlog = [i for i, line in enumerate(lines) if line.startswith("embedding: ")]
+    assert backlog and "chunks pending" in lines[backlog[0]]  # the systemd status line says the same
+    assert lines[-1].startswith("watching"), lines[backlog[-1]:]  # and is put back when the backlog is done
 
 
 def test_a_small_start_embeds_before_commit_as_before(tmp_path: Path, short_dir: Path) -> None:
