@@ -11,8 +11,8 @@ import structlog
 
 from memoryd.daemon.client.render import render_status
 from memoryd.daemon.logs import reset_logging
-from memoryd.daemon.sdnotify import SystemdNotifier
 from memoryd.daemon.oneshot import run_index
+from memoryd.daemon.sdnotify import SystemdNotifier
 from memoryd.daemon.work.progress import backlog_line, format_eta
 from tests.helpers import make_config, running_daemon, wait_for
 
