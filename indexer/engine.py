@@ -310,6 +310,7 @@ class MemoryIndex:
         with self.lock:
             removed = self.store.delete_file(root_id, rel)
             self.vectors.remove(removed)
+        self.backlog.discard(removed)
         stats.files_removed += 1 if removed else 0
         stats.chunks_removed += len(removed)
 

@@ -187,3 +187,16 @@ def test_reopen_after_an_interrupted_backlog_embeds_only_the_rest(tmp_path: Path
         assert emb.embedded == total - 12 and again.vectors.size == total
     finally:
         again.close()
+
+
+def test_removing_a_file_takes_its_pending_chunks_off_the_backlog(tmp_path: Path, folder: Path) -> None:
+    idx, emb = _index(tmp_path, folder)
+    try:
+        idx.index_files(_items(folder), defer_at=1)
+        before = len(idx.backlog)
+        assert idx.remove_file(folder, "kayak.md") == 6 and len(idx.backlog) == before - 6
+        while idx.backlog:
+            idx.fill_vectors()
+        assert emb.embedded == before - 6 == idx.vectors.size
+    finally:
+        idx.close()
