@@ -119,7 +119,7 @@ def _observe(d: Daemon, words: list[str], timeout: float, until: str, latency_s:
         vector_ok = sum(found(c, w, "vector") or found(c, w, "hybrid") for w in words)
     return {"socket_s": round(socket_s, 2), "keyword_all_s": round(keyword_s or 0.0, 2),
             "embedded_s": None if embedded_s is None else round(embedded_s, 2), "chunks": status["chunks"],
-            "vectors": status["index"]["vectors"], "vectors_pending_at_end": status["vectors"]["pending"],
+            "vectors": status["index"]["vectors"], "vectors_pending_at_end": status.get("vectors", {}).get("pending"),
             "hybrid_found_after": vector_ok, "query_ms_during_backlog": summary(latencies, digits=1),
             "queries_during_backlog": len(latencies)}
 
