@@ -91,7 +91,9 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
 
 
 def is_idle(status: dict[str, Any]) -> bool:
-    return status.get("pending") == 0 and not status.get("reconciling")
+    """Nothing queued, no sweep, and no chunk still waiting for its vector (keyword-first indexing)."""
+    return status.get("pending") == 0 and not status.get("reconciling") and \
+        not status.get("vectors", {}).get("pending")
 
 
 class Daemon:

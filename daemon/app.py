@@ -218,9 +218,12 @@ class Daemon:
         roots = [{"path": str(r), **watch.get(str(r), {"alive": False})} for r in self.roots.roots]
         pending = self.worker.pending + (self.debouncer.pending_count if self.debouncer else 0)
         last_events = [r["last_event"] for r in roots if r.get("last_event")]
+        # Keyword first: a sweep is not over while its chunks still wait for vectors (whoever waits
+        # for "not reconciling" gets full hybrid quality; keyword search already covers them).
+        reconciling = self.worker.reconciling or bool(st["vectors"]["pending"])
         return {
             "version": self.version, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 3),
-            **st, "pending": pending, "reconciling": self.worker.reconciling,
+            **st, "pending": pending, "reconciling": reconciling,
             "reconcile_progress": list(self.worker.reconcile_progress), "roots": roots,
             "last_event": max(last_events) if last_events else None,
             "last_reconcile": _iso(self.worker.last_reconcile),
@@ -229,7 +232,7 @@ class Daemon:
             # Which window released each group of watched changes: a finished write's settle_ms
             # ("settled"), the full debounce_ms ("quiet"), max_delay_ms, or a shutdown flush.
             "debounced": self.debouncer.ready_counts if self.debouncer else {},
-            "fresh": pending == 0 and not self.worker.reconciling,  # every change seen so far is searchable
+            "fresh": pending == 0 and not reconciling,  # every change seen so far is searchable
             "data_dir_bytes": tree_bytes(self.cfg.data_dir), "rss_bytes": rss_bytes(),
         }
 

@@ -7,13 +7,17 @@ daemon without taking any lock from it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from memoryd.indexer.config import Config
-from memoryd.indexer.engine import IndexStats, MemoryIndex
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.indexstats import IndexStats
 
 
 def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False) -> MemoryIndex:
@@ -32,7 +36,13 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
 
 
 def run_index(cfg: Config) -> int:
-    """Reconcile every root once, with a progress bar on a TTY, and print a summary line."""
+    """Reconcile every root once, with progress bars on a TTY, and print a summary line.
+
+    Keyword first, as the daemon does on a cold folder: every file is read, chunked and
+    committed (one bar over files, seconds), then the chunks still without a vector are
+    embedded (a second bar over chunks, with rate and ETA): interrupted, the run keeps
+    every file searchable by keyword and the next run or daemon embeds only the rest.
+    """
     from memoryd.daemon.datalock import DataDirLock
     from memoryd.daemon.logs import configure_logging
 
@@ -53,13 +63,17 @@ def _index_locked(cfg: Config, roots: list[Path], t0: float) -> int:
 
     index = open_index(cfg)
     path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)
-    bar = _progress_bar()
+    tty = sys.stderr.isatty()
     try:
-        stats = reconcile(index, roots, path_filter, path_filter.accept_dir, progress=bar.update if bar else None)
+        with _Bar("reading", "file", tty) as bar:
+            stats = reconcile(index, roots, path_filter, path_filter.accept_dir, progress=bar.files, defer_at=0)
+        with _Bar("embedding", "chunk", tty, total=len(index.backlog)) as bar:
+            while index.backlog:
+                stats.embedded += index.fill_vectors(should_yield=lambda: bar.chunks(len(index.backlog)))
+                bar.chunks(len(index.backlog))
+        index.save()
         totals = index.store.counts()
     finally:
-        if bar:
-            bar.close()
         index.close()
     print(summary_line(stats, time.perf_counter() - t0, totals))
     return 0
@@ -74,28 +88,83 @@ def summary_line(stats: IndexStats, seconds: float, totals: tuple[int, int]) -> 
 
 
 class _Bar:
-    """tqdm over files, showing chunks and chunks/s as it goes."""
+    """A tqdm bar on a TTY (a no-op elsewhere); log lines go through it while it is open.
 
-    def __init__(self) -> None:
-        from tqdm import tqdm
+    tqdm's own rate and ETA are right from the first update because each bar counts one
+    kind of work: files read, then chunks embedded (counted per model slice).
+    """
 
-        self._bar = tqdm(total=0, unit="file", dynamic_ncols=True, file=sys.stderr)
-        self._t0 = time.perf_counter()
+    def __init__(self, what: str, unit: str, tty: bool, total: int = 0) -> None:
+        self._what, self._unit, self._tty, self._total = what, unit, tty, total
+        self._bar: Any = None
+        self._stack = contextlib.ExitStack()
 
-    def update(self, done: int, total: int, stats: IndexStats) -> None:
+    def __enter__(self) -> _Bar:
+        if self._tty and (self._unit == "file" or self._total):
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self._total, desc=self._what, unit=self._unit, dynamic_ncols=True,
+                             file=_raw_stderr())
+            self._stack.enter_context(_logs_through_bar())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        self._stack.close()
+
+    def files(self, done: int, total: int, stats: IndexStats) -> None:
+        if self._bar is None:
+            return
         if self._bar.total != total:
             self._bar.total = total
-        self._bar.n = done
-        rate = stats.embedded / max(1e-6, time.perf_counter() - self._t0)
-        self._bar.set_postfix(chunks=stats.chunks_added + stats.chunks_kept, emb_per_s=f"{rate:.1f}", refresh=False)
-        self._bar.refresh()
+        self._bar.set_postfix(chunks=stats.chunks_added + stats.chunks_kept, refresh=False)
+        self._bar.update(done - self._bar.n)
 
-    def close(self) -> None:
-        self._bar.close()
+    def chunks(self, pending: int) -> bool:
+        """Show ``pending`` chunks left; returns False (a backlog step's "go on")."""
+        if self._bar is not None:
+            self._bar.update(max(0, self._total - pending - self._bar.n))
+        return False
 
 
-def _progress_bar() -> _Bar | None:
-    return _Bar() if sys.stderr.isatty() else None
+def _raw_stderr() -> Any:
+    """The terminal under the CLI's escaping wrapper: the bar draws with ``\\r``, which the wrapper
+    spells out (the bar shows only numbers and fixed words)."""
+    return getattr(sys.stderr, "inner", sys.stderr)
+
+
+class _BarStream:
+    """A text stream that clears the bars, writes a log line through ``target``, and redraws them:
+    a log line above the bar, never inside it."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+
+    def write(self, text: str) -> int:
+        from tqdm import tqdm
+
+        with tqdm.external_write_mode(file=_raw_stderr()):
+            self._target.write(text)
+            self._target.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
+@contextlib.contextmanager
+def _logs_through_bar() -> Iterator[None]:
+    """Point the log handlers that write to stderr at :class:`_BarStream` for the bar's lifetime."""
+    swapped = [(h, h.stream) for h in logging.getLogger().handlers
+               if isinstance(h, logging.StreamHandler) and h.stream in (sys.stderr, _raw_stderr())]
+    for h, stream in swapped:
+        h.setStream(_BarStream(stream))
+    try:
+        yield
+    finally:
+        for h, stream in swapped:
+            h.setStream(stream)
 
 
 def ensure_roots(cfg: Config) -> list[Path]:

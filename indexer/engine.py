@@ -27,21 +27,22 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import structlog
 
-from memoryd.indexer import ann, keyword, vector_sync
+from memoryd.indexer import ann, deferred, keyword, vector_sync
+from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.chunker import CHUNKER_VERSION
 from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
 from memoryd.indexer.files import read_memory_file
-from memoryd.indexer.ingest import PreparedFile, embed_missing, prepare_file, skip_reason
+from memoryd.indexer.indexstats import IndexStats, Progress, printable_name, storable
+from memoryd.indexer.ingest import EmbedResult, PreparedFile, embed_missing, prepare_file, skip_reason
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import HybridSearcher, ReaderPool
 from memoryd.indexer.store import Store
@@ -54,48 +55,6 @@ log = structlog.get_logger(__name__)
 DB_NAME = "index.sqlite3"
 VECTORS_NAME = "vectors.faiss"
 EMBED_GROUP = 256  # new chunks gathered before one embedding pass
-
-
-@dataclass
-class IndexStats:
-    """What one indexing call did (summed over its files)."""
-
-    files_indexed: int = 0
-    files_unchanged: int = 0
-    files_removed: int = 0
-    files_skipped: int = 0
-    chunks_added: int = 0
-    chunks_removed: int = 0
-    chunks_kept: int = 0
-    embedded: int = 0
-    cache_hits: int = 0
-    seconds: float = 0.0
-    skipped: dict[str, str] = field(default_factory=dict)
-
-    def merge(self, other: IndexStats) -> None:
-        for name in self.__dataclass_fields__:
-            mine = getattr(self, name)
-            if isinstance(mine, dict):
-                mine.update(getattr(other, name))
-            else:
-                setattr(self, name, mine + getattr(other, name))
-
-
-Progress = Callable[[int, int, IndexStats], None]  # (files done, files total, stats so far)
-
-
-def storable(name: str) -> bool:
-    """Whether a path can be stored as text (file names are bytes on Linux; not all are UTF-8)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def printable_name(name: str) -> str:
-    """A name with undecodable bytes shown as ``\\xNN``, for logs and ``status``."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 class MemoryIndex:
@@ -120,6 +79,7 @@ class MemoryIndex:
         self.cache.misses = int(self.store.meta("cache_misses") or 0)
         self.skipped: dict[str, str] = {}
         self._embedded_since_bound = 0
+        self.backlog = VectorBacklog()
         self._check_identity()
         self.vectors = self._load_vectors()
         self.readers = ReaderPool(self.store.reader)
@@ -178,34 +138,48 @@ class MemoryIndex:
     def _load_vectors(self) -> VectorIndex:
         vectors = vector_sync.open_vectors(self.data_dir / VECTORS_NAME, self.embedder.dimension, self.cfg.search,
                                            background=self._background, read_only=self.read_only)
-        vector_sync.sync_with_chunks(vectors, self.store, self.cache, self._passages.embed_passages,
-                                     read_only=self.read_only)
+        lost = vector_sync.sync_with_chunks(vectors, self.store, self.cache, self._passages.embed_passages,
+                                            read_only=self.read_only, defer=self._background or self.read_only)
+        for i, mtime_ns in self.store.chunk_mtimes(lost).items():
+            self.backlog.add([i], mtime_ns)
         return vectors
 
     # -- indexing -------------------------------------------------------------
 
-    def index_files(self, items: Sequence[tuple[Path, str]], progress: Progress | None = None) -> IndexStats:
-        """Index (or re-index) files given as (root, relative path); vanished files are removed."""
+    def index_files(self, items: Sequence[tuple[Path, str]], progress: Progress | None = None,
+                    defer_at: int | None = None) -> IndexStats:
+        """Index (or re-index) files given as (root, relative path); vanished files are removed.
+
+        ``defer_at``: keyword first. Once a group of files needs at least this many chunks
+        embedded, this call commits chunks and keyword terms without waiting for the model
+        and queues the missing vectors on :attr:`backlog` (:meth:`fill_vectors` gives them).
+        None (the default) always embeds before committing. Files indexed without deferral
+        also take their chunks still in the backlog along (a user-touched file jumps the queue).
+        """
         stats = IndexStats()
         t0 = time.perf_counter()
         group: list[PreparedFile] = []
         pending = 0
+        deferring = False
+        touched: list[tuple[int, str]] = []
         for n, (root, rel) in enumerate(items, 1):
-            prepared = self._prepare(root, rel, stats)
+            prepared = self._prepare(root, rel, stats, touched)
             if prepared is not None:
                 group.append(prepared)
                 pending += len(prepared.chunks)
             if pending >= EMBED_GROUP or n == len(items):
-                self._commit_group(group, stats)
+                deferring = self._commit_group(group, stats, defer_at, deferring)
                 group, pending = [], 0
             if progress:
                 progress(n, len(items), stats)
+        if touched and not deferring and self.backlog:
+            self._fill_files(touched, stats)
         if stats.embedded and not self.read_only:
             self._bound_cache(stats.embedded)
         stats.seconds = time.perf_counter() - t0
         return stats
 
-    def _prepare(self, root: Path, rel: str, stats: IndexStats) -> PreparedFile | None:
+    def _prepare(self, root: Path, rel: str, stats: IndexStats, touched: list[tuple[int, str]]) -> PreparedFile | None:
         key = f"{root}/{rel}"
         if not storable(rel):
             shown = printable_name(key)
@@ -231,23 +205,25 @@ class MemoryIndex:
             if (row.size, row.mtime_ns) != (content.size, content.mtime_ns):
                 self.store.touch_file(row.id, content.size, content.mtime_ns)
             stats.files_unchanged += 1
+            touched.append((root_id, rel))
             return None
         prepared = prepare_file(root, rel, content, self.embedder, self.cfg.chunking, self.cfg.write.redact_index)
         for w in prepared.warnings:
             log.warning("file.warning", root=str(root), path=rel, warning=w)
         return prepared
 
-    def _commit_group(self, group: list[PreparedFile], stats: IndexStats) -> None:
+    def _commit_group(self, group: list[PreparedFile], stats: IndexStats, defer_at: int | None,
+                      deferring: bool) -> bool:
+        """Commit a group of prepared files; returns whether this call now defers vectors."""
         if not group:
-            return
-        emb = embed_missing(group, self._passages, self.cache, persist=self._persist_vectors,
-                            slice_size=max(32, 2 * self.cfg.embedding.batch_size))
+            return deferring
+        emb, deferring = self._group_vectors(group, defer_at, deferring)
         stats.embedded += emb.embedded
         stats.cache_hits += emb.cache_hits
         for f in group:
             root_id = self.store.root_id(f.root)
             keys = {c.embed_key for c in f.chunks}
-            new = {k: emb.vectors[k] for k in keys}
+            new = {k: emb.vectors[k] for k in keys if k in emb.vectors}
 
             def cache_write(conn: Any, new: dict[bytes, Any] = new) -> None:
                 self.cache.put_many(conn, new)
@@ -258,13 +234,62 @@ class MemoryIndex:
                     f.chunks, in_transaction=cache_write,
                 )
                 self.vectors.remove(change.removed)
-                if change.added:
-                    self.vectors.add([i for i, _ in change.added], np.stack([emb.vectors[k] for _, k in change.added]))
+                ready = [(i, k) for i, k in change.added if k in emb.vectors]
+                if ready:
+                    self.vectors.add([i for i, _ in ready], np.stack([emb.vectors[k] for _, k in ready]))
+            self.backlog.discard(change.removed)
+            self.backlog.add([i for i, k in change.added if k not in emb.vectors], f.content.mtime_ns)
+            if not deferring and self.backlog:
+                self._fill_files([(root_id, f.rel)], stats)  # kept chunks still waiting: their vectors are known
             stats.files_indexed += 1
             stats.chunks_added += len(change.added)
             stats.chunks_removed += len(change.removed)
             stats.chunks_kept += change.kept
             log.debug("file.indexed", root=str(f.root), path=f.rel, chunks=len(f.chunks), added=len(change.added))
+        return deferring
+
+    def _group_vectors(self, group: list[PreparedFile], defer_at: int | None,
+                       deferring: bool) -> tuple[EmbedResult, bool]:
+        """The group's vectors and whether the call defers from here on: every vector (the model
+        computes what the cache lacks), or, deferring, only those the cache holds."""
+        if defer_at is not None:
+            keys = list(dict.fromkeys(c.embed_key for f in group for c in f.chunks))
+            found = self.cache.get_many(keys)
+            if deferring or len(keys) - len(found) >= defer_at:
+                return EmbedResult(found, embedded=0, cache_hits=len(found)), True
+        emb = embed_missing(group, self._passages, self.cache, persist=self._persist_vectors,
+                            slice_size=self._slice_size())
+        return emb, deferring
+
+    def _slice_size(self) -> int:
+        return max(32, 2 * self.cfg.embedding.batch_size)
+
+    # -- the vector backlog (keyword-first indexing) ----------------------------
+
+    def fill_vectors(self, limit: int = EMBED_GROUP, should_yield: Callable[[], bool] | None = None) -> int:
+        """Give up to ``limit`` backlog chunks their vector, most urgent first; returns how many.
+
+        ``should_yield`` is asked between model slices: True stops the step there (what
+        is done stays done; the rest goes back to the backlog).
+        """
+        entries = self.backlog.take(limit)
+        if not entries:
+            return 0
+        done = deferred.run_step(self._deferred_parts(), entries, self._passages, self._slice_size(), should_yield)
+        if done.embedded and not self.read_only:
+            self._bound_cache(done.embedded)
+        return done.done
+
+    def _fill_files(self, files: Sequence[tuple[int, str]], stats: IndexStats) -> None:
+        """Give the backlog chunks of these files their vectors now (user-touched files go first)."""
+        ids = [i for root_id, rel in files for i in self.store.chunk_ids_of(root_id, rel) if i in self.backlog]
+        entries = self.backlog.take_ids(ids)
+        if entries:
+            stats.embedded += deferred.run_step(self._deferred_parts(), entries, self._passages,
+                                                self._slice_size()).embedded
+
+    def _deferred_parts(self) -> deferred.Parts:
+        return deferred.Parts(self.store, self.cache, self.vectors, self.lock, self.backlog, self._persist_vectors)
 
     def _persist_vectors(self, vectors: dict[bytes, Any]) -> None:
         """Keep fresh model output at once (keys are text hashes: valid before any chunk uses them)."""
@@ -285,6 +310,7 @@ class MemoryIndex:
         with self.lock:
             removed = self.store.delete_file(root_id, rel)
             self.vectors.remove(removed)
+        self.backlog.discard(removed)
         stats.files_removed += 1 if removed else 0
         stats.chunks_removed += len(removed)
 
@@ -403,6 +429,7 @@ class MemoryIndex:
             "index": {"type": self.vectors.kind, "vectors": self.vectors.size,
                       "tombstones": self.vectors.tombstones, "rebuilding": self.vectors.rebuilding},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
+            "vectors": self.backlog.progress(),
         }
 
     def close(self) -> None:

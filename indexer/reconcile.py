@@ -22,8 +22,9 @@ from pathlib import Path
 import structlog
 
 from memoryd.indexer.atomic import is_own_temp
-from memoryd.indexer.engine import IndexStats, MemoryIndex, Progress
+from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.files import walk_root
+from memoryd.indexer.indexstats import IndexStats, Progress
 
 log = structlog.get_logger(__name__)
 
@@ -72,20 +73,23 @@ def plan(
 
 def reconcile(
     index: MemoryIndex, roots: Sequence[Path], accept: Accept, accept_dir: Accept | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, defer_at: int | None = None,
 ) -> IndexStats:
-    """Bring the index in line with ``roots``; returns what was done."""
+    """Bring the index in line with ``roots``; returns what was done.
+
+    ``defer_at``: keyword first for large sweeps (see :meth:`MemoryIndex.index_files`)."""
     p = plan(index, roots, accept, accept_dir)
     stats = IndexStats()
     for root, rel in p.to_remove:
         stats.chunks_removed += index.remove_file(root, rel)
         stats.files_removed += 1
-    stats.merge(index.index_files(p.to_index, progress=progress))
+    stats.merge(index.index_files(p.to_index, progress=progress, defer_at=defer_at))
     stats.files_unchanged += p.unchanged
     index.save()
     _remove_found_temps(p.temp_files)
     log.info("reconcile.done", roots=len(roots), indexed=stats.files_indexed, removed=stats.files_removed,
              unchanged=stats.files_unchanged, skipped=stats.files_skipped, embedded=stats.embedded,
+             vectors_pending=len(index.backlog),
              seconds=round(stats.seconds, 2))
     return stats
 

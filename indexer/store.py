@@ -350,6 +350,17 @@ class Store:
         """chunk id → embedding key for ``ids`` (ids that vanished are absent)."""
         return {int(i): k for i, k in select_in(self.conn, "SELECT id, embed_key FROM chunks WHERE id IN ({})", ids)}
 
+    def chunk_mtimes(self, ids: Sequence[int]) -> dict[int, int]:
+        """chunk id → its file's mtime (ns), for ``ids`` (ids that vanished are absent)."""
+        sql = "SELECT c.id, f.mtime_ns FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({})"
+        return {int(i): int(m) for i, m in select_in(self.conn, sql, ids)}
+
+    def chunk_ids_of(self, root_id: int, rel: str) -> list[int]:
+        """The chunk ids of one file (empty if it is not indexed)."""
+        rows = self.conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id"
+                                 " WHERE f.root_id = ? AND f.path = ?", (root_id, rel))
+        return [int(r[0]) for r in rows]
+
     def counts(self) -> tuple[int, int]:
         files = self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
         chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

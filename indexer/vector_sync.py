@@ -51,8 +51,14 @@ def open_vectors(path: Path, dimension: int, search: SearchConfig, *, background
 
 
 def sync_with_chunks(vectors: VectorIndex, store: Store, cache: EmbeddingCache, embed: EmbedPassages, *,
-                     read_only: bool) -> None:
-    """Make ``vectors`` hold exactly the chunk table's ids (the repair after a crash)."""
+                     read_only: bool, defer: bool = False) -> list[int]:
+    """Make ``vectors`` hold exactly the chunk table's ids (the repair after a crash).
+
+    A chunk whose vector is in neither the snapshot nor the cache is embedded here,
+    unless ``defer``: then its id is returned, for the caller's backlog. That is the
+    normal state after keyword-first indexing was interrupted (its chunks are committed
+    before their vectors), so only the unfinished part is embedded again.
+    """
     want_ids = store.chunk_ids()
     have = vectors.ids()
     extra = np.setdiff1d(have, want_ids, assume_unique=True)
@@ -67,10 +73,15 @@ def sync_with_chunks(vectors: VectorIndex, store: Store, cache: EmbeddingCache, 
         if ok:
             vectors.add(ok, np.stack([found[want[i]] for i in ok]))
         lost = [i for i in missing if want[i] not in found]
+        if lost and defer:
+            log.info("vectors.repaired", removed=int(extra.size), added=len(ok), total=vectors.size,
+                     pending=len(lost))
+            return lost
         if lost:
             _reembed(vectors, store, cache, embed, {i: want[i] for i in lost}, read_only)
     if extra.size or missing:
         log.info("vectors.repaired", removed=int(extra.size), added=len(missing), total=vectors.size)
+    return []
 
 
 def _reembed(vectors: VectorIndex, store: Store, cache: EmbeddingCache, embed: EmbedPassages,

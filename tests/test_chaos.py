@@ -98,3 +98,81 @@ def test_model_work_done_before_a_kill_is_not_redone(tmp_path: Path) -> None:
     assert total > 200, "the corpus must be larger than what was embedded before the kill"
     assert counting.embedded <= total - dying.embedded + 16, (
         f"re-embedded {counting.embedded} of {total} texts although {dying.embedded} were embedded before the kill")
+
+
+_BACKLOG_CHILD = """
+import sys, time
+from pathlib import Path
+from memoryd.daemon.logs import configure_logging
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from tests.helpers import make_config
+
+configure_logging("warning", "json")  # stderr: stdout carries the progress lines
+class Slow:  # a model that takes its time, so that the kill lands mid-backlog
+    def __init__(self, inner):
+        self.inner, self.model_id, self.dimension = inner, inner.model_id, inner.dimension
+    def count_tokens(self, texts):
+        return self.inner.count_tokens(texts)
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+    def embed_passages(self, texts):
+        time.sleep(0.05)
+        return self.inner.embed_passages(texts)
+
+root, data = Path(sys.argv[1]), Path(sys.argv[2])
+cfg = make_config(root, data)
+idx = MemoryIndex(cfg, Slow(load_embedder(cfg.embedding, cfg.data_dir)), background_rebuilds=True)
+idx.index_files(sorted((root, p.name) for p in root.glob("*.md")), defer_at=0)
+print("committed", len(idx.backlog), flush=True)
+while idx.backlog:
+    idx.fill_vectors(limit=32)
+    print("done", idx.backlog.meter.total, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_mid_backlog_keeps_keyword_search_and_embeds_only_the_rest(tmp_path: Path) -> None:
+    """Keyword-first indexing killed with SIGKILL while vectors are being filled in: after a restart every
+    file is keyword-searchable at once, finished vectors are kept, and only the rest goes to the model."""
+    import os
+    import signal
+    import subprocess
+
+    root = tmp_path / "root"
+    root.mkdir()
+    for i in range(40):
+        (root / f"n{i:02d}.md").write_text(f"# Note {i}\n\n" + "".join(
+            f"## Part {j}\n\nWord marker{i}x{j} about topic {i * 100 + j}.\n\n" for j in range(6)))
+    repo = Path(__file__).resolve().parent.parent
+    child = subprocess.Popen([sys.executable, "-c", _BACKLOG_CHILD, str(root), str(tmp_path / "data")], cwd=repo,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    try:
+        total = int(child.stdout.readline().split()[1])
+        done = 0
+        while done < 64:  # at least two steps finished, most of the backlog still to go
+            line = child.stdout.readline()
+            assert line, "the child ended before the kill"
+            done = int(line.split()[1])
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait(30)
+        child.stdout.close()
+    assert total == 240 and done < total
+    cfg = make_config(root, tmp_path / "data")
+    counting = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
+    idx = MemoryIndex(cfg, counting, background_rebuilds=True)
+    try:
+        kept = idx.vectors.size
+        assert kept >= done and len(idx.backlog) == total - kept and counting.embedded == 0
+        for i in (0, 17, 39):  # searchable by keyword before any vector is filled in
+            hit = idx.search(f"marker{i}x5", k=1, mode="keyword").to_json()["hits"][0]
+            assert hit["path"] == f"n{i:02d}.md"
+        while idx.backlog:
+            idx.fill_vectors()
+        assert counting.embedded == total - kept and idx.vectors.size == total
+    finally:
+        idx.close()

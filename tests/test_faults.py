@@ -109,7 +109,8 @@ def test_disk_full_keeps_serving_logs_once_and_recovers(tmp_path: Path, tmpfs: P
         client.call("reindex", {"wait": True})
         assert any(e["event"] == "disk.recovered" for e in logs)
         assert all(_hits(client, f"koalaword{i}") for i in range(3)), "files must be indexed once space returns"
-        st = client.call("status")
+        # A full reindex is keyword first: the vectors follow in the background.
+        st = wait_for(lambda: (s := client.call("status"))["vectors"]["pending"] == 0 and s, what="vectors")
         assert st["index"]["vectors"] == st["chunks"]
 
 

@@ -149,6 +149,8 @@ def test_every_data_dir_shares_one_build(tmp_path: Path) -> None:
             index.close()
     built = [e for e in logs if e["event"] == "model.built"]
     assert len(built) == 1 and len(built[0]["files"]) == 3  # model, table and int8 twin: once, in one child
+    building = [e for e in logs if e["event"] == "model.building"]  # said before the build starts
+    assert len(building) == 1 and logs.index(building[0]) < logs.index(built[0]) and "once" in building[0]["note"]
     assert all(Path(f).parent == cfg.model_cache_dir for e in built for f in e["files"])
     assert ids[0] == ids[1] and not legacy.parent.exists()
     assert not (tmp_path / "b" / "models").exists()

@@ -48,6 +48,7 @@ def test_same_ids_as_the_library(pair: tuple[CompactUnigram, Tokenizer]) -> None
     got = compact.encode_batch(texts)
     wrong = [(t, g, e) for t, g, e in zip(texts, got, expected, strict=True) if g != e]
     assert not wrong, wrong[:5]
+    assert compact.encode_batch(texts) == got  # a second pass answers from the word memo: the same ids
     assert compact.encode("hello world").ids == library.encode("hello world").ids  # specials framed the same
 
 

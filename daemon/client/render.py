@@ -47,7 +47,9 @@ def render_hits(result: dict[str, Any]) -> str:
         out.append(head)
         if "explain" in h:
             e = h["explain"]
-            out.append(f"    [{e['fusion']}] vector rank {e['vector_rank']} (cosine {e['cosine']:.3f}), "
+            vector = "vector: pending" if e.get("vector") == "pending" else \
+                f"vector rank {e['vector_rank']} (cosine {e['cosine']:.3f})"
+            out.append(f"    [{e['fusion']}] {vector}, "
                        f"keyword rank {e['keyword_rank']} (bm25 {e['bm25']}), keyword norm {h['text_score']:.3f}")
             out.extend(f"    + lines {m['start_line']}-{m['end_line']}: vector rank {m['vector_rank']} "
                        f"(cosine {m['cosine']:.3f}), keyword rank {m['keyword_rank']} (bm25 {m['bm25']})"
@@ -123,6 +125,7 @@ def render_status(st: dict[str, Any]) -> str:
         ("fresh", _fresh(st)),
         ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
         ("pending", str(st.get("pending", 0))),
+        ("vectors pending", _backlog(st.get("vectors") or {})),
         ("reconciling", _yes_no(st.get("reconciling"))),
         ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries)"),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
@@ -144,6 +147,15 @@ def render_status(st: dict[str, Any]) -> str:
     rows += [("skipped", escape_line(f"{sk['path']}: {sk['reason']}")) for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _backlog(v: dict[str, Any]) -> str:
+    """``0``, or ``1200 (18.5/s, about 65 s left)`` while keyword-first chunks wait for their vectors."""
+    if not v.get("pending"):
+        return "0"
+    speed = f"{v['per_s']:.1f}/s" if v.get("per_s") else "rate not measured yet"
+    eta = f", about {_duration(v['eta_s'])} left" if v.get("eta_s") is not None else ""
+    return f"{v['pending']} ({speed}{eta}; keyword search covers them already)"
 
 
 def render_reindex(result: dict[str, Any]) -> str:

@@ -19,6 +19,15 @@ A failing task is logged and dropped; the periodic reconcile sweep repairs
 whatever it left behind (disk full included: nothing is marked indexed until
 it is committed).
 
+Keyword first: a reconcile sweep or a burst of changes that needs many chunks embedded
+commits them without vectors (``DEFER_AT``), so every file is keyword-searchable at
+once; whenever its queue is empty the worker then gives the vector backlog a bounded
+step (:meth:`MemoryIndex.fill_vectors`, newest files first), yielding between model
+slices as soon as a task arrives: saves and ``reindex`` requests never wait behind the
+backlog (a ``reindex`` takes its file's pending chunks along). While a backlog lasts
+the worker logs ``vectors.progress`` every ``PROGRESS_EVERY_S`` and puts the same in
+the systemd status line.
+
 The worker also owns two helper threads, both at ``embedding.background_nice``
 lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.work.polite`) and vector
 structure rebuilds (:mod:`memoryd.daemon.work.rebuilder`; polled after every task, swapped
@@ -41,15 +50,20 @@ import structlog
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
 from memoryd.daemon.work.polite import PoliteEmbedder
+from memoryd.daemon.work.progress import backlog_line
 from memoryd.daemon.work.rebuilder import Rebuilder
-from memoryd.indexer.engine import IndexStats, MemoryIndex
+from memoryd.indexer.engine import EMBED_GROUP, MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
+from memoryd.indexer.indexstats import IndexStats
 from memoryd.indexer.reconcile import reconcile
 
 log = structlog.get_logger(__name__)
 
 Accept = Callable[[str], bool]
 MAX_COALESCED = 2048  # changes applied as one batch at most
+DEFER_AT = EMBED_GROUP // 2  # a batch needing this many new vectors is committed keyword first
+PROGRESS_EVERY_S = 10.0  # progress log interval while a vector backlog lasts
+RETRY_BACKLOG_S = 30.0  # pause after a failed backlog step (e.g. disk full) before the next
 
 
 T = TypeVar("T")
@@ -103,6 +117,10 @@ class IndexWorker:
         self.last_reconcile: float | None = None
         self.last_error: str | None = None
         self._disk_full = False
+        self._backlog_since: float | None = None  # when the current backlog stretch began
+        self._backlog_base = 0  # the backlog meter's total when the current stretch began
+        self._next_progress = 0.0
+        self._backlog_retry_at = 0.0
         nice = index.cfg.embedding.background_nice
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
@@ -197,12 +215,59 @@ class IndexWorker:
 
     def _run(self) -> None:
         while True:
-            task = self._queue.get()
+            task = self._next_task()
+            if task is None:
+                self._backlog_step()
+                continue
             if task is _STOP:
                 return
             self._coalesce(task)
             self._run_task(task)
             self._poll_rebuild()
+
+    def _next_task(self) -> Task | None:
+        """The next queued task; None when the queue is empty and the vector backlog wants a step."""
+        if not self.index.backlog or self._should_stop():
+            return self._queue.get()
+        wait = self._backlog_retry_at - time.monotonic()
+        try:
+            return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+        except queue.Empty:
+            return None
+
+    def _between_slices(self) -> bool:
+        """Asked between a backlog step's model slices: report progress; True (yield) when a task waits."""
+        self._report_backlog()
+        return not self._queue.empty() or self._should_stop()
+
+    def _backlog_step(self) -> None:
+        """Give the next most urgent backlog chunks their vectors, then report progress."""
+        if self._backlog_since is None:
+            self._backlog_since, self._backlog_base = time.monotonic(), self.index.backlog.meter.total
+            log.info("vectors.backlog", pending=len(self.index.backlog))
+        try:
+            self.index.fill_vectors(should_yield=self._between_slices)
+        except MemorydError as exc:
+            log.error("vectors.failed", error=str(exc), action=f"retrying in {RETRY_BACKLOG_S:.0f} s")
+            self.last_error = str(exc)
+            self._backlog_retry_at = time.monotonic() + RETRY_BACKLOG_S
+        self._report_backlog()
+        self._poll_rebuild()
+
+    def _report_backlog(self) -> None:
+        """``vectors.progress`` every ``PROGRESS_EVERY_S`` (and the systemd status line); one line at the end."""
+        now = time.monotonic()
+        progress = self.index.backlog.progress()
+        done = self.index.backlog.meter.total - self._backlog_base
+        if progress["pending"] == 0 and self._backlog_since is not None:
+            log.info("vectors.done", chunks=done, seconds=round(now - self._backlog_since, 1))
+            self._backlog_since, self._next_progress = None, 0.0
+            self.index.save()
+            self._on_status(f"watching {len(self.roots.roots)} roots")
+        elif progress["pending"] and now >= self._next_progress:
+            self._next_progress = now + PROGRESS_EVERY_S
+            log.info("vectors.progress", done=done, **progress)
+            self._on_status(backlog_line(progress))
 
     def _run_task(self, task: Task) -> None:
         n = len(task.changes) + len(task.files)
@@ -214,6 +279,7 @@ class IndexWorker:
             if self._disk_full:
                 log.info("disk.recovered")
                 self._disk_full = False
+            self._backlog_retry_at = 0.0  # a task went through: the backlog may try again at once
             future.set_result(result)
         except ReconcileCancelled as exc:
             log.info("reconcile.cancelled", detail=str(exc))
@@ -260,9 +326,9 @@ class IndexWorker:
 
     def _execute(self, task: Task) -> Any:
         if task.kind == "changes":
-            return self._apply_changes(task.changes)
+            return self._logged(self._apply_changes(task.changes), "changes")
         if task.kind == "index":
-            return _stats_dict(self.index.index_files(task.files))
+            return self._logged(_stats_dict(self.index.index_files(task.files)), "reindex")
         if task.kind == "reconcile":
             return self._reconcile(task.reason)
         if task.kind == "call" and task.fn is not None:
@@ -281,7 +347,8 @@ class IndexWorker:
             if done == total or done % 50 == 0:
                 self._on_status(f"reconciling: {done}/{total} files")
 
-        stats = reconcile(self.index, self.roots.roots, self._accept, self._accept_dir, progress=progress)
+        stats = reconcile(self.index, self.roots.roots, self._accept, self._accept_dir, progress=progress,
+                          defer_at=DEFER_AT)
         self.last_reconcile = time.time()
         self._on_status(f"watching {len(self.roots.roots)} roots")
         return _stats_dict(stats)
@@ -297,12 +364,21 @@ class IndexWorker:
                     upserts.append(loc)
                 continue
             if upserts:
-                total.merge(self.index.index_files(upserts))
+                total.merge(self.index.index_files(upserts, defer_at=DEFER_AT))
                 upserts = []
             self._apply_one(ch, total)
         if upserts:
-            total.merge(self.index.index_files(upserts))
+            total.merge(self.index.index_files(upserts, defer_at=DEFER_AT))
         return _stats_dict(total)
+
+    def _logged(self, result: dict[str, Any], source: str) -> dict[str, Any]:
+        """One info line per batch that changed the index (files, chunks, ms)."""
+        if result["files"] or result["removed"] or result["chunks_removed"]:
+            log.info("index.batch", source=source, files=result["files"], removed=result["removed"],
+                     chunks_added=result["chunks_added"], chunks_removed=result["chunks_removed"],
+                     embedded=result["embedded"], vectors_pending=len(self.index.backlog),
+                     ms=round(result["seconds"] * 1000))
+        return result
 
     def _apply_one(self, ch: Change, total: IndexStats) -> None:
         loc = self.roots.locate(ch.path)

@@ -250,6 +250,8 @@ def ensure_built(weights: Path, digest: str, files: Mapping[str, Path]) -> None:
         if not missing:
             return  # built by another process while this one waited
         started = time.monotonic()
+        log.info("model.building", files=sorted(missing), dir=str(model_dir),
+                 note="building the model (once): later starts reuse it")
         versions = {kind: _converter_version(kind == "query") for kind in missing}
         sizes = model_cache.run_in_child(build_files, weights, digest, missing, versions)
     log.info("model.built", files=[str(p) for p in missing.values()], source=str(weights),

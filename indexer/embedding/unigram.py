@@ -22,6 +22,7 @@ to the library. Cost: ~5 ms of CPU per 400-token passage (the model takes
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from array import array
@@ -97,8 +98,17 @@ def _supported(spec: Any) -> bool:
             and plain_added and (post is None or post.get("type") == "TemplateProcessing"))
 
 
+WORD_MEMO = 32768  # words whose ids are kept
+
+
 class CompactUnigram:
-    """Thread-safe after construction (no mutable state)."""
+    """Thread-safe after construction (its only mutable state is the word memo, a thread-safe LRU).
+
+    Words repeat: chunking a folder counts every line's tokens, and the same few thousand
+    words make up most of them. Each word's ids are kept (``WORD_MEMO`` words, a few MB),
+    which made counting ~4x faster on generated notes (the pure-Python Viterbi was 85 %
+    of keyword-first indexing); the ids are the same either way.
+    """
 
     def __init__(self, parts: _Parts) -> None:
         from tokenizers import Tokenizer
@@ -117,6 +127,7 @@ class CompactUnigram:
         self._normalizer = front.normalizer
         self._pre_tokenizer = front.pre_tokenizer
         self._head, self._tail = parts.head, parts.tail
+        self._word_ids = functools.lru_cache(maxsize=WORD_MEMO)(self._ids_of_word)
 
     def token_to_id(self, token: str) -> int | None:
         return self._added.get(token, self._ids.get(token))
@@ -148,7 +159,10 @@ class CompactUnigram:
         words = [w for w, _ in pre.pre_tokenize_str(normalized)] if pre is not None else [normalized]
         for word in words:
             if word:
-                out.extend(self._ids.get(p, self._unk) for p in self._viterbi(word))
+                out.extend(self._word_ids(word))
+
+    def _ids_of_word(self, word: str) -> tuple[int, ...]:
+        return tuple(self._ids.get(p, self._unk) for p in self._viterbi(word))
 
     def _viterbi(self, word: str) -> list[str]:
         """The best segmentation of ``word`` (non-empty) as piece strings, unknown runs fused."""

@@ -108,15 +108,18 @@ def features_for(
 ) -> dict[int, Features]:
     """Features of the chunks ``ids`` for a query with keyword ``terms`` (document frequencies ``df``).
 
-    ``cosines`` is None when there is no vector leg. A chunk that vanished since it was
-    ranked has no stored terms and gets coverage 0.
+    ``cosines`` is None when there is no vector leg. A chunk missing from it has no vector
+    yet (keyword-first indexing, :mod:`memoryd.indexer.search.pending`) and is scored by the
+    keyword-only coefficients: a cosine of 0 would score it near 0 and make ``context`` and
+    the MCP tools abstain on a folder that is still being embedded. A chunk that vanished
+    since it was ranked has no stored terms and gets coverage 0.
     """
     terms = list(dict.fromkeys(terms))
     weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
     stored = {int(i): set(str(t).split()) for i, t in
               select_in(conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", list(ids))} if terms else {}
     missing = 1.0 - coverage(terms, {t for t in terms if df.get(t, 0) > 0}, weights) if terms else 0.0
-    return {i: Features(None if cosines is None else cosines.get(i, 0.0),
+    return {i: Features(None if cosines is None else cosines.get(i),
                         coverage(terms, stored.get(i, set()), weights), missing) for i in ids}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from memoryd.indexer import keyword
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError, StoreClosedError
-from memoryd.indexer.search import calibration, fallback, intent, keyword_plan, rescore, synonyms
+from memoryd.indexer.search import calibration, fallback, intent, keyword_plan, pending, rescore, synonyms
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
 from memoryd.indexer.search.prior import apply_prior
@@ -204,7 +204,9 @@ class HybridSearcher:
         hits = hits[:k]
         explanations = None
         if explain:
-            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
+            waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and qvec is not None else set()
+            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows,
+                                         waiting)
             fused = {h.chunk_id: h.score for h in head}
             for h, why in zip(hits, explanations, strict=True):
                 why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
@@ -300,7 +302,9 @@ class HybridSearcher:
         elif mode == "keyword":
             fused = nk
         else:
-            fused = fuse(self._cfg.fusion, vec, kw, ids, self._cfg.vector_weight, self._cfg.text_weight)
+            # A chunk whose vector is still queued gets the candidates' mean cosine (search.pending).
+            fused = fuse(self._cfg.fusion, pending.neutral_vector_scores(vec, ids), kw, ids,
+                         self._cfg.vector_weight, self._cfg.text_weight)
         if query and mode != "vector":
             fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
             fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path, rows[i].text) for i in ids}, intents,
@@ -338,16 +342,19 @@ def _ranks(scores: dict[int, float]) -> dict[int, int]:
 
 def _explanations(
     hits: Sequence[Hit], vec: dict[int, float], kw: dict[int, float], how: str, rows: dict[int, ChunkRow],
+    waiting: set[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Why each hit ranks where it does: its rank and raw score in each leg, and the fusion used.
 
     A hit merged from consecutive chunks (:mod:`memoryd.indexer.search.hits`) explains its first chunk, and lists
-    the chunks it absorbed under ``merged`` with their own spans, ranks and scores."""
+    the chunks it absorbed under ``merged`` with their own spans, ranks and scores. A chunk in
+    ``waiting`` (no vector yet) says ``"vector": "pending"``."""
     vr, kr = _ranks(vec), _ranks(kw)
 
     def leg(i: int) -> dict[str, Any]:
-        return {"vector_rank": vr.get(i), "keyword_rank": kr.get(i), "cosine": round(vec.get(i, 0.0), 6),
-                "bm25": round(kw[i], 6) if i in kw else None}
+        out = {"vector_rank": vr.get(i), "keyword_rank": kr.get(i), "cosine": round(vec.get(i, 0.0), 6),
+               "bm25": round(kw[i], 6) if i in kw else None}
+        return {**out, "vector": "pending"} if waiting and i in waiting else out
 
     out = []
     for h in hits:
