@@ -25,13 +25,14 @@ def test_keyword_lines_rank_by_idf_weighted_terms() -> None:
     assert 13 not in scores  # blank lines are never named
     assert scores[14][0] == 5.0 and scores[15][0] == 2.0 and scores[11][0] == 0.0
     assert ranked_lines(scores)[:2] == [14, 15]
-    assert best_lines(scores) == [14, 15]  # only lines holding a query term, in line order
+    assert best_lines(scores) == [14, 15]  # only lines holding a query term, best first
 
 
 def test_vector_only_match_names_the_best_sub_window() -> None:
     windows = [(10, 12, 0.2), (12, 15, 0.7)]
     scores = line_scores(CHAT, 10, {}, windows)
     assert best_lines(scores, limit=2) == [12, 14]  # the 0.7 window's first non-blank lines
+    assert best_lines(line_scores(CHAT, 10, {"agenc": 2.0, "weather": 1.0})) == [14, 15, 12]
 
 
 def test_cjk_lines_match_the_query_bigrams() -> None:

@@ -36,6 +36,7 @@ Application codes (-32010..-32099); ``data`` names the limit or rule:
 -32026  WRITE_TIMEOUT        the index worker stayed busy for ``write.wait_s``; nothing written
 -32027  WRITE_DISABLED       ``write.enabled = false``
 -32028  ENTRY_NOT_FOUND      ``forget``/``undo``: no memory entry on that line, no such history id
+-32029  AMBIGUOUS_PATH       ``get``: a relative path that several roots hold; ``data.candidates`` lists them
 ======  ===================  ==================================================
 """
 
@@ -67,6 +68,7 @@ WRITE_CONFLICT = -32025
 WRITE_TIMEOUT = -32026
 WRITE_DISABLED = -32027
 ENTRY_NOT_FOUND = -32028
+AMBIGUOUS_PATH = -32029
 
 
 class RpcError(Exception):

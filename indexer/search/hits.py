@@ -35,7 +35,7 @@ class Hit:
     vector_score: float
     text_score: float
     absorbed: tuple[int, ...] = ()  # ids of the chunks merged into this hit, in rank order
-    match_lines: tuple[int, ...] = ()  # the lines that matched best, in line order (search/matchlines.py)
+    match_lines: tuple[int, ...] = ()  # the lines that matched best, best first (search/matchlines.py)
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy was a third of a keyword query's time.

@@ -57,7 +57,8 @@ def ranked_lines(scores: Mapping[int, tuple[float, float]]) -> list[int]:
 
 
 def best_lines(scores: Mapping[int, tuple[float, float]], limit: int = MAX_MATCH_LINES) -> list[int]:
-    """The lines that matched best, at most ``limit``, in line order.
+    """The lines that matched best, at most ``limit``, best first (a preview sorts them; an excerpt
+    takes them in this order).
 
     Lines holding query terms are named when there are any; otherwise the hit
     is a vector match and the first lines of its best sub-window are named.
@@ -66,4 +67,4 @@ def best_lines(scores: Mapping[int, tuple[float, float]], limit: int = MAX_MATCH
     order = ranked_lines(scores)
     if order and scores[order[0]][0] > 0:
         order = [n for n in order if scores[n][0] > 0]
-    return sorted(order[:limit])
+    return order[:limit]
