@@ -313,7 +313,6 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     from memoryd.daemon.client.render import parse_target
-
     from memoryd.daemon.client.rpc_client import RpcClientError
     from memoryd.daemon.rpc.errors import AMBIGUOUS_PATH
 
