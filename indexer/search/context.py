@@ -98,18 +98,25 @@ def build_context(
     omitted = 0
     for n, span in enumerate(spans):
         share = (max_tokens - used) // max(1, min(SPANS_WANTED, len(spans) - n))
-        item, shown = _fitted(span, share, max_tokens - used, count_tokens)
-        size = count_tokens(["\n".join([*parts, item])])[0] if item else max_tokens + 1
-        if size > max_tokens:  # the estimate from line counts missed (tokens merge across a join)
+        item, shown, size = _fitted(span, share, max_tokens - used - 1, count_tokens)
+        if not item:
             omitted += 1
             continue
         parts.append(item)
-        used = size
+        used += size + 1  # the joining newline
         source = {"root": span.root, "path": span.path, "start_line": span.start_line,
                   "end_line": span.end_line, "score": round(span.score, 6)}
         if shown is not None:
             source["lines"] = shown
         sources.append(source)
+    # Sizes were summed per item (one tokenisation of each line, not of the growing block); the
+    # block is counted once, and should tokens merge across a join, the last items give way.
+    used = count_tokens(["\n".join(parts)])[0]
+    while sources and used > max_tokens:
+        parts.pop()
+        sources.pop()
+        omitted += 1
+        used = count_tokens(["\n".join(parts)])[0]
     text = "\n".join(parts) if sources else ""
     return {"text": text, "tokens": used if sources else 0, "sources": sources, "omitted": omitted}
 
@@ -120,17 +127,17 @@ def _item(span: Span, body: str, excerpt: bool) -> str:
 
 def _fitted(
     span: Span, share: int, left: int, count_tokens: Callable[[list[str]], list[int]],
-) -> tuple[str, list[int] | None]:
-    """The span's block item — whole if it fits ``share`` (or all that is ``left``, when it is the last
-    word on the matter), else an excerpt within ``share`` — and the lines an excerpt shows
-    (None: whole). ``("", None)`` when not even its best line fits."""
-    whole = _item(span, span.text(), excerpt=False)
-    size = count_tokens([whole])[0]
-    if size <= share:
-        return whole, None
+) -> tuple[str, list[int] | None, int]:
+    """The span's block item — whole if it fits ``share``, else an excerpt within ``share`` (its best
+    line always, if that fits in ``left``) —, the lines an excerpt shows (None: whole) and the item's
+    size in tokens. ``("", None, 0)`` when not even its best line fits."""
     numbers = [n for n in range(span.start_line, span.end_line + 1) if span.lines.get(n, "").strip()]
-    cost = dict(zip(numbers, count_tokens([span.lines[n] for n in numbers]), strict=True))
-    frame = count_tokens([_item(span, GAP, excerpt=True)])[0]
+    frame, *costs = count_tokens([_item(span, GAP, excerpt=True), *(span.lines[n] for n in numbers)])
+    cost = dict(zip(numbers, costs, strict=True))
+    whole = frame + sum(c + 1 for c in costs) + (span.end_line - span.start_line + 1 - len(numbers))
+    if whole <= share:
+        text = _item(span, span.text(), excerpt=False)
+        return text, None, count_tokens([text])[0]
     chosen: list[int] = []
     total = frame
     for n in _excerpt_order(span, numbers):
@@ -140,9 +147,9 @@ def _fitted(
         chosen.append(n)
         total += extra
     if not chosen or total > left:
-        return "", None
+        return "", None, 0
     chosen.sort()
-    return _item(span, _excerpt_body(span, chosen), excerpt=True), chosen
+    return _item(span, _excerpt_body(span, chosen), excerpt=True), chosen, total
 
 
 def _excerpt_order(span: Span, numbers: list[int]) -> list[int]:

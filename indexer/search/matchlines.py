@@ -13,12 +13,14 @@ of both legs that are cheap at line level:
 
 Embedding every line of every hit with the model was measured and rejected:
 ~70 short lines per query cost several query embeddings (docs/scaling.md).
-Pure functions; the searcher supplies the IDF of the query terms.
+Pure functions (the only state is a bounded memo of analysed lines); the searcher supplies
+the IDF of the query terms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from memoryd.indexer import keyword
 
@@ -44,11 +46,17 @@ def line_scores(
         if not line.strip():
             continue
         number = start_line + offset
-        terms = set(keyword.query_terms(line[:MAX_LINE_CHARS])) if idfs else set()
-        kw = sum(idfs.get(t, 0.0) for t in terms)
+        kw = sum(idfs.get(t, 0.0) for t in _line_terms(line[:MAX_LINE_CHARS])) if idfs else 0.0
         cos = max((c for s, e, c in windows if s <= number <= e), default=0.0)
         out[number] = (kw, cos)
     return out
+
+
+@lru_cache(maxsize=1 << 14)
+def _line_terms(line: str) -> frozenset[str]:
+    """A line's distinct terms, memoised: the lines of popular chunks come back query after query,
+    and analysing one costs ~15-50 µs (a search names lines for up to ~200 of them)."""
+    return frozenset(keyword.query_terms(line))
 
 
 def ranked_lines(scores: Mapping[int, tuple[float, float]]) -> list[int]:
