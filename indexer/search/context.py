@@ -23,8 +23,10 @@ from memoryd.indexer.search.hits import add_lines, span_text
 
 HEADER = "## Relevant memories\n\nRetrieved by memoryd for: {query}\n"
 GAP = "…"
-SPANS_WANTED = 4
-"""Spans the budget is shared between (R@5 of search is ~0.9: the evidence is nearly always in the first few)."""
+SPANS_WANTED = 2
+"""Each span may take 1/SPANS_WANTED of what is left: halves (the first span 1/2, the next 1/4, ...)
+held the evidence most often on the dev sets (docs/quality.md, "Context blocks": 2 > 3 > 4)."""
+EXCERPT_BATCH = 4  # an excerpt's lines are counted this many at a time, as they are taken
 
 
 @dataclass
@@ -131,21 +133,28 @@ def _fitted(
     """The span's block item — whole if it fits ``share``, else an excerpt within ``share`` (its best
     line always, if that fits in ``left``) —, the lines an excerpt shows (None: whole) and the item's
     size in tokens. ``("", None, 0)`` when not even its best line fits."""
-    numbers = [n for n in range(span.start_line, span.end_line + 1) if span.lines.get(n, "").strip()]
-    frame, *costs = count_tokens([_item(span, GAP, excerpt=True), *(span.lines[n] for n in numbers)])
-    cost = dict(zip(numbers, costs, strict=True))
-    whole = frame + sum(c + 1 for c in costs) + (span.end_line - span.start_line + 1 - len(numbers))
+    frame = count_tokens([_item(span, GAP, excerpt=True)])[0]
+    if frame >= left:
+        return "", None, 0
+    text = _item(span, span.text(), excerpt=False)
+    whole = count_tokens([text])[0]
     if whole <= share:
-        text = _item(span, span.text(), excerpt=False)
-        return text, None, count_tokens([text])[0]
+        return text, None, whole
+    numbers = [n for n in range(span.start_line, span.end_line + 1) if span.lines.get(n, "").strip()]
+    order = _excerpt_order(span, numbers)
     chosen: list[int] = []
     total = frame
-    for n in _excerpt_order(span, numbers):
-        extra = cost[n] + 2  # the line, its newline and a possible gap marker
-        if total + extra > max(share, frame + extra if not chosen else 0):
-            break
-        chosen.append(n)
-        total += extra
+    for at in range(0, len(order), EXCERPT_BATCH):  # lines are counted as they are taken, a few at a time
+        batch = order[at:at + EXCERPT_BATCH]
+        for n, cost in zip(batch, count_tokens([span.lines[n] for n in batch]), strict=True):
+            extra = cost + 2  # the line, its newline and a possible gap marker
+            if total + extra > max(share, frame + extra if not chosen else 0):
+                break
+            chosen.append(n)
+            total += extra
+        else:
+            continue
+        break
     if not chosen or total > left:
         return "", None, 0
     chosen.sort()
@@ -157,7 +166,8 @@ def _excerpt_order(span: Span, numbers: list[int]) -> list[int]:
     present = set(numbers)
     seeds = [n for n in span.matched_lines() if n in present] or numbers[:1]
     order = list(dict.fromkeys(seeds))
-    rest = sorted(present - set(order), key=lambda n: (min(abs(n - s) for s in seeds), n))
+    # Nearest first; at equal distance the line after (in a chat, the answer follows the question).
+    rest = sorted(present - set(order), key=lambda n: (min(abs(n - s) for s in seeds), -n))
     return order + rest
 
 
