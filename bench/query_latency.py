@@ -2,6 +2,7 @@
 """Query latency over the socket, idle and during a full re-index, against the bare query embedding.
 
     python bench/query_latency.py [EVAL_DIR] [--convs 26,30,41,42,43] [--queries 0] [--max-reindex-s 420]
+                                  [--long-queries 100] [--no-reindex]
 
 On the LoCoMo dev folders (only their ``*.md`` files, copied into one temp
 root, one sub-folder per conversation) with the real e5-small model:
@@ -12,7 +13,14 @@ root, one sub-folder per conversation) with the real e5-small model:
      same threads) — ``embed_query`` on the same questions, in blocks that
      alternate with (a)'s, so both see the same background load (one query
      embedding is the floor of a hybrid search);
-  c. during a full re-index: every non-blank line of every file gets a marker
+  a2. long and Chinese queries, the same way against the same index, which also
+     holds the MADial dev folder (``madial-zh-user-1``, a sub-folder of its
+     own): every MADial dev ``question`` (a Chinese dialogue of 2–8 turns,
+     ~115 model tokens), and ``--long-queries`` English queries of 5–10 lines
+     (consecutive LoCoMo questions joined by newlines, ~100–200 tokens). Each
+     series has its own bare-model reference, so the table shows what the
+     search adds to the model, whose cost grows with the query's tokens;
+  c. during a full re-index (skipped with ``--no-reindex``): every non-blank line of every file gets a marker
      appended, so every chunk's text changes and must really be embedded (the
      embedding cache only saves unchanged text); the same questions are then
      sent in a loop until ``status`` (polled on a second connection every
@@ -41,20 +49,41 @@ from _common import Daemon, bench_tmp, fmt, is_idle, loadavg, print_table, remov
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
 
+MADIAL = "madial-zh-user-1"
+
+
 def copy_corpus(eval_dir: Path, convs: list[str], root: Path) -> tuple[list[Path], list[str]]:
     """Copy the ``*.md`` files of each ``locomo-conv-N`` into ``root/conv-N``; returns (files, questions)."""
     files: list[Path] = []
     questions: list[str] = []
     for conv in convs:
-        src = eval_dir / f"locomo-conv-{conv}"
-        for f in sorted(src.rglob("*.md")):
-            dst = root / f"conv-{conv}" / f.relative_to(src)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, dst)
-            files.append(dst)
-        with open(src / "queries.jsonl", encoding="utf-8") as fh:
-            questions += [json.loads(line)["question"] for line in fh if line.strip()]
+        files += copy_folder(eval_dir / f"locomo-conv-{conv}", root / f"conv-{conv}")
+        questions += read_questions(eval_dir / f"locomo-conv-{conv}")
     return files, questions
+
+
+def copy_folder(src: Path, dst_root: Path) -> list[Path]:
+    files = []
+    for f in sorted(src.rglob("*.md")):
+        dst = dst_root / f.relative_to(src)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dst)
+        files.append(dst)
+    return files
+
+
+def read_questions(folder: Path) -> list[str]:
+    with open(folder / "queries.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line)["question"] for line in fh if line.strip()]
+
+
+def long_queries(questions: list[str], n: int) -> list[str]:
+    """``n`` English queries of 5–10 lines: runs of consecutive questions, a different start each time."""
+    out = []
+    for i in range(n):
+        start, lines = (i * 37) % len(questions), 5 + i % 6
+        out.append("\n".join(questions[(start + j) % len(questions)] for j in range(lines)))
+    return out
 
 
 def load_bare_model(model_dir: Path) -> tuple[Any, float]:
@@ -167,6 +196,8 @@ def main() -> None:
                     help="extra environment for the daemon (experiments, e.g. OMP_NUM_THREADS=1)")
     ap.add_argument("--block", type=int, default=20, help="idle run: questions per alternating block")
     ap.add_argument("--max-reindex-s", type=float, default=420.0, help="stop querying the re-index after this")
+    ap.add_argument("--long-queries", type=int, default=100, help="English queries of 5-10 lines (0: none)")
+    ap.add_argument("--no-reindex", action="store_true", help="skip the series during a full re-index")
     args = ap.parse_args()
 
     load_before = loadavg()
@@ -174,6 +205,10 @@ def main() -> None:
     try:
         root, data = tmp / "root", tmp / "data"
         files, questions = copy_corpus(args.eval_dir, args.convs.split(","), root)
+        extra_series = {"madial": read_questions(args.eval_dir / MADIAL) if (args.eval_dir / MADIAL).is_dir() else [],
+                        "long English": long_queries(questions, args.long_queries) if args.long_queries else []}
+        if extra_series["madial"]:
+            copy_folder(args.eval_dir / MADIAL, root / MADIAL)  # not in ``files``: the re-index rewrites LoCoMo only
         questions = questions[: args.queries] if args.queries else questions
         embedder, load_s = load_bare_model(tmp / "cache" / "memoryd" / "models")
         extra = {"XDG_CACHE_HOME": str(tmp / "cache"), **dict(kv.split("=", 1) for kv in args.env)}
@@ -182,16 +217,37 @@ def main() -> None:
             st = d.wait_idle(timeout=900)
             cold_s = time.perf_counter() - t0
             bare_s, idle_client, idle_took = idle_queries(d, embedder, questions, args.warmup, args.block)
+            series = {name: idle_queries(d, embedder, qs, min(args.warmup, len(qs)), args.block)
+                      for name, qs in extra_series.items() if qs}
             load_idle = loadavg()
-            during = reindex_queries(d, files, questions, args.max_reindex_s)
+            during = None if args.no_reindex else reindex_queries(d, files, questions, args.max_reindex_s)
         bare = {"load_s": round(load_s, 2), **summary(bare_s, 1000, 2)}
         report(args, files, st, cold_s, bare, idle_client, idle_took, during, [load_before, load_idle, loadavg()])
+        report_series(series)
     finally:
         remove_tree(tmp)
 
 
+def report_series(series: dict[str, tuple[list[float], list[float], list[float]]]) -> None:
+    """The long/Chinese series: each against its own bare-model time (ratio of p50s and of p99s)."""
+    rows, out = [], {}
+    for name, (bare_s, client_s, took) in series.items():
+        b, c, t = summary(bare_s, 1000, 2), summary(client_s, 1000, 2), summary(took, 1, 2)
+        ratio = (round(c["p50"] / b["p50"], 2), round(c["p99"] / b["p99"], 2))
+        rows += [[f"{name}: bare embed_query", b["n"], fmt(b["p50"], 2), fmt(b["p99"], 2), fmt(b["mean"], 2), ""],
+                 [f"{name}: hybrid, client round trip", c["n"], fmt(c["p50"], 2), fmt(c["p99"], 2), fmt(c["mean"], 2),
+                  f"{ratio[0]} / {ratio[1]}"],
+                 [f"{name}: hybrid, daemon took_ms", t["n"], fmt(t["p50"], 2), fmt(t["p99"], 2), fmt(t["mean"], 2), ""]]
+        out[name] = {"bare_p50_ms": b["p50"], "bare_p99_ms": b["p99"], "p50_ms": c["p50"], "p99_ms": c["p99"],
+                     "took_p50_ms": t["p50"], "took_p99_ms": t["p99"], "ratio_p50": ratio[0], "ratio_p99": ratio[1]}
+    if rows:
+        print_table(["series", "n", "p50 ms", "p99 ms", "mean ms", "client/bare p50 / p99"], rows)
+        print(json.dumps({"series": out}))
+
+
 def report(args: argparse.Namespace, files: list[Path], st: dict[str, Any], cold_s: float, bare: dict[str, Any],
-           idle_client: list[float], idle_took: list[float], during: dict[str, Any], loads: list[Any]) -> None:
+           idle_client: list[float], idle_took: list[float], during: dict[str, Any] | None,
+           loads: list[Any]) -> None:
     idle = summary(idle_client, 1000, 2)
     took = summary(idle_took, 1, 2)
     rows = [
@@ -204,30 +260,35 @@ def report(args: argparse.Namespace, files: list[Path], st: dict[str, Any], cold
     ]
     for key, label in (("client", "re-index: hybrid, client round trip"), ("took", "re-index: hybrid, daemon took_ms"),
                        ("keyword_client", "re-index: keyword only, client")):
+        if during is None:
+            break
         s = during[key]
         rows.append([label, s["n"], fmt(s["p50"], 2), fmt(s["p99"], 2), fmt(s["mean"], 2), fmt(s["max"], 2)])
     print(f"corpus: {len(files)} files, {st['chunks']} chunks ({args.convs}); model {st['model']['id']}; "
           f"cold index {cold_s:.0f} s; bare model load {bare['load_s']} s")
     print_table(["series", "n", "p50 ms", "p99 ms", "mean ms", "max ms"], rows)
-    print(f"re-index: {during['embedded']} chunks embedded, busy {during['busy_s']} s, {during['total_sent']} "
-          f"hybrid queries sent ({during['client']['n']} inside the busy window)"
-          + (" — cut off by --max-reindex-s" if during["cut_off"] else ""))
+    if during is not None:
+        print(f"re-index: {during['embedded']} chunks embedded, busy {during['busy_s']} s, {during['total_sent']} "
+              f"hybrid queries sent ({during['client']['n']} inside the busy window)"
+              + (" — cut off by --max-reindex-s" if during["cut_off"] else ""))
     print(f"load average: before {loads[0]}, after idle run {loads[1]}, at end {loads[2]}")
-    d = during["client"]
     print(json.dumps({
         "queries": idle["n"], "files": len(files), "chunks": st["chunks"], "model": st["model"]["id"],
         "idle": {"p50_ms": idle["p50"], "p99_ms": idle["p99"], "mean_ms": idle["mean"], "max_ms": idle["max"],
                  "took_p50_ms": took["p50"], "took_p99_ms": took["p99"]},
-        "during_reindex": {"p50_ms": d["p50"], "p99_ms": d["p99"], "mean_ms": d["mean"], "max_ms": d["max"],
-                           "n": d["n"], "took_p50_ms": during["took"]["p50"], "took_p99_ms": during["took"]["p99"],
-                           "keyword_p50_ms": during["keyword_client"]["p50"],
-                           "keyword_p99_ms": during["keyword_client"]["p99"], "embedded": during["embedded"],
-                           "busy_s": during["busy_s"], "cut_off": during["cut_off"]},
+        "during_reindex": None if during is None else _during_json(during),
         "bare_query_embed_ms": bare["p50"], "bare_query_embed_p99_ms": bare["p99"],
         "cold_index_s": round(cold_s, 1),
         "daemon_env": args.env, "loadavg": loads,
     }))
 
+
+def _during_json(during: dict[str, Any]) -> dict[str, Any]:
+    d = during["client"]
+    return {"p50_ms": d["p50"], "p99_ms": d["p99"], "mean_ms": d["mean"], "max_ms": d["max"], "n": d["n"],
+            "took_p50_ms": during["took"]["p50"], "took_p99_ms": during["took"]["p99"],
+            "keyword_p50_ms": during["keyword_client"]["p50"], "keyword_p99_ms": during["keyword_client"]["p99"],
+            "embedded": during["embedded"], "busy_s": during["busy_s"], "cut_off": during["cut_off"]}
 
 if __name__ == "__main__":
     sys.exit(main())

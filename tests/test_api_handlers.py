@@ -180,3 +180,22 @@ def test_ping_and_status_read_the_status_provider() -> None:
     assert admin.ping({}, OWNER)["version"] == "9.9" and admin.status({}, OWNER) == {"files": 7}
     with pytest.raises(InvalidParams, match="extra"):
         admin.status({"extra": 1}, OWNER)
+
+
+def test_get_of_a_relative_path_in_two_roots_lists_both_instead_of_guessing(tmp_path: Path) -> None:
+    from memoryd.daemon.rpc.errors import AMBIGUOUS_PATH
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        root.mkdir()
+        (root / "MEMORY.md").write_text(f"# {root.name}\n")
+    roots = RootMap([a, b])
+    reads = ReadMethods(index=FakeIndex(), roots=lambda: roots, worker=FakeWorker(), search=Config().search,
+                        path_filter=PathFilter(("*.md",), ()), max_file_bytes=1 << 20,
+                        count_tokens=lambda texts: [len(t.split()) for t in texts], query_vector=lambda q: None)
+    with pytest.raises(RpcError) as err:
+        reads.get({"path": "MEMORY.md", "start_line": 1, "end_line": 1}, OWNER)
+    assert err.value.code == AMBIGUOUS_PATH
+    assert err.value.data == {"candidates": [str(a / "MEMORY.md"), str(b / "MEMORY.md")]}
+    assert reads.get({"path": str(b / "MEMORY.md")}, OWNER)["text"] == "# b\n"  # an absolute path is not ambiguous
+    assert reads.search({"query": "x"}, OWNER)["roots"] == 2  # so clients show each hit's root

@@ -48,9 +48,23 @@ def test_budget_is_never_exceeded_for_random_budgets_and_hits() -> None:
         assert len(out["sources"]) + out["omitted"] <= len(merge_hits(hits))
 
 
-def test_a_span_too_big_is_skipped_but_smaller_ones_still_fit() -> None:
-    big, small = hit("a.md", 1, 60, 0.99), hit("b.md", 1, 1, 0.5)
-    out = build_context("x", [big, small], 60, COUNT)
+def test_a_span_too_big_for_its_share_goes_in_as_an_excerpt_of_its_matched_lines() -> None:
+    big = {**hit("a.md", 1, 60, 0.99), "match_lines": [40, 12]}
+    small = hit("b.md", 1, 1, 0.5)
+    out = build_context("x", [big, small], 120, COUNT)
+    assert [s["path"] for s in out["sources"]] == ["a.md", "b.md"] and out["omitted"] == 0
+    excerpt = out["sources"][0]
+    assert {12, 40} <= set(excerpt["lines"]) and len(excerpt["lines"]) < 60
+    assert "### a.md:1-60 (excerpt)" in out["text"] and "line 40 of a.md" in out["text"]
+    assert "line 20 of a.md" not in out["text"] and "\n…\n" in out["text"]  # what is left out is marked
+    assert "lines" not in out["sources"][1]  # a span that fits goes in whole
+    assert out["tokens"] == COUNT([out["text"]])[0] <= 120
+
+
+def test_a_span_whose_best_line_does_not_fit_is_omitted() -> None:
+    long_line = {"root": "/r", "path": "a.md", "start_line": 1, "end_line": 1, "score": 0.9,
+                 "text": "word " * 200, "match_lines": [1]}
+    out = build_context("x", [long_line, hit("b.md", 1, 1, 0.5)], 60, COUNT)
     assert [s["path"] for s in out["sources"]] == ["b.md"] and out["omitted"] == 1
 
 

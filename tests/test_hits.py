@@ -124,3 +124,18 @@ def test_explain_rendering_lists_the_merged_chunks() -> None:
          "explain": e}
     shown = render_hits({"hits": [h], "took_ms": 1.0, "mode": "hybrid", "query_searched": "hi\nthere"})
     assert "+ lines 18-27: vector rank 2" in shown and "(searched as: hi / there)" in shown
+
+
+def test_hits_preview_their_matched_lines_numbered_and_bold_only_on_request() -> None:
+    from memoryd.daemon.client.render import BOLD, render_hits
+
+    h = {"root": "/r", "path": "a.md", "start_line": 8, "end_line": 11, "score": 1.0, "text_score": 0.5,
+         "text": "first\nsecond\nthe \x1b[2J match\nlast", "match_lines": [10]}
+    plain = render_hits({"hits": [h], "took_ms": 1.0, "mode": "hybrid"})
+    assert "    10│ the \\x1b[2J match" in plain and "first" not in plain and BOLD not in plain
+    assert plain.startswith("a.md:8-11")
+    bold = render_hits({"hits": [h], "took_ms": 1.0, "mode": "hybrid", "roots": 2}, highlight=True)
+    assert f"{BOLD}the \\x1b[2J match" in bold  # the content's own escape stays escaped
+    assert bold.startswith("/r/a.md:8-11")  # several roots: the absolute path, which `get` takes
+    old = render_hits({"hits": [{**h, "match_lines": []}], "took_ms": 1.0, "mode": "hybrid"})
+    assert "    first" in old  # no matched lines named: the first lines, as before

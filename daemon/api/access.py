@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memoryd.daemon.roots import RootMap
-from memoryd.daemon.rpc.errors import ACCESS_DENIED, BAD_TARGET, RpcError
+from memoryd.daemon.rpc.errors import ACCESS_DENIED, AMBIGUOUS_PATH, BAD_TARGET, RpcError
 from memoryd.indexer.pathguard import PathRefused, Resolved
 from memoryd.indexer.write.access import OWNER, Session, can_read, read_refusal
 
@@ -38,7 +38,9 @@ def path_check(session: Session, roots: RootMap) -> Callable[[str, str], bool] |
 def resolve_for_read(session: Session, roots: RootMap, raw: str) -> Resolved | None:
     """The file a ``get`` names, resolved and checked against the session. None: no root holds it.
 
-    Raises ``RpcError``: -32024 for a malformed path, -32020 when the session may not read it.
+    Raises ``RpcError``: -32024 for a malformed path, -32020 when the session may not read it,
+    -32030 when a relative path names a file in several roots (the owner is told which; a confined
+    session reads only inside its namespace, so for it the first root stands).
     A resolved path outside every root comes back with ``real_root`` None (the caller's -32010).
     """
     try:
@@ -51,6 +53,11 @@ def resolve_for_read(session: Session, roots: RootMap, raw: str) -> Resolved | N
             # the same answer as for a file that exists there: a confined session learns nothing
             raise RpcError(ACCESS_DENIED, f"a {session.kind} session may not read {raw[:200]}")
         return None
+    if len(cands) > 1 and session.kind == OWNER:
+        # Guessing the first root would serve a file the caller may not have meant (two MEMORY.md).
+        names = [str(root / rel) for root, rel in cands]
+        raise RpcError(AMBIGUOUS_PATH, f"{raw[:200]} is in {len(names)} memory roots: {', '.join(names)}; "
+                       "name one by its absolute path", {"candidates": names})
     resolved = roots.guard.resolve(*cands[0])
     if session.kind != OWNER:
         why = read_refusal(session, roots.roots[0], resolved)

@@ -87,7 +87,11 @@ class ReadMethods:
             query_vector=self._query_vector(req.query) if req.mode != "keyword" else None,
         )
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
-        return result.to_json()
+        out = result.to_json()
+        roots = len(self._roots().roots)
+        if roots > 1:  # a bare relative path is then ambiguous: clients show each hit's root
+            out["roots"] = roots
+        return out
 
     def context(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""

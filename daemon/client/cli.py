@@ -266,7 +266,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         from memoryd.daemon.client.render import render_hits
 
-        print(render_hits(result))
+        highlight = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        # Highlighted output carries its own escapes; render_hits escapes every untrusted part itself.
+        out = getattr(sys.stdout, "inner", sys.stdout) if highlight else sys.stdout
+        print(render_hits(result, highlight=highlight), file=out)
     return 0
 
 
@@ -315,10 +318,21 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     from memoryd.daemon.client.render import parse_target
+    from memoryd.daemon.client.rpc_client import RpcClientError
+    from memoryd.daemon.rpc.errors import AMBIGUOUS_PATH
 
     params = parse_target(args.target)
-    with _client(args) as client:
-        result = client.call("get", params)
+    try:
+        with _client(args) as client:
+            result = client.call("get", params)
+    except RpcClientError as exc:
+        if exc.code != AMBIGUOUS_PATH or not isinstance(exc.data, dict):
+            raise
+        print(f"memoryd: {params['path']} is in several memory roots; name one of:", file=sys.stderr)
+        suffix = args.target[len(params["path"]):]  # the :START-END the user typed
+        for name in exc.data.get("candidates", []):
+            print(f"  {name}{suffix}", file=sys.stderr)
+        return EXIT_ERROR
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:

@@ -6,7 +6,8 @@ import re
 import shutil
 from typing import Any
 
-from memoryd.daemon.client.termsafe import escape_line
+from memoryd.daemon.client.termsafe import escape, escape_line
+from memoryd.indexer.entrymeta import strip as strip_markers
 
 _TARGET = re.compile(r"^(?P<path>.+?)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?$")
 
@@ -25,23 +26,54 @@ def parse_target(target: str) -> dict[str, Any]:
 
 def _snippet(text: str, width: int, lines: int = 3) -> list[str]:
     out = []
-    for line in text.splitlines():
+    for line in strip_markers(text).splitlines():
         if line.strip():
-            out.append("    " + (line if len(line) <= width - 4 else line[: width - 5] + "…"))
+            out.append("    " + _clip(line, width - 4))
         if len(out) == lines:
             break
     return out
 
 
-def render_hits(result: dict[str, Any]) -> str:
+def _clip(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
+
+
+BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
+
+
+def _matched(hit: dict[str, Any], width: int, highlight: bool) -> list[str]:
+    """The hit's matched lines, numbered (``  12│ text``); bold on a terminal. Content is escaped here,
+    since highlighted output bypasses the escaping stream (see :mod:`memoryd.daemon.client.termsafe`)."""
+    lines = hit.get("text", "").split("\n")
+    out = []
+    for n in sorted(hit["match_lines"]):
+        offset = n - hit["start_line"]
+        if not 0 <= offset < len(lines):
+            continue
+        number = f"{n:>6}│ "
+        text = escape(_clip(strip_markers(lines[offset]).strip(), width - len(number)))
+        out.append(f"{DIM}{number}{RESET}{BOLD}{text}{RESET}" if highlight else number + text)
+    return out
+
+
+def _location(hit: dict[str, Any], show_root: bool) -> str:
+    """``path:a-b``; with several roots, the absolute path, which ``memoryd get`` takes as it is."""
+    path = f"{hit['root'].rstrip('/')}/{hit['path']}" if show_root and hit.get("root") else hit["path"]
+    return f"{escape_line(path)}:{hit['start_line']}-{hit['end_line']}"
+
+
+def render_hits(result: dict[str, Any], highlight: bool = False) -> str:
+    """Hits for a person: location, score, heading, then the lines that matched (the first lines for a
+    daemon that does not name them). ``highlight``: terminal bold for the matched lines."""
     hits = result.get("hits", [])
     if not hits:
-        return result.get("reason") or f"no match ({result.get('took_ms', 0):.0f} ms)"
+        return escape(result.get("reason") or f"no match ({result.get('took_ms', 0):.0f} ms)")
     width = shutil.get_terminal_size((100, 20)).columns
+    show_root = result.get("roots", 1) > 1 or len({h.get("root") for h in hits}) > 1
     out = []
     for h in hits:
         # a name stays on its line (a newline in a file name must not forge a hit); see memoryd.daemon.client.termsafe
-        head = f"{escape_line(h['path'])}:{h['start_line']}-{h['end_line']}  {h['score']:.3f}"
+        head = f"{_location(h, show_root)}  {h['score']:.3f}"
         if h.get("heading"):
             head += f"  [{escape_line(h['heading'])}]"
         out.append(head)
@@ -54,16 +86,17 @@ def render_hits(result: dict[str, Any]) -> str:
             out.extend(f"    + lines {m['start_line']}-{m['end_line']}: vector rank {m['vector_rank']} "
                        f"(cosine {m['cosine']:.3f}), keyword rank {m['keyword_rank']} (bm25 {m['bm25']})"
                        for m in e.get("merged", []))
-        out += _snippet(h.get("text", ""), width)
+        shown = _matched(h, width, highlight) if h.get("match_lines") else []
+        out += shown or [escape(line) for line in _snippet(h.get("text", ""), width)]
     plan = result.get("keyword_plan")
     if plan and not plan.get("exact", True):
         dropped = ", ".join(plan.get("dropped_terms", [])) or "none"
-        out.append(f"(keyword scores bounded: rare terms over every chunk, the rest among the newest; "
-                   f"too common to score: {dropped})")
+        out.append(escape(f"(keyword scores bounded: rare terms over every chunk, the rest among the newest; "
+                          f"too common to score: {dropped})"))
     out += _analysis_lines(result.get("query_analysis"))
     if "query_searched" in result:  # a transcript's speaker labels were removed (memoryd.indexer.search.querytext)
-        shown = " / ".join(result["query_searched"].splitlines())
-        out.append(f"(searched as: {shown[:200]})")
+        shown_query = " / ".join(result["query_searched"].splitlines())
+        out.append(escape(f"(searched as: {shown_query[:200]})"))
     out.append(f"({len(hits)} hits, {result.get('took_ms', 0):.1f} ms, {result.get('mode', '')})")
     return "\n".join(out)
 

@@ -2,10 +2,15 @@
 
 Hits of one file that overlap or touch (adjacent windows share their 80-token
 overlap) are merged into one span, so the block never repeats a line. Spans
-are taken in relevance order while they fit: the budget, counted with the
-embedding model's own tokenizer, is never exceeded — a span that does not fit
-is skipped (a smaller, less relevant one may still fit), and the block says
-how many were left out.
+are taken in relevance order; the budget, counted with the embedding model's
+own tokenizer, is never exceeded. Each span has a *share* of what is left
+(split between the spans still to come, at most ``SPANS_WANTED`` of them): a
+span that fits its share goes in whole; a larger one goes in as an *excerpt*
+— the lines that matched (the hits' ``match_lines``), then their nearest
+neighbours while the share lasts — with ``…`` marking the lines left out, so a
+small budget still carries the evidence of several passages instead of one
+passage or none. A span whose best line alone does not fit is left out; the
+block counts those (``omitted``) and each excerpt names the lines it shows.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ from typing import Any
 from memoryd.indexer.search.hits import add_lines, span_text
 
 HEADER = "## Relevant memories\n\nRetrieved by memoryd for: {query}\n"
+GAP = "…"
+SPANS_WANTED = 2
+"""Each span may take 1/SPANS_WANTED of what is left: halves (the first span 1/2, the next 1/4, ...)
+held the evidence most often on the dev sets (docs/quality.md, "Context blocks": 2 > 3 > 4)."""
+EXCERPT_BATCH = 4  # an excerpt's lines are counted this many at a time, as they are taken
 
 
 @dataclass
@@ -29,12 +39,18 @@ class Span:
     end_line: int
     score: float
     lines: dict[int, str] = field(default_factory=dict)
+    matched: list[tuple[float, int]] = field(default_factory=list)  # (-hit score, line): the hits' match_lines
 
     def absorb(self, hit: dict[str, Any]) -> None:
         add_lines(self.lines, hit["start_line"], hit["text"])
+        self.matched += [(-hit["score"], n) for n in hit.get("match_lines", ())]
         self.start_line = min(self.start_line, hit["start_line"])
         self.end_line = max(self.end_line, hit["end_line"])
         self.score = max(self.score, hit["score"])
+
+    def matched_lines(self) -> list[int]:
+        """The hits' matched lines, the best hit's first (each hit names its own best first)."""
+        return list(dict.fromkeys(n for _, n in sorted(self.matched, key=lambda m: m[0])))
 
     def text(self) -> str:
         return span_text(self.lines, self.start_line, self.end_line)
@@ -67,11 +83,12 @@ def merge_hits(hits: Sequence[dict[str, Any]]) -> list[Span]:
 def build_context(
     query: str, hits: Sequence[dict[str, Any]], max_tokens: int, count_tokens: Callable[[list[str]], list[int]],
 ) -> dict[str, Any]:
-    """Fit the best spans into ``max_tokens``; returns the block, its size and its sources.
+    """Fit the best spans into ``max_tokens``, whole or as excerpts; returns the block, its size and its sources.
 
     The returned ``tokens`` is the model-token count of the whole block
     (header included) and is always ≤ ``max_tokens``; with a budget too small
-    for even the header, the block is empty.
+    for even the header, the block is empty. A source shown as an excerpt
+    carries ``lines``, the line numbers it shows.
     """
     header = HEADER.format(query=" ".join(query.split())[:200])
     parts: list[str] = [header]
@@ -81,15 +98,88 @@ def build_context(
         return {"text": "", "tokens": 0, "sources": [], "omitted": len(spans)}
     sources: list[dict[str, Any]] = []
     omitted = 0
-    for span in spans:
-        item = f"\n### {span.cite()}\n\n{span.text()}\n"
-        size = count_tokens(["\n".join([*parts, item])])[0]
-        if size > max_tokens:
+    for n, span in enumerate(spans):
+        share = (max_tokens - used) // max(1, min(SPANS_WANTED, len(spans) - n))
+        item, shown, size = _fitted(span, share, max_tokens - used - 1, count_tokens)
+        if not item:
             omitted += 1
             continue
         parts.append(item)
-        used = size
-        sources.append({"root": span.root, "path": span.path, "start_line": span.start_line,
-                        "end_line": span.end_line, "score": round(span.score, 6)})
+        used += size + 1  # the joining newline
+        source = {"root": span.root, "path": span.path, "start_line": span.start_line,
+                  "end_line": span.end_line, "score": round(span.score, 6)}
+        if shown is not None:
+            source["lines"] = shown
+        sources.append(source)
+    # Sizes were summed per item (one tokenisation of each line, not of the growing block); the
+    # block is counted once, and should tokens merge across a join, the last items give way.
+    used = count_tokens(["\n".join(parts)])[0]
+    while sources and used > max_tokens:
+        parts.pop()
+        sources.pop()
+        omitted += 1
+        used = count_tokens(["\n".join(parts)])[0]
     text = "\n".join(parts) if sources else ""
     return {"text": text, "tokens": used if sources else 0, "sources": sources, "omitted": omitted}
+
+
+def _item(span: Span, body: str, excerpt: bool) -> str:
+    return f"\n### {span.cite()}{' (excerpt)' if excerpt else ''}\n\n{body}\n"
+
+
+def _fitted(
+    span: Span, share: int, left: int, count_tokens: Callable[[list[str]], list[int]],
+) -> tuple[str, list[int] | None, int]:
+    """The span's block item — whole if it fits ``share``, else an excerpt within ``share`` (its best
+    line always, if that fits in ``left``) —, the lines an excerpt shows (None: whole) and the item's
+    size in tokens. ``("", None, 0)`` when not even its best line fits."""
+    frame = count_tokens([_item(span, GAP, excerpt=True)])[0]
+    if frame >= left:
+        return "", None, 0
+    text = _item(span, span.text(), excerpt=False)
+    whole = count_tokens([text])[0]
+    if whole <= share:
+        return text, None, whole
+    numbers = [n for n in range(span.start_line, span.end_line + 1) if span.lines.get(n, "").strip()]
+    order = _excerpt_order(span, numbers)
+    chosen: list[int] = []
+    total = frame
+    for at in range(0, len(order), EXCERPT_BATCH):  # lines are counted as they are taken, a few at a time
+        batch = order[at:at + EXCERPT_BATCH]
+        for n, cost in zip(batch, count_tokens([span.lines[n] for n in batch]), strict=True):
+            extra = cost + 2  # the line, its newline and a possible gap marker
+            if total + extra > max(share, frame + extra if not chosen else 0):
+                break
+            chosen.append(n)
+            total += extra
+        else:
+            continue
+        break
+    if not chosen or total > left:
+        return "", None, 0
+    chosen.sort()
+    return _item(span, _excerpt_body(span, chosen), excerpt=True), chosen, total
+
+
+def _excerpt_order(span: Span, numbers: list[int]) -> list[int]:
+    """Lines in the order an excerpt takes them: the matched lines, then outwards from them, nearest first."""
+    present = set(numbers)
+    seeds = [n for n in span.matched_lines() if n in present] or numbers[:1]
+    order = list(dict.fromkeys(seeds))
+    # Nearest first; at equal distance the line after (in a chat, the answer follows the question).
+    rest = sorted(present - set(order), key=lambda n: (min(abs(n - s) for s in seeds), -n))
+    return order + rest
+
+
+def _excerpt_body(span: Span, chosen: list[int]) -> str:
+    """The chosen lines in order, each run of lines left out shown as one ``…`` line."""
+    out: list[str] = []
+    prev = span.start_line - 1
+    for n in chosen:
+        if n > prev + 1 and any(span.lines.get(m, "").strip() for m in range(prev + 1, n)):
+            out.append(GAP)
+        out.append(span.lines[n])
+        prev = n
+    if any(span.lines.get(m, "").strip() for m in range(prev + 1, span.end_line + 1)):
+        out.append(GAP)
+    return "\n".join(out)

@@ -36,13 +36,15 @@ class Hit:
     vector_score: float
     text_score: float
     absorbed: tuple[int, ...] = ()  # ids of the chunks merged into this hit, in rank order
+    match_lines: tuple[int, ...] = ()  # the lines that matched best, best first (search/matchlines.py)
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy was a third of a keyword query's time.
         # chunk_id stays internal: ids change across re-indexing, paths and lines do not.
         out: dict[str, Any] = {"root": self.root, "path": self.path, "start_line": self.start_line,
                                "end_line": self.end_line, "heading": self.heading, "text": self.text,
-                               "score": self.score, "vector_score": self.vector_score, "text_score": self.text_score}
+                               "score": self.score, "vector_score": self.vector_score, "text_score": self.text_score,
+                               "match_lines": list(self.match_lines)}
         meta = summarize(self.text)  # entry markers in the passage: extra fields, only when present
         if meta is not None:
             if meta.importance is not None:

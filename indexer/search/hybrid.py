@@ -25,7 +25,9 @@ from memoryd.indexer.errors import MemorydError, StoreClosedError
 from memoryd.indexer.search import calibration, fallback, intent, keyword_plan, pending, rescore, synonyms
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
+from memoryd.indexer.search.matchlines import best_lines, line_scores
 from memoryd.indexer.search.prior import apply_prior
+from memoryd.indexer.search.proximity import idf
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.search.rerank import mmr_order, recency_factor
 from memoryd.indexer.store import ChunkRow, fetch_chunks
@@ -160,6 +162,7 @@ class HybridSearcher:
                 allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
                     if path_prefix or exclude_prefixes else None
                 plan = self._keyword_plan(conn, expanded)
+                idfs = self._idfs(conn, terms)
                 kw_deep = _keyword_leg(conn, plan, KEYWORD_DEPTH * n_cand, allowed)
                 kw = dict(list(kw_deep.items())[:n_cand])
                 # Ranking uses BM25 + term proximity (explain shows the raw BM25); computed per
@@ -201,7 +204,7 @@ class HybridSearcher:
             hits, reason = _confident(hits, min_score)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
-        hits = hits[:k]
+        hits = _with_match_lines(hits[:k], idfs, vec, rows)
         explanations = None
         if explain:
             waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and qvec is not None else set()
@@ -270,6 +273,13 @@ class HybridSearcher:
             return dict(kw)
         return rescore.keyword_with_proximity(conn, self._df, terms, kw, self._cfg.proximity_weight)
 
+    def _idfs(self, conn: sqlite3.Connection, terms: list[str]) -> dict[str, float]:
+        """Each query term's IDF (cached document frequencies), for naming the lines that matched."""
+        if not terms:
+            return {}
+        n_docs = int(conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
+        return {t: idf(n, n_docs) for t, n in self._df.lookup(conn, terms).items()}
+
     def _keyword_plan(self, conn: sqlite3.Connection, terms: list[str]) -> keyword_plan.KeywordPlan:
         if not terms:
             return keyword_plan.KeywordPlan((), exact=True)
@@ -334,6 +344,18 @@ def _confident(hits: list[Hit], min_score: float) -> tuple[list[Hit], str | None
         return kept, None
     best = hits[0].score if hits else 0.0
     return kept, f"no confident match: best score {best:.3f} < min_score {min_score:g}"
+
+
+def _with_match_lines(
+    hits: list[Hit], idfs: dict[str, float], vec: dict[int, float], rows: dict[int, ChunkRow],
+) -> list[Hit]:
+    """``hits`` naming the lines of each that matched best (:mod:`memoryd.indexer.search.matchlines`)."""
+    out = []
+    for h in hits:
+        windows = [(rows[i].start_line, rows[i].end_line, vec.get(i, 0.0)) for i in (h.chunk_id, *h.absorbed)
+                   if i in rows]
+        out.append(replace(h, match_lines=tuple(best_lines(line_scores(h.text, h.start_line, idfs, windows)))))
+    return out
 
 
 def _ranks(scores: dict[int, float]) -> dict[int, int]:

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""How often a ``context`` block holds the evidence, on the LoCoMo/MADial dev sets.
+
+    python bench/context_evidence.py [EVAL_DIR] [--work DIR] [--max-tokens 800] [--k 20]
+
+For each folder under EVAL_DIR holding ``queries.jsonl``, the index built by
+``bench/eval_retrieval.py`` under ``--work`` is opened read-only (run that
+first; this script embeds nothing but the questions). Every question is
+searched as the daemon's ``context`` method does (hybrid, ``k`` hits) and the
+block is built with the model's own token counter. A question counts as held
+when one of its evidence lines is *shown* in the block: inside a whole span,
+or among the lines of an excerpt. Prints one row per folder, the overall rate
+per data set and over both, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memoryd.indexer.config import Config, with_overrides
+from memoryd.indexer.embedding import load_embedder
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.search.context import build_context
+
+DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+
+
+def shown(source: dict[str, Any], path: str, line: int) -> bool:
+    """Whether ``path:line`` is visible in the block through ``source``."""
+    if source["path"] != path:
+        return False
+    if "lines" in source:
+        return line in source["lines"]
+    return bool(source["start_line"] <= line <= source["end_line"])
+
+
+def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, max_tokens: int, k: int) -> dict[str, Any]:
+    fcfg = with_overrides(cfg, roots=[work / "roots" / folder.name], data_dir=work / "data" / folder.name)
+    index = MemoryIndex(fcfg, embedder, read_only=True)
+    held = excerpts = spans = tokens = 0
+    queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
+    try:
+        for q in queries:
+            hits = index.search(q["question"], k=k).to_json()["hits"]
+            block = build_context(q["question"], hits, max_tokens, embedder.count_tokens)
+            evidence = [(r["path"], r["line"]) for r in q["relevant"]]
+            held += any(shown(s, p, n) for s in block["sources"] for p, n in evidence)
+            excerpts += sum(1 for s in block["sources"] if "lines" in s)
+            spans += len(block["sources"])
+            tokens += block["tokens"]
+    finally:
+        index.close()
+    n = len(queries)
+    return {"n": n, "held": held, "rate": round(held / n, 4), "sources_per_block": round(spans / n, 2),
+            "excerpts_per_block": round(excerpts / n, 2), "mean_tokens": round(tokens / n, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
+    ap.add_argument("--max-tokens", type=int, default=800)
+    ap.add_argument("--k", type=int, default=20, help="hits considered (the context method's default)")
+    args = ap.parse_args()
+    cfg = Config()
+    embedder = load_embedder(cfg.embedding, args.work / "model")
+    folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
+    rows = {f.name: run_folder(f, args.work, cfg, embedder, args.max_tokens, args.k) for f in folders}
+    print(f"{'data':<20} {'n':>4} {'held':>5} {'rate':>6} {'sources':>8} {'excerpts':>9} {'tokens':>7}")
+    for name, r in rows.items():
+        print(f"{name:<20} {r['n']:>4} {r['held']:>5} {r['rate']:>6.3f} {r['sources_per_block']:>8.2f} "
+              f"{r['excerpts_per_block']:>9.2f} {r['mean_tokens']:>7.0f}")
+    totals: dict[str, Any] = {}
+    for group in ("locomo", "madial", ""):
+        part = [r for name, r in rows.items() if name.startswith(group)]
+        n, held = sum(r["n"] for r in part), sum(r["held"] for r in part)
+        totals[group or "all"] = {"n": n, "held": held, "rate": round(held / max(n, 1), 4)}
+        print(f"{(group or 'all') + ' (overall)':<20} {n:>4} {held:>5} {held / max(n, 1):>6.3f}")
+    print(json.dumps({"max_tokens": args.max_tokens, "k": args.k, "folders": rows, **totals}))
+
+
+if __name__ == "__main__":
+    main()
