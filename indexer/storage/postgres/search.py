@@ -1,0 +1,231 @@
+"""Hybrid search on PostgreSQL: the same legs, scores and fusion as the embedded backend.
+
+* Keyword leg: BM25 computed in SQL exactly as FTS5's ``bm25()`` does (k1 = 1.2,
+  b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, N and the average
+  length over the whole table) on the terms memoryd's analyser produced, then the
+  same proximity bonus (:mod:`memoryd.indexer.search.proximity`).
+* Vector leg: pgvector's HNSW index (cosine); a filtered query (path prefix,
+  excluded folders, chosen sites) uses pgvector's iterative index scan.
+* Fusion, date boost, recency, MMR, abstention and merging: inherited unchanged
+  from :class:`memoryd.indexer.search.hybrid.HybridSearcher`.
+
+Searches see every site's chunks unless ``sites`` names some.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from memoryd.indexer import keyword
+from memoryd.indexer.config import SearchConfig, SearchMode
+from memoryd.indexer.search import keyword_plan
+from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, SearchResult, merge_consecutive
+from memoryd.indexer.search.hybrid import HybridSearcher, _checked, _confident, _explanations
+from memoryd.indexer.search.proximity import idf as proximity_idf
+from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
+from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.storage.postgres.schema import hnsw_cast
+from memoryd.indexer.storage.postgres.store import PgStore
+from memoryd.indexer.storage.postgres.terms import fts_tokens, tsquery_any
+from memoryd.indexer.store import ChunkRow
+from memoryd.indexer.types import Embedder
+
+K1, B = 1.2, 0.75
+_JOIN = " JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
+Filter = tuple[str, list[Any]]  # SQL conditions on c/f/r (after WHERE), their parameters
+
+
+def row_filter(prefix: str | None, exclude: Sequence[str], sites: Sequence[str] | None) -> Filter:
+    """Conditions for the path prefix (relative, or absolute with its root), excluded folders and sites."""
+    conds: list[str] = ["TRUE"]
+    args: list[Any] = []
+    if prefix:
+        conds.append("(starts_with(f.path, %s) OR starts_with(r.path || '/' || f.path, %s))")
+        args += [prefix, prefix]
+    for ex in exclude:
+        conds.append("NOT starts_with(f.path, %s)")
+        args.append(ex)
+    if sites is not None:
+        conds.append("r.site = ANY(%s)")
+        args.append(list(sites))
+    return " AND ".join(conds), args
+
+
+class PgVectors:
+    """The vector side of the interface on pgvector: vectors live in the chunk rows, so writes are no-ops."""
+
+    kind = "pgvector-hnsw"
+    tombstones = 0
+    rebuilding = None
+    dirty = False
+
+    def __init__(self, store: PgStore, dimension: int) -> None:
+        self._store = store
+        self._cast = hnsw_cast(dimension)
+
+    @property
+    def size(self) -> int:
+        with self._store.connection() as c:
+            row = c.execute("SELECT count(*) FROM memoryd_chunks").fetchone()
+        return int(row[0]) if row else 0
+
+    def add(self, ids: Iterable[int], vectors: Any) -> None:
+        """Nothing to do: a chunk row got its vector in its own transaction."""
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Nothing to do: deleting a chunk row deleted its vector."""
+        return 0
+
+    def search(self, query: Any, k: int, where: Filter = ("TRUE", [])) -> list[tuple[int, float]]:
+        q = np.asarray(query, dtype=np.float32)
+        dist = f"c.embedding::{self._cast} <=> %s::{self._cast}"
+        join = "" if where[0] == "TRUE" else _JOIN
+        with self._store.connection() as c, c.transaction():
+            c.execute(f"SET LOCAL hnsw.ef_search = {max(40, 2 * int(k))}")
+            if join:
+                c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = c.execute(f"SELECT c.id, 1 - ({dist}) AS s FROM memoryd_chunks c{join} WHERE {where[0]}"
+                             f" ORDER BY {dist} LIMIT %s", [q, *where[1], q, int(k)]).fetchall()
+        out = [(int(i), float(s)) for i, s in rows]
+        return sorted(out, key=lambda kv: -kv[1])
+
+    def scores_for(self, query: Any, ids: Iterable[int]) -> dict[int, float]:
+        wanted = [int(i) for i in ids]
+        if not wanted:
+            return {}
+        q = np.asarray(query, dtype=np.float32)
+        with self._store.connection() as c:
+            rows = c.execute(f"SELECT id, 1 - (embedding::{self._cast} <=> %s::{self._cast}) FROM memoryd_chunks"
+                             " WHERE id = ANY(%s)", (q, wanted)).fetchall()
+        return {int(i): float(s) for i, s in rows}
+
+    def vectors_of(self, ids: Sequence[int]) -> Any:
+        with self._store.connection() as c:
+            rows = dict(c.execute("SELECT id, embedding FROM memoryd_chunks WHERE id = ANY(%s)",
+                                  (list(ids),)).fetchall())
+        return np.stack([np.asarray(rows[i].to_numpy(), dtype=np.float32) for i in ids])
+
+
+class PgSearcher(HybridSearcher):
+    """:class:`HybridSearcher` with both legs answered by PostgreSQL."""
+
+    def __init__(self, store: PgStore, vectors: PgVectors, embedder: Embedder | None,
+                 lock: threading.Lock, cfg: SearchConfig) -> None:
+        super().__init__(None, vectors, embedder, lock, cfg)  # type: ignore[arg-type]  # no SQLite readers
+        self._store = store
+        self._pgvectors = vectors
+
+    def search(
+        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
+        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
+        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
+        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
+    ) -> SearchResult:
+        """One query, as :meth:`HybridSearcher.search`; ``sites`` limits it to those sites' files."""
+        t0 = time.perf_counter()
+        raw_query, query = query, clean_query(query)
+        k = k or self._cfg.k
+        mode = self._mode(mode)
+        qvec = None
+        if mode != "keyword" and self._embedder is not None:
+            qvec = query_vector() if query_vector is not None else self._embedder.embed_query(query)
+        terms = keyword.query_terms(query) if mode != "vector" else []
+        n_cand = max(self._cfg.candidates, k)
+        where = row_filter(path_prefix, exclude_prefixes, sites)
+        with self._store.connection() as conn:
+            kw_deep = self.keyword_scores(conn, terms, 4 * n_cand, where)
+            kw = dict(list(kw_deep.items())[:n_cand])
+            kw_ranked = self._proximity(conn, terms, kw)
+            vec = dict(self._pgvectors.search(qvec, n_cand, where)) if qvec is not None else {}
+            cands = list(dict.fromkeys([*vec, *kw]))
+            if mode == "hybrid" and qvec is not None:
+                vec.update(self._pgvectors.scores_for(qvec, [i for i in cands if i not in vec]))
+                deeper = {i: kw_deep[i] for i in cands if i not in kw and i in kw_deep}
+                kw.update(deeper)
+                kw_ranked.update(self._proximity(conn, terms, deeper))
+            rows = fetch_rows(conn, cands)
+        if path_check is not None:
+            rows = _checked(rows, path_check)
+        hits = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query), rows, k, qvec is not None)
+        reason = None
+        if min_score is not None and qvec is not None:
+            hits, reason = _confident(hits, vec, kw, min_score)
+        if self._cfg.merge_adjacent:
+            hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
+        hits = hits[:k]
+        explanations = None
+        if explain:
+            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
+        plan = keyword_plan.KeywordPlan((keyword_plan.KeywordPass(tuple(terms), 0),), exact=True)
+        return SearchResult(
+            mode=mode, hits=hits, abstained=reason is not None, reason=reason,
+            keyword_plan=plan.describe() if explain and terms else None,
+            query_searched=query if explain and query != raw_query else None,
+            explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
+        )
+
+    def keyword_scores(self, conn: psycopg.Connection[Any], terms: Sequence[str], n: int,
+                       where: Filter = ("TRUE", [])) -> dict[int, float]:
+        """The ``n`` best chunks by BM25 (FTS5's formula, positive), best first."""
+        tokens = [t for term in terms for t in fts_tokens(term)]
+        if not tokens:
+            return {}
+        n_docs, avgdl = _table_stats(conn)
+        df = self._doc_frequencies(conn, tokens)
+        idfs = [max(math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in tokens]
+        rows = conn.execute(
+            "SELECT c.id, sum(q.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * c.n_terms / %s))) AS s"
+            f" FROM memoryd_chunks c{_JOIN}"
+            " CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf FROM unnest(c.tsv)) u"
+            " JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = u.lexeme"
+            f" WHERE c.tsv @@ %s::tsquery AND {where[0]} GROUP BY c.id ORDER BY s DESC, c.id LIMIT %s",
+            [K1 + 1, K1, B, B, avgdl, tokens, idfs, tsquery_any(tokens), *where[1], int(n)]).fetchall()
+        return {int(i): float(s) for i, s in rows}
+
+    def _doc_frequencies(self, conn: psycopg.Connection[Any], tokens: Sequence[str]) -> dict[str, int]:
+        out = {}
+        for t in dict.fromkeys(tokens):
+            row = conn.execute("SELECT count(*) FROM memoryd_chunks WHERE tsv @@ %s::tsquery",
+                               (tsquery_any([t]),)).fetchone()
+            out[t] = int(row[0]) if row else 0
+        return out
+
+    def _proximity(self, conn: psycopg.Connection[Any], terms: list[str], kw: dict[int, float]) -> dict[int, float]:
+        """``kw`` plus the proximity bonus, as :func:`memoryd.indexer.search.rescore.keyword_with_proximity`."""
+        out = dict(kw)
+        weight = self._cfg.proximity_weight
+        words = word_terms(terms)
+        if weight <= 0 or not kw or len(words) < 2:
+            return out
+        n_docs, _ = _table_stats(conn)
+        df = self._doc_frequencies(conn, words)
+        idfs = {t: proximity_idf(df.get(t, 0), n_docs) for t in words}
+        if len(pair_terms(words, idfs)) < 2:
+            return out
+        docs = {int(i): str(t) for i, t in conn.execute(
+            "SELECT id, terms FROM memoryd_chunks WHERE id = ANY(%s)", (list(kw),)).fetchall()}
+        for cid, bonus in proximity_scores(words, idfs, docs).items():
+            if bonus > 0:
+                out[cid] += weight * bonus
+        return out
+
+
+def _table_stats(conn: psycopg.Connection[Any]) -> tuple[int, float]:
+    """(rows, average terms per row) over the whole table, as FTS5 keeps them."""
+    row = conn.execute("SELECT count(*), coalesce(sum(n_terms), 0) FROM memoryd_chunks").fetchone()
+    n = int(row[0]) if row else 0
+    return n, (float(row[1]) / n if row and n else 1.0)
+
+
+def fetch_rows(conn: psycopg.Connection[Any], ids: Sequence[int]) -> dict[int, ChunkRow]:
+    rows = conn.execute(
+        "SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"
+        f" FROM memoryd_chunks c{_JOIN} WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
+    return {int(r[0]): ChunkRow(*r) for r in rows}
