@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.pgfixture import pg_dsn, pg_server  # noqa: F401  (fixtures: a real PostgreSQL + pgvector)
+from tests.pgfixture import pg_dsn, pg_server, restartable_pg  # noqa: F401  (a real PostgreSQL + pgvector)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,7 +9,11 @@ skipped: without the wheel these fixtures fail, so CI cannot silently lose the t
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import shutil
+import subprocess
+import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,13 +35,19 @@ class PgServer:
         return f"host={self.socket_dir} user=postgres dbname={dbname}"
 
 
+def _data_dir() -> Path:
+    """A directory outside pytest's tmp tree: pytest (re)sets that tree to mode 0700 at every session start,
+    and a server started as root runs as the ``pgserver`` user, which must be able to reach its data."""
+    return Path(tempfile.mkdtemp(prefix="memoryd-pg-", dir="/tmp")) / "data"
+
+
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+def pg_server() -> Iterator[PgServer]:
+    data = _data_dir()
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         import pgserver
 
-        data = tmp_path_factory.mktemp("pgdata")
         srv = pgserver.get_server(data, cleanup_mode="stop")
     uri = srv.get_uri()
     socket_dir = psycopg.conninfo.conninfo_to_dict(uri)["host"]
@@ -52,6 +62,7 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             srv.cleanup()
+        shutil.rmtree(data.parent, ignore_errors=True)
 
 
 @pytest.fixture
@@ -67,5 +78,42 @@ def pg_dsn(pg_server: PgServer) -> Iterator[str]:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def data_dir_of(server: PgServer) -> Path:
-    return Path(server.handle.pgdata)
+class RestartablePg:
+    """A PostgreSQL of one test's own, which the test may stop and start again (the database "going away")."""
+
+    def __init__(self, server: PgServer) -> None:
+        self.server = server
+        self.pgdata = Path(server.handle.pgdata)
+
+    def _ctl(self, *args: str) -> None:
+        import pgserver
+
+        pgserver.pg_ctl(list(args), pgdata=self.pgdata, user=self.server.handle.system_user, timeout=30)
+
+    def stop(self) -> None:
+        self._ctl("-w", "-m", "fast", "stop")
+
+    def start(self) -> None:
+        self._ctl("-w", "-o", '-h ""', "-o", f"-k {self.server.socket_dir}", "-l", str(self.pgdata / "log"), "start")
+
+
+@pytest.fixture
+def restartable_pg() -> Iterator[RestartablePg]:
+    data = _data_dir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        srv = pgserver.get_server(data, cleanup_mode="stop")
+    socket_dir = str(psycopg.conninfo.conninfo_to_dict(srv.get_uri())["host"])
+    pg = RestartablePg(PgServer(srv, socket_dir))
+    try:
+        yield pg
+    finally:
+        # a server the test restarted is not the process pgserver knows: stop it by its data dir
+        with contextlib.suppress(subprocess.CalledProcessError):
+            pg.stop()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            srv.cleanup()
+        shutil.rmtree(data.parent, ignore_errors=True)
