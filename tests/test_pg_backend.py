@@ -200,10 +200,10 @@ def test_storage_section_validates_and_reads_the_dsn_from_the_environment(tmp_pa
 
     toml = tmp_path / "memoryd.toml"
     toml.write_text('[storage]\nbackend = "postgres"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="storage.dsn"):
+    with pytest.raises(ConfigError, match=r"storage\.dsn"):
         load(toml, env={})
     cfg: Config = load(toml, env={"MEMORYD_PG_DSN": f"host=/x password={SECRET}"})
     assert cfg.storage.dsn.endswith(SECRET) and SECRET not in repr(cfg)
     toml.write_text('[storage]\nbackend = "mysql"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="storage.backend"):
+    with pytest.raises(ConfigError, match=r"storage\.backend"):
         load(toml, env={})
