@@ -170,11 +170,13 @@ def test_database_down_fails_fast_then_resumes_without_a_full_reindex(restartabl
     try:
         reconcile(idx, [root], FILTER)
         embedded = emb.embedded
+        assert idx.status()["storage"]["reachable"] is True
         restartable_pg.stop()
         with pytest.raises(StorageUnavailableError, match="database postgresql://postgres@"):
             idx.search("Neovim", k=1)
-        with pytest.raises(StorageUnavailableError):
-            idx.status()
+        down = idx.status()  # status says so, with the last figures it read
+        assert down["storage"]["reachable"] is False and down["chunks"] > 0
+        assert "postgresql://postgres@" in down["storage"]["error"]
         (root / "while-down.md").write_text("# Down\n\nWritten while the database was away.\n", encoding="utf-8")
         restartable_pg.start()
         wait_for(lambda: _reachable(idx), timeout=30, what="the pool to reconnect")
@@ -187,11 +189,7 @@ def test_database_down_fails_fast_then_resumes_without_a_full_reindex(restartabl
 
 
 def _reachable(idx: MemoryIndex) -> bool:
-    try:
-        idx.status()
-    except StorageUnavailableError:
-        return False
-    return True
+    return bool(idx.status()["storage"]["reachable"])
 
 
 def test_storage_section_validates_and_reads_the_dsn_from_the_environment(tmp_path: Path) -> None:

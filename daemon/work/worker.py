@@ -45,6 +45,7 @@ from memoryd.daemon.work.rebuilder import Rebuilder
 from memoryd.indexer.engine import IndexStats, MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.storage.base import StorageUnavailableError
 
 log = structlog.get_logger(__name__)
 
@@ -103,6 +104,7 @@ class IndexWorker:
         self.last_reconcile: float | None = None
         self.last_error: str | None = None
         self._disk_full = False
+        self._storage_down = False  # the database backend was unreachable at the last task
         nice = index.cfg.embedding.background_nice
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
@@ -215,9 +217,20 @@ class IndexWorker:
                 log.info("disk.recovered")
                 self._disk_full = False
             future.set_result(result)
+            if self._storage_down:  # files changed meanwhile are only on disk: catch up with them
+                log.info("storage.recovered", action="reconciling the roots")
+                self._storage_down = False
+                self.request_reconcile("storage back")
         except ReconcileCancelled as exc:
             log.info("reconcile.cancelled", detail=str(exc))
             _fail(future, TaskStopped(f"the re-index was stopped ({exc}); it resumes at the next start"))
+        except StorageUnavailableError as exc:
+            if not self._storage_down:
+                log.error("storage.unavailable", error=str(exc),
+                          action="files stay the source of truth; they are reconciled when the database is back")
+            self._storage_down = True
+            self.last_error = str(exc)
+            _fail(future, exc)
         except DiskFullError as exc:
             if not self._disk_full:
                 log.error("disk.full", error=str(exc), action="serving reads; retrying at the next sweep")

@@ -25,6 +25,7 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.storage import site_id
+from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.postgres import connect, schema
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
@@ -48,6 +49,7 @@ class PgMemoryIndex(MemoryIndex):
         self.where = describe(st.dsn)
         self.lock = threading.Lock()
         self._site_lock: connect.SiteLock | None = None
+        self._last_status: dict[str, Any] = {}
         if not read_only:
             connect.prepare(st.dsn, st.sslmode)
         self._own_pool = pool is None
@@ -115,6 +117,19 @@ class PgMemoryIndex(MemoryIndex):
         return True
 
     def status(self) -> dict[str, Any]:
+        """The figures, read from the database; while it is unreachable, the last ones read, marked so."""
+        try:
+            st = self._status()
+        except StorageUnavailableError as exc:
+            last: dict[str, Any] = dict(self._last_status) if self._last_status else {"files": None, "chunks": None}
+            storage = {**(last.get("storage") or {}), "backend": "postgres", "database": self.where,
+                       "site": self.site, "reachable": False, "error": str(exc)}
+            return {**last, "storage": storage,
+                    "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())]}
+        self._last_status = st
+        return st
+
+    def _status(self) -> dict[str, Any]:
         with self.pg.connection() as c:
             row = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks),"
                             " (SELECT count(*) FROM memoryd_embed_cache),"
@@ -128,7 +143,7 @@ class PgMemoryIndex(MemoryIndex):
             "cache": {"entries": int(row[2]), "hits": self.cache.hits, "misses": self.cache.misses,
                       "capacity": self.cache.capacity},
             "index": {"type": "pgvector-hnsw", "vectors": int(row[1]), "tombstones": 0, "rebuilding": None},
-            "storage": {"backend": "postgres", "database": self.where, "site": self.site,
+            "storage": {"backend": "postgres", "database": self.where, "site": self.site, "reachable": True,
                         "sites": int(row[3]), "all_files": int(row[0]), "all_chunks": int(row[1])},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
         }
