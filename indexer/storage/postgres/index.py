@@ -148,6 +148,12 @@ class PgMemoryIndex(MemoryIndex):
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
         }
 
+    def set_background_rebuilds(self, on: bool = True) -> None:
+        """Nothing to switch: pgvector maintains its HNSW index in every write."""
+
+    def rebuild_wanted(self) -> bool:
+        return False
+
     def maintain(self) -> dict[str, Any]:
         return {"cache_evicted": self.evict_cache()}
 

@@ -65,6 +65,11 @@ class PgVectors:
     tombstones = 0
     rebuilding = None
     dirty = False
+    auto_rebuild = False
+
+    def wanted(self) -> None:
+        """No rebuild is ever due: pgvector maintains its HNSW index in every write."""
+        return None
 
     def __init__(self, store: PgStore, dimension: int) -> None:
         self._store = store
