@@ -35,7 +35,7 @@ def paths_found(client: Any, query: str) -> set[str]:
 
 def test_a_save_on_site_a_is_searchable_from_site_b(pg_dsn: str, tmp_path: Path, short_dir: Path) -> None:
     with running_daemon(tmp_path / "a", short_dir / "a.sock", FILES, timeout=20, tweak=on_postgres(pg_dsn)) as (
-        a, ca, root_a,
+        a, _ca, root_a,
     ), running_daemon(tmp_path / "b", short_dir / "b.sock", FILES, timeout=20, tweak=on_postgres(pg_dsn)) as (
         b, cb, _root_b,
     ):
@@ -54,7 +54,7 @@ def test_a_save_on_site_a_is_searchable_from_site_b(pg_dsn: str, tmp_path: Path,
 def test_remember_writes_the_file_while_the_database_is_down(restartable_pg: Any, tmp_path: Path,
                                                             short_dir: Path) -> None:
     with running_daemon(tmp_path, short_dir / "m.sock", FILES, timeout=20,
-                        tweak=on_postgres(restartable_pg.server.dsn())) as (d, client, root):
+                        tweak=on_postgres(restartable_pg.server.dsn())) as (_d, client, root):
         restartable_pg.stop()
         with pytest.raises(RpcClientError, match="database postgresql://"):
             client.call("search", {"query": "Lisbon", "mode": "keyword"})

@@ -23,7 +23,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.client import cli_bank, cli_completion, cli_history, cli_mcp, cli_setup, cli_write
+from memoryd.daemon.client import (
+    cli_bank,
+    cli_completion,
+    cli_history,
+    cli_mcp,
+    cli_setup,
+    cli_storage,
+    cli_write,
+)
 from memoryd.daemon.client.cli_help import command, positive_int
 from memoryd.daemon.exits import (
     EXIT_BROKEN_PIPE,
@@ -119,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.add_parsers(sub)
     cli_setup.add_parsers(sub)
     cli_completion.add_parsers(sub)
+    cli_storage.add_parsers(sub)
     return parser
 
 
@@ -348,6 +357,7 @@ _COMMANDS.update(cli_bank.COMMANDS)
 _COMMANDS.update(cli_mcp.COMMANDS)
 _COMMANDS.update(cli_setup.COMMANDS)
 _COMMANDS.update(cli_history.COMMANDS)
+_COMMANDS.update(cli_storage.COMMANDS)
 
 if __name__ == "__main__":
     sys.exit(main())
