@@ -47,8 +47,21 @@ def test_a_save_on_site_a_is_searchable_from_site_b(pg_dsn: str, tmp_path: Path,
         wait_for(lambda: "deploys.md" in paths_found(cb, "production deploys freeze"), timeout=10,
                  what="A's save to be searchable from B")
         took = time.monotonic() - t0
-        assert took < 10  # the bench (bench/pg_sites.py) measures the p95; this only proves it travels
+        assert took < 10  # bench/pg_sites.py measures the p95; this only proves it travels
         assert a.index.site != b.index.site
+        mine = cb.call("search", {"query": "production deploys freeze", "mode": "keyword", "sites": ["self"]})
+        assert "deploys.md" not in {h["path"] for h in mine["hits"]}
+        theirs = cb.call("search", {"query": "production deploys freeze", "mode": "keyword",
+                                    "sites": [a.index.site]})
+        assert {h["path"] for h in theirs["hits"]} == {"deploys.md"}
+        with pytest.raises(RpcClientError, match="sites"):
+            cb.call("search", {"query": "x", "sites": []})
+
+
+def test_sites_is_refused_by_the_embedded_backend(tmp_path: Path, short_dir: Path) -> None:
+    with running_daemon(tmp_path, short_dir / "e.sock", FILES, timeout=20) as (_d, client, _root), \
+            pytest.raises(RpcClientError, match=r"storage\.backend = 'postgres'"):
+        client.call("search", {"query": "Lisbon", "sites": ["self"]})
 
 
 def test_remember_writes_the_file_while_the_database_is_down(restartable_pg: Any, tmp_path: Path,

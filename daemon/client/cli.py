@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-score", type=float, default=None,
                    help="abstain unless a hit reaches this cosine similarity or matches a keyword")
     p.add_argument("--explain", action="store_true", help="show each hit's ranks and raw scores in both legs")
+    p.add_argument("--site", action="append", dest="sites", default=None,
+                   help="PostgreSQL backend: only this site's files (repeatable; 'self' = the daemon's own)")
     p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
@@ -257,7 +259,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"query": query}
     if args.explain:
         params["explain"] = True
-    for key in ("k", "mode", "path_prefix", "min_score"):
+    for key in ("k", "mode", "path_prefix", "min_score", "sites"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
     if args.offline:
