@@ -41,6 +41,14 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4) -> p
 
     def configure(conn: psycopg.Connection[Any]) -> None:
         register_vector(conn)
+        # vector searches then need no SET LOCAL (a transaction: three more round trips per query);
+        # the iterative scan keeps filtered searches (prefix, sites) from returning too few rows
+        conn.execute(f"SET hnsw.ef_search = {schema.EF_SEARCH}")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        # With ef_search above LIMIT, pgvector's cost estimate makes a small table's sequential scan
+        # look cheaper than the HNSW index; the scan must read (and detoast) every vector: 30-50 ms
+        # at 3k chunks against ~1 ms. memoryd's queries all have an index to use.
+        conn.execute("SET enable_seqscan = off")
 
     pool = psycopg_pool.ConnectionPool(
         conninfo(dsn, sslmode), min_size=min_size, max_size=max_size, open=False, configure=configure,

@@ -31,7 +31,7 @@ from memoryd.indexer.search.hybrid import HybridSearcher, _checked, _confident, 
 from memoryd.indexer.search.proximity import idf as proximity_idf
 from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
 from memoryd.indexer.search.querytext import clean_query
-from memoryd.indexer.storage.postgres.schema import hnsw_cast
+from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.storage.postgres.terms import fts_tokens, tsquery_any
 from memoryd.indexer.store import ChunkRow
@@ -92,12 +92,18 @@ class PgVectors:
         q = np.asarray(query, dtype=np.float32)
         dist = f"c.embedding::{self._cast} <=> %s::{self._cast}"
         join = "" if where[0] == "TRUE" else _JOIN
-        with self._store.connection() as c, c.transaction():
-            c.execute(f"SET LOCAL hnsw.ef_search = {max(40, 2 * int(k))}")
-            if join:
-                c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = c.execute(f"SELECT c.id, 1 - ({dist}) AS s FROM memoryd_chunks c{join} WHERE {where[0]}"
-                             f" ORDER BY {dist} LIMIT %s", [q, *where[1], q, int(k)]).fetchall()
+        # LIMIT is written into the statement: as a parameter the planner cannot see that it is
+        # small, and prefers a sequential scan and a sort to the HNSW index (40x slower at 3k rows).
+        sql = (f"SELECT c.id, 1 - ({dist}) AS s FROM memoryd_chunks c{join} WHERE {where[0]}"
+               f" ORDER BY {dist} LIMIT {int(k)}")
+        params = [q, *where[1], q]
+        with self._store.connection() as c:
+            if 2 * int(k) <= EF_SEARCH:  # the session settings (memoryd...connect.open_pool) suffice: one round trip
+                rows = c.execute(sql, params).fetchall()
+            else:
+                with c.transaction():
+                    c.execute(f"SET LOCAL hnsw.ef_search = {2 * int(k)}")
+                    rows = c.execute(sql, params).fetchall()
         out = [(int(i), float(s)) for i, s in rows]
         return sorted(out, key=lambda kv: -kv[1])
 
@@ -126,6 +132,7 @@ class PgSearcher(HybridSearcher):
         super().__init__(None, vectors, embedder, lock, cfg)  # type: ignore[arg-type]  # no SQLite readers
         self._store = store
         self._pgvectors = vectors
+        self._stats = StatsCache()
 
     def search(
         self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
@@ -145,7 +152,7 @@ class PgSearcher(HybridSearcher):
         n_cand = max(self._cfg.candidates, k)
         where = row_filter(path_prefix, exclude_prefixes, sites)
         with self._store.connection() as conn:
-            kw_deep = self.keyword_scores(conn, terms, 4 * n_cand, where)
+            kw_deep, plan = self.keyword_scores(conn, terms, 4 * n_cand, where)
             kw = dict(list(kw_deep.items())[:n_cand])
             kw_ranked = self._proximity(conn, terms, kw)
             vec = dict(self._pgvectors.search(qvec, n_cand, where)) if qvec is not None else {}
@@ -168,7 +175,6 @@ class PgSearcher(HybridSearcher):
         explanations = None
         if explain:
             explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows)
-        plan = keyword_plan.KeywordPlan((keyword_plan.KeywordPass(tuple(terms), 0),), exact=True)
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
             keyword_plan=plan.describe() if explain and terms else None,
@@ -177,30 +183,37 @@ class PgSearcher(HybridSearcher):
         )
 
     def keyword_scores(self, conn: psycopg.Connection[Any], terms: Sequence[str], n: int,
-                       where: Filter = ("TRUE", [])) -> dict[int, float]:
-        """The ``n`` best chunks by BM25 (FTS5's formula, positive), best first."""
-        tokens = [t for term in terms for t in fts_tokens(term)]
-        if not tokens:
-            return {}
-        n_docs, avgdl = _table_stats(conn)
-        df = self._doc_frequencies(conn, tokens)
-        idfs = [max(math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in tokens]
-        rows = conn.execute(
-            "SELECT c.id, sum(q.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * c.n_terms / %s))) AS s"
-            f" FROM memoryd_chunks c{_JOIN}"
-            " CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf FROM unnest(c.tsv)) u"
-            " JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = u.lexeme"
-            f" WHERE c.tsv @@ %s::tsquery AND {where[0]} GROUP BY c.id ORDER BY s DESC, c.id LIMIT %s",
-            [K1 + 1, K1, B, B, avgdl, tokens, idfs, tsquery_any(tokens), *where[1], int(n)]).fetchall()
-        return {int(i): float(s) for i, s in rows}
+                       where: Filter = ("TRUE", [])) -> tuple[dict[int, float], keyword_plan.KeywordPlan]:
+        """The ``n`` best chunks by BM25 (FTS5's formula, positive), best first, and the plan that bounded it.
 
-    def _doc_frequencies(self, conn: psycopg.Connection[Any], tokens: Sequence[str]) -> dict[str, int]:
-        out = {}
-        for t in dict.fromkeys(tokens):
-            row = conn.execute("SELECT count(*) FROM memoryd_chunks WHERE tsv @@ %s::tsquery",
-                               (tsquery_any([t]),)).fetchone()
-            out[t] = int(row[0]) if row else 0
-        return out
+        The work is bounded exactly as the embedded leg bounds it
+        (:func:`memoryd.indexer.search.keyword_plan.plan`): one exact pass when few rows can
+        match, else a pass over the rare terms and one over the newest chunks, each a lower
+        bound of the exact score; a chunk found by both keeps its better score.
+        """
+        tokens = list(dict.fromkeys(t for term in terms for t in fts_tokens(term)))
+        if not tokens:
+            return {}, keyword_plan.KeywordPlan((), exact=True)
+        n_docs, avgdl, max_id = self._stats.table(conn)
+        df = self._stats.doc_frequencies(conn, tokens)
+        kplan = keyword_plan.plan(tokens, df, max_id, keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
+        best: dict[int, float] = {}
+        for p in kplan.passes:
+            idfs = [max(math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in p.terms]
+            rows = conn.execute(
+                "SELECT c.id, sum(q.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * c.n_terms / %s))) AS s"
+                f" FROM memoryd_chunks c{_JOIN}"
+                " CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf FROM unnest(c.tsv)) u"
+                " JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = u.lexeme"
+                f" WHERE c.tsv @@ %s::tsquery AND c.id >= %s AND {where[0]}"
+                f" GROUP BY c.id ORDER BY s DESC, c.id LIMIT {int(n)}",
+                [K1 + 1, K1, B, B, avgdl, list(p.terms), idfs, tsquery_any(p.terms), p.min_rowid, *where[1]],
+            ).fetchall()
+            for i, sc in rows:
+                best[int(i)] = max(best.get(int(i), float("-inf")), float(sc))
+        if len(kplan.passes) == 1:
+            return best, kplan
+        return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n]), kplan
 
     def _proximity(self, conn: psycopg.Connection[Any], terms: list[str], kw: dict[int, float]) -> dict[int, float]:
         """``kw`` plus the proximity bonus, as :func:`memoryd.indexer.search.rescore.keyword_with_proximity`."""
@@ -209,8 +222,8 @@ class PgSearcher(HybridSearcher):
         words = word_terms(terms)
         if weight <= 0 or not kw or len(words) < 2:
             return out
-        n_docs, _ = _table_stats(conn)
-        df = self._doc_frequencies(conn, words)
+        _, _, n_docs = self._stats.table(conn)  # max(id), as the embedded rescoring counts documents
+        df = self._stats.doc_frequencies(conn, words)
         idfs = {t: proximity_idf(df.get(t, 0), n_docs) for t in words}
         if len(pair_terms(words, idfs)) < 2:
             return out
@@ -222,11 +235,43 @@ class PgSearcher(HybridSearcher):
         return out
 
 
-def _table_stats(conn: psycopg.Connection[Any]) -> tuple[int, float]:
-    """(rows, average terms per row) over the whole table, as FTS5 keeps them."""
-    row = conn.execute("SELECT count(*), coalesce(sum(n_terms), 0) FROM memoryd_chunks").fetchone()
-    n = int(row[0]) if row else 0
-    return n, (float(row[1]) / n if row and n else 1.0)
+class StatsCache:
+    """BM25's corpus figures (rows, average length, document frequencies), kept ``STATS_TTL_S``.
+
+    FTS5 reads them from its own structure for free; here each costs a scan or an index
+    count, and a round trip, per query. Several daemons write the table, so there is no
+    local event to invalidate on: for at most ``STATS_TTL_S`` after a change, scores use
+    the figures from before it (a few documents out of thousands: ranks barely move).
+    """
+
+    def __init__(self, ttl_s: float = 2.0) -> None:
+        self.ttl_s = ttl_s
+        self._table: tuple[float, int, float, int] | None = None
+        self._df: dict[str, tuple[float, int]] = {}
+
+    def table(self, conn: psycopg.Connection[Any]) -> tuple[int, float, int]:
+        """(rows, average terms per row, highest chunk id)."""
+        now = time.monotonic()
+        if self._table is None or now - self._table[0] > self.ttl_s:
+            row = conn.execute("SELECT count(*), coalesce(sum(n_terms), 0), coalesce(max(id), 0)"
+                               " FROM memoryd_chunks").fetchone()
+            n = int(row[0]) if row else 0
+            self._table = (now, n, float(row[1]) / n if row and n else 1.0, int(row[2]) if row else 0)
+        return self._table[1], self._table[2], self._table[3]
+
+    def doc_frequencies(self, conn: psycopg.Connection[Any], tokens: Sequence[str]) -> dict[str, int]:
+        now = time.monotonic()
+        if len(self._df) > 50_000:
+            self._df.clear()
+        missing = [t for t in dict.fromkeys(tokens) if t not in self._df or now - self._df[t][0] > self.ttl_s]
+        if missing:
+            rows = conn.execute(
+                "SELECT x.t, (SELECT count(*) FROM memoryd_chunks WHERE tsv @@ x.q)"
+                " FROM unnest(%s::text[], %s::tsquery[]) AS x(t, q)",
+                (missing, [tsquery_any([t]) for t in missing])).fetchall()
+            for t, n in rows:
+                self._df[str(t)] = (now, int(n))
+        return {t: self._df[t][1] for t in tokens}
 
 
 def fetch_rows(conn: psycopg.Connection[Any], ids: Sequence[int]) -> dict[int, ChunkRow]:

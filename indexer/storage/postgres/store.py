@@ -180,31 +180,46 @@ class PgStore:
 
 
 def _replace_chunks(c: psycopg.Connection[Any], file_id: int, chunks: Sequence[NewChunk]) -> FileChange:
+    """The chunk rows of one file, in as few round trips as psycopg's pipelined ``executemany`` allows."""
     old: dict[tuple[str, bytes], list[int]] = {}
     for cid, sha, key in c.execute("SELECT id, sha256, embed_key FROM memoryd_chunks WHERE file_id = %s FOR UPDATE",
                                    (file_id,)):
         old.setdefault((sha, bytes(key)), []).append(int(cid))
-    added: list[tuple[int, bytes]] = []
-    kept = 0
+    kept: list[tuple[int, int, str, int]] = []
+    new: list[NewChunk] = []
     for ch in chunks:
         same = old.get((ch.sha256, ch.embed_key))
         if same:
-            c.execute("UPDATE memoryd_chunks SET start_line = %s, end_line = %s, heading = %s WHERE id = %s",
-                      (ch.start_line, ch.end_line, ch.heading, same.pop()))
-            kept += 1
-            continue
+            kept.append((ch.start_line, ch.end_line, ch.heading, same.pop()))
+        else:
+            new.append(ch)
+    with c.cursor() as cur:
+        if kept:
+            cur.executemany("UPDATE memoryd_chunks SET start_line = %s, end_line = %s, heading = %s WHERE id = %s",
+                            kept)
+        added = _insert_chunks(cur, file_id, new) if new else []
+    removed = [cid for ids in old.values() for cid in ids]
+    if removed:
+        c.execute("DELETE FROM memoryd_chunks WHERE id = ANY(%s)", (removed,))
+    return FileChange(added=added, removed=removed, kept=len(kept))
+
+
+def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewChunk]) -> list[tuple[int, bytes]]:
+    rows = []
+    for ch in chunks:
         tokens = fts_tokens(ch.terms)
-        row = c.execute(
-            "INSERT INTO memoryd_chunks (file_id, start_line, end_line, heading, text, sha256, embed_key,"
-            " terms, tsv, n_terms, embedding) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector, %s, e.vector"
-            " FROM memoryd_embed_cache e WHERE e.key = %s RETURNING id",
-            (file_id, ch.start_line, ch.end_line, ch.heading, ch.text, ch.sha256, ch.embed_key, ch.terms,
-             tsvector_literal(tokens), len(tokens), ch.embed_key)).fetchone()
+        rows.append((file_id, ch.start_line, ch.end_line, ch.heading, ch.text, ch.sha256, ch.embed_key, ch.terms,
+                     tsvector_literal(tokens), len(tokens), ch.embed_key))
+    cur.executemany(
+        "INSERT INTO memoryd_chunks (file_id, start_line, end_line, heading, text, sha256, embed_key,"
+        " terms, tsv, n_terms, embedding) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector, %s, e.vector"
+        " FROM memoryd_embed_cache e WHERE e.key = %s RETURNING id", rows, returning=True)
+    added: list[tuple[int, bytes]] = []
+    for ch in chunks:
+        row = cur.fetchone()
         if row is None:
             raise ValueError(f"no cached vector for chunk {ch.sha256[:12]} (lines {ch.start_line}-{ch.end_line}): "
                              "the cache must be written in the same transaction first")
         added.append((int(row[0]), ch.embed_key))
-    removed = [cid for ids in old.values() for cid in ids]
-    if removed:
-        c.execute("DELETE FROM memoryd_chunks WHERE id = ANY(%s)", (removed,))
-    return FileChange(added=added, removed=removed, kept=kept)
+        cur.nextset()
+    return added
