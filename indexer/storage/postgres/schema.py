@@ -7,6 +7,9 @@ this memoryd knows is refused (:class:`SchemaTooNewError`): an old daemon must n
 write rows a newer schema gives another meaning.
 
 Tables are prefixed ``memoryd_`` so the database can be shared with other users.
+The keyword index is ``memoryd_postings``: one row per (term, chunk) with the term's
+frequency and the chunk's length, so BM25 is an index-only range scan per query term
+(a ``tsvector`` + GIN index had to fetch and unpack every matching row: 3-5x slower).
 Vectors are pgvector ``vector`` values; the column is untyped (the dimension is the
 model's, recorded in the identity) and the HNSW index is an expression index on
 ``embedding::vector(D)`` created once the dimension is known (:func:`ensure_hnsw`).
@@ -46,12 +49,17 @@ MIGRATIONS: tuple[str, ...] = (
         sha256 text NOT NULL,
         embed_key bytea NOT NULL,
         terms text NOT NULL,
-        tsv tsvector NOT NULL,
         n_terms integer NOT NULL,
         embedding vector NOT NULL);
     CREATE INDEX memoryd_chunks_by_file ON memoryd_chunks (file_id);
     CREATE INDEX memoryd_chunks_by_key ON memoryd_chunks (embed_key);
-    CREATE INDEX memoryd_chunks_tsv ON memoryd_chunks USING gin (tsv);
+    CREATE TABLE memoryd_postings (
+        term text NOT NULL,
+        chunk_id bigint NOT NULL REFERENCES memoryd_chunks(id) ON DELETE CASCADE,
+        tf integer NOT NULL,
+        dl integer NOT NULL,
+        PRIMARY KEY (term, chunk_id));
+    CREATE INDEX memoryd_postings_by_chunk ON memoryd_postings (chunk_id);
     CREATE TABLE memoryd_embed_cache (
         key bytea PRIMARY KEY, vector vector NOT NULL, last_used double precision NOT NULL);
     CREATE INDEX memoryd_embed_cache_lru ON memoryd_embed_cache (last_used);

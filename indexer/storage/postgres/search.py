@@ -33,7 +33,7 @@ from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
-from memoryd.indexer.storage.postgres.terms import fts_tokens, tsquery_any
+from memoryd.indexer.storage.postgres.terms import fts_tokens
 from memoryd.indexer.store import ChunkRow
 from memoryd.indexer.types import Embedder
 
@@ -200,14 +200,15 @@ class PgSearcher(HybridSearcher):
         best: dict[int, float] = {}
         for p in kplan.passes:
             idfs = [max(math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in p.terms]
+            # Unfiltered: an index-only scan of each term's postings. Filtered: the same, joined to
+            # the chunk's file and root for the conditions.
+            join = "" if where[0] == "TRUE" else f" JOIN memoryd_chunks c ON c.id = p.chunk_id{_JOIN}"
             rows = conn.execute(
-                "SELECT c.id, sum(q.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * c.n_terms / %s))) AS s"
-                f" FROM memoryd_chunks c{_JOIN}"
-                " CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf FROM unnest(c.tsv)) u"
-                " JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = u.lexeme"
-                f" WHERE c.tsv @@ %s::tsquery AND c.id >= %s AND {where[0]}"
-                f" GROUP BY c.id ORDER BY s DESC, c.id LIMIT {int(n)}",
-                [K1 + 1, K1, B, B, avgdl, list(p.terms), idfs, tsquery_any(p.terms), p.min_rowid, *where[1]],
+                "SELECT p.chunk_id, sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.dl / %s))) AS s"
+                f" FROM memoryd_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = p.term"
+                f"{join} WHERE p.term = ANY(%s) AND p.chunk_id >= %s AND {where[0]}"
+                f" GROUP BY p.chunk_id ORDER BY s DESC, p.chunk_id LIMIT {int(n)}",
+                [K1 + 1, K1, B, B, avgdl, list(p.terms), idfs, list(p.terms), p.min_rowid, *where[1]],
             ).fetchall()
             for i, sc in rows:
                 best[int(i)] = max(best.get(int(i), float("-inf")), float(sc))
@@ -265,12 +266,11 @@ class StatsCache:
             self._df.clear()
         missing = [t for t in dict.fromkeys(tokens) if t not in self._df or now - self._df[t][0] > self.ttl_s]
         if missing:
-            rows = conn.execute(
-                "SELECT x.t, (SELECT count(*) FROM memoryd_chunks WHERE tsv @@ x.q)"
-                " FROM unnest(%s::text[], %s::tsquery[]) AS x(t, q)",
-                (missing, [tsquery_any([t]) for t in missing])).fetchall()
-            for t, n in rows:
-                self._df[str(t)] = (now, int(n))
+            rows = conn.execute("SELECT term, count(*) FROM memoryd_postings WHERE term = ANY(%s) GROUP BY term",
+                                (missing,)).fetchall()
+            found = {str(t): int(n) for t, n in rows}
+            for t in missing:
+                self._df[t] = (now, found.get(t, 0))
         return {t: self._df[t][1] for t in tokens}
 
 

@@ -2,7 +2,7 @@
 
 Implements :class:`memoryd.indexer.storage.base.ChunkStore` for one site. Roots
 are keyed by (site, path), so files are keyed by (site, root, path). A chunk row
-carries its keyword terms (``tsv``, see :mod:`.terms`) and its vector: the vector
+carries its keyword terms (with postings rows, see :mod:`.terms`) and its vector: the vector
 comes from the shared embedding cache *inside the same transaction* (the engine's
 ``in_transaction`` hook writes the cache first), so a chunk never exists without
 its vector and nothing else has to be kept in step with the table.
@@ -25,7 +25,7 @@ import psycopg
 import psycopg_pool
 
 from memoryd.indexer.storage.base import StorageUnavailableError
-from memoryd.indexer.storage.postgres.terms import fts_tokens, tsvector_literal
+from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
 from memoryd.indexer.store import FileChange, FileRow, NewChunk
 
 _FILE_COLS = "id, root_id, path, size, mtime_ns, sha256"
@@ -205,15 +205,14 @@ def _replace_chunks(c: psycopg.Connection[Any], file_id: int, chunks: Sequence[N
 
 
 def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewChunk]) -> list[tuple[int, bytes]]:
-    rows = []
-    for ch in chunks:
-        tokens = fts_tokens(ch.terms)
-        rows.append((file_id, ch.start_line, ch.end_line, ch.heading, ch.text, ch.sha256, ch.embed_key, ch.terms,
-                     tsvector_literal(tokens), len(tokens), ch.embed_key))
+    """Insert the chunk rows (pipelined) and then all their postings (one statement)."""
+    tokens = [fts_tokens(ch.terms) for ch in chunks]
     cur.executemany(
         "INSERT INTO memoryd_chunks (file_id, start_line, end_line, heading, text, sha256, embed_key,"
-        " terms, tsv, n_terms, embedding) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector, %s, e.vector"
-        " FROM memoryd_embed_cache e WHERE e.key = %s RETURNING id", rows, returning=True)
+        " terms, n_terms, embedding) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, e.vector"
+        " FROM memoryd_embed_cache e WHERE e.key = %s RETURNING id",
+        [(file_id, ch.start_line, ch.end_line, ch.heading, ch.text, ch.sha256, ch.embed_key, ch.terms, len(tok),
+          ch.embed_key) for ch, tok in zip(chunks, tokens, strict=True)], returning=True)
     added: list[tuple[int, bytes]] = []
     for ch in chunks:
         row = cur.fetchone()
@@ -222,4 +221,17 @@ def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewC
                              "the cache must be written in the same transaction first")
         added.append((int(row[0]), ch.embed_key))
         cur.nextset()
+    terms: list[str] = []
+    ids: list[int] = []
+    tfs: list[int] = []
+    dls: list[int] = []
+    for (cid, _), tok in zip(added, tokens, strict=True):
+        distinct, counts = term_frequencies(tok)
+        terms += distinct
+        tfs += counts
+        ids += [cid] * len(distinct)
+        dls += [len(tok)] * len(distinct)
+    if terms:
+        cur.execute("INSERT INTO memoryd_postings (term, chunk_id, tf, dl)"
+                    " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::int[])", (terms, ids, tfs, dls))
     return added
