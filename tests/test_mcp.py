@@ -55,7 +55,7 @@ def test_tools_have_closed_valid_schemas_with_described_arguments() -> None:
     ("memory_search", {}, "'query' is required"),
     ("memory_search", {"query": "x", "k": 0}, "'k': 0 is less than the minimum of 1"),
     ("memory_search", {"query": "x", "mode": "fuzzy"}, "'mode': 'fuzzy' is not one of"),
-    ("memory_search", {"query": "x", "kk": 3}, "('kk' was unexpected) (arguments: query, k, namespace, mode)"),
+    ("memory_search", {"query": "x", "kk": 3}, "('kk' was unexpected) (arguments: query, k, namespace, mode, sites)"),
     ("memory_search", {"query": "   "}, "'query' must not be blank"),
     ("memory_search", {"query": "x", "namespace": "peers/alice"}, "'namespace': 'peers/alice' does not match"),
     ("memory_get", {"path": "a.md", "from": "3"}, "'from': '3' is not of type 'integer'"),

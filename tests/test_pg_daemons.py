@@ -90,3 +90,14 @@ def _search_or_empty(client: Any, query: str) -> list[dict[str, Any]]:
         return list(client.call("search", {"query": query, "mode": "keyword"})["hits"])
     except RpcClientError:
         return []
+
+
+def test_the_mcp_search_tool_passes_sites_through() -> None:
+    from memoryd.daemon.client.mcp_server import DaemonBridge
+    from memoryd.daemon.client.mcp_tools import BY_NAME, ToolError, check_arguments
+
+    args = check_arguments(BY_NAME["memory_search"], {"query": "deploys", "sites": ["self", "ci"]})
+    method, params = DaemonBridge("/nonexistent/s.sock").request("memory_search", args)
+    assert method == "search" and params["sites"] == ["self", "ci"]
+    with pytest.raises(ToolError):
+        check_arguments(BY_NAME["memory_search"], {"query": "deploys", "sites": []})

@@ -126,7 +126,7 @@ class DaemonBridge:
     def request(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The daemon method and params for a tool call whose ``args`` passed the schema."""
         if name == SEARCH.name:
-            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace")
+            return "search", self._with({"query": args["query"]}, args, "k", "mode", "namespace", "sites")
         if name == GET.name:
             start = args.get("from", 1)
             params: dict[str, Any] = {"path": args["path"], "start_line": start}

@@ -66,6 +66,9 @@ SEARCH = ToolSpec(
         "mode": {"type": "string", "enum": list(MODES),
                  "description": "'hybrid' (default; best for most questions), 'vector' (meaning only, for "
                                 "paraphrases) or 'keyword' (exact words: names, identifiers, error messages)."},
+        "sites": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
+                  "description": "Only with a shared (PostgreSQL) memory: search only these machines' memory, "
+                                 "by site id; 'self' is this machine. Omit to search every site."},
     }, ("query",)),
 )
 
