@@ -130,12 +130,14 @@ class PgStore:
 
     def delete_file(self, root_id: int, rel: str) -> list[int]:
         with self.transaction() as c:
-            row = c.execute("DELETE FROM memoryd_files WHERE root_id = %s AND path = %s RETURNING id",
+            row = c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s FOR UPDATE",
                             (root_id, rel)).fetchone()
             if not row:
                 return []
-            # ON DELETE CASCADE would drop them too, but the caller wants the ids
-            return [int(r[0]) for r in c.execute("SELECT id FROM memoryd_chunks WHERE file_id = %s", (row[0],))]
+            ids = [int(r[0]) for r in c.execute("DELETE FROM memoryd_chunks WHERE file_id = %s RETURNING id",
+                                                (row[0],))]
+            c.execute("DELETE FROM memoryd_files WHERE id = %s", (row[0],))  # its postings go with the chunks
+            return ids
 
     def move_file(self, root_id: int, rel: str, dest_root_id: int, dest_rel: str) -> bool:
         with self.transaction() as c:
