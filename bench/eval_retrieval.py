@@ -2,6 +2,7 @@
 """Retrieval quality on the shared evaluation data, with memoryd's own code at default settings.
 
     python bench/eval_retrieval.py [EVAL_DIR] [--modes hybrid,vector,keyword] [--k 10] [--work DIR]
+                                   [--backend embedded|postgres] [--dsn DSN]
 
 For each folder under EVAL_DIR (default ../shared/eval) holding ``queries.jsonl``:
 copy its Markdown files into a root, index it with the default config (400/80
@@ -54,13 +55,16 @@ def score(scorer: Path, queries: Path, results: Path) -> dict[str, Any]:
 
 
 def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list[str], k: int,
-               out: Path) -> dict[str, list[dict[str, Any]]]:
+               out: Path, pg_base: str | None = None) -> dict[str, list[dict[str, Any]]]:
     root = work / "roots" / folder.name
     prepare_root(folder, root)
     fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
     index = MemoryIndex(fcfg, embedder)
     pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
     reconcile(index, [root], pf, pf.accept_dir)
+    if pg_base is not None:  # the same index, moved to PostgreSQL by migrate-storage, is what gets searched
+        index.close()
+        index = _on_postgres(fcfg, embedder, pg_base, folder.name, root, pf)
     queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
     per_mode: dict[str, list[dict[str, Any]]] = {}
     for mode in modes:
@@ -73,6 +77,46 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list
         (out / f"{folder.name}.{mode}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     index.close()
     return per_mode
+
+
+def _on_postgres(fcfg: Config, embedder: Any, base: str, name: str, root: Path, pf: PathFilter) -> Any:
+    """Migrate the embedded index into a fresh database, open it there, and reconcile: 0 model calls expected."""
+    from _pg import fresh_database
+
+    from memoryd.indexer.storage import site_id
+    from memoryd.indexer.storage.migrate import migrate_to_postgres
+    from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+
+    dsn = fresh_database(base, f"memoryd_eval_{name}".replace("-", "_"))
+    t0 = time.perf_counter()
+    moved = migrate_to_postgres(fcfg.data_dir, dsn, "disable", site_id("", fcfg.data_dir))
+    migrate_s = time.perf_counter() - t0
+    pcfg = dataclasses.replace(fcfg, storage=dataclasses.replace(fcfg.storage, backend="postgres", dsn=dsn,
+                                                                   sslmode="disable"))
+    counting = _Counting(embedder)
+    index = PgMemoryIndex(pcfg, counting)
+    reconcile(index, [root], pf, pf.accept_dir)
+    print(f"{name}: migrated {moved.chunks} chunks, {moved.cache_entries} cached vectors in {migrate_s:.1f} s; "
+          f"model calls after migration: {counting.embedded}", file=sys.stderr)
+    return index
+
+
+class _Counting:
+    """The embedder, counting passages embedded (the migration must leave none to embed)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.embedded = inner, 0
+        self.model_id, self.dimension = inner.model_id, inner.dimension
+
+    def count_tokens(self, texts: Any) -> Any:
+        return self._inner.count_tokens(texts)
+
+    def embed_query(self, text: str) -> Any:
+        return self._inner.embed_query(text)
+
+    def embed_passages(self, texts: Any) -> Any:
+        self.embedded += len(texts)
+        return self._inner.embed_passages(texts)
 
 
 def _typed(default: Any, value: str) -> Any:
@@ -91,6 +135,9 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--provider", default="e5-small")
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
+    ap.add_argument("--backend", default="embedded", choices=["embedded", "postgres"],
+                    help="postgres: migrate each embedded index into PostgreSQL (no re-embedding) and search there")
+    ap.add_argument("--dsn", default=None, help="--backend postgres: a server to use (default: a private one)")
     ap.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
                     help="override a [search] setting, e.g. --search proximity_weight=0 (numbers or strings)")
     args = ap.parse_args()
@@ -106,8 +153,14 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    pg_base = None
+    if args.backend == "postgres":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _pg import server_dsn
+
+        pg_base = server_dsn(args.dsn, args.work)
     for folder in folders:
-        results[folder.name] = run_folder(folder, args.work, cfg, embedder, modes, args.k, out)
+        results[folder.name] = run_folder(folder, args.work, cfg, embedder, modes, args.k, out, pg_base)
     summary: dict[str, dict[str, Any]] = {}
     print(f"{'data':<20} {'mode':<8} {'n':>4} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} {'lines@10':>8}")
     for group in GROUPS:
@@ -124,7 +177,7 @@ def main() -> None:
             m = summary[group][mode]
             print(f"{group:<20} {mode:<8} {m['n']:>4} {m['R@1']:>6.3f} {m['R@5']:>6.3f} {m['R@10']:>6.3f} "
                   f"{m['MRR@10']:>7.3f} {m['lines@10']:>8.1f}")
-    print(json.dumps({"model": embedder.model_id, "search": dataclasses.asdict(cfg.search),
+    print(json.dumps({"model": embedder.model_id, "backend": args.backend, "search": dataclasses.asdict(cfg.search),
                       "seconds": round(time.perf_counter() - t0, 1), **summary}))
 
 

@@ -2,6 +2,7 @@
 """The cost curve: build, warm start, update, search latency, RSS and disk against corpus size.
 
     python bench/scale.py [--sizes 1000,10000] [--seed 0] [--queries 200] [--index-type auto]
+                          [--backend embedded|postgres] [--dsn DSN]
                           [--hnsw-threshold N] [--model-dir /tmp/memoryd-scale-model] [--plot docs/scaling.png]
 
 Each size runs in a fresh child process (so RSS is that size's own), on a corpus
@@ -154,6 +155,10 @@ def recall_only(size: int, queries: int, seed: int) -> dict[str, Any]:
 
 def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement for one corpus size, in this process."""
+    if args.backend == "postgres":
+        from scale_pg import run_one_pg
+
+        return run_one_pg(size, args)
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.engine import MemoryIndex
@@ -322,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(sizes measured now win); with --sizes '' nothing is measured")
     ap.add_argument("--recall-only", type=int, metavar="N",
                     help="only HNSW recall@10 vs exact on N benchmark vectors (no indexing pipeline)")
+    ap.add_argument("--backend", default="embedded", choices=["embedded", "postgres"],
+                    help="postgres: the PostgreSQL + pgvector backend (bench/scale_pg.py)")
+    ap.add_argument("--dsn", default=None, help="--backend postgres: the server to use (default: a private one)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args(argv)
     if args.recall_only:
@@ -348,8 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         results[str(size)] = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"size {size}: done {json.dumps(results[str(size)])}", file=sys.stderr)
     results = dict(sorted(results.items(), key=lambda kv: int(kv[0])))
-    print_table(["size", *COLUMNS], [[s, *(fmt(r[c], 3) if isinstance(r[c], float) else r[c] for c in COLUMNS)]
-                                     for s, r in results.items()])
+    cols = [c for c in COLUMNS if all(c in r for r in results.values())]  # --backend postgres has fewer
+    cols += [c for c in ("pg_rss_mb",) if all(c in r for r in results.values())]
+    print_table(["size", *cols], [[s, *(fmt(r[c], 3) if isinstance(r[c], float) else r[c] for c in cols)]
+                                  for s, r in results.items()])
     if len(results) > 1 and str(args.plot) not in ("", "."):  # --plot "" : no plot
         plot(results, args.plot)
     keys = ("search_p50_ms", "search_p99_ms", "update_ms", "warm_start_s", "rss_mb", "ann_recall_at_10")

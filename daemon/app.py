@@ -220,7 +220,7 @@ class Daemon:
         last_events = [r["last_event"] for r in roots if r.get("last_event")]
         # Keyword first: a sweep is not over while its chunks still wait for vectors (whoever waits
         # for "not reconciling" gets full hybrid quality; keyword search already covers them).
-        reconciling = self.worker.reconciling or bool(st["vectors"]["pending"])
+        reconciling = self.worker.reconciling or bool((st.get("vectors") or {}).get("pending"))
         return {
             "version": self.version, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 3),
             **st, "pending": pending, "reconciling": reconciling,

@@ -42,6 +42,8 @@ IndexType = Literal["auto", "flat", "hnsw"]
 RedactLevel = Literal["off", "secrets", "all"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["auto", "json", "console"]
+StorageBackend = Literal["embedded", "postgres"]
+SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
 
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
@@ -52,6 +54,9 @@ INDEX_TYPES: tuple[IndexType, ...] = get_args(IndexType)
 REDACT_LEVELS: tuple[RedactLevel, ...] = get_args(RedactLevel)
 LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
 LOG_FORMATS: tuple[LogFormat, ...] = get_args(LogFormat)
+STORAGE_BACKENDS: tuple[StorageBackend, ...] = get_args(StorageBackend)
+SSL_MODES: tuple[SslMode, ...] = get_args(SslMode)
+PG_DSN_ENV = "MEMORYD_PG_DSN"
 
 
 def is_search_mode(value: str) -> TypeGuard[SearchMode]:
@@ -77,6 +82,12 @@ class WatchConfig:
 @dataclass(frozen=True)
 class StorageConfig:
     data_dir: Path | None = None  # None: $XDG_STATE_HOME/memoryd
+    backend: StorageBackend = "embedded"
+    # libpq DSN or URI of the PostgreSQL backend; $MEMORYD_PG_DSN wins when set. Kept out of
+    # repr(): a config printed in a log or a traceback must never show the password.
+    dsn: str = field(default="", repr=False)
+    sslmode: SslMode = "prefer"
+    site: str = ""  # "": host name + data dir (see memoryd.indexer.storage.site_id)
 
 
 @dataclass(frozen=True)
@@ -238,6 +249,8 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     cfg = _build(Config, raw, prefix="", source=str(path))
+    if env.get(PG_DSN_ENV):
+        cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, dsn=env[PG_DSN_ENV]))
     cfg = dataclasses.replace(
         cfg,
         state_home=paths.xdg_dir(env, "STATE", ".local/state"),
@@ -375,8 +388,16 @@ def validate(cfg: Config) -> None:
         val = getattr(cfg.schedule, key)
         _check(val >= 1, f"schedule.{key}", val, "must be >= 1")
     _validate_write(cfg.write)
+    _validate_storage(cfg.storage)
     _check(cfg.log.level in LOG_LEVELS, "log.level", cfg.log.level, f"must be one of {LOG_LEVELS}")
     _check(cfg.log.format in LOG_FORMATS, "log.format", cfg.log.format, f"must be one of {LOG_FORMATS}")
+
+
+def _validate_storage(st: StorageConfig) -> None:
+    _check(st.backend in STORAGE_BACKENDS, "storage.backend", st.backend, f"must be one of {STORAGE_BACKENDS}")
+    _check(st.sslmode in SSL_MODES, "storage.sslmode", st.sslmode, f"must be one of {SSL_MODES}")
+    if st.backend == "postgres" and not st.dsn:  # the value is not echoed: it may hold a password
+        raise ConfigError(f"config 'storage.dsn' is required for storage.backend 'postgres' (or set {PG_DSN_ENV})")
 
 
 def _validate_write(w: WriteConfig) -> None:

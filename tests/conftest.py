@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests.pgfixture import pg_dsn, pg_server, restartable_pg  # noqa: F401  (a real PostgreSQL + pgvector)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def model_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

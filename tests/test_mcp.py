@@ -80,7 +80,7 @@ def test_output_schemas_are_valid_objects_that_type_every_field() -> None:
     ("memory_search", {"query": "x", "k": 0}, "'k': 0 is less than the minimum of 1"),
     ("memory_search", {"query": "x", "mode": "fuzzy"}, "'mode': 'fuzzy' is not one of"),
     ("memory_search", {"query": "x", "kk": 3},
-     "('kk' was unexpected) (arguments: query, k, namespace, mode, min_score, path_prefix)"),
+     "('kk' was unexpected) (arguments: query, k, namespace, mode, min_score, path_prefix, sites)"),
     ("memory_search", {"query": "x", "min_score": 1.5}, "'min_score': 1.5 is greater than the maximum of 1"),
     ("memory_context", {"query": "x", "path_prefix": ""}, "'path_prefix': '' should be non-empty"),
     ("memory_search", {"query": "   "}, "'query' must not be blank"),

@@ -85,6 +85,7 @@ class ReadMethods:
             exclude_prefixes=req.scope.exclude_prefixes, min_score=req.min_score, explain=req.explain,
             path_check=path_check(req.session, self._roots()),
             query_vector=self._query_vector(req.query) if req.mode != "keyword" else None,
+            **self._sites(req.sites),
         )
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
         out = result.to_json()
@@ -92,6 +93,15 @@ class ReadMethods:
         if roots > 1:  # a bare relative path is then ambiguous: clients show each hit's root
             out["roots"] = roots
         return out
+
+    def _sites(self, sites: tuple[str, ...] | None) -> dict[str, Any]:
+        """``sites=`` for a backend with sites (PostgreSQL), ``"self"`` resolved; nothing when not asked."""
+        if sites is None:
+            return {}
+        mine = getattr(self._index, "site", None)
+        if mine is None:
+            raise InvalidParams("param 'sites' needs storage.backend = 'postgres' (the embedded index has one site)")
+        return {"sites": [mine if s == "self" else s for s in sites]}
 
     def context(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""

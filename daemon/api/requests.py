@@ -47,6 +47,7 @@ class SearchRequest:
     scope: Scope | None  # None: the namespace lies outside what the session may read (no hits)
     min_score: float | None = None
     explain: bool = False
+    sites: tuple[str, ...] | None = None  # PostgreSQL backend: only these sites' files ("self": this daemon's)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ def _query(params: Params) -> str:
 
 
 def parse_search(params: Params, peer: Peer, defaults: SearchConfig, first_root: Path) -> SearchRequest:
-    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score", "explain", "namespace", SESSION_PARAM})
+    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score", "explain", "namespace", "sites",
+                            SESSION_PARAM})
     query = _query(params)
     k = param(params, "k", int, defaults.k)
     if not 1 <= k <= 1000:
@@ -136,7 +138,17 @@ def parse_search(params: Params, peer: Peer, defaults: SearchConfig, first_root:
     if scope is None:  # no hits whatever the rest says
         return SearchRequest(query, k, mode, session, None)
     min_score, explain = min_score_of(params, None, defaults.min_score), param(params, "explain", bool, False)
-    return SearchRequest(query, k, mode, session, scope, min_score, explain)
+    return SearchRequest(query, k, mode, session, scope, min_score, explain, _sites(params))
+
+
+def _sites(params: Params) -> tuple[str, ...] | None:
+    """The ``sites`` param: a non-empty list of site ids (``"self"``: the answering daemon's), or absent (all)."""
+    raw = param(params, "sites", list, None)
+    if raw is None:
+        return None
+    if not raw or not all(isinstance(s, str) and s for s in raw):
+        raise InvalidParams(f"param 'sites' must be a non-empty list of site ids, got {raw!r}")
+    return tuple(raw)
 
 
 def min_score_of(params: Params, absent: float | None, configured: float) -> float | None:

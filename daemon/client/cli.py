@@ -23,7 +23,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon.client import cli_bank, cli_completion, cli_history, cli_manage, cli_mcp, cli_setup, cli_write
+from memoryd.daemon.client import (
+    cli_bank,
+    cli_completion,
+    cli_history,
+    cli_manage,
+    cli_mcp,
+    cli_setup,
+    cli_storage,
+    cli_write,
+)
 from memoryd.daemon.client.cli_help import command, positive_int, unit_float
 from memoryd.daemon.exits import (
     EXIT_BROKEN_PIPE,
@@ -85,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-score", type=unit_float, default=None,
                    help="leave out hits whose calibrated score (0-1) is below this; none left: abstain")
     p.add_argument("--explain", action="store_true", help="show each hit's ranks and raw scores in both legs")
+    p.add_argument("--site", action="append", dest="sites", default=None,
+                   help="PostgreSQL backend: only this site's files (repeatable; 'self' = the daemon's own)")
     p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
@@ -122,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.add_parsers(sub)
     cli_setup.add_parsers(sub)
     cli_completion.add_parsers(sub)
+    cli_storage.add_parsers(sub)
     return parser
 
 
@@ -251,7 +263,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"query": query}
     if args.explain:
         params["explain"] = True
-    for key in ("k", "mode", "path_prefix", "min_score"):
+    for key in ("k", "mode", "path_prefix", "min_score", "sites"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
     if args.offline:
@@ -368,6 +380,7 @@ _COMMANDS.update(cli_mcp.COMMANDS)
 _COMMANDS.update(cli_setup.COMMANDS)
 _COMMANDS.update(cli_history.COMMANDS)
 _COMMANDS.update(cli_manage.COMMANDS)
+_COMMANDS.update(cli_storage.COMMANDS)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -148,7 +148,7 @@ class DaemonBridge:
         if name == SEARCH.name:
             # Agents get the configured abstention threshold unless they name one (the daemon knows it).
             found = {"query": args["query"], "min_score": args.get("min_score", "default")}
-            return "search", self._with(found, args, "k", "mode", "namespace", "path_prefix")
+            return "search", self._with(found, args, "k", "mode", "namespace", "path_prefix", "sites")
         if name == GET.name:
             start = args.get("from", 1)
             params: dict[str, Any] = {"path": args["path"], "start_line": start}

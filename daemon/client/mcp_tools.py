@@ -109,6 +109,9 @@ SEARCH = ToolSpec(
                                 "paraphrases) or 'keyword' (exact words: names, identifiers, error messages)."},
         "min_score": _MIN_SCORE,
         "path_prefix": _PATH_PREFIX,
+        "sites": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
+                  "description": "Only with a shared (PostgreSQL) memory: search only these machines' memory, "
+                                 "by site id; 'self' is this machine. Omit to search every site."},
     }, ("query",)),
     _out({
         "results": {"type": "array", "items": _out({

@@ -56,6 +56,7 @@ from memoryd.indexer.engine import EMBED_GROUP, MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.indexstats import IndexStats
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.storage.base import StorageUnavailableError
 
 log = structlog.get_logger(__name__)
 
@@ -121,6 +122,7 @@ class IndexWorker:
         self._backlog_base = 0  # the backlog meter's total when the current stretch began
         self._next_progress = 0.0
         self._backlog_retry_at = 0.0
+        self._storage_down = False  # the database backend was unreachable at the last task
         nice = index.cfg.embedding.background_nice
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
@@ -281,9 +283,20 @@ class IndexWorker:
                 self._disk_full = False
             self._backlog_retry_at = 0.0  # a task went through: the backlog may try again at once
             future.set_result(result)
+            if self._storage_down:  # files changed meanwhile are only on disk: catch up with them
+                log.info("storage.recovered", action="reconciling the roots")
+                self._storage_down = False
+                self.request_reconcile("storage back")
         except ReconcileCancelled as exc:
             log.info("reconcile.cancelled", detail=str(exc))
             _fail(future, TaskStopped(f"the re-index was stopped ({exc}); it resumes at the next start"))
+        except StorageUnavailableError as exc:
+            if not self._storage_down:
+                log.error("storage.unavailable", error=str(exc),
+                          action="files stay the source of truth; they are reconciled when the database is back")
+            self._storage_down = True
+            self.last_error = str(exc)
+            _fail(future, exc)
         except DiskFullError as exc:
             if not self._disk_full:
                 log.error("disk.full", error=str(exc), action="serving reads; retrying at the next sweep")

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from memoryd.indexer.store import select_in
 
-__all__ = ["CALIBRATION_VERSION", "Features", "coverage", "features_for", "fitted_for", "monotone", "probability"]
+__all__ = ["CALIBRATION_VERSION", "Features", "coverage", "features_for", "features_from", "fitted_for", "monotone",
+           "probability"]
 
 CALIBRATION_VERSION = 1
 """Bump when the features or coefficients change: stored thresholds are on this scale."""
@@ -114,10 +115,19 @@ def features_for(
     the MCP tools abstain on a folder that is still being embedded. A chunk that vanished
     since it was ranked has no stored terms and gets coverage 0.
     """
-    terms = list(dict.fromkeys(terms))
-    weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
     stored = {int(i): set(str(t).split()) for i, t in
               select_in(conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", list(ids))} if terms else {}
+    return features_from(ids, terms, df, n_docs, stored, cosines)
+
+
+def features_from(
+    ids: Sequence[int], terms: Sequence[str], df: Mapping[str, int], n_docs: int,
+    stored: Mapping[int, set[str]], cosines: Mapping[int, float] | None,
+) -> dict[int, Features]:
+    """:func:`features_for` on terms already read: ``stored`` maps each chunk id to its keyword
+    terms (any storage backend; a chunk missing from it gets coverage 0)."""
+    terms = list(dict.fromkeys(terms))
+    weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
     missing = 1.0 - coverage(terms, {t for t in terms if df.get(t, 0) > 0}, weights) if terms else 0.0
     return {i: Features(None if cosines is None else cosines.get(i),
                         coverage(terms, stored.get(i, set()), weights), missing) for i in ids}

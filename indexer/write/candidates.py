@@ -25,6 +25,7 @@ from memoryd.indexer.cache import cache_key
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.embedtext import clean_line
 from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.dedup import Candidate
 from memoryd.indexer.write.intake import Accepted
@@ -74,7 +75,10 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig) -> 
 
 def _nearest_chunks(index: MemoryIndex, root: Path, plan: Accepted, k: int) -> list[tuple[str, int, int]]:
     prefix = f"{root}/{plan.namespace.folder}/" if plan.namespace.folder else f"{root}/"
-    hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix).hits
+    try:
+        hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix).hits
+    except StorageUnavailableError:  # files are the truth: compare with the target file only, write anyway
+        return []
     return [(h.path, h.start_line, h.end_line) for h in hits
             if Path(h.root) == root and h.path.endswith(".md") and namespace_of(h.path) == plan.namespace
             and _writable(root, h.path)]
@@ -95,7 +99,10 @@ def embed_entries(index: MemoryIndex, texts: Sequence[str]) -> FloatArray:
     embedder = index.embedder
     etexts = [clean_line(t) or t for t in texts]
     keys = [cache_key(embedder.model_id, t) for t in etexts]
-    have = index.cache.get_many(keys, count=False)
+    try:
+        have = index.cache.get_many(keys, count=False)
+    except StorageUnavailableError:  # a shared cache out of reach: the model gives the same vectors
+        have = {}
     todo = {k: t for k, t in zip(keys, etexts, strict=True) if k not in have}
     if todo:
         mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)

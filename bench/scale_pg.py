@@ -1,0 +1,93 @@
+"""``bench/scale.py --backend postgres``: the same measurements on the PostgreSQL + pgvector backend.
+
+One size per child process, like the embedded run: the corpus of ``gen_corpus.py``,
+the same synthetic passage vectors and real query embeddings (see ``scale.py``),
+through ``PgMemoryIndex`` in-process, against the server of ``--dsn`` or a private
+one (``bench/_pg.py``) on the same machine. Measured: cold build, warm start (open
+= migrations check + identity + pool), one-file update (median of 20), hybrid /
+vector / keyword search p50 and p99, this process's RSS and PostgreSQL's, database
+bytes per chunk, and recall@10 of pgvector's HNSW against exact search on the
+stored vectors (queries: perturbed stored vectors, as for FAISS).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+from _common import bench_tmp, percentile, remove_tree
+from gen_corpus import generate
+
+EXTRA_COLUMNS = ["pg_rss_mb"]
+
+
+def run_one_pg(size: int, args: Any) -> dict[str, Any]:
+    from _pg import fresh_database, postgres_rss_mb, server_dsn
+    from scale import NOISE, SyntheticPassages, measure_search, measure_updates, rss_mb
+
+    from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+
+    tmp = bench_tmp("memoryd-scale-pg-")
+    try:
+        root, data = tmp / "root", tmp / "data"
+        info = generate(root, size, args.seed)
+        files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
+        embedder = SyntheticPassages(load_embedder(EmbeddingConfig(), args.model_dir))
+        base = server_dsn(args.dsn, tmp)
+        dsn = fresh_database(base, f"memoryd_scale_{size}")
+        cfg = with_overrides(Config(), roots=[root], data_dir=data)
+        cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, backend="postgres", dsn=dsn,
+                                                                   sslmode="disable"))
+        t0 = time.perf_counter()
+        mi = PgMemoryIndex(cfg, embedder)
+        mi.index_files([(root, rel) for rel in files])
+        build_s = time.perf_counter() - t0
+        mi.close()
+
+        t0 = time.perf_counter()
+        mi = PgMemoryIndex(cfg, embedder)
+        warm_s = time.perf_counter() - t0
+        try:
+            update_ms = measure_updates(mi, root, files, args.seed)
+            lat = measure_search(mi, embedder, args.queries, args.seed)
+            rss = rss_mb()
+            recall, hnsw_ms = pg_recall(mi, args.queries, args.seed, NOISE)
+            chunks = mi.store.counts()[1]
+            with mi.pg.connection() as c:
+                row = c.execute("SELECT pg_database_size(current_database())").fetchone()
+            disk = int(row[0]) if row else 0
+            pg_rss = postgres_rss_mb(base)
+        finally:
+            mi.close()
+        return {"chunks": chunks, "files": info.files, "index_type": "pgvector-hnsw", "build_s": round(build_s, 2),
+                "warm_start_s": round(warm_s, 3), "update_ms": round(update_ms, 2),
+                "search_p50_ms": round(percentile(lat["hybrid"], 50), 2),
+                "search_p99_ms": round(percentile(lat["hybrid"], 99), 2),
+                "vector_mode_p50_ms": round(percentile(lat["vector"], 50), 2),
+                "keyword_mode_p50_ms": round(percentile(lat["keyword"], 50), 2),
+                "query_embed_p50_ms": round(percentile(lat["embed"], 50), 2),
+                "rss_mb": round(rss, 1), "pg_rss_mb": round(pg_rss, 1),
+                "disk_bytes_per_chunk": round(disk / max(chunks, 1)), "ann_recall_at_10": round(recall, 4),
+                "vector_hnsw_ms": round(hnsw_ms, 3)}
+    finally:
+        remove_tree(tmp)
+
+
+def pg_recall(mi: Any, n_queries: int, seed: int, noise: float) -> tuple[float, float]:
+    """(recall@10 of the HNSW index vs exact, HNSW ms/query) on perturbed stored vectors."""
+    with mi.pg.connection() as c:
+        rows = c.execute("SELECT id, embedding FROM memoryd_chunks ORDER BY id").fetchall()
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    mat = np.stack([np.asarray(r[1].to_numpy(), dtype=np.float32) for r in rows])
+    rng = np.random.default_rng(seed)
+    q = mat[rng.integers(0, len(mat), n_queries)] + noise * rng.standard_normal((n_queries, mat.shape[1]))
+    q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    exact = [set(ids[np.argsort(-(mat @ v))[:10]].tolist()) for v in q]
+    t0 = time.perf_counter()
+    got = [{i for i, _ in mi.pgvectors.search(v, 10)} for v in q]
+    ms = (time.perf_counter() - t0) / n_queries * 1000
+    return sum(len(a & e) for a, e in zip(got, exact, strict=True)) / (10 * n_queries), ms

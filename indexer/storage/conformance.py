@@ -1,0 +1,27 @@
+"""Proof, checked by the type checker (``make lint``), that both backends implement the interface.
+
+Never imported at run time: mypy (strict) verifies that each backend's classes are
+accepted where :mod:`memoryd.indexer.storage.base`'s Protocols are expected, so a
+method renamed or re-typed on one side fails the lint, not a user.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memoryd.indexer.cache import EmbeddingCache
+    from memoryd.indexer.storage.base import CacheStore, ChunkStore, VectorStore
+    from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
+    from memoryd.indexer.storage.postgres.search import PgVectors
+    from memoryd.indexer.storage.postgres.store import PgStore
+    from memoryd.indexer.store import Store
+    from memoryd.indexer.vectors import VectorIndex
+
+    def embedded(store: Store, cache: EmbeddingCache,
+                 vectors: VectorIndex) -> tuple[ChunkStore, CacheStore, VectorStore]:
+        return store, cache, vectors
+
+    def postgres(store: PgStore, cache: PgEmbeddingCache,
+                 vectors: PgVectors) -> tuple[ChunkStore, CacheStore, VectorStore]:
+        return store, cache, vectors

@@ -1,0 +1,182 @@
+"""``PgMemoryIndex``: :class:`memoryd.indexer.engine.MemoryIndex` on the PostgreSQL backend.
+
+Indexing, reconciling, moving and removing are inherited unchanged: they only use
+the storage interface (store, cache, vectors). What differs is opening (migrations,
+the shared identity, the HNSW index, one advisory lock per root), search (every
+site, or the ``sites`` asked for) and upkeep (PostgreSQL's autovacuum does the rest).
+
+The identity (model, dimension, chunking, text rules) is the *database's*: a daemon
+whose identity differs from the stored one refuses to start while any chunk exists,
+because dropping every chunk, as the embedded backend does, would wipe other sites.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg_pool
+
+from memoryd.indexer.backlog import VectorBacklog
+from memoryd.indexer.config import Config, SearchMode
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import StoreError
+from memoryd.indexer.indexstats import IndexStats, Progress
+from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.storage import site_id
+from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.postgres import connect, schema
+from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
+from memoryd.indexer.storage.postgres.dsn import describe
+from memoryd.indexer.storage.postgres.search import PgSearcher, PgVectors
+from memoryd.indexer.storage.postgres.store import PgStore
+from memoryd.indexer.types import Embedder
+
+
+class PgMemoryIndex(MemoryIndex):
+    def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
+                 background_rebuilds: bool = False, pool: psycopg_pool.ConnectionPool | None = None) -> None:
+        """Open (and migrate) the database named by ``cfg.storage``; ``pool`` reuses an open one (tests)."""
+        st = cfg.storage
+        self.cfg = cfg
+        self.embedder = embedder
+        self._passages = embedder
+        self.read_only = read_only
+        self._background = False  # pgvector maintains its HNSW index itself: nothing to rebuild
+        self.data_dir = cfg.data_dir
+        self.site = site_id(st.site, cfg.data_dir)
+        self.where = describe(st.dsn)
+        self.lock = threading.Lock()
+        self._site_lock: connect.SiteLock | None = None
+        self._last_status: dict[str, Any] = {}
+        if not read_only:
+            connect.prepare(st.dsn, st.sslmode)
+        self._own_pool = pool is None
+        self.pool = pool or connect.open_pool(st.dsn, st.sslmode)
+        try:
+            # The inherited methods use these through the storage interface only (MemoryIndex's
+            # annotations name the embedded classes, hence the ignores).
+            self.pg = PgStore(self.pool, self.site, self.where)
+            self.store = self.pg  # type: ignore[assignment]
+            self.cache = PgEmbeddingCache(self.pg, embedder.dimension, cfg.embedding.cache_entries)  # type: ignore[assignment]
+            self.skipped: dict[str, str] = {}
+            self._embedded_since_bound = 0
+            self.backlog = VectorBacklog()  # stays empty: this backend never defers vectors (index_files)
+            self._check_identity()
+            if not read_only:
+                self._lock_roots()
+            self.pgvectors = PgVectors(self.pg, embedder.dimension)
+            self.vectors = self.pgvectors  # type: ignore[assignment]
+            self.searcher = PgSearcher(self.pg, self.pgvectors, embedder, self.lock, cfg.search)
+        except BaseException:
+            self.close()
+            raise
+
+    def index_files(self, items: Sequence[tuple[Path, str]], progress: Progress | None = None,
+                    defer_at: int | None = None) -> IndexStats:
+        """As :meth:`MemoryIndex.index_files`, always embedding before committing.
+
+        Keyword-first indexing (``defer_at``) is an embedded-backend feature for now: its
+        backlog lives in one process, while here other sites read the same rows and the
+        shared cache already spares most of a cold start's embeddings."""
+        return super().index_files(items, progress, defer_at=None)
+
+    def _lock_roots(self) -> None:
+        self._site_lock = connect.SiteLock(self.cfg.storage.dsn, self.cfg.storage.sslmode)
+        for root in self.cfg.effective_roots:
+            self._site_lock.acquire(self.site, root)
+
+    def _check_identity(self) -> None:
+        want = self.identity()
+        stored = self.store.meta("identity")
+        have = json.loads(stored) if stored else None
+        if have != want:
+            with self.pg.connection() as c:
+                row = c.execute("SELECT EXISTS (SELECT 1 FROM memoryd_chunks)").fetchone()
+            if have is not None and row and row[0]:
+                changed = sorted(k for k in want if have.get(k) != want.get(k))
+                stored_as = ", ".join(f"{k}={have.get(k)}" for k in changed)
+                raise StoreError(f"database {self.where} holds chunks indexed with other settings ({stored_as});"
+                                 " use the same model and chunking on every site, or another database")
+            if self.read_only:
+                raise StoreError(f"no index in {self.where} (run `memoryd index` first)")
+            self.store.set_meta({"identity": json.dumps(want, sort_keys=True)})
+        if not self.read_only:
+            with self.pg.connection() as c:
+                schema.ensure_hnsw(c, self.embedder.dimension)
+
+    def search(
+        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
+        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
+        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
+        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
+    ) -> SearchResult:
+        """One query over every site's chunks, or those of ``sites``."""
+        assert isinstance(self.searcher, PgSearcher)
+        return self.searcher.search(
+            query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
+            exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check, sites=sites)
+
+    def save(self, force: bool = False) -> bool:
+        """Every change is already committed; only the cache counters are kept (this site's)."""
+        if self.read_only:
+            return False
+        self.store.set_meta({f"cache_hits:{self.site}": str(self.cache.hits),
+                             f"cache_misses:{self.site}": str(self.cache.misses)})
+        return True
+
+    def status(self) -> dict[str, Any]:
+        """The figures, read from the database; while it is unreachable, the last ones read, marked so."""
+        try:
+            st = self._status()
+        except StorageUnavailableError as exc:
+            last: dict[str, Any] = dict(self._last_status) if self._last_status else {"files": None, "chunks": None}
+            storage = {**(last.get("storage") or {}), "backend": "postgres", "database": self.where,
+                       "site": self.site, "reachable": False, "error": str(exc)}
+            return {**last, "storage": storage, "vectors": self.backlog.progress(),
+                    "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())]}
+        self._last_status = st
+        return st
+
+    def _status(self) -> dict[str, Any]:
+        with self.pg.connection() as c:
+            row = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks),"
+                            " (SELECT count(*) FROM memoryd_embed_cache),"
+                            " (SELECT count(DISTINCT site) FROM memoryd_roots)").fetchone()
+        assert row is not None
+        files, chunks = self.store.counts()
+        return {
+            "files": files, "chunks": chunks,
+            "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
+                      "queries": getattr(self.embedder, "query_precision", "exact")},
+            "cache": {"entries": int(row[2]), "hits": self.cache.hits, "misses": self.cache.misses,
+                      "capacity": self.cache.capacity},
+            "index": {"type": "pgvector-hnsw", "vectors": int(row[1]), "tombstones": 0, "rebuilding": None},
+            "storage": {"backend": "postgres", "database": self.where, "site": self.site, "reachable": True,
+                        "sites": int(row[3]), "all_files": int(row[0]), "all_chunks": int(row[1])},
+            "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
+            "vectors": self.backlog.progress(),  # always empty here: vectors are never deferred
+        }
+
+    def set_background_rebuilds(self, on: bool = True) -> None:
+        """Nothing to switch: pgvector maintains its HNSW index in every write."""
+
+    def rebuild_wanted(self) -> bool:
+        return False
+
+    def maintain(self) -> dict[str, Any]:
+        return {"cache_evicted": self.evict_cache()}
+
+    def close(self) -> None:
+        if getattr(self, "pg", None) is not None and not self.read_only:
+            with contextlib.suppress(StoreError):
+                self.save()
+        if self._site_lock is not None:
+            self._site_lock.close()
+            self._site_lock = None
+        if self._own_pool:
+            self.pool.close()

@@ -1,0 +1,328 @@
+"""Hybrid search on PostgreSQL: the same legs, scores and fusion as the embedded backend.
+
+* Keyword leg: BM25 computed in SQL exactly as FTS5's ``bm25()`` does (k1 = 1.2,
+  b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, N and the average
+  length over the whole table) on the terms memoryd's analyser produced, then the
+  same proximity bonus (:mod:`memoryd.indexer.search.proximity`).
+* Vector leg: pgvector's HNSW index (cosine); a filtered query (path prefix,
+  excluded folders, chosen sites) uses pgvector's iterative index scan.
+* Fusion, date boost, recency, MMR, abstention and merging: inherited unchanged
+  from :class:`memoryd.indexer.search.hybrid.HybridSearcher`.
+
+Searches see every site's chunks unless ``sites`` names some.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from memoryd.indexer import keyword
+from memoryd.indexer.config import SearchConfig, SearchMode
+from memoryd.indexer.search import calibration, intent, keyword_plan, pending
+from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
+from memoryd.indexer.search.hybrid import (
+    HybridSearcher,
+    _calibrated,
+    _checked,
+    _confident,
+    _explanations,
+    _with_match_lines,
+)
+from memoryd.indexer.search.proximity import idf as proximity_idf
+from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
+from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
+from memoryd.indexer.storage.postgres.store import PgStore
+from memoryd.indexer.storage.postgres.terms import fts_tokens
+from memoryd.indexer.store import ChunkRow
+from memoryd.indexer.types import Embedder
+
+K1, B = 1.2, 0.75
+_JOIN = " JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
+Filter = tuple[str, list[Any]]  # SQL conditions on c/f/r (after WHERE), their parameters
+
+
+def row_filter(prefix: str | None, exclude: Sequence[str], sites: Sequence[str] | None) -> Filter:
+    """Conditions for the path prefix (relative, or absolute with its root), excluded folders and sites."""
+    conds: list[str] = ["TRUE"]
+    args: list[Any] = []
+    if prefix:
+        conds.append("(starts_with(f.path, %s) OR starts_with(r.path || '/' || f.path, %s))")
+        args += [prefix, prefix]
+    for ex in exclude:
+        conds.append("NOT starts_with(f.path, %s)")
+        args.append(ex)
+    if sites is not None:
+        conds.append("r.site = ANY(%s)")
+        args.append(list(sites))
+    return " AND ".join(conds), args
+
+
+class PgVectors:
+    """The vector side of the interface on pgvector: vectors live in the chunk rows, so writes are no-ops."""
+
+    kind = "pgvector-hnsw"
+    tombstones = 0
+    rebuilding = None
+    dirty = False
+    auto_rebuild = False
+
+    def wanted(self) -> None:
+        """No rebuild is ever due: pgvector maintains its HNSW index in every write."""
+        return None
+
+    def __init__(self, store: PgStore, dimension: int) -> None:
+        self._store = store
+        self._cast = hnsw_cast(dimension)
+
+    @property
+    def size(self) -> int:
+        with self._store.connection() as c:
+            row = c.execute("SELECT count(*) FROM memoryd_chunks").fetchone()
+        return int(row[0]) if row else 0
+
+    def add(self, ids: Iterable[int], vectors: Any) -> None:
+        """Nothing to do: a chunk row got its vector in its own transaction."""
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Nothing to do: deleting a chunk row deleted its vector."""
+        return 0
+
+    def search(self, query: Any, k: int, where: Filter = ("TRUE", [])) -> list[tuple[int, float]]:
+        q = np.asarray(query, dtype=np.float32)
+        dist = f"c.embedding::{self._cast} <=> %s::{self._cast}"
+        join = "" if where[0] == "TRUE" else _JOIN
+        # LIMIT is written into the statement: as a parameter the planner cannot see that it is
+        # small, and prefers a sequential scan and a sort to the HNSW index (40x slower at 3k rows).
+        sql = (f"SELECT c.id, 1 - ({dist}) AS s FROM memoryd_chunks c{join} WHERE {where[0]}"
+               f" ORDER BY {dist} LIMIT {int(k)}")
+        params = [q, *where[1], q]
+        with self._store.connection() as c:
+            if 2 * int(k) <= EF_SEARCH:  # the session settings (memoryd...connect.open_pool) suffice: one round trip
+                rows = c.execute(sql, params).fetchall()
+            else:
+                with c.transaction():
+                    c.execute(f"SET LOCAL hnsw.ef_search = {2 * int(k)}")
+                    rows = c.execute(sql, params).fetchall()
+        out = [(int(i), float(s)) for i, s in rows]
+        return sorted(out, key=lambda kv: -kv[1])
+
+    def scores_for(self, query: Any, ids: Iterable[int]) -> dict[int, float]:
+        wanted = [int(i) for i in ids]
+        if not wanted:
+            return {}
+        q = np.asarray(query, dtype=np.float32)
+        with self._store.connection() as c:
+            rows = c.execute(f"SELECT id, 1 - (embedding::{self._cast} <=> %s::{self._cast}) FROM memoryd_chunks"
+                             " WHERE id = ANY(%s)", (q, wanted)).fetchall()
+        return {int(i): float(s) for i, s in rows}
+
+    def vectors_of(self, ids: Sequence[int]) -> Any:
+        with self._store.connection() as c:
+            rows = dict(c.execute("SELECT id, embedding FROM memoryd_chunks WHERE id = ANY(%s)",
+                                  (list(ids),)).fetchall())
+        return np.stack([np.asarray(rows[i].to_numpy(), dtype=np.float32) for i in ids])
+
+
+class PgSearcher(HybridSearcher):
+    """:class:`HybridSearcher` with both legs answered by PostgreSQL."""
+
+    def __init__(self, store: PgStore, vectors: PgVectors, embedder: Embedder | None,
+                 lock: threading.Lock, cfg: SearchConfig) -> None:
+        super().__init__(None, vectors, embedder, lock, cfg)  # type: ignore[arg-type]  # no SQLite readers
+        self._store = store
+        self._pgvectors = vectors
+        self._stats = StatsCache()
+
+    def search(
+        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
+        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
+        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
+        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
+    ) -> SearchResult:
+        """One query, as :meth:`HybridSearcher.search`; ``sites`` limits it to those sites' files."""
+        t0 = time.perf_counter()
+        raw_query, query = query, clean_query(query)
+        k = k or self._cfg.k
+        mode = self._mode(mode)
+        qvec = None
+        if mode != "keyword" and self._embedder is not None:
+            qvec = query_vector() if query_vector is not None else self._embedder.embed_query(query)
+        terms = keyword.query_terms(query) if mode != "vector" else []
+        n_cand = max(self._cfg.candidates, k)
+        expanded, added = self._synonyms.expand(query, terms) if terms else (terms, {})
+        intents = intent.classify(query) if mode != "vector" else ()
+        where = row_filter(path_prefix, exclude_prefixes, sites)
+        with self._store.connection() as conn:
+            kw_deep, plan = self.keyword_scores(conn, expanded, 4 * n_cand, where)
+            kw = dict(list(kw_deep.items())[:n_cand])
+            kw_ranked = self._proximity(conn, terms, kw)
+            vec = dict(self._pgvectors.search(qvec, n_cand, where)) if qvec is not None else {}
+            cands = list(dict.fromkeys([*vec, *kw]))
+            if mode == "hybrid" and qvec is not None:
+                vec.update(self._pgvectors.scores_for(qvec, [i for i in cands if i not in vec]))
+                deeper = {i: kw_deep[i] for i in cands if i not in kw and i in kw_deep}
+                kw.update(deeper)
+                kw_ranked.update(self._proximity(conn, terms, deeper))
+            rows = fetch_rows(conn, cands)
+            if path_check is not None:
+                rows = _checked(rows, path_check)
+            ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query, intents), rows, k,
+                                  qvec is not None)
+            head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
+            fitted = qvec is not None and self._embedder is not None \
+                and calibration.fitted_for(self._embedder.model_id)
+            feats = self._pg_features(conn, head, terms or keyword.query_terms(query), vec if fitted else None)
+            idfs = self._pg_idfs(conn, terms)
+        hits = _calibrated(head, feats)
+        reason = None
+        if min_score is not None:
+            hits, reason = _confident(hits, min_score)
+        if self._cfg.merge_adjacent:
+            hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
+        hits = _with_match_lines(hits[:k], idfs, vec, rows)
+        explanations = None
+        if explain:
+            waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and qvec is not None else set()
+            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows,
+                                         waiting)
+            fused = {h.chunk_id: h.score for h in head}
+            for h, why in zip(hits, explanations, strict=True):
+                why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
+        return SearchResult(
+            mode=mode, hits=hits, abstained=reason is not None, reason=reason,
+            keyword_plan=plan.describe() if explain and terms else None,
+            query_searched=query if explain and query != raw_query else None,
+            explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
+            query_analysis={"intent": list(intents), "synonyms": added, "fallback": None} if explain else None,
+        )
+
+    def _pg_features(self, conn: psycopg.Connection[Any], hits: Sequence[Hit], terms: Sequence[str],
+                     cosines: dict[int, float] | None) -> dict[int, calibration.Features]:
+        """The calibration features of ``hits``, from the postings table (the embedded backend reads
+        FTS5's stored terms; both hold the same analyser terms)."""
+        ids = [h.chunk_id for h in hits]
+        if not ids:
+            return {}
+        tokens = list(dict.fromkeys(t for term in terms for t in fts_tokens(term)))
+        stored: dict[int, set[str]] = {}
+        if tokens:
+            for chunk_id, term in conn.execute(
+                    "SELECT chunk_id, term FROM memoryd_postings WHERE chunk_id = ANY(%s) AND term = ANY(%s)",
+                    (ids, tokens)).fetchall():
+                stored.setdefault(int(chunk_id), set()).add(str(term))
+        df = self._stats.doc_frequencies(conn, tokens) if tokens else {}
+        return calibration.features_from(ids, tokens, df, self._stats.table(conn)[2], stored, cosines)
+
+    def _pg_idfs(self, conn: psycopg.Connection[Any], terms: Sequence[str]) -> dict[str, float]:
+        """Each query term's IDF, for naming the lines that matched (as the embedded backend does)."""
+        if not terms:
+            return {}
+        df = self._stats.doc_frequencies(conn, list(terms))
+        n_docs = self._stats.table(conn)[2]
+        return {t: proximity_idf(n, n_docs) for t, n in df.items()}
+
+    def keyword_scores(self, conn: psycopg.Connection[Any], terms: Sequence[str], n: int,
+                       where: Filter = ("TRUE", [])) -> tuple[dict[int, float], keyword_plan.KeywordPlan]:
+        """The ``n`` best chunks by BM25 (FTS5's formula, positive), best first, and the plan that bounded it.
+
+        The work is bounded exactly as the embedded leg bounds it
+        (:func:`memoryd.indexer.search.keyword_plan.plan`): one exact pass when few rows can
+        match, else a pass over the rare terms and one over the newest chunks, each a lower
+        bound of the exact score; a chunk found by both keeps its better score.
+        """
+        tokens = list(dict.fromkeys(t for term in terms for t in fts_tokens(term)))
+        if not tokens:
+            return {}, keyword_plan.KeywordPlan((), exact=True)
+        n_docs, avgdl, max_id = self._stats.table(conn)
+        df = self._stats.doc_frequencies(conn, tokens)
+        kplan = keyword_plan.plan(tokens, df, max_id, keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
+        best: dict[int, float] = {}
+        for p in kplan.passes:
+            idfs = [max(math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in p.terms]
+            # Unfiltered: an index-only scan of each term's postings. Filtered: the same, joined to
+            # the chunk's file and root for the conditions.
+            join = "" if where[0] == "TRUE" else f" JOIN memoryd_chunks c ON c.id = p.chunk_id{_JOIN}"
+            rows = conn.execute(
+                "SELECT p.chunk_id, sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.dl / %s))) AS s"
+                f" FROM memoryd_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = p.term"
+                f"{join} WHERE p.term = ANY(%s) AND p.chunk_id >= %s AND {where[0]}"
+                f" GROUP BY p.chunk_id ORDER BY s DESC, p.chunk_id LIMIT {int(n)}",
+                [K1 + 1, K1, B, B, avgdl, list(p.terms), idfs, list(p.terms), p.min_rowid, *where[1]],
+            ).fetchall()
+            for i, sc in rows:
+                best[int(i)] = max(best.get(int(i), float("-inf")), float(sc))
+        if len(kplan.passes) == 1:
+            return best, kplan
+        return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n]), kplan
+
+    def _proximity(self, conn: psycopg.Connection[Any], terms: list[str], kw: dict[int, float]) -> dict[int, float]:
+        """``kw`` plus the proximity bonus, as :func:`memoryd.indexer.search.rescore.keyword_with_proximity`."""
+        out = dict(kw)
+        weight = self._cfg.proximity_weight
+        words = word_terms(terms)
+        if weight <= 0 or not kw or len(words) < 2:
+            return out
+        _, _, n_docs = self._stats.table(conn)  # max(id), as the embedded rescoring counts documents
+        df = self._stats.doc_frequencies(conn, words)
+        idfs = {t: proximity_idf(df.get(t, 0), n_docs) for t in words}
+        if len(pair_terms(words, idfs)) < 2:
+            return out
+        docs = {int(i): str(t) for i, t in conn.execute(
+            "SELECT id, terms FROM memoryd_chunks WHERE id = ANY(%s)", (list(kw),)).fetchall()}
+        for cid, bonus in proximity_scores(words, idfs, docs).items():
+            if bonus > 0:
+                out[cid] += weight * bonus
+        return out
+
+
+class StatsCache:
+    """BM25's corpus figures (rows, average length, document frequencies), kept ``STATS_TTL_S``.
+
+    FTS5 reads them from its own structure for free; here each costs a scan or an index
+    count, and a round trip, per query. Several daemons write the table, so there is no
+    local event to invalidate on: for at most ``STATS_TTL_S`` after a change, scores use
+    the figures from before it (a few documents out of thousands: ranks barely move).
+    """
+
+    def __init__(self, ttl_s: float = 2.0) -> None:
+        self.ttl_s = ttl_s
+        self._table: tuple[float, int, float, int] | None = None
+        self._df: dict[str, tuple[float, int]] = {}
+
+    def table(self, conn: psycopg.Connection[Any]) -> tuple[int, float, int]:
+        """(rows, average terms per row, highest chunk id)."""
+        now = time.monotonic()
+        if self._table is None or now - self._table[0] > self.ttl_s:
+            row = conn.execute("SELECT count(*), coalesce(sum(n_terms), 0), coalesce(max(id), 0)"
+                               " FROM memoryd_chunks").fetchone()
+            n = int(row[0]) if row else 0
+            self._table = (now, n, float(row[1]) / n if row and n else 1.0, int(row[2]) if row else 0)
+        return self._table[1], self._table[2], self._table[3]
+
+    def doc_frequencies(self, conn: psycopg.Connection[Any], tokens: Sequence[str]) -> dict[str, int]:
+        now = time.monotonic()
+        if len(self._df) > 50_000:
+            self._df.clear()
+        missing = [t for t in dict.fromkeys(tokens) if t not in self._df or now - self._df[t][0] > self.ttl_s]
+        if missing:
+            rows = conn.execute("SELECT term, count(*) FROM memoryd_postings WHERE term = ANY(%s) GROUP BY term",
+                                (missing,)).fetchall()
+            found = {str(t): int(n) for t, n in rows}
+            for t in missing:
+                self._df[t] = (now, found.get(t, 0))
+        return {t: self._df[t][1] for t in tokens}
+
+
+def fetch_rows(conn: psycopg.Connection[Any], ids: Sequence[int]) -> dict[int, ChunkRow]:
+    rows = conn.execute(
+        "SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"
+        f" FROM memoryd_chunks c{_JOIN} WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
+    return {int(r[0]): ChunkRow(*r) for r in rows}

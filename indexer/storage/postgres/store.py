@@ -1,0 +1,239 @@
+"""The PostgreSQL side of the storage interface: roots, files, chunks (with their vectors), meta.
+
+Implements :class:`memoryd.indexer.storage.base.ChunkStore` for one site. Roots
+are keyed by (site, path), so files are keyed by (site, root, path). A chunk row
+carries its keyword terms (with postings rows, see :mod:`.terms`) and its vector: the vector
+comes from the shared embedding cache *inside the same transaction* (the engine's
+``in_transaction`` hook writes the cache first), so a chunk never exists without
+its vector and nothing else has to be kept in step with the table.
+
+Every call borrows a connection from the pool for its own duration, and every
+change is one transaction. An unreachable database raises
+:class:`~memoryd.indexer.storage.base.StorageUnavailableError` within the pool's
+timeout, naming the database without its password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import psycopg_pool
+
+from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
+from memoryd.indexer.store import FileChange, FileRow, NewChunk
+
+_FILE_COLS = "id, root_id, path, size, mtime_ns, sha256"
+
+
+class PgStore:
+    """One site's view of the shared database (reads of other sites' rows go through the searcher)."""
+
+    def __init__(self, pool: psycopg_pool.ConnectionPool, site: str, where: str, timeout_s: float = 2.0) -> None:
+        self.pool = pool
+        self.site = site
+        self.where = where  # the database, password-free (dsn.describe)
+        self.timeout_s = timeout_s
+        self._roots: dict[Path, int] = {}
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit); failures to reach the database become StorageUnavailableError."""
+        try:
+            with self.pool.connection(timeout=self.timeout_s) as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout:
+            raise StorageUnavailableError(f"database {self.where} is unreachable") from None
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailableError(f"database {self.where} failed: {type(exc).__name__}") from None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        with self.connection() as conn, conn.transaction():
+            yield conn
+
+    def close(self, clean: bool = True) -> None:
+        """The pool belongs to whoever opened it; closing the store only forgets cached root ids."""
+        self._roots.clear()
+
+    # -- meta -------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        with self.connection() as c:
+            row = c.execute("SELECT value FROM memoryd_meta WHERE key = %s", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        with self.transaction() as c, c.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memoryd_meta (key, value) VALUES (%s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", list(values.items()))
+
+    # -- roots and files --------------------------------------------------------------
+
+    def root_id(self, root: Path) -> int:
+        if root in self._roots:
+            return self._roots[root]
+        with self.transaction() as c:
+            c.execute("INSERT INTO memoryd_roots (site, path) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                      (self.site, str(root)))
+            row = c.execute("SELECT id FROM memoryd_roots WHERE site = %s AND path = %s",
+                            (self.site, str(root))).fetchone()
+        assert row is not None
+        self._roots[root] = int(row[0])
+        return self._roots[root]
+
+    def roots(self) -> dict[int, Path]:
+        with self.connection() as c:
+            rows = c.execute("SELECT id, path FROM memoryd_roots WHERE site = %s", (self.site,)).fetchall()
+        return {int(i): Path(p) for i, p in rows}
+
+    def files(self, root_id: int) -> dict[str, FileRow]:
+        with self.connection() as c:
+            rows = c.execute(f"SELECT {_FILE_COLS} FROM memoryd_files WHERE root_id = %s", (root_id,)).fetchall()
+        return {r[2]: FileRow(*r) for r in rows}
+
+    def file(self, root_id: int, rel: str) -> FileRow | None:
+        with self.connection() as c:
+            r = c.execute(f"SELECT {_FILE_COLS} FROM memoryd_files WHERE root_id = %s AND path = %s",
+                          (root_id, rel)).fetchone()
+        return FileRow(*r) if r else None
+
+    def touch_file(self, file_id: int, size: int, mtime_ns: int) -> None:
+        with self.transaction() as c:
+            c.execute("UPDATE memoryd_files SET size = %s, mtime_ns = %s WHERE id = %s", (size, mtime_ns, file_id))
+
+    def replace_file(
+        self, root_id: int, rel: str, size: int, mtime_ns: int, sha256: str, front_matter: str,
+        chunks: Sequence[NewChunk], in_transaction: Callable[[Any], None] | None = None,
+    ) -> FileChange:
+        """Replace a file's chunks in one transaction, keeping the ids of unchanged chunks.
+
+        ``in_transaction`` runs first in the same transaction: it must put every new
+        chunk's vector in the cache, from which the chunk rows take it.
+        """
+        with self.transaction() as c:
+            row = c.execute(
+                "INSERT INTO memoryd_files (root_id, path, size, mtime_ns, sha256, front_matter)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (root_id, path) DO UPDATE SET size = EXCLUDED.size,"
+                " mtime_ns = EXCLUDED.mtime_ns, sha256 = EXCLUDED.sha256, front_matter = EXCLUDED.front_matter"
+                " RETURNING id", (root_id, rel, size, mtime_ns, sha256, front_matter)).fetchone()
+            assert row is not None
+            if in_transaction is not None:
+                in_transaction(c)
+            return _replace_chunks(c, int(row[0]), chunks)
+
+    def delete_file(self, root_id: int, rel: str) -> list[int]:
+        with self.transaction() as c:
+            row = c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s FOR UPDATE",
+                            (root_id, rel)).fetchone()
+            if not row:
+                return []
+            ids = [int(r[0]) for r in c.execute("DELETE FROM memoryd_chunks WHERE file_id = %s RETURNING id",
+                                                (row[0],))]
+            c.execute("DELETE FROM memoryd_files WHERE id = %s", (row[0],))  # its postings go with the chunks
+            return ids
+
+    def move_file(self, root_id: int, rel: str, dest_root_id: int, dest_rel: str) -> bool:
+        with self.transaction() as c:
+            row = c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s FOR UPDATE",
+                            (root_id, rel)).fetchone()
+            if not row:
+                return False
+            c.execute("DELETE FROM memoryd_files WHERE root_id = %s AND path = %s", (dest_root_id, dest_rel))
+            c.execute("UPDATE memoryd_files SET root_id = %s, path = %s WHERE id = %s",
+                      (dest_root_id, dest_rel, row[0]))
+            return True
+
+    def forget_everything(self) -> None:
+        """Drop this site's files and chunks (the shared cache and other sites stay)."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM memoryd_files WHERE root_id IN (SELECT id FROM memoryd_roots WHERE site = %s)",
+                      (self.site,))
+
+    # -- chunks -------------------------------------------------------------------------
+
+    def chunk_ids(self) -> np.ndarray:
+        with self.connection() as c:
+            rows = c.execute(
+                "SELECT c.id FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id"
+                " JOIN memoryd_roots r ON r.id = f.root_id WHERE r.site = %s ORDER BY c.id", (self.site,)).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def embed_keys(self, ids: Sequence[int]) -> dict[int, bytes]:
+        with self.connection() as c:
+            rows = c.execute("SELECT id, embed_key FROM memoryd_chunks WHERE id = ANY(%s)", (list(ids),)).fetchall()
+        return {int(i): bytes(k) for i, k in rows}
+
+    def counts(self) -> tuple[int, int]:
+        """(files, chunks) of this site."""
+        with self.connection() as c:
+            row = c.execute(
+                "SELECT count(DISTINCT f.id), count(c.id) FROM memoryd_files f"
+                " JOIN memoryd_roots r ON r.id = f.root_id LEFT JOIN memoryd_chunks c ON c.file_id = f.id"
+                " WHERE r.site = %s", (self.site,)).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+
+def _replace_chunks(c: psycopg.Connection[Any], file_id: int, chunks: Sequence[NewChunk]) -> FileChange:
+    """The chunk rows of one file, in as few round trips as psycopg's pipelined ``executemany`` allows."""
+    old: dict[tuple[str, bytes], list[int]] = {}
+    for cid, sha, key in c.execute("SELECT id, sha256, embed_key FROM memoryd_chunks WHERE file_id = %s FOR UPDATE",
+                                   (file_id,)):
+        old.setdefault((sha, bytes(key)), []).append(int(cid))
+    kept: list[tuple[int, int, str, int]] = []
+    new: list[NewChunk] = []
+    for ch in chunks:
+        same = old.get((ch.sha256, ch.embed_key))
+        if same:
+            kept.append((ch.start_line, ch.end_line, ch.heading, same.pop()))
+        else:
+            new.append(ch)
+    with c.cursor() as cur:
+        if kept:
+            cur.executemany("UPDATE memoryd_chunks SET start_line = %s, end_line = %s, heading = %s WHERE id = %s",
+                            kept)
+        added = _insert_chunks(cur, file_id, new) if new else []
+    removed = [cid for ids in old.values() for cid in ids]
+    if removed:
+        c.execute("DELETE FROM memoryd_chunks WHERE id = ANY(%s)", (removed,))
+    return FileChange(added=added, removed=removed, kept=len(kept))
+
+
+def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewChunk]) -> list[tuple[int, bytes]]:
+    """Insert the chunk rows (pipelined) and then all their postings (one statement)."""
+    tokens = [fts_tokens(ch.terms) for ch in chunks]
+    cur.executemany(
+        "INSERT INTO memoryd_chunks (file_id, start_line, end_line, heading, text, sha256, embed_key,"
+        " terms, n_terms, embedding) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, e.vector"
+        " FROM memoryd_embed_cache e WHERE e.key = %s RETURNING id",
+        [(file_id, ch.start_line, ch.end_line, ch.heading, ch.text, ch.sha256, ch.embed_key, ch.terms, len(tok),
+          ch.embed_key) for ch, tok in zip(chunks, tokens, strict=True)], returning=True)
+    added: list[tuple[int, bytes]] = []
+    for ch in chunks:
+        row = cur.fetchone()
+        if row is None:
+            raise ValueError(f"no cached vector for chunk {ch.sha256[:12]} (lines {ch.start_line}-{ch.end_line}): "
+                             "the cache must be written in the same transaction first")
+        added.append((int(row[0]), ch.embed_key))
+        cur.nextset()
+    terms: list[str] = []
+    ids: list[int] = []
+    tfs: list[int] = []
+    dls: list[int] = []
+    for (cid, _), tok in zip(added, tokens, strict=True):
+        distinct, counts = term_frequencies(tok)
+        terms += distinct
+        tfs += counts
+        ids += [cid] * len(distinct)
+        dls += [len(tok)] * len(distinct)
+    if terms:
+        cur.execute("INSERT INTO memoryd_postings (term, chunk_id, tf, dl)"
+                    " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::int[])", (terms, ids, tfs, dls))
+    return added
