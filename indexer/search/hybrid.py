@@ -22,10 +22,9 @@ from typing import Any
 from memoryd.indexer import keyword
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError, StoreClosedError
-from memoryd.indexer.search import calibration, fallback, intent, keyword_plan, pending, rescore, synonyms
+from memoryd.indexer.search import calibration, fallback, intent, keyword_plan, pending, rescore, shaping, synonyms
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
-from memoryd.indexer.search.matchlines import best_lines, line_scores
 from memoryd.indexer.search.prior import apply_prior
 from memoryd.indexer.search.proximity import idf
 from memoryd.indexer.search.querytext import clean_query
@@ -180,7 +179,7 @@ class HybridSearcher:
                     kw_ranked.update(self._with_proximity(conn, terms, deeper))
                 rows = fetch_chunks(conn, cands)
                 if path_check is not None:
-                    rows = _checked(rows, path_check)
+                    rows = shaping.checked(rows, path_check)
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
@@ -191,7 +190,7 @@ class HybridSearcher:
         cosines = vec if qvec is not None and embedder is not None and calibration.fitted_for(embedder.model_id) \
             else None
         feats = self._features(head, terms or keyword.query_terms(query), cosines)
-        hits = _calibrated(head, feats)
+        hits = shaping.calibrated(head, feats)
         weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, min_score)) \
             if candidates is None and mode == "hybrid" and qvec is not None else None
         if weak is not None:
@@ -201,15 +200,15 @@ class HybridSearcher:
             return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
         reason = None
         if min_score is not None:
-            hits, reason = _confident(hits, min_score)
+            hits, reason = shaping.confident(hits, min_score)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
-        hits = _with_match_lines(hits[:k], idfs, vec, rows)
+        hits = shaping.with_match_lines(hits[:k], idfs, vec, rows)
         explanations = None
         if explain:
             waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and qvec is not None else set()
-            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows,
-                                         waiting)
+            how = self._cfg.fusion if mode == "hybrid" else mode
+            explanations = shaping.explain_hits(hits, vec, kw, how, rows, waiting)
             fused = {h.chunk_id: h.score for h in head}
             for h, why in zip(hits, explanations, strict=True):
                 why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
@@ -329,65 +328,6 @@ class HybridSearcher:
         return hits
 
 
-def _calibrated(hits: list[Hit], feats: dict[int, calibration.Features]) -> list[Hit]:
-    """``hits`` in the same order, each ``score`` now its calibrated relevance, made non-increasing
-    down the list (:func:`memoryd.indexer.search.calibration.monotone`)."""
-    scores = calibration.monotone([calibration.probability(feats[h.chunk_id]) for h in hits])
-    return [replace(h, score=round(s, 6)) for h, s in zip(hits, scores, strict=True)]
-
-
-def _confident(hits: list[Hit], min_score: float) -> tuple[list[Hit], str | None]:
-    """Hits whose calibrated score reaches ``min_score`` (a prefix: scores never rise down the list);
-    with none left, also why the search abstains (None: it does not)."""
-    kept = [h for h in hits if h.score >= min_score]
-    if kept:
-        return kept, None
-    best = hits[0].score if hits else 0.0
-    return kept, f"no confident match: best score {best:.3f} < min_score {min_score:g}"
-
-
-def _with_match_lines(
-    hits: list[Hit], idfs: dict[str, float], vec: dict[int, float], rows: dict[int, ChunkRow],
-) -> list[Hit]:
-    """``hits`` naming the lines of each that matched best (:mod:`memoryd.indexer.search.matchlines`)."""
-    out = []
-    for h in hits:
-        windows = [(rows[i].start_line, rows[i].end_line, vec.get(i, 0.0)) for i in (h.chunk_id, *h.absorbed)
-                   if i in rows]
-        out.append(replace(h, match_lines=tuple(best_lines(line_scores(h.text, h.start_line, idfs, windows)))))
-    return out
-
-
-def _ranks(scores: dict[int, float]) -> dict[int, int]:
-    return {i: rank for rank, i in enumerate(sorted(scores, key=lambda i: -scores[i]), 1)}
-
-
-def _explanations(
-    hits: Sequence[Hit], vec: dict[int, float], kw: dict[int, float], how: str, rows: dict[int, ChunkRow],
-    waiting: set[int] | None = None,
-) -> list[dict[str, Any]]:
-    """Why each hit ranks where it does: its rank and raw score in each leg, and the fusion used.
-
-    A hit merged from consecutive chunks (:mod:`memoryd.indexer.search.hits`) explains its first chunk, and lists
-    the chunks it absorbed under ``merged`` with their own spans, ranks and scores. A chunk in
-    ``waiting`` (no vector yet) says ``"vector": "pending"``."""
-    vr, kr = _ranks(vec), _ranks(kw)
-
-    def leg(i: int) -> dict[str, Any]:
-        out = {"vector_rank": vr.get(i), "keyword_rank": kr.get(i), "cosine": round(vec.get(i, 0.0), 6),
-               "bm25": round(kw[i], 6) if i in kw else None}
-        return {**out, "vector": "pending"} if waiting and i in waiting else out
-
-    out = []
-    for h in hits:
-        why = {"fusion": how, **leg(h.chunk_id)}
-        if h.absorbed:
-            why["merged"] = [{"start_line": rows[i].start_line, "end_line": rows[i].end_line, **leg(i)}
-                             for i in h.absorbed]
-        out.append(why)
-    return out
-
-
 def _keyword_leg(
     conn: sqlite3.Connection, plan: keyword_plan.KeywordPlan, n: int, allowed: set[int] | None,
 ) -> dict[int, float]:
@@ -425,12 +365,3 @@ def _allowed_ids(conn: sqlite3.Connection, prefix: str | None, exclude: Sequence
         sql += f" AND NOT {_starts('f.path', len(args) + 1)}"
         args.append(ex)
     return {int(r[0]) for r in conn.execute(sql, args)}
-
-
-def _checked(rows: dict[int, ChunkRow], path_check: Callable[[str, str], bool]) -> dict[int, ChunkRow]:
-    """``rows`` of the files ``path_check`` accepts (asked once per file)."""
-    verdicts: dict[tuple[str, str], bool] = {}
-    for r in rows.values():
-        if (r.root, r.path) not in verdicts:
-            verdicts[(r.root, r.path)] = path_check(r.root, r.path)
-    return {i: r for i, r in rows.items() if verdicts[(r.root, r.path)]}

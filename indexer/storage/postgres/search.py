@@ -27,17 +27,11 @@ from memoryd.indexer import keyword
 from memoryd.indexer.config import SearchConfig, SearchMode
 from memoryd.indexer.search import calibration, intent, keyword_plan, pending
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
-from memoryd.indexer.search.hybrid import (
-    HybridSearcher,
-    _calibrated,
-    _checked,
-    _confident,
-    _explanations,
-    _with_match_lines,
-)
+from memoryd.indexer.search.hybrid import HybridSearcher
 from memoryd.indexer.search.proximity import idf as proximity_idf
 from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
 from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.search.shaping import calibrated, checked, confident, explain_hits, with_match_lines
 from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.storage.postgres.terms import fts_tokens
@@ -173,7 +167,7 @@ class PgSearcher(HybridSearcher):
                 kw_ranked.update(self._proximity(conn, terms, deeper))
             rows = fetch_rows(conn, cands)
             if path_check is not None:
-                rows = _checked(rows, path_check)
+                rows = checked(rows, path_check)
             ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query, intents), rows, k,
                                   qvec is not None)
             head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
@@ -181,18 +175,18 @@ class PgSearcher(HybridSearcher):
                 and calibration.fitted_for(self._embedder.model_id)
             feats = self._pg_features(conn, head, terms or keyword.query_terms(query), vec if fitted else None)
             idfs = self._pg_idfs(conn, terms)
-        hits = _calibrated(head, feats)
+        hits = calibrated(head, feats)
         reason = None
         if min_score is not None:
-            hits, reason = _confident(hits, min_score)
+            hits, reason = confident(hits, min_score)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
-        hits = _with_match_lines(hits[:k], idfs, vec, rows)
+        hits = with_match_lines(hits[:k], idfs, vec, rows)
         explanations = None
         if explain:
             waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and qvec is not None else set()
-            explanations = _explanations(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows,
-                                         waiting)
+            explanations = explain_hits(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows,
+                                        waiting)
             fused = {h.chunk_id: h.score for h in head}
             for h, why in zip(hits, explanations, strict=True):
                 why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
