@@ -134,8 +134,8 @@ class ManageMethods:
                                "bytes": len(req.content.encode("utf-8", "surrogatepass"))}
         with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
             session = self._writes.admit(req.claim, rec)
-            self._writes._check_size(rec["bytes"])
-            rel = self._writes._relative(req.path)
+            self._writes.check_size(rec["bytes"])
+            rel = self._writes.relative_target(req.path)
             rec.update(path=rel, namespace=str(namespace_of(rel)))
             _checked(lambda: authorize(session, REMEMBER, namespace_of(rel)))
             title = _checked(lambda: check_allowed(req.section, self._cfg.sections))
@@ -153,7 +153,7 @@ class ManageMethods:
         rec: dict[str, Any] = {"action": "promote", "uid": peer.uid, "pid": peer.pid, "line": req.line}
         with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
             session = self._owner(req.claim, rec, "promote")
-            rel = self._writes._relative(req.path)
+            rel = self._writes.relative_target(req.path)
             source = namespace_of(rel)
             rec["path"] = rel
             if source.kind not in PEER_NAMESPACES:

@@ -101,7 +101,7 @@ class WriteMethods:
                                "bytes": len(content.encode("utf-8", "surrogatepass"))}
         with Audited(self.audit_log, rec, AUDITED_AS_ERROR):
             session = self.admit(req.claim, rec)
-            self._check_size(rec["bytes"])
+            self.check_size(rec["bytes"])
             ns = _write_error(lambda: parse_namespace(req.namespace, session))
             rec["namespace"] = str(ns)
             _write_error(lambda: authorize(session, REMEMBER, ns))
@@ -121,7 +121,7 @@ class WriteMethods:
         rec: dict[str, Any] = {"action": "forget", "uid": peer.uid, "pid": peer.pid, "line": req.line}
         with Audited(self.audit_log, rec, AUDITED_AS_ERROR):
             session = self.admit(req.claim, rec)
-            rel = self._relative(req.path)
+            rel = self.relative_target(req.path)
             rec.update(path=rel, namespace=str(namespace_of(rel)))
             _write_error(lambda: authorize(session, FORGET, namespace_of(rel)))
             outcome = self.on_worker(lambda: self.new_writer().forget(rel, req.line, req.text, session.describe()))
@@ -152,15 +152,18 @@ class WriteMethods:
             raise RpcError(code, str(exc), data) from None
         return session
 
-    def _check_size(self, nbytes: int) -> None:
+    def check_size(self, nbytes: int) -> None:
+        """Refuse content over ``write.max_content_bytes`` (every write method, this class's and
+        :mod:`memoryd.daemon.api.manage`'s, applies the same limit)."""
         limit = self._cfg.max_content_bytes
         if nbytes > limit:
             raise RpcError(CONTENT_TOO_LARGE, f"content is {nbytes} bytes; the limit is {limit} "
                            "(write.max_content_bytes)", {"limit": "write.max_content_bytes", "max": limit})
 
-    def _relative(self, raw: str) -> str:
-        """A forget path: relative to the first root, or absolute inside it (through the path resolver;
-        the writer's :func:`~memoryd.indexer.write.access.resolve_target` then refuses links)."""
+    def relative_target(self, raw: str) -> str:
+        """A target path (forget, update_section, promote): relative to the first root, or absolute
+        inside it (through the path resolver; the writer's
+        :func:`~memoryd.indexer.write.access.resolve_target` then refuses links)."""
         norm = _write_error(lambda: normalize(raw))
         if not os.path.isabs(raw):
             return raw
