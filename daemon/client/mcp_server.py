@@ -74,7 +74,9 @@ INSTRUCTIONS = (
     "memoryd keeps a live search index over the user's Markdown memory files. Call memory_search (or "
     "memory_context) before answering questions about prior work, decisions, people, preferences or todos; "
     "memory_get reads more of a file around a hit; memory_remember saves a durable fact; memory_status says "
-    "whether the index has caught up with recent saves. The memory files themselves are resources "
+    "whether the index has caught up with recent saves; memory_list lists stored entries; "
+    "memory_update_section rewrites a kept-current section (e.g. Current Focus); memory_promote copies a "
+    "peer's or group's entry into the user's own memory. The memory files themselves are resources "
     "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic."
 )
 
