@@ -17,6 +17,9 @@ On open, the stored identity (model id, dimension, chunk settings, text rules)
 is compared with the current one; a difference drops every chunk once, with a
 single log line, so vectors of two models are never mixed. The FAISS snapshot
 is then checked against the chunk table and repaired from the cache.
+
+The vector side of indexing (a group's vectors or their deferral, the backlog
+steps, the cache bound) is :class:`~memoryd.indexer.vectorfill.VectorFill`'s job.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from memoryd.indexer import ann, deferred, keyword, vector_sync
+from memoryd.indexer import ann, keyword, vector_sync
 from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.chunker import CHUNKER_VERSION
@@ -42,11 +45,12 @@ from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
 from memoryd.indexer.files import read_memory_file
 from memoryd.indexer.indexstats import IndexStats, Progress, printable_name, storable
-from memoryd.indexer.ingest import EmbedResult, PreparedFile, embed_missing, prepare_file, skip_reason
+from memoryd.indexer.ingest import PreparedFile, prepare_file, skip_reason
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import HybridSearcher, ReaderPool
 from memoryd.indexer.store import Store
 from memoryd.indexer.types import Embedder
+from memoryd.indexer.vectorfill import EMBED_GROUP, VectorFill
 from memoryd.indexer.vectors import VectorIndex
 from memoryd.indexer.write.privacy import REDACT_VERSION
 
@@ -54,7 +58,7 @@ log = structlog.get_logger(__name__)
 
 DB_NAME = "index.sqlite3"
 VECTORS_NAME = "vectors.faiss"
-EMBED_GROUP = 256  # new chunks gathered before one embedding pass
+__all__ = ["DB_NAME", "EMBED_GROUP", "VECTORS_NAME", "MemoryIndex"]
 
 
 class MemoryIndex:
@@ -64,7 +68,6 @@ class MemoryIndex:
                  background_rebuilds: bool = False) -> None:
         self.cfg = cfg
         self.embedder = embedder
-        self._passages = embedder  # indexing's embedder: see set_passage_embedder
         self.read_only = read_only
         self._background = background_rebuilds
         self.data_dir = cfg.data_dir
@@ -78,10 +81,11 @@ class MemoryIndex:
         self.cache.hits = int(self.store.meta("cache_hits") or 0)
         self.cache.misses = int(self.store.meta("cache_misses") or 0)
         self.skipped: dict[str, str] = {}
-        self._embedded_since_bound = 0
         self.backlog = VectorBacklog()
         self._check_identity()
         self.vectors = self._load_vectors()
+        self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
+                                      cfg.embedding.batch_size, read_only)
         self.readers = ReaderPool(self.store.reader)
         self.searcher = HybridSearcher(self.readers, self.vectors, embedder, self.lock, cfg.search)
 
@@ -138,7 +142,7 @@ class MemoryIndex:
     def _load_vectors(self) -> VectorIndex:
         vectors = vector_sync.open_vectors(self.data_dir / VECTORS_NAME, self.embedder.dimension, self.cfg.search,
                                            background=self._background, read_only=self.read_only)
-        lost = vector_sync.sync_with_chunks(vectors, self.store, self.cache, self._passages.embed_passages,
+        lost = vector_sync.sync_with_chunks(vectors, self.store, self.cache, self.embedder.embed_passages,
                                             read_only=self.read_only, defer=self._background or self.read_only)
         for i, mtime_ns in self.store.chunk_mtimes(lost).items():
             self.backlog.add([i], mtime_ns)
@@ -173,9 +177,9 @@ class MemoryIndex:
             if progress:
                 progress(n, len(items), stats)
         if touched and not deferring and self.backlog:
-            self._fill_files(touched, stats)
+            self.vector_fill.fill_files(touched, stats)
         if stats.embedded and not self.read_only:
-            self._bound_cache(stats.embedded)
+            self.vector_fill.bound_cache(stats.embedded)
         stats.seconds = time.perf_counter() - t0
         return stats
 
@@ -217,7 +221,7 @@ class MemoryIndex:
         """Commit a group of prepared files; returns whether this call now defers vectors."""
         if not group:
             return deferring
-        emb, deferring = self._group_vectors(group, defer_at, deferring)
+        emb, deferring = self.vector_fill.group_vectors(group, defer_at, deferring)
         stats.embedded += emb.embedded
         stats.cache_hits += emb.cache_hits
         for f in group:
@@ -239,30 +243,14 @@ class MemoryIndex:
                     self.vectors.add([i for i, _ in ready], np.stack([emb.vectors[k] for _, k in ready]))
             self.backlog.discard(change.removed)
             self.backlog.add([i for i, k in change.added if k not in emb.vectors], f.content.mtime_ns)
-            if not deferring and self.backlog:
-                self._fill_files([(root_id, f.rel)], stats)  # kept chunks still waiting: their vectors are known
+            if not deferring and self.backlog:  # kept chunks still waiting: their vectors are known
+                self.vector_fill.fill_files([(root_id, f.rel)], stats)
             stats.files_indexed += 1
             stats.chunks_added += len(change.added)
             stats.chunks_removed += len(change.removed)
             stats.chunks_kept += change.kept
             log.debug("file.indexed", root=str(f.root), path=f.rel, chunks=len(f.chunks), added=len(change.added))
         return deferring
-
-    def _group_vectors(self, group: list[PreparedFile], defer_at: int | None,
-                       deferring: bool) -> tuple[EmbedResult, bool]:
-        """The group's vectors and whether the call defers from here on: every vector (the model
-        computes what the cache lacks), or, deferring, only those the cache holds."""
-        if defer_at is not None:
-            keys = list(dict.fromkeys(c.embed_key for f in group for c in f.chunks))
-            found = self.cache.get_many(keys)
-            if deferring or len(keys) - len(found) >= defer_at:
-                return EmbedResult(found, embedded=0, cache_hits=len(found)), True
-        emb = embed_missing(group, self._passages, self.cache, persist=self._persist_vectors,
-                            slice_size=self._slice_size())
-        return emb, deferring
-
-    def _slice_size(self) -> int:
-        return max(32, 2 * self.cfg.embedding.batch_size)
 
     # -- the vector backlog (keyword-first indexing) ----------------------------
 
@@ -272,29 +260,7 @@ class MemoryIndex:
         ``should_yield`` is asked between model slices: True stops the step there (what
         is done stays done; the rest goes back to the backlog).
         """
-        entries = self.backlog.take(limit)
-        if not entries:
-            return 0
-        done = deferred.run_step(self._deferred_parts(), entries, self._passages, self._slice_size(), should_yield)
-        if done.embedded and not self.read_only:
-            self._bound_cache(done.embedded)
-        return done.done
-
-    def _fill_files(self, files: Sequence[tuple[int, str]], stats: IndexStats) -> None:
-        """Give the backlog chunks of these files their vectors now (user-touched files go first)."""
-        ids = [i for root_id, rel in files for i in self.store.chunk_ids_of(root_id, rel) if i in self.backlog]
-        entries = self.backlog.take_ids(ids)
-        if entries:
-            stats.embedded += deferred.run_step(self._deferred_parts(), entries, self._passages,
-                                                self._slice_size()).embedded
-
-    def _deferred_parts(self) -> deferred.Parts:
-        return deferred.Parts(self.store, self.cache, self.vectors, self.lock, self.backlog, self._persist_vectors)
-
-    def _persist_vectors(self, vectors: dict[bytes, Any]) -> None:
-        """Keep fresh model output at once (keys are text hashes: valid before any chunk uses them)."""
-        with self.store.transaction() as t:
-            self.cache.put_many(t, vectors)
+        return self.vector_fill.fill(limit, should_yield)
 
     def remove_file(self, root: Path, rel: str) -> int:
         """Drop a file from the index; returns the number of chunks removed."""
@@ -351,24 +317,7 @@ class MemoryIndex:
 
         Call it from the writing thread. It takes no search lock: searches never read the cache.
         """
-        with self.store.transaction() as t:
-            return self.cache.evict(t)
-
-    def _bound_cache(self, embedded: int) -> None:
-        """Honour the cache bound during long indexing runs too, not only at the hourly maintenance.
-
-        Counting and evicting scan the cache (O(entries): ~0.2 s at 100k, seconds at 1M, every
-        time when live chunks alone exceed the bound), so the check runs once per tenth of the
-        bound's worth of new vectors — the cache overshoots by at most that — not per edit.
-        """
-        self._embedded_since_bound += embedded
-        if self._embedded_since_bound < max(1, self.cache.capacity // 10):
-            return
-        self._embedded_since_bound = 0
-        entries = self.cache.entries()
-        if entries > self.cache.capacity:
-            log.info("cache.evicted", evicted=self.evict_cache(), entries_before=entries,
-                     capacity=self.cache.capacity)
+        return self.vector_fill.evict_cache()
 
     def set_passage_embedder(self, embedder: Embedder) -> None:
         """Embed passages (indexing) with ``embedder`` from now on; queries keep the constructor's.
@@ -379,7 +328,7 @@ class MemoryIndex:
         if (embedder.model_id, embedder.dimension) != (self.embedder.model_id, self.embedder.dimension):
             raise ModelError(f"passage embedder {embedder.model_id} ({embedder.dimension}-d) is not the "
                              f"index's model {self.embedder.model_id} ({self.embedder.dimension}-d)")
-        self._passages = embedder
+        self.vector_fill.passages = embedder
 
     # -- background rebuilds ----------------------------------------------------
 

@@ -22,11 +22,9 @@ it is committed).
 Keyword first: a reconcile sweep or a burst of changes that needs many chunks embedded
 commits them without vectors (``DEFER_AT``), so every file is keyword-searchable at
 once; whenever its queue is empty the worker then gives the vector backlog a bounded
-step (:meth:`MemoryIndex.fill_vectors`, newest files first), yielding between model
-slices as soon as a task arrives: saves and ``reindex`` requests never wait behind the
-backlog (a ``reindex`` takes its file's pending chunks along). While a backlog lasts
-the worker logs ``vectors.progress`` every ``PROGRESS_EVERY_S`` and puts the same in
-the systemd status line.
+step (:mod:`memoryd.daemon.work.vector_steps`), yielding between model slices as soon
+as a task arrives: saves and ``reindex`` requests never wait behind the backlog (a
+``reindex`` takes its file's pending chunks along).
 
 The worker also owns two helper threads, both at ``embedding.background_nice``
 lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.work.polite`) and vector
@@ -50,8 +48,8 @@ import structlog
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
 from memoryd.daemon.work.polite import PoliteEmbedder
-from memoryd.daemon.work.progress import backlog_line
 from memoryd.daemon.work.rebuilder import Rebuilder
+from memoryd.daemon.work.vector_steps import VectorSteps
 from memoryd.indexer.engine import EMBED_GROUP, MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.indexstats import IndexStats
@@ -63,8 +61,6 @@ log = structlog.get_logger(__name__)
 Accept = Callable[[str], bool]
 MAX_COALESCED = 2048  # changes applied as one batch at most
 DEFER_AT = EMBED_GROUP // 2  # a batch needing this many new vectors is committed keyword first
-PROGRESS_EVERY_S = 10.0  # progress log interval while a vector backlog lasts
-RETRY_BACKLOG_S = 30.0  # pause after a failed backlog step (e.g. disk full) before the next
 
 
 T = TypeVar("T")
@@ -118,14 +114,12 @@ class IndexWorker:
         self.last_reconcile: float | None = None
         self.last_error: str | None = None
         self._disk_full = False
-        self._backlog_since: float | None = None  # when the current backlog stretch began
-        self._backlog_base = 0  # the backlog meter's total when the current stretch began
-        self._next_progress = 0.0
-        self._backlog_retry_at = 0.0
         self._storage_down = False  # the database backend was unreachable at the last task
         nice = index.cfg.embedding.background_nice
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
+        self.vector_steps = VectorSteps(index, on_status, self._idle_status,
+                                        lambda: not self._queue.empty() or self._should_stop())
 
     # -- feeding ----------------------------------------------------------------
 
@@ -231,45 +225,21 @@ class IndexWorker:
         """The next queued task; None when the queue is empty and the vector backlog wants a step."""
         if not self.index.backlog or self._should_stop():
             return self._queue.get()
-        wait = self._backlog_retry_at - time.monotonic()
+        wait = self.vector_steps.retry_in()
         try:
             return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
         except queue.Empty:
             return None
 
-    def _between_slices(self) -> bool:
-        """Asked between a backlog step's model slices: report progress; True (yield) when a task waits."""
-        self._report_backlog()
-        return not self._queue.empty() or self._should_stop()
-
     def _backlog_step(self) -> None:
-        """Give the next most urgent backlog chunks their vectors, then report progress."""
-        if self._backlog_since is None:
-            self._backlog_since, self._backlog_base = time.monotonic(), self.index.backlog.meter.total
-            log.info("vectors.backlog", pending=len(self.index.backlog))
-        try:
-            self.index.fill_vectors(should_yield=self._between_slices)
-        except MemorydError as exc:
-            log.error("vectors.failed", error=str(exc), action=f"retrying in {RETRY_BACKLOG_S:.0f} s")
-            self.last_error = str(exc)
-            self._backlog_retry_at = time.monotonic() + RETRY_BACKLOG_S
-        self._report_backlog()
+        """One vector backlog step (it yields to any task that arrives), then the rebuild poll."""
+        error = self.vector_steps.step()
+        if error is not None:
+            self.last_error = error
         self._poll_rebuild()
 
-    def _report_backlog(self) -> None:
-        """``vectors.progress`` every ``PROGRESS_EVERY_S`` (and the systemd status line); one line at the end."""
-        now = time.monotonic()
-        progress = self.index.backlog.progress()
-        done = self.index.backlog.meter.total - self._backlog_base
-        if progress["pending"] == 0 and self._backlog_since is not None:
-            log.info("vectors.done", chunks=done, seconds=round(now - self._backlog_since, 1))
-            self._backlog_since, self._next_progress = None, 0.0
-            self.index.save()
-            self._on_status(f"watching {len(self.roots.roots)} roots")
-        elif progress["pending"] and now >= self._next_progress:
-            self._next_progress = now + PROGRESS_EVERY_S
-            log.info("vectors.progress", done=done, **progress)
-            self._on_status(backlog_line(progress))
+    def _idle_status(self) -> str:
+        return f"watching {len(self.roots.roots)} roots"
 
     def _run_task(self, task: Task) -> None:
         n = len(task.changes) + len(task.files)
@@ -281,7 +251,7 @@ class IndexWorker:
             if self._disk_full:
                 log.info("disk.recovered")
                 self._disk_full = False
-            self._backlog_retry_at = 0.0  # a task went through: the backlog may try again at once
+            self.vector_steps.retry_now()  # a task went through: the backlog may try again at once
             future.set_result(result)
             if self._storage_down:  # files changed meanwhile are only on disk: catch up with them
                 log.info("storage.recovered", action="reconciling the roots")
@@ -363,7 +333,7 @@ class IndexWorker:
         stats = reconcile(self.index, self.roots.roots, self._accept, self._accept_dir, progress=progress,
                           defer_at=DEFER_AT)
         self.last_reconcile = time.time()
-        self._on_status(f"watching {len(self.roots.roots)} roots")
+        self._on_status(self._idle_status())
         return _stats_dict(stats)
 
     def _apply_changes(self, changes: Sequence[Change]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.search import PgSearcher, PgVectors
 from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.types import Embedder
+from memoryd.indexer.vectorfill import VectorFill
 
 
 class PgMemoryIndex(MemoryIndex):
@@ -44,7 +45,6 @@ class PgMemoryIndex(MemoryIndex):
         st = cfg.storage
         self.cfg = cfg
         self.embedder = embedder
-        self._passages = embedder
         self.read_only = read_only
         self._background = False  # pgvector maintains its HNSW index itself: nothing to rebuild
         self.data_dir = cfg.data_dir
@@ -64,13 +64,14 @@ class PgMemoryIndex(MemoryIndex):
             self.store = self.pg  # type: ignore[assignment]
             self.cache = PgEmbeddingCache(self.pg, embedder.dimension, cfg.embedding.cache_entries)  # type: ignore[assignment]
             self.skipped: dict[str, str] = {}
-            self._embedded_since_bound = 0
             self.backlog = VectorBacklog()  # stays empty: this backend never defers vectors (index_files)
             self._check_identity()
             if not read_only:
                 self._lock_roots()
             self.pgvectors = PgVectors(self.pg, embedder.dimension)
             self.vectors = self.pgvectors  # type: ignore[assignment]
+            self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
+                                          cfg.embedding.batch_size, read_only)
             self.searcher = PgSearcher(self.pg, self.pgvectors, embedder, self.lock, cfg.search)
         except BaseException:
             self.close()

@@ -1,0 +1,89 @@
+"""The worker's idle-time job: stepping through the vector backlog of keyword-first indexing.
+
+When the worker's queue is empty it gives the backlog one bounded step
+(:meth:`MemoryIndex.fill_vectors`, newest files first); the step yields between model
+slices as soon as a task arrives, so saves and ``reindex`` requests never wait behind
+the backlog. While a backlog lasts this logs ``vectors.progress`` every
+``PROGRESS_EVERY_S`` and puts the same in the systemd status line; once it is empty,
+one ``vectors.done`` line and a vector snapshot. A failed step (e.g. disk full) pauses
+the backlog for ``RETRY_BACKLOG_S``, or until a task goes through.
+
+It runs only on the worker thread and owns no thread of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from memoryd.daemon.work.progress import backlog_line
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import MemorydError
+
+log = structlog.get_logger(__name__)
+
+PROGRESS_EVERY_S = 10.0  # progress log interval while a vector backlog lasts
+RETRY_BACKLOG_S = 30.0  # pause after a failed backlog step (e.g. disk full) before the next
+
+
+class VectorSteps:
+    """The backlog stepping and its progress reports, for :class:`~memoryd.daemon.work.worker.IndexWorker`."""
+
+    def __init__(self, index: MemoryIndex, on_status: Callable[[str], object], idle_status: Callable[[], str],
+                 task_waiting: Callable[[], bool]) -> None:
+        self.index = index
+        self._on_status = on_status
+        self._idle_status = idle_status  # the status line once the backlog is done
+        self._task_waiting = task_waiting  # True: the step yields at the next slice
+        self._since: float | None = None  # when the current backlog stretch began
+        self._base = 0  # the backlog meter's total when the current stretch began
+        self._next_progress = 0.0
+        self._retry_at = 0.0
+
+    def retry_in(self) -> float:
+        """Seconds before the next step may run (positive only after a failed step)."""
+        return self._retry_at - time.monotonic()
+
+    def retry_now(self) -> None:
+        """A task went through: the backlog may try again at once."""
+        self._retry_at = 0.0
+
+    def step(self) -> str | None:
+        """Give the next most urgent backlog chunks their vectors, then report progress.
+
+        Returns the error of a failed step (the worker keeps it as its last error), else None.
+        """
+        if self._since is None:
+            self._since, self._base = time.monotonic(), self.index.backlog.meter.total
+            log.info("vectors.backlog", pending=len(self.index.backlog))
+        error = None
+        try:
+            self.index.fill_vectors(should_yield=self._between_slices)
+        except MemorydError as exc:
+            log.error("vectors.failed", error=str(exc), action=f"retrying in {RETRY_BACKLOG_S:.0f} s")
+            error = str(exc)
+            self._retry_at = time.monotonic() + RETRY_BACKLOG_S
+        self.report()
+        return error
+
+    def _between_slices(self) -> bool:
+        """Asked between a step's model slices: report progress; True (yield) when a task waits."""
+        self.report()
+        return self._task_waiting()
+
+    def report(self) -> None:
+        """``vectors.progress`` every ``PROGRESS_EVERY_S`` (and the systemd status line); one line at the end."""
+        now = time.monotonic()
+        progress = self.index.backlog.progress()
+        done = self.index.backlog.meter.total - self._base
+        if progress["pending"] == 0 and self._since is not None:
+            log.info("vectors.done", chunks=done, seconds=round(now - self._since, 1))
+            self._since, self._next_progress = None, 0.0
+            self.index.save()
+            self._on_status(self._idle_status())
+        elif progress["pending"] and now >= self._next_progress:
+            self._next_progress = now + PROGRESS_EVERY_S
+            log.info("vectors.progress", done=done, **progress)
+            self._on_status(backlog_line(progress))
