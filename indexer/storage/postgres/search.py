@@ -159,9 +159,6 @@ class PgSearcher(HybridSearcher):
         raw_query, query = query, clean_query(query)
         k = k or self._cfg.k
         mode = self._mode(mode)
-        qvec = None
-        if mode != "keyword" and self._embedder is not None:
-            qvec = query_vector() if query_vector is not None else self._embedder.embed_query(query)
         terms = keyword.query_terms(query) if mode != "vector" else []
         n_cand = max(self._cfg.candidates, k)
         expanded, added = self._synonyms.expand(query, terms) if terms else (terms, {})
@@ -169,9 +166,14 @@ class PgSearcher(HybridSearcher):
         where = row_filter(path_prefix, exclude_prefixes, sites)
         feature_terms = terms or keyword.query_terms(query)
         with self._store.connection() as conn:
-            # Every document frequency this query reads, in one round trip (later reads hit the cache).
+            # The corpus figures and every document frequency this query reads (later reads hit the
+            # cache), fetched while the query's embedding, when started by the caller, is computed.
+            self._stats.table(conn)
             self._stats.doc_frequencies(conn, [*_tokens(expanded), *word_terms(terms), *_tokens(feature_terms),
                                                *terms])
+            qvec = None
+            if mode != "keyword" and self._embedder is not None:
+                qvec = query_vector() if query_vector is not None else self._embedder.embed_query(query)
             (kw_deep, plan), vec = self._legs(conn, expanded, 4 * n_cand, n_cand, where, qvec)
             kw = dict(list(kw_deep.items())[:n_cand])
             cands = list(dict.fromkeys([*vec, *kw]))
