@@ -11,10 +11,10 @@
 
 Searches see every site's chunks unless ``sites`` names some.
 
-Round trips: a query costs two when the corpus figures are cached (one more, for the
-document frequencies of terms not seen in the last seconds): the keyword passes and the
-vector leg go out together in one pipeline, then one statement reads everything about the
-union of their candidates (:mod:`memoryd.indexer.storage.postgres.fetch`).
+Round trips: two per query when the corpus figures and the query's document frequencies
+are cached (up to two more when not, read while the query's embedding is computed): the
+keyword passes and the vector leg go out together in one pipeline, then one statement reads
+everything about the union of their candidates (:mod:`memoryd.indexer.storage.postgres.fetch`).
 """
 
 from __future__ import annotations
