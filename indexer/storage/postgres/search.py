@@ -10,6 +10,11 @@
   from :class:`memoryd.indexer.search.hybrid.HybridSearcher`.
 
 Searches see every site's chunks unless ``sites`` names some.
+
+Round trips: two per query when the corpus figures and the query's document frequencies
+are cached (up to two more when not, read while the query's embedding is computed): the
+keyword passes and the vector leg go out together in one pipeline, then one statement reads
+everything about the union of their candidates (:mod:`memoryd.indexer.storage.postgres.fetch`).
 """
 
 from __future__ import annotations
@@ -32,14 +37,14 @@ from memoryd.indexer.search.proximity import idf as proximity_idf
 from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.search.shaping import calibrated, checked, confident, explain_hits, with_match_lines
+from memoryd.indexer.storage.postgres.fetch import JOIN, Candidates, fetch_candidates
 from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.storage.postgres.terms import fts_tokens
-from memoryd.indexer.store import ChunkRow
 from memoryd.indexer.types import Embedder
 
 K1, B = 1.2, 0.75
-_JOIN = " JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
+_JOIN = JOIN
 Filter = tuple[str, list[Any]]  # SQL conditions on c/f/r (after WHERE), their parameters
 
 
@@ -89,7 +94,13 @@ class PgVectors:
         """Nothing to do: deleting a chunk row deleted its vector."""
         return 0
 
-    def search(self, query: Any, k: int, where: Filter = ("TRUE", [])) -> list[tuple[int, float]]:
+    @property
+    def cast(self) -> str:
+        """The vector type the HNSW index is built on (``vector(n)`` or ``halfvec(n)``)."""
+        return self._cast
+
+    def search_sql(self, query: Any, k: int, where: Filter = ("TRUE", [])) -> tuple[str, list[Any]]:
+        """The nearest-``k`` statement and its parameters (rows: id, cosine)."""
         q = np.asarray(query, dtype=np.float32)
         dist = f"c.embedding::{self._cast} <=> %s::{self._cast}"
         join = "" if where[0] == "TRUE" else _JOIN
@@ -97,7 +108,10 @@ class PgVectors:
         # small, and prefers a sequential scan and a sort to the HNSW index (40x slower at 3k rows).
         sql = (f"SELECT c.id, 1 - ({dist}) AS s FROM memoryd_chunks c{join} WHERE {where[0]}"
                f" ORDER BY {dist} LIMIT {int(k)}")
-        params = [q, *where[1], q]
+        return sql, [q, *where[1], q]
+
+    def search(self, query: Any, k: int, where: Filter = ("TRUE", [])) -> list[tuple[int, float]]:
+        sql, params = self.search_sql(query, k, where)
         with self._store.connection() as c:
             if 2 * int(k) <= EF_SEARCH:  # the session settings (memoryd...connect.open_pool) suffice: one round trip
                 rows = c.execute(sql, params).fetchall()
@@ -105,8 +119,7 @@ class PgVectors:
                 with c.transaction():
                     c.execute(f"SET LOCAL hnsw.ef_search = {2 * int(k)}")
                     rows = c.execute(sql, params).fetchall()
-        out = [(int(i), float(s)) for i, s in rows]
-        return sorted(out, key=lambda kv: -kv[1])
+        return ranked_by_score(rows)
 
     def scores_for(self, query: Any, ids: Iterable[int]) -> dict[int, float]:
         wanted = [int(i) for i in ids]
@@ -146,26 +159,33 @@ class PgSearcher(HybridSearcher):
         raw_query, query = query, clean_query(query)
         k = k or self._cfg.k
         mode = self._mode(mode)
-        qvec = None
-        if mode != "keyword" and self._embedder is not None:
-            qvec = query_vector() if query_vector is not None else self._embedder.embed_query(query)
         terms = keyword.query_terms(query) if mode != "vector" else []
         n_cand = max(self._cfg.candidates, k)
         expanded, added = self._synonyms.expand(query, terms) if terms else (terms, {})
         intents = intent.classify(query) if mode != "vector" else ()
         where = row_filter(path_prefix, exclude_prefixes, sites)
+        feature_terms = terms or keyword.query_terms(query)
         with self._store.connection() as conn:
-            kw_deep, plan = self.keyword_scores(conn, expanded, 4 * n_cand, where)
+            # The corpus figures and every document frequency this query reads (later reads hit the
+            # cache), fetched while the query's embedding, when started by the caller, is computed.
+            self._stats.table(conn)
+            self._stats.doc_frequencies(conn, [*_tokens(expanded), *word_terms(terms), *_tokens(feature_terms),
+                                               *terms])
+            qvec = None
+            if mode != "keyword" and self._embedder is not None:
+                qvec = query_vector() if query_vector is not None else self._embedder.embed_query(query)
+            (kw_deep, plan), vec = self._legs(conn, expanded, 4 * n_cand, n_cand, where, qvec)
             kw = dict(list(kw_deep.items())[:n_cand])
-            kw_ranked = self._proximity(conn, terms, kw)
-            vec = dict(self._pgvectors.search(qvec, n_cand, where)) if qvec is not None else {}
             cands = list(dict.fromkeys([*vec, *kw]))
+            union = fetch_candidates(conn, cands, qvec if mode == "hybrid" else None, self._pgvectors.cast,
+                                     _tokens(feature_terms))
+            kw_ranked = self._proximity(conn, terms, kw, union)
             if mode == "hybrid" and qvec is not None:
-                vec.update(self._pgvectors.scores_for(qvec, [i for i in cands if i not in vec]))
+                vec.update({i: s for i, s in union.cosines.items() if i not in vec})
                 deeper = {i: kw_deep[i] for i in cands if i not in kw and i in kw_deep}
                 kw.update(deeper)
-                kw_ranked.update(self._proximity(conn, terms, deeper))
-            rows = fetch_rows(conn, cands)
+                kw_ranked.update(self._proximity(conn, terms, deeper, union))
+            rows = union.rows
             if path_check is not None:
                 rows = checked(rows, path_check)
             ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query, intents), rows, k,
@@ -173,7 +193,7 @@ class PgSearcher(HybridSearcher):
             head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
             fitted = qvec is not None and self._embedder is not None \
                 and calibration.fitted_for(self._embedder.model_id)
-            feats = self._pg_features(conn, head, terms or keyword.query_terms(query), vec if fitted else None)
+            feats = self._pg_features(conn, head, feature_terms, vec if fitted else None, union)
             idfs = self._pg_idfs(conn, terms)
         hits = calibrated(head, feats)
         reason = None
@@ -198,22 +218,41 @@ class PgSearcher(HybridSearcher):
             query_analysis={"intent": list(intents), "synonyms": added, "fallback": None} if explain else None,
         )
 
+    def _legs(self, conn: psycopg.Connection[Any], terms: Sequence[str], n_kw: int, n_vec: int, where: Filter,
+              qvec: Any) -> tuple[tuple[dict[int, float], keyword_plan.KeywordPlan], dict[int, float]]:
+        """The keyword leg (``n_kw`` deep) and the vector leg (``n_vec``), sent together.
+
+        In a psycopg pipeline the statements go out back to back and their results come back
+        together: one round trip instead of one per keyword pass plus one for the vector leg.
+        A vector leg deeper than the session's ``ef_search`` needs its own transaction, and a
+        libpq without pipelines runs them one by one; the results are the same.
+        """
+        stmts, kplan = self._keyword_statements(conn, terms, n_kw, where)
+        pipelined = qvec is None or 2 * n_vec <= EF_SEARCH
+        if pipelined and qvec is not None:
+            stmts.append(self._pgvectors.search_sql(qvec, n_vec, where))
+        if psycopg.Pipeline.is_supported() and len(stmts) > 1:
+            with conn.pipeline():
+                cursors = [conn.execute(sql, args) for sql, args in stmts]
+            results = [cur.fetchall() for cur in cursors]
+        else:
+            results = [conn.execute(sql, args).fetchall() for sql, args in stmts]
+        vec: dict[int, float] = {}
+        if qvec is not None:
+            vec = dict(ranked_by_score(results.pop()) if pipelined else self._pgvectors.search(qvec, n_vec, where))
+        return (_best_of(results, n_kw), kplan), vec
+
     def _pg_features(self, conn: psycopg.Connection[Any], hits: Sequence[Hit], terms: Sequence[str],
-                     cosines: dict[int, float] | None) -> dict[int, calibration.Features]:
-        """The calibration features of ``hits``, from the postings table (the embedded backend reads
-        FTS5's stored terms; both hold the same analyser terms)."""
+                     cosines: dict[int, float] | None, union: Candidates) -> dict[int, calibration.Features]:
+        """The calibration features of ``hits``, from the query tokens each holds in the postings
+        table (read with the candidates; the embedded backend reads FTS5's stored terms, and both
+        hold the same analyser terms)."""
         ids = [h.chunk_id for h in hits]
         if not ids:
             return {}
-        tokens = list(dict.fromkeys(t for term in terms for t in fts_tokens(term)))
-        stored: dict[int, set[str]] = {}
-        if tokens:
-            for chunk_id, term in conn.execute(
-                    "SELECT chunk_id, term FROM memoryd_postings WHERE chunk_id = ANY(%s) AND term = ANY(%s)",
-                    (ids, tokens)).fetchall():
-                stored.setdefault(int(chunk_id), set()).add(str(term))
+        tokens = _tokens(terms)
         df = self._stats.doc_frequencies(conn, tokens) if tokens else {}
-        return calibration.features_from(ids, tokens, df, self._stats.table(conn)[2], stored, cosines)
+        return calibration.features_from(ids, tokens, df, self._stats.table(conn)[2], union.stored, cosines)
 
     def _pg_idfs(self, conn: psycopg.Connection[Any], terms: Sequence[str]) -> dict[str, float]:
         """Each query term's IDF, for naming the lines that matched (as the embedded backend does)."""
@@ -232,33 +271,37 @@ class PgSearcher(HybridSearcher):
         match, else a pass over the rare terms and one over the newest chunks, each a lower
         bound of the exact score; a chunk found by both keeps its better score.
         """
-        tokens = list(dict.fromkeys(t for term in terms for t in fts_tokens(term)))
+        stmts, kplan = self._keyword_statements(conn, terms, n, where)
+        return _best_of([conn.execute(sql, args).fetchall() for sql, args in stmts], n), kplan
+
+    def _keyword_statements(self, conn: psycopg.Connection[Any], terms: Sequence[str], n: int,
+                            where: Filter) -> tuple[list[tuple[str, list[Any]]], keyword_plan.KeywordPlan]:
+        """One BM25 statement per pass of the keyword plan (rows: chunk id, score; best first)."""
+        tokens = _tokens(terms)
         if not tokens:
-            return {}, keyword_plan.KeywordPlan((), exact=True)
+            return [], keyword_plan.KeywordPlan((), exact=True)
         n_docs, avgdl, max_id = self._stats.table(conn)
         df = self._stats.doc_frequencies(conn, tokens)
         kplan = keyword_plan.plan(tokens, df, max_id, keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
-        best: dict[int, float] = {}
+        stmts: list[tuple[str, list[Any]]] = []
         for p in kplan.passes:
             idfs = [max(math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in p.terms]
             # Unfiltered: an index-only scan of each term's postings. Filtered: the same, joined to
             # the chunk's file and root for the conditions.
             join = "" if where[0] == "TRUE" else f" JOIN memoryd_chunks c ON c.id = p.chunk_id{_JOIN}"
-            rows = conn.execute(
+            stmts.append((
                 "SELECT p.chunk_id, sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.dl / %s))) AS s"
                 f" FROM memoryd_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = p.term"
                 f"{join} WHERE p.term = ANY(%s) AND p.chunk_id >= %s AND {where[0]}"
                 f" GROUP BY p.chunk_id ORDER BY s DESC, p.chunk_id LIMIT {int(n)}",
                 [K1 + 1, K1, B, B, avgdl, list(p.terms), idfs, list(p.terms), p.min_rowid, *where[1]],
-            ).fetchall()
-            for i, sc in rows:
-                best[int(i)] = max(best.get(int(i), float("-inf")), float(sc))
-        if len(kplan.passes) == 1:
-            return best, kplan
-        return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n]), kplan
+            ))
+        return stmts, kplan
 
-    def _proximity(self, conn: psycopg.Connection[Any], terms: list[str], kw: dict[int, float]) -> dict[int, float]:
-        """``kw`` plus the proximity bonus, as :func:`memoryd.indexer.search.rescore.keyword_with_proximity`."""
+    def _proximity(self, conn: psycopg.Connection[Any], terms: list[str], kw: dict[int, float],
+                   union: Candidates) -> dict[int, float]:
+        """``kw`` plus the proximity bonus, as :func:`memoryd.indexer.search.rescore.keyword_with_proximity`
+        (the chunks' terms come from ``union``, which holds every candidate)."""
         out = dict(kw)
         weight = self._cfg.proximity_weight
         words = word_terms(terms)
@@ -269,8 +312,7 @@ class PgSearcher(HybridSearcher):
         idfs = {t: proximity_idf(df.get(t, 0), n_docs) for t in words}
         if len(pair_terms(words, idfs)) < 2:
             return out
-        docs = {int(i): str(t) for i, t in conn.execute(
-            "SELECT id, terms FROM memoryd_chunks WHERE id = ANY(%s)", (list(kw),)).fetchall()}
+        docs = {i: union.terms[i] for i in kw if i in union.terms}
         for cid, bonus in proximity_scores(words, idfs, docs).items():
             if bonus > 0:
                 out[cid] += weight * bonus
@@ -315,8 +357,22 @@ class StatsCache:
         return {t: self._df[t][1] for t in tokens}
 
 
-def fetch_rows(conn: psycopg.Connection[Any], ids: Sequence[int]) -> dict[int, ChunkRow]:
-    rows = conn.execute(
-        "SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"
-        f" FROM memoryd_chunks c{_JOIN} WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
-    return {int(r[0]): ChunkRow(*r) for r in rows}
+def _tokens(terms: Sequence[str]) -> list[str]:
+    """The postings' tokens of the analyser's ``terms``, first occurrence first."""
+    return list(dict.fromkeys(t for term in terms for t in fts_tokens(term)))
+
+
+def _best_of(passes: Sequence[Sequence[Any]], n: int) -> dict[int, float]:
+    """The keyword passes' rows merged: a chunk found by several keeps its best score; best ``n`` first."""
+    best: dict[int, float] = {}
+    for rows in passes:
+        for i, sc in rows:
+            best[int(i)] = max(best.get(int(i), float("-inf")), float(sc))
+    if len(passes) <= 1:
+        return best
+    return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n])
+
+
+def ranked_by_score(rows: Sequence[Any]) -> list[tuple[int, float]]:
+    """(id, cosine) rows, best first."""
+    return sorted(((int(i), float(s)) for i, s in rows), key=lambda kv: -kv[1])
