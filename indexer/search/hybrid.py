@@ -198,20 +198,9 @@ class HybridSearcher:
                                 explain=explain, exclude_prefixes=exclude_prefixes, query_vector=lambda: qvec,
                                 path_check=path_check, candidates=weak["candidates"], widened=weak)
             return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
-        reason = None
-        if min_score is not None:
-            hits, reason = shaping.confident(hits, min_score)
-        if self._cfg.merge_adjacent:
-            hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
-        hits = shaping.with_match_lines(hits[:k], idfs, vec, rows)
-        explanations = None
-        if explain:
-            waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and qvec is not None else set()
-            how = self._cfg.fusion if mode == "hybrid" else mode
-            explanations = shaping.explain_hits(hits, vec, kw, how, rows, waiting)
-            fused = {h.chunk_id: h.score for h in head}
-            for h, why in zip(hits, explanations, strict=True):
-                why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
+        hits, reason, explanations = self._finish(
+            hits, head, feats, k=k, min_score=min_score, idfs=idfs, vec=vec, kw=kw, rows=rows, cands=cands,
+            mode=mode, has_vectors=qvec is not None, explain=explain)
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
             keyword_plan=plan.describe() if explain and terms else None,
@@ -219,6 +208,30 @@ class HybridSearcher:
             explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
             query_analysis={"intent": list(intents), "synonyms": added, "fallback": widened} if explain else None,
         )
+
+    def _finish(
+        self, hits: list[Hit], head: list[Hit], feats: dict[int, calibration.Features], *, k: int,
+        min_score: float | None, idfs: dict[str, float], vec: dict[int, float], kw: dict[int, float],
+        rows: dict[int, ChunkRow], cands: Sequence[int], mode: SearchMode, has_vectors: bool, explain: bool,
+    ) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None]:
+        """The answer from calibrated ``hits`` (both backends): cut at ``min_score``, merged, ``k`` of
+        them with their matched lines; why the search abstained (None: it did not); and, with
+        ``explain``, each hit's explanation (``head``: the fused ranking the calibration replaced)."""
+        reason = None
+        if min_score is not None:
+            hits, reason = shaping.confident(hits, min_score)
+        if self._cfg.merge_adjacent:
+            hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
+        hits = shaping.with_match_lines(hits[:k], idfs, vec, rows)
+        if not explain:
+            return hits, reason, None
+        waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and has_vectors else set()
+        how = self._cfg.fusion if mode == "hybrid" else mode
+        explanations = shaping.explain_hits(hits, vec, kw, how, rows, waiting)
+        fused = {h.chunk_id: h.score for h in head}
+        for h, why in zip(hits, explanations, strict=True):
+            why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
+        return hits, reason, explanations
 
     def _mode(self, mode: str | None) -> SearchMode:
         """The mode to run: the configured default if none; keyword-only when there is no model."""

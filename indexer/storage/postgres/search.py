@@ -30,13 +30,13 @@ import psycopg
 
 from memoryd.indexer import keyword
 from memoryd.indexer.config import SearchConfig, SearchMode
-from memoryd.indexer.search import calibration, intent, keyword_plan, pending
-from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
+from memoryd.indexer.search import calibration, intent, keyword_plan
+from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult
 from memoryd.indexer.search.hybrid import HybridSearcher
 from memoryd.indexer.search.proximity import idf as proximity_idf
 from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
 from memoryd.indexer.search.querytext import clean_query
-from memoryd.indexer.search.shaping import calibrated, checked, confident, explain_hits, with_match_lines
+from memoryd.indexer.search.shaping import calibrated, checked
 from memoryd.indexer.storage.postgres.fetch import JOIN, Candidates, fetch_candidates
 from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
@@ -196,20 +196,9 @@ class PgSearcher(HybridSearcher):
             feats = self._pg_features(conn, head, feature_terms, vec if fitted else None, union)
             idfs = self._pg_idfs(conn, terms)
         hits = calibrated(head, feats)
-        reason = None
-        if min_score is not None:
-            hits, reason = confident(hits, min_score)
-        if self._cfg.merge_adjacent:
-            hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
-        hits = with_match_lines(hits[:k], idfs, vec, rows)
-        explanations = None
-        if explain:
-            waiting = pending.pending_ids(vec, cands) if mode == "hybrid" and qvec is not None else set()
-            explanations = explain_hits(hits, vec, kw, self._cfg.fusion if mode == "hybrid" else mode, rows,
-                                        waiting)
-            fused = {h.chunk_id: h.score for h in head}
-            for h, why in zip(hits, explanations, strict=True):
-                why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
+        hits, reason, explanations = self._finish(
+            hits, head, feats, k=k, min_score=min_score, idfs=idfs, vec=vec, kw=kw, rows=rows, cands=cands,
+            mode=mode, has_vectors=qvec is not None, explain=explain)
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
             keyword_plan=plan.describe() if explain and terms else None,
