@@ -71,7 +71,7 @@ def test_counts_survive_sigkill_and_are_written_at_the_next_start(tmp_path: Path
     log = AuditLog(path, 5_000_000, 3)
     assert log.recover() == 1
     records = _records(path)
-    assert [r.get("count") for r in records] == [None, 1]  # the first repeat saved at once, the rest within the save interval
+    assert [r.get("count") for r in records] == [None, 1]  # 1st repeat saved at once; the rest fell in its interval
     assert records[1]["session"] == REFUSAL["session"] and records[1]["rule"] == REFUSAL["rule"]
     assert not log.pending_path.exists()
     assert AuditLog(path, 5_000_000, 3).recover() == 0 and len(_records(path)) == 2
