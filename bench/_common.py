@@ -23,13 +23,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, get_args, get_origin, get_type_hints
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from memoryd.daemon.client.rpc_client import Client  # noqa: E402  (needs the repository on sys.path)
-from memoryd.indexer.errors import DaemonError  # noqa: E402
+from memoryd.indexer.config import Config, SearchConfig, with_overrides  # noqa: E402
+from memoryd.indexer.errors import ConfigError, DaemonError  # noqa: E402
 
 _SYSTEMD_VARS = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID")
 
@@ -53,6 +54,45 @@ def write_config(path: Path, sections: dict[str, dict[str, Any]]) -> Path:
         lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def search_overrides(cfg: Config, pairs: Sequence[str]) -> Config:
+    """Apply ``--search KEY=VALUE`` flags, each parsed by its field's declared type.
+
+    The text is read by the type [search] declares, not by the type of the current value:
+    a key whose default is None (``synonyms_path``) has no value type to copy, and
+    ``bool("false")`` is True. A bad flag exits naming it.
+    """
+    hints = get_type_hints(SearchConfig)
+    raw: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--search {pair!r}: expected KEY=VALUE")
+        raw[key] = _toml_value(text, hints.get(key, str))
+    try:
+        return with_overrides(cfg, search=raw)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def _toml_value(text: str, typ: Any) -> Any:
+    """What a TOML file would hold for ``text`` in a field of type ``typ`` (the config checks it)."""
+    args = get_args(typ)
+    if type(None) in args:
+        if text == "":
+            return None
+        typ = next(a for a in args if a is not type(None))
+    if get_origin(typ) is tuple:
+        return [_toml_value(part.strip(), get_args(typ)[0]) for part in text.split(",") if part.strip()]
+    if typ is bool:
+        return {"true": True, "1": True, "false": False, "0": False}.get(text.lower(), text)
+    if typ in (int, float):
+        try:
+            return int(text) if typ is int else float(text)
+        except ValueError:
+            return text  # the config names the key and the value it rejects
+    return text
 
 
 def daemon_env(tmp: Path, notify_socket: Path | None = None) -> dict[str, str]:

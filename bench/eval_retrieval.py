@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling _common, as the other benchmarks import it
+
+from _common import search_overrides
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
@@ -119,15 +122,6 @@ class _Counting:
         return self._inner.embed_passages(texts)
 
 
-def _typed(default: Any, value: str) -> Any:
-    """``--search key=value`` as the type of the key's default (bool("false") would be True)."""
-    if isinstance(default, bool):
-        if value.lower() not in ("true", "false", "1", "0"):
-            raise SystemExit(f"--search: {value!r} is not a boolean (true/false)")
-        return value.lower() in ("true", "1")
-    return type(default)(value)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
@@ -145,9 +139,7 @@ def main() -> None:
     scorer = args.eval_dir / "score.py"
     folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
     cfg = dataclasses.replace(Config(), embedding=EmbeddingConfig(provider=args.provider))
-    overrides = dict(kv.split("=", 1) for kv in args.search)
-    typed = {k: _typed(getattr(cfg.search, k), v) for k, v in overrides.items()}
-    cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **typed))
+    cfg = search_overrides(cfg, args.search)
     embedder = load_embedder(cfg.embedding, args.work / "model")
     out = args.work / "results"
     out.mkdir(parents=True, exist_ok=True)

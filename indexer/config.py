@@ -268,8 +268,13 @@ def with_overrides(
     roots: list[Path] | None = None,
     data_dir: Path | None = None,
     socket: Path | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> Config:
-    """Apply command-line flags on top of a loaded config (roots replace, not extend)."""
+    """Apply command-line flags on top of a loaded config (roots replace, not extend).
+
+    ``search`` holds [search] values as TOML would give them; each is checked against its
+    field's declared type (not its default's: ``synonyms_path`` defaults to None), then validated.
+    """
     if roots:
         cfg = dataclasses.replace(
             cfg, watch=dataclasses.replace(cfg.watch, roots=tuple(_abs(r) for r in roots))
@@ -278,6 +283,13 @@ def with_overrides(
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, data_dir=_abs(data_dir)))
     if socket:
         cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=_abs(socket)))
+    if search:
+        hints = get_type_hints(SearchConfig)
+        for key in sorted(search.keys() - hints.keys()):
+            raise ConfigError(f"--search: unknown config key 'search.{key}'")
+        typed = {k: _coerce(v, hints[k], f"search.{k}", "--search") for k, v in search.items()}
+        cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **typed))
+        validate(cfg)
     return cfg
 
 

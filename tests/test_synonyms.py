@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer import keyword
@@ -107,3 +109,70 @@ def test_search_finds_a_note_through_a_synonym_and_explains_it(tmp_path: Path) -
         assert idx.search("database", k=3, mode="keyword").hits == []
     finally:
         idx.close()
+
+
+class _Clock:
+    """A hand-moved clock: the reload check is paced by it, so no test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _rewrite(f: Path, text: str) -> None:
+    f.write_text(text, encoding="utf-8")
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a new mtime even on a coarse clock
+
+
+def _user_groups(table: object, query: str) -> dict[str, list[str]]:
+    assert isinstance(table, synonyms.ReloadingTable)
+    return table.expand(query, keyword.query_terms(query))[1]
+
+
+def test_an_edited_user_file_is_used_after_the_check_interval(tmp_path: Path) -> None:
+    f = tmp_path / "syn.txt"
+    f.write_text("zebracorn, zc\n", encoding="utf-8")
+    clock = _Clock()
+    table = load(f, builtin=False, clock=clock)
+    _rewrite(f, "zebracorn, zc\nquokka, qk\n")
+    clock.now = synonyms.RELOAD_CHECK_SECONDS / 2
+    assert _user_groups(table, "quokka") == {}  # within the window: no stat, the old table
+    clock.now = synonyms.RELOAD_CHECK_SECONDS
+    with capture_logs() as logs:
+        assert _user_groups(table, "quokka") == {"quokka": ["qk"]}
+    assert [e["event"] for e in logs] == ["synonyms.reloaded"]
+    assert logs[0]["file"] == str(f) and logs[0]["groups"] == 2
+
+
+def test_a_bad_new_version_keeps_the_previous_table_and_is_reported_once(tmp_path: Path) -> None:
+    f = tmp_path / "syn.txt"
+    f.write_text("zebracorn, zc\n", encoding="utf-8")
+    clock = _Clock()
+    table = load(f, builtin=False, clock=clock)
+    _rewrite(f, "quokka, qk\nlonely\n")
+    with capture_logs() as logs:
+        for step in (1, 2, 3):
+            clock.now = step * synonyms.RELOAD_CHECK_SECONDS
+            assert _user_groups(table, "zebracorn") == {"zebracorn": ["zc"]}
+            assert _user_groups(table, "quokka") == {}
+    assert [(e["event"], e["log_level"], e["file"], e["line"]) for e in logs] == [
+        ("synonyms.reload_failed", "error", str(f), 2)]
+    _rewrite(f, "quokka, qk\n")  # fixed: used at the next check
+    clock.now = 4 * synonyms.RELOAD_CHECK_SECONDS
+    assert _user_groups(table, "quokka") == {"quokka": ["qk"]}
+    assert _user_groups(table, "zebracorn") == {}
+
+
+def test_a_removed_user_file_keeps_the_previous_table(tmp_path: Path) -> None:
+    f = tmp_path / "syn.txt"
+    f.write_text("zebracorn, zc\n", encoding="utf-8")
+    clock = _Clock()
+    table = load(f, builtin=False, clock=clock)
+    f.unlink()
+    clock.now = synonyms.RELOAD_CHECK_SECONDS
+    with capture_logs() as logs:
+        assert _user_groups(table, "zebracorn") == {"zebracorn": ["zc"]}
+    assert [(e["event"], e["line"]) for e in logs] == [("synonyms.reload_failed", None)]

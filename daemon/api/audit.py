@@ -21,6 +21,14 @@ are counted in one overflow summary (session ``*``). A sustained flood thus
 writes at most ``2 * MAX_DENIAL_KEYS + 1`` records per window, whatever its
 rate or the number of session keys it uses; the aggregation state is bounded
 the same way.
+
+The counts not yet summarised survive a crash: whenever a repeat is counted,
+the pending summaries are saved to ``audit.jsonl.pending`` (atomically, at
+most once every ``PENDING_SAVE_S``: a flood costs one small fsynced write a
+second, and a kill loses at most that last second's counts). The file goes
+away once its summaries are in the log; :meth:`AuditLog.recover`, at start,
+appends what a killed run left there — skipping a summary already in the log,
+for a kill between the append and the removal — so no count is written twice.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.rpc.errors import RpcError
+from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes, remove_stale_temps
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +57,11 @@ AGGREGATED = frozenset({"denied", "rejected"})  # refusals: repeats are counted,
 DENIAL_WINDOW_S = 60.0
 MAX_DENIAL_KEYS = 32
 _OVERFLOW: tuple[str, ...] = ("*",)
+PENDING_SAVE_S = 1.0
+"""The most often the pending counts are saved: bounds the write rate, and what a kill can lose."""
+PENDING_SUFFIX = ".pending"
+_RECOVER_TAIL_BYTES = 256 * 1024  # where recover() looks for summaries already written (a window's are ~20 KB)
+_SUMMARY_FIELDS = ("uid", "session", "action", "namespace", "decision", "reason", "rule", "code")
 
 
 @dataclass
@@ -70,6 +84,9 @@ class AuditLog:
         self._lock = threading.Lock()
         self._window_end = 0.0
         self._repeats: dict[tuple[str, ...], _Repeats] = {}
+        self.pending_path = path.with_name(path.name + PENDING_SUFFIX)
+        self._next_save = float("-inf")
+        self._pending_saved = False
 
     def record(self, **fields: Any) -> None:
         """Append one record (``time`` is added; unknown field names are refused: nothing slips in).
@@ -107,7 +124,58 @@ class AuditLog:
                 since=now, last=now))
         seen.count += 1
         seen.last = now
+        self._save_pending()
         return True
+
+    def _save_pending(self) -> None:
+        """Save the summaries owed so far (lock held), unless saved less than ``PENDING_SAVE_S`` ago."""
+        now = self._clock()
+        if now < self._next_save:
+            return
+        self._next_save = now + PENDING_SAVE_S
+        owed = [_summary(rep) for rep in self._repeats.values() if rep.count]
+        data = json.dumps(owed, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+        try:
+            atomic_write_bytes(self.pending_path, data, keep_mode=False, temp_suffix=DATA_TEMP_SUFFIX)
+            self._pending_saved = True
+        except OSError as exc:
+            log.error("audit.pending_save_failed", path=str(self.pending_path), error=exc.strerror or str(exc))
+
+    def _drop_pending(self) -> None:
+        """The saved counts are in the log now (lock held): remove their file."""
+        if not self._pending_saved:
+            return
+        self._pending_saved = False
+        self._next_save = float("-inf")  # the next window's first repeat is saved at once
+        try:
+            self.pending_path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.error("audit.pending_remove_failed", path=str(self.pending_path), error=exc.strerror or str(exc))
+
+    def recover(self) -> int:
+        """Append the summaries a killed run left pending; returns how many were written.
+
+        Only for the data directory's lock holder, at start. A summary already in the
+        log's tail (the run was killed after appending it, before removing the file)
+        is skipped; an unreadable file is reported and removed.
+        """
+        remove_stale_temps(self.pending_path)
+        try:
+            owed = _read_pending(self.pending_path)
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as exc:
+            log.error("audit.pending_unreadable", path=str(self.pending_path), error=str(exc))
+            owed = []
+        with self._lock:
+            done = _written_summaries(self.path)
+            todo = [rec for rec in owed if _summary_id(rec) not in done]
+            for rec in todo:
+                self._append(rec)
+            self._pending_saved = True
+            self._drop_pending()
+        log.info("audit.recovered", path=str(self.pending_path), summaries=len(todo), skipped=len(owed) - len(todo))
+        return len(todo)
 
     def _roll_window(self) -> None:
         now = self._clock()
@@ -118,10 +186,9 @@ class AuditLog:
     def _write_summaries(self) -> None:
         for rep in self._repeats.values():
             if rep.count:
-                summary = {k: v for k, v in rep.rec.items() if k in ("uid", "session", "action", "namespace",
-                                                                      "decision", "reason", "rule", "code")}
-                self._append({**summary, "time": rep.last, "count": rep.count, "since": rep.since})
+                self._append(_summary(rep))
         self._repeats.clear()
+        self._drop_pending()
 
     def _append(self, entry: dict[str, Any]) -> None:
         """Write one line (lock held)."""
@@ -179,6 +246,42 @@ class AuditLog:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _summary(rep: _Repeats) -> dict[str, Any]:
+    """The record that says how many refusals of one key a window counted, and since when."""
+    fields = {k: v for k, v in rep.rec.items() if k in _SUMMARY_FIELDS}
+    return {**fields, "time": rep.last, "count": rep.count, "since": rep.since}
+
+
+def _summary_id(rec: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    """A summary's key and the start of its window: one key has one summary per window."""
+    return _key(rec), str(rec.get("since"))
+
+
+def _read_pending(path: Path) -> list[dict[str, Any]]:
+    """The summaries in a pending file; ValueError when it is not the list of records we write."""
+    owed = json.loads(path.read_bytes())
+    if not isinstance(owed, list) or not all(isinstance(r, dict) and "count" in r for r in owed):
+        raise ValueError("not a list of audit summaries")
+    return [{k: v for k, v in r.items() if k in FIELDS} for r in owed]
+
+
+def _written_summaries(path: Path) -> set[tuple[tuple[str, ...], str]]:
+    """The ids of the summaries near the end of the log (where a killed run's last ones would be)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _RECOVER_TAIL_BYTES))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return set()
+    done = set()
+    for raw in lines:
+        with contextlib.suppress(ValueError):
+            rec = json.loads(raw)
+            if isinstance(rec, dict) and "count" in rec:
+                done.add(_summary_id(rec))
+    return done
 
 
 def _key(entry: dict[str, Any]) -> tuple[str, ...]:

@@ -68,8 +68,10 @@ log = structlog.get_logger("memoryd")
 
 
 def open_audit_log(cfg: WriteConfig, data_dir: Path) -> AuditLog:
-    """The daemon's one audit log (``audit.jsonl`` in its data dir)."""
-    return AuditLog(data_dir / AUDIT_NAME, cfg.audit_max_bytes, cfg.audit_backups)
+    """The daemon's one audit log (``audit.jsonl`` in its data dir), with a killed run's pending counts written."""
+    audit_log = AuditLog(data_dir / AUDIT_NAME, cfg.audit_max_bytes, cfg.audit_backups)
+    audit_log.recover()
+    return audit_log
 
 
 class WriteMethods:

@@ -24,21 +24,37 @@ past :data:`memoryd.indexer.keyword.MAX_QUERY_TERMS` in all; the added terms
 then go through the same keyword plan, row and scan budgets as the query's own
 (:mod:`memoryd.indexer.search.keyword_plan`). A bad file fails loading with a
 :class:`SynonymFileError` naming the file and line.
+
+The user file is watched without a thread: a search that needs the table looks
+at the file's size, mtime and inode at most once every ``RELOAD_CHECK_SECONDS``
+(one ``stat``, not one per search) and re-reads it when they changed. A new
+version with a bad line, or a file that went away, leaves the previous table in
+use and logs ``synonyms.reload_failed`` naming the file and line, once per
+version: a running daemon keeps searching as it did rather than stopping on an
+edit in progress.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+import structlog
 
 from memoryd.indexer import keyword
 from memoryd.indexer.errors import ConfigError
 
 MAX_ADDED_TERMS = 12
 """Terms one query's expansion may add: a bound on the keyword leg's extra work and noise."""
+
+RELOAD_CHECK_SECONDS = 2.0
+"""How stale the user file's table may be: the most often a search pays one ``stat`` for it."""
 
 MAX_FILE_BYTES = 1_000_000
 MAX_GROUP_NAMES = 32
@@ -47,9 +63,15 @@ _SEPARATORS = re.compile(r"[,，、]")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3041-\u30ff\uac00-\ud7a3]")
 _BUILTIN = "synonyms.txt"
 
+log = structlog.get_logger(__name__)
+
 
 class SynonymFileError(ConfigError):
     """A synonym file that cannot be read or has a malformed line (the message names both)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line  # the bad line, for the reload event; None when the whole file is at fault
 
 
 @dataclass(frozen=True)
@@ -100,15 +122,93 @@ def _named(alias: Alias, folded_query: str, query_terms: set[str]) -> bool:
     return bool(alias.terms) and all(t in query_terms for t in alias.terms)
 
 
-def load(user_file: Path | None = None, builtin: bool = True) -> SynonymTable:
-    """The built-in table (unless ``builtin`` is False) followed by the groups of ``user_file``."""
+def load(user_file: Path | None = None, builtin: bool = True,
+         clock: Callable[[], float] = time.monotonic) -> SynonymTable | ReloadingTable:
+    """The built-in table (unless ``builtin`` is False) followed by the groups of ``user_file``.
+
+    With a user file the result re-reads it when it changes (:class:`ReloadingTable`);
+    ``clock`` paces those checks (a test passes its own).
+    """
     groups: list[tuple[Alias, ...]] = []
     if builtin:
         text = resources.files(__package__ or "memoryd.indexer.search").joinpath(_BUILTIN).read_text("utf-8")
         groups += parse(text, f"built-in {_BUILTIN}")
-    if user_file is not None:
-        groups += parse(_read(user_file), str(user_file))
-    return SynonymTable(tuple(groups))
+    if user_file is None:
+        return SynonymTable(tuple(groups))
+    return ReloadingTable(tuple(groups), user_file, clock)
+
+
+_Signature = tuple[int, int, int]  # (size, mtime_ns, inode): an in-place edit or an editor's rename-over changes it
+
+
+class ReloadingTable:
+    """The built-in groups plus a user file's, re-read when the file changes (see the module docstring).
+
+    Reloading happens inside :meth:`expand` because the library owns no thread; a
+    non-blocking lock lets one search re-read the file while the others go on with
+    the table they have.
+    """
+
+    def __init__(self, builtin: tuple[tuple[Alias, ...], ...], path: Path, clock: Callable[[], float]) -> None:
+        self._builtin = builtin
+        self._path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: _Signature | None = _signature(path)
+        self._table = SynonymTable(builtin + tuple(parse(_read(path), str(path))))
+        self._next_check = clock() + RELOAD_CHECK_SECONDS
+
+    @property
+    def table(self) -> SynonymTable:
+        """The table in use, after at most one check of the user file."""
+        if self._clock() >= self._next_check and self._lock.acquire(blocking=False):
+            try:
+                self._refresh()
+            finally:
+                self._lock.release()
+        return self._table
+
+    @property
+    def groups(self) -> tuple[tuple[Alias, ...], ...]:
+        return self.table.groups
+
+    def expand(self, query: str, terms: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+        """:meth:`SynonymTable.expand` on the current table."""
+        return self.table.expand(query, terms)
+
+    def _refresh(self) -> None:
+        self._next_check = self._clock() + RELOAD_CHECK_SECONDS
+        try:
+            seen = _signature(self._path)
+        except SynonymFileError as exc:
+            self._reject(None, exc)
+            return
+        if seen == self._seen:
+            return
+        try:
+            groups = parse(_read(self._path), str(self._path))
+        except SynonymFileError as exc:
+            self._reject(seen, exc)
+            return
+        self._seen = seen
+        self._table = SynonymTable(self._builtin + tuple(groups))
+        log.info("synonyms.reloaded", file=str(self._path), groups=len(groups))
+
+    def _reject(self, seen: _Signature | None, exc: SynonymFileError) -> None:
+        """Keep the table in use; report this version of the file once, not at every check."""
+        if seen == self._seen:
+            return
+        self._seen = seen
+        log.error("synonyms.reload_failed", file=str(self._path), line=exc.line, error=str(exc),
+                  kept_groups=len(self._table.groups))
+
+
+def _signature(path: Path) -> _Signature:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise SynonymFileError(f"synonym file {path} cannot be read: {exc.strerror or exc}") from None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def _read(path: Path) -> str:
@@ -123,7 +223,7 @@ def _read(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise SynonymFileError(f"{path}:{line}: not valid UTF-8") from None
+        raise SynonymFileError(f"{path}:{line}: not valid UTF-8", line) from None
 
 
 def parse(text: str, source: str) -> list[tuple[Alias, ...]]:
@@ -135,11 +235,14 @@ def parse(text: str, source: str) -> list[tuple[Alias, ...]]:
             continue
         names = [n.strip() for n in _SEPARATORS.split(body)]
         if any(not n for n in names):
-            raise SynonymFileError(f"{source}:{lineno}: empty name in {body!r} (names are separated by commas)")
+            raise SynonymFileError(
+                f"{source}:{lineno}: empty name in {body!r} (names are separated by commas)", lineno)
         if len(set(names)) < 2:
-            raise SynonymFileError(f"{source}:{lineno}: a group needs at least two different names, got {body!r}")
+            raise SynonymFileError(
+                f"{source}:{lineno}: a group needs at least two different names, got {body!r}", lineno)
         if len(names) > MAX_GROUP_NAMES:
-            raise SynonymFileError(f"{source}:{lineno}: {len(names)} names; a group holds at most {MAX_GROUP_NAMES}")
+            raise SynonymFileError(
+                f"{source}:{lineno}: {len(names)} names; a group holds at most {MAX_GROUP_NAMES}", lineno)
         groups.append(tuple(_alias(n, source, lineno) for n in dict.fromkeys(names)))
     return groups
 
@@ -147,7 +250,8 @@ def parse(text: str, source: str) -> list[tuple[Alias, ...]]:
 def _alias(name: str, source: str, lineno: int) -> Alias:
     terms = tuple(keyword.query_terms(name))
     if not terms:
-        raise SynonymFileError(f"{source}:{lineno}: {name!r} has no searchable word (only stop words or punctuation)")
+        raise SynonymFileError(
+            f"{source}:{lineno}: {name!r} has no searchable word (only stop words or punctuation)", lineno)
     if _CJK.search(name):
         return Alias(name, name.casefold(), (), terms)
     phrase = (" ".join(terms),) if len(terms) > 1 else terms

@@ -23,8 +23,11 @@ to Python's ``re``, so ``密钥sk-proj-…`` or ``key_sk-…`` has no word bound
 before the key. Every rule uses an explicit ASCII look-around instead.
 
 Matching runs on the *folded* text (:func:`fold`: NFKC, zero-width and
-soft-hyphen characters removed, Unicode dashes made ``-``), so full-width
-``ｓｋ－…`` and keys split by invisible characters are caught. :func:`scan`
+soft-hyphen characters removed, Unicode dashes made ``-``, Cyrillic/Greek
+look-alikes in disguised words made Latin by
+:mod:`memoryd.indexer.write.confusables`), so full-width ``ｓｋ－…``,
+``ｐａｓｓｗｏｒｄ:``, ``раssword=`` with Cyrillic letters and keys split by
+invisible characters are caught. :func:`scan`
 maps what it finds back to offsets in the original text, so :func:`redact`
 replaces only the secret and leaves the rest of a chunk exactly as written
 (full-width punctuation, line breaks and all).
@@ -39,11 +42,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memoryd.indexer.write import secret_checks as checks
+from memoryd.indexer.write.confusables import fold_lookalikes
 from memoryd.indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
 
 SECRET, NETWORK = "secret", "network"
 #: Bump when RULES change what is redacted: part of the index identity, so existing indexes re-redact.
-REDACT_VERSION = "3"
+REDACT_VERSION = "4"
 
 #: Every format character (Unicode category Cf: zero-width, soft hyphen, bidi marks and embeddings, word
 #: joiner, ...) plus the combining grapheme joiner: none is visible, so any of them can split a key unseen.
@@ -274,8 +278,9 @@ _CASED = {r.pattern: re.compile(r.pattern.pattern, r.pattern.flags & ~re.IGNOREC
 
 
 def fold(text: str) -> str:
-    """NFKC, invisible characters removed, Unicode dashes made ``-``: what evasion attempts look like once undone."""
-    return unicodedata.normalize("NFKC", text).translate(_FOLD_TABLE)
+    """NFKC, invisible characters removed, Unicode dashes made ``-``, disguised words' look-alikes made Latin:
+    what evasion attempts look like once undone."""
+    return fold_lookalikes(unicodedata.normalize("NFKC", text).translate(_FOLD_TABLE))
 
 
 def _fold_with_origin(text: str) -> tuple[str, list[int]]:
@@ -286,7 +291,7 @@ def _fold_with_origin(text: str) -> tuple[str, list[int]]:
         f = c if c.isascii() else unicodedata.normalize("NFKC", c).translate(_FOLD_TABLE)
         out.append(f)
         origin.extend([i] * len(f))
-    return "".join(out), origin
+    return fold_lookalikes("".join(out)), origin  # one character for one: ``origin`` still lines up
 
 
 def _wanted(rule: SecretRule, text: str, low: str, gates: dict[re.Pattern[str], bool]) -> bool:
