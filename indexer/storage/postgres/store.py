@@ -109,7 +109,7 @@ class PgStore:
                 self.health.record(False, str(exc))
                 raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
             old, self.pool = self.pool, self._reopen()
-            old.close(timeout=0)
+            old.close(timeout=1.0)  # its threads stop at once; a connection still lent out closes on return
             self.health.record(True)
 
     @contextlib.contextmanager
