@@ -239,6 +239,11 @@ def test_a_database_outage_end_to_end(restartable_pg: Any, tmp_path: Path, short
         assert err.value.code == STORAGE_UNAVAILABLE and SECRET not in str(err.value) + json.dumps(err.value.data)
         assert err.value.data == {"backend": "postgres", "where": d.index.where}
 
+        with pytest.raises(RpcClientError) as err:
+            client.call("context", {"query": "Lisbon", "max_tokens": 200})
+        assert err.value.code == STORAGE_UNAVAILABLE
+        assert "Lisbon" in client.call("get", {"path": "MEMORY.md"})["text"]  # files are read from disk
+
         st = client.call("status")
         assert st["storage"]["reachable"] is False and st["storage"]["since"] and SECRET not in json.dumps(st)
         assert d.index.where in st["storage"]["last_error"] and "UNREACHABLE" in render_status(st)
