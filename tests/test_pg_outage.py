@@ -110,6 +110,24 @@ def test_status_says_in_words_that_the_database_is_unreachable() -> None:
     assert "reachable since 2026-01-02T03:04:05Z" in up and "LOST" not in up
 
 
+def test_while_down_one_probe_answers_for_the_calls_right_behind_it() -> None:
+    """Calls queued behind a probe of a silent host fail at once instead of each waiting the timeout."""
+    from memoryd.indexer.storage.postgres.store import PgStore
+
+    probes: list[int] = []
+
+    def probe() -> Any:
+        probes.append(1)
+        raise StorageUnavailableError("cannot connect to db", where="postgresql://db/m")
+
+    store = PgStore(None, "s", "postgresql://db/m", timeout_s=60, reopen=lambda: None, probe=probe)  # type: ignore[arg-type]
+    store.health.record(False, "first failure")
+    for _ in range(3):
+        with pytest.raises(StorageUnavailableError, match="postgresql://db/m is unreachable"), store.connection():
+            pass
+    assert len(probes) == 1 and store.health.error == "cannot connect to db"
+
+
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A TCP port that accepts connections and never answers: a database host gone silent."""

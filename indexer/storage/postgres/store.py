@@ -75,6 +75,7 @@ class PgStore:
         self._reopen = reopen
         self._probe = probe
         self._swap = threading.Lock()
+        self._failed_probe = -float("inf")  # monotonic time of the last probe that found the database away
         self._roots: dict[Path, int] = {}
 
     @contextlib.contextmanager
@@ -103,9 +104,13 @@ class PgStore:
         with self._swap:
             if self.health.reachable:  # another thread brought it back meanwhile
                 return
+            if time.monotonic() - self._failed_probe < self.timeout_s:  # just tried: callers queued behind a
+                raise StorageUnavailableError(  # silent host's probe must not each wait in turn
+                    f"database {self.where} is unreachable", where=self.where)
             try:
                 self._probe().close()
             except StorageUnavailableError as exc:
+                self._failed_probe = time.monotonic()
                 self.health.record(False, str(exc))
                 raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
             old, self.pool = self.pool, self._reopen()
