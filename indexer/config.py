@@ -88,6 +88,7 @@ class StorageConfig:
     dsn: str = field(default="", repr=False)
     sslmode: SslMode = "prefer"
     site: str = ""  # "": host name + data dir (see memoryd.indexer.storage.site_id)
+    connect_timeout_s: float = 3.0  # bounds a connect and a pool wait: a search fails this fast while the DB is down
 
 
 @dataclass(frozen=True)
@@ -408,6 +409,7 @@ def validate(cfg: Config) -> None:
 def _validate_storage(st: StorageConfig) -> None:
     _check(st.backend in STORAGE_BACKENDS, "storage.backend", st.backend, f"must be one of {STORAGE_BACKENDS}")
     _check(st.sslmode in SSL_MODES, "storage.sslmode", st.sslmode, f"must be one of {SSL_MODES}")
+    _check(1 <= st.connect_timeout_s <= 300, "storage.connect_timeout_s", st.connect_timeout_s, "must be in 1..300")
     if st.backend == "postgres" and not st.dsn:  # the value is not echoed: it may hold a password
         raise ConfigError(f"config 'storage.dsn' is required for storage.backend 'postgres' (or set {PG_DSN_ENV})")
 

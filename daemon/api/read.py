@@ -38,6 +38,7 @@ from memoryd.indexer.errors import FileSkipped, MemorydError
 from memoryd.indexer.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.storage.base import StorageUnavailableError
 
 REINDEX_WAIT_S = 300.0
 
@@ -167,6 +168,8 @@ class ReadMethods:
         except TimeoutError:
             raise RpcError(TIMEOUT, f"re-index still running after {REINDEX_WAIT_S:.0f} s; "
                            "it goes on in the background") from None
+        except StorageUnavailableError:
+            raise  # its own code (-32031)
         except MemorydError as exc:
             raise RpcError(APPLICATION_ERROR, str(exc)) from None
         return {"done": True, "took_ms": round((time.monotonic() - t0) * 1000, 1), **stats}

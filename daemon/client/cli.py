@@ -40,8 +40,10 @@ from memoryd.daemon.exits import (
     EXIT_INTERRUPTED,
     EXIT_NOT_RUNNING,
     EXIT_STARTUP,
+    EXIT_STORAGE_UNAVAILABLE,
     EXIT_USAGE,
 )
+from memoryd.daemon.rpc.errors import STORAGE_UNAVAILABLE
 from memoryd.indexer.errors import (
     ConfigError,
     IndexInUseError,
@@ -205,7 +207,7 @@ def _run(handler: Any, args: argparse.Namespace) -> int:
         return EXIT_NOT_RUNNING
     except MemorydError as exc:
         _report(exc)
-        return EXIT_ERROR
+        return EXIT_STORAGE_UNAVAILABLE if getattr(exc, "code", None) == STORAGE_UNAVAILABLE else EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 

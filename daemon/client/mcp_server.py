@@ -57,7 +57,7 @@ from memoryd.daemon.client.mcp_tools import (
     check_arguments,
 )
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
-from memoryd.daemon.rpc.errors import ACCESS_DENIED
+from memoryd.daemon.rpc.errors import ACCESS_DENIED, STORAGE_UNAVAILABLE
 from memoryd.indexer.entrymeta import strip as strip_markers
 from memoryd.indexer.errors import MemorydError, NotRunningError
 
@@ -220,6 +220,9 @@ class DaemonBridge:
             return f"invalid arguments: {exc.message}"
         if exc.code == ACCESS_DENIED:
             return f"permission denied: {exc.message} (this MCP server acts as {_describe(self.session)})"
+        if exc.code == STORAGE_UNAVAILABLE:
+            return (f"storage unavailable (memoryd error {STORAGE_UNAVAILABLE}): {exc.message}; memory files "
+                    "can still be written, and are searchable once the database is back")
         return exc.message
 
 

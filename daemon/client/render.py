@@ -168,6 +168,7 @@ def render_status(st: dict[str, Any]) -> str:
     ]
     if st.get("last_watch_failure"):
         rows.append(("watch failure", escape_line(str(st["last_watch_failure"]))))
+    rows += _storage_rows(st.get("storage"))
     rows += [
         ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({_size(st.get('data_dir_bytes'))})"),
         ("memory (RSS)", _size(st.get("rss_bytes"))),
@@ -180,6 +181,21 @@ def render_status(st: dict[str, Any]) -> str:
     rows += [("skipped", escape_line(f"{sk['path']}: {sk['reason']}")) for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _storage_rows(sto: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The database backend in words: where, reachable or not since when (and why), the root locks."""
+    if not sto or sto.get("backend") != "postgres":
+        return []
+    since = f" since {sto['since']}" if sto.get("since") else ""
+    state = f"reachable{since}" if sto.get("reachable") else \
+        f"UNREACHABLE{since}: {sto.get('last_error') or sto.get('error') or 'no answer'}"
+    rows = [("storage", escape_line(f"postgres {sto.get('where') or sto.get('database')}, site {sto.get('site')}")),
+            ("database", escape_line(state))]
+    locks = sto.get("locks") or {}
+    rows += [("root lock LOST", escape_line(f"{lost.get('root')}: {lost.get('why')}"))
+             for lost in locks.get("lost", [])]
+    return rows
 
 
 def _backlog(v: dict[str, Any]) -> str:

@@ -38,6 +38,8 @@ Application codes (-32010..-32099); ``data`` names the limit or rule:
 -32028  ENTRY_NOT_FOUND      ``forget``/``undo``: no memory entry on that line, no such history id
 -32029  SECTION_REFUSED      ``update_section``: not on ``write.sections``, holds a USER block, unsafe body
 -32030  AMBIGUOUS_PATH       ``get``: a relative path that several roots hold; ``data.candidates`` lists them
+-32031  STORAGE_UNAVAILABLE  the database backend is unreachable (within ``storage.connect_timeout_s``);
+                             ``data`` = ``{backend, where}``, ``where`` password-free
 ======  ===================  ==================================================
 """
 
@@ -71,6 +73,7 @@ WRITE_DISABLED = -32027
 ENTRY_NOT_FOUND = -32028
 SECTION_REFUSED = -32029
 AMBIGUOUS_PATH = -32030
+STORAGE_UNAVAILABLE = -32031
 
 
 class RpcError(Exception):

@@ -1,13 +1,18 @@
 """Periodic jobs (APScheduler): the safety-net sweep, snapshots, maintenance, health.
 
 Jobs only *queue* work on the index worker (so they never race its writes),
-except the watcher health check, which is cheap and thread-safe.
+except the watcher health check, which is cheap and thread-safe. While the
+database backend is unreachable, the health job also queues a snapshot every
+``HEALTH_CHECK_S``: it needs the database and nothing else, so the first one that
+succeeds tells the worker it is back, and the worker reconciles what changed meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -28,6 +33,7 @@ class Scheduler:
         self._worker = worker
         self._index = index
         self._check_watchers = check_watchers
+        self._probe: Future[Any] | None = None
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
         self._sched = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
         self._sched.add_job(self._sweep, "interval", seconds=s.reconcile_interval_s, id="reconcile")
@@ -57,3 +63,5 @@ class Scheduler:
 
     def _health(self) -> None:
         self._check_watchers()
+        if self._worker.storage_down and (self._probe is None or self._probe.done()):
+            self._probe = self._worker.call(self._index.save)

@@ -161,6 +161,11 @@ class IndexWorker:
         return self._thread is not None and self._thread.is_alive()
 
     @property
+    def storage_down(self) -> bool:
+        """The database backend failed the last task: the scheduler probes it until it is back."""
+        return self._storage_down
+
+    @property
     def pending(self) -> int:
         """Files (or changes) queued and not yet indexed."""
         return self._queued_files

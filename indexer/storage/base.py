@@ -32,7 +32,20 @@ if TYPE_CHECKING:
 
 class StorageUnavailableError(StoreError):
     """The storage backend cannot be reached (a database down or unreachable); the message names
-    it without credentials. Searches fail fast with it; files stay the source of truth."""
+    it without credentials. Searches fail fast with it; files stay the source of truth.
+
+    ``backend`` and ``where`` (the database, password-free) travel to the client as the
+    JSON-RPC error's ``data``, so that a caller can tell this outage from any other error.
+    """
+
+    def __init__(self, message: str, *, backend: str = "postgres", where: str = "") -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.where = where
+
+    def data(self) -> dict[str, str]:
+        """What a client is told besides the message (never the DSN itself)."""
+        return {"backend": self.backend, "where": self.where}
 
 
 class SiteLockedError(StoreError):

@@ -8,35 +8,49 @@ in autocommit mode (a write opens its own transaction) and know pgvector's type.
 from __future__ import annotations
 
 import hashlib
+import math
+import threading
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import psycopg_pool
+import structlog
 from pgvector.psycopg import register_vector
 
 from memoryd.indexer.storage.base import SiteLockedError, StorageUnavailableError
 from memoryd.indexer.storage.postgres import schema
 from memoryd.indexer.storage.postgres.dsn import conninfo, describe, describe_error
 
-CONNECT_TIMEOUT_S = 5
+log = structlog.get_logger(__name__)
+
+CONNECT_TIMEOUT_S = 3.0  # storage.connect_timeout_s's default
 
 
-def connect(dsn: str, sslmode: str) -> psycopg.Connection[Any]:
+def timeouts(timeout_s: float) -> dict[str, Any]:
+    """libpq's bounds for a connection: ``connect_timeout`` (whole seconds, libpq's minimum is 2) and
+    ``tcp_user_timeout`` (ms), which ends a query sent to a host that stopped answering (a black-holed
+    network) instead of waiting for the OS's TCP timeout, minutes later; ignored on Unix sockets."""
+    return {"connect_timeout": max(2, math.ceil(timeout_s)), "tcp_user_timeout": int(timeout_s * 1000)}
+
+
+def connect(dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> psycopg.Connection[Any]:
     """One autocommit connection (migrations, the site lock). Raises StorageUnavailableError, password-free."""
     try:
-        return psycopg.connect(conninfo(dsn, sslmode), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        return psycopg.connect(conninfo(dsn, sslmode), autocommit=True, **timeouts(timeout_s))
     except psycopg.Error as exc:
-        raise StorageUnavailableError(f"cannot connect to {describe(dsn)}: {describe_error(exc, dsn)}") from None
+        raise StorageUnavailableError(f"cannot connect to {describe(dsn)}: {describe_error(exc, dsn)}",
+                                      where=describe(dsn)) from None
 
 
-def prepare(dsn: str, sslmode: str) -> int:
+def prepare(dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> int:
     """Create or migrate the schema; returns the version found before (0: a new database)."""
-    with connect(dsn, sslmode) as conn:
+    with connect(dsn, sslmode, timeout_s) as conn:
         return schema.migrate(conn)
 
 
-def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4) -> psycopg_pool.ConnectionPool:
+def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
+              timeout_s: float = CONNECT_TIMEOUT_S) -> psycopg_pool.ConnectionPool:
     """A pool on a migrated database (call :func:`prepare` first: pgvector's type must exist)."""
 
     def configure(conn: psycopg.Connection[Any]) -> None:
@@ -52,7 +66,7 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4) -> p
 
     pool = psycopg_pool.ConnectionPool(
         conninfo(dsn, sslmode), min_size=min_size, max_size=max_size, open=False, configure=configure,
-        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}, name="memoryd")
+        kwargs={"autocommit": True, **timeouts(timeout_s)}, name="memoryd")
     pool.open(wait=False)
     return pool
 
@@ -63,16 +77,53 @@ def lock_key(site: str, root: Path) -> int:
 
 
 class SiteLock:
-    """Session advisory locks, one per (site, root), held on a connection of their own for the daemon's life."""
+    """Session advisory locks, one per (site, root), held on a connection of their own for the daemon's life.
 
-    def __init__(self, dsn: str, sslmode: str) -> None:
-        self._conn = connect(dsn, sslmode)
+    A session lock dies with its connection: when the database restarts, every lock is gone.
+    :meth:`verify` (run before every write) notices a dead connection, reconnects and takes the
+    locks again; a root whose lock another daemon took meanwhile is *lost*: this daemon must not
+    index it any more (two indexers of one (site, root) would fight over its rows).
+    """
+
+    def __init__(self, dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        self._args = (dsn, sslmode, timeout_s)
+        self._conn = connect(*self._args)
         self._where = describe(dsn)
+        self._mutex = threading.Lock()  # the worker verifies; status reads held/lost from other threads
+        self.held: dict[Path, str] = {}  # root -> site
+        self.lost: dict[Path, str] = {}  # root -> why
 
     def acquire(self, site: str, root: Path) -> None:
+        with self._mutex:
+            if not self._try(site, root):
+                raise SiteLockedError(f"another daemon already indexes {root} for site {site!r} in {self._where}")
+            self.held[root] = site
+
+    def _try(self, site: str, root: Path) -> bool:
         row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(site, root),)).fetchone()
-        if not (row and row[0]):
-            raise SiteLockedError(f"another daemon already indexes {root} for site {site!r} in {self._where}")
+        return bool(row and row[0])
+
+    def verify(self) -> list[Path]:
+        """Make sure the held locks still are; returns the roots lost by this call (usually none).
+
+        One round trip when the connection is alive. Raises StorageUnavailableError when the
+        database cannot be reached (then nothing can be written anyway).
+        """
+        with self._mutex:
+            try:
+                self._conn.execute("SELECT 1")
+                return []
+            except psycopg.Error:
+                self._conn.close()
+            self._conn = connect(*self._args)  # raises StorageUnavailableError while the database is away
+            newly: list[Path] = []
+            for root, site in list(self.held.items()):
+                if not self._try(site, root):
+                    del self.held[root]
+                    self.lost[root] = f"another daemon took the lock of site {site!r} while the database restarted"
+                    newly.append(root)
+            log.info("storage.site_lock.retaken", roots=[str(r) for r in self.held], lost=[str(r) for r in newly])
+            return newly
 
     def close(self) -> None:
         self._conn.close()

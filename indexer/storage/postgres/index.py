@@ -5,6 +5,12 @@ the storage interface (store, cache, vectors). What differs is opening (migratio
 the shared identity, the HNSW index, one advisory lock per root), search (every
 site, or the ``sites`` asked for) and upkeep (PostgreSQL's autovacuum does the rest).
 
+While the database is unreachable every call fails with
+:class:`~memoryd.indexer.storage.base.StorageUnavailableError` within
+``storage.connect_timeout_s``; every write first makes sure this daemon still holds
+its (site, root) locks (a database restart drops them), and skips the roots whose lock
+another daemon took meanwhile (:meth:`PgMemoryIndex.lost_roots`, shown by ``status``).
+
 The identity (model, dimension, chunking, text rules) is the *database's*: a daemon
 whose identity differs from the stored one refuses to start while any chunk exists,
 because dropping every chunk, as the embedded backend does, would wipe other sites.
@@ -20,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg_pool
+import structlog
 
 from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.config import Config, SearchMode
@@ -37,6 +44,8 @@ from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectorfill import VectorFill
 
+log = structlog.get_logger(__name__)
+
 
 class PgMemoryIndex(MemoryIndex):
     def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
@@ -53,14 +62,18 @@ class PgMemoryIndex(MemoryIndex):
         self.lock = threading.Lock()
         self._site_lock: connect.SiteLock | None = None
         self._last_status: dict[str, Any] = {}
+        timeout = st.connect_timeout_s
         if not read_only:
-            connect.prepare(st.dsn, st.sslmode)
+            connect.prepare(st.dsn, st.sslmode, timeout)
         self._own_pool = pool is None
-        self.pool = pool or connect.open_pool(st.dsn, st.sslmode)
+        self.pool = pool or connect.open_pool(st.dsn, st.sslmode, timeout_s=timeout)
         try:
             # The inherited methods use these through the storage interface only (MemoryIndex's
             # annotations name the embedded classes, hence the ignores).
-            self.pg = PgStore(self.pool, self.site, self.where)
+            self.pg = PgStore(self.pool, self.site, self.where, timeout,
+                              reopen=(lambda: connect.open_pool(st.dsn, st.sslmode, timeout_s=timeout))
+                              if self._own_pool else None,
+                              probe=lambda: connect.connect(st.dsn, st.sslmode, timeout))
             self.store = self.pg  # type: ignore[assignment]
             self.cache = PgEmbeddingCache(self.pg, embedder.dimension, cfg.embedding.cache_entries)  # type: ignore[assignment]
             self.skipped: dict[str, str] = {}
@@ -84,12 +97,37 @@ class PgMemoryIndex(MemoryIndex):
         Keyword-first indexing (``defer_at``) is an embedded-backend feature for now: its
         backlog lives in one process, while here other sites read the same rows and the
         shared cache already spares most of a cold start's embeddings."""
-        return super().index_files(items, progress, defer_at=None)
+        lost = self._verify_locks()
+        mine = [(root, rel) for root, rel in items if root not in lost]
+        return super().index_files(mine, progress, defer_at=None)
+
+    def remove_file(self, root: Path, rel: str) -> int:
+        """As :meth:`MemoryIndex.remove_file`, unless another daemon now indexes ``root``."""
+        return 0 if root in self._verify_locks() else super().remove_file(root, rel)
+
+    def move_file(self, root: Path, rel: str, dest_root: Path, dest_rel: str) -> bool:
+        """As :meth:`MemoryIndex.move_file`, unless another daemon now indexes either root."""
+        lost = self._verify_locks()
+        return False if {root, dest_root} & lost.keys() else super().move_file(root, rel, dest_root, dest_rel)
+
+    def lost_roots(self) -> dict[Path, str]:
+        """The roots this daemon no longer indexes (their lock went to another daemon), and why."""
+        return dict(self._site_lock.lost) if self._site_lock is not None else {}
 
     def _lock_roots(self) -> None:
-        self._site_lock = connect.SiteLock(self.cfg.storage.dsn, self.cfg.storage.sslmode)
+        st = self.cfg.storage
+        self._site_lock = connect.SiteLock(st.dsn, st.sslmode, st.connect_timeout_s)
         for root in self.cfg.effective_roots:
             self._site_lock.acquire(self.site, root)
+
+    def _verify_locks(self) -> dict[Path, str]:
+        """Before a write: re-take the locks a database restart dropped; the roots lost to another daemon."""
+        if self._site_lock is None:
+            return {}
+        for root in self._site_lock.verify():
+            log.error("storage.site_lock.lost", root=str(root), site=self.site, database=self.where,
+                      action="this daemon no longer indexes this root; stop the other daemon and restart this one")
+        return self._site_lock.lost
 
     def _check_identity(self) -> None:
         want = self.identity()
@@ -126,6 +164,7 @@ class PgMemoryIndex(MemoryIndex):
         """Every change is already committed; only the cache counters are kept (this site's)."""
         if self.read_only:
             return False
+        self._verify_locks()  # a snapshot after a database restart takes the locks again, even if nothing changed
         self.store.set_meta({f"cache_hits:{self.site}": str(self.cache.hits),
                              f"cache_misses:{self.site}": str(self.cache.misses)})
         return True
@@ -134,14 +173,22 @@ class PgMemoryIndex(MemoryIndex):
         """The figures, read from the database; while it is unreachable, the last ones read, marked so."""
         try:
             st = self._status()
-        except StorageUnavailableError as exc:
+        except StorageUnavailableError:
             last: dict[str, Any] = dict(self._last_status) if self._last_status else {"files": None, "chunks": None}
-            storage = {**(last.get("storage") or {}), "backend": "postgres", "database": self.where,
-                       "site": self.site, "reachable": False, "error": str(exc)}
+            storage = {**(last.get("storage") or {}), **self._storage_state()}
             return {**last, "storage": storage, "vectors": self.backlog.progress(),
                     "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())]}
+        st["storage"].update(self._storage_state())
         self._last_status = st
         return st
+
+    def _storage_state(self) -> dict[str, Any]:
+        """Reachability (since when, the last error) and the (site, root) locks: held, and lost to another daemon."""
+        held = sorted(str(r) for r in self._site_lock.held) if self._site_lock is not None else []
+        lost = [{"root": str(r), "why": why} for r, why in sorted(self.lost_roots().items())]
+        return {"backend": "postgres", "where": self.where, "database": self.where, "site": self.site,
+                "error": self.pg.health.error if not self.pg.health.reachable else None,
+                **self.pg.health.to_json(), "locks": {"held": held, "lost": lost}}
 
     def _status(self) -> dict[str, Any]:
         with self.pg.connection() as c:
@@ -179,5 +226,6 @@ class PgMemoryIndex(MemoryIndex):
         if self._site_lock is not None:
             self._site_lock.close()
             self._site_lock = None
-        if self._own_pool:
-            self.pool.close()
+        if self._own_pool:  # the store's pool: it replaces the first one after an outage
+            pg = getattr(self, "pg", None)
+            (pg.pool if pg is not None else self.pool).close()

@@ -9,13 +9,19 @@ its vector and nothing else has to be kept in step with the table.
 
 Every call borrows a connection from the pool for its own duration, and every
 change is one transaction. An unreachable database raises
-:class:`~memoryd.indexer.storage.base.StorageUnavailableError` within the pool's
-timeout, naming the database without its password.
+:class:`~memoryd.indexer.storage.base.StorageUnavailableError` within
+``storage.connect_timeout_s``, naming the database without its password, and
+:attr:`PgStore.health` records since when. While it is down, each call first tries
+one direct connection (refused at once by a stopped server) instead of waiting on
+the pool, whose own reconnection backs off for up to minutes; once that
+succeeds, a fresh pool replaces the old one, so the daemon resumes within one call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,26 +37,85 @@ from memoryd.indexer.store import FileChange, FileRow, NewChunk
 _FILE_COLS = "id, root_id, path, size, mtime_ns, sha256"
 
 
-class PgStore:
-    """One site's view of the shared database (reads of other sites' rows go through the searcher)."""
+class Health:
+    """Whether the database answered at the last call, the last error, and since when (for ``status``)."""
 
-    def __init__(self, pool: psycopg_pool.ConnectionPool, site: str, where: str, timeout_s: float = 2.0) -> None:
+    def __init__(self) -> None:
+        self.reachable = True
+        self.error: str | None = None
+        self.since = time.time()  # when ``reachable`` last changed (the daemon's start, at first)
+
+    def record(self, reachable: bool, error: str | None = None) -> None:
+        if reachable != self.reachable:
+            self.since = time.time()
+        self.reachable = reachable
+        if error is not None:
+            self.error = error
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reachable": self.reachable, "last_error": self.error,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since))}
+
+
+class PgStore:
+    """One site's view of the shared database (reads of other sites' rows go through the searcher).
+
+    ``reopen`` makes a fresh pool (see the module's docstring); ``probe`` opens one plain
+    connection. Without them (a pool handed in by a test) the pool reconnects by itself.
+    """
+
+    def __init__(self, pool: psycopg_pool.ConnectionPool, site: str, where: str, timeout_s: float = 3.0,
+                 reopen: Callable[[], psycopg_pool.ConnectionPool] | None = None,
+                 probe: Callable[[], psycopg.Connection[Any]] | None = None) -> None:
         self.pool = pool
         self.site = site
         self.where = where  # the database, password-free (dsn.describe)
         self.timeout_s = timeout_s
+        self.health = Health()
+        self._reopen = reopen
+        self._probe = probe
+        self._swap = threading.Lock()
+        self._failed_probe = -float("inf")  # monotonic time of the last probe that found the database away
         self._roots: dict[Path, int] = {}
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection (autocommit); failures to reach the database become StorageUnavailableError."""
+        if not self.health.reachable:
+            self._come_back()
         try:
             with self.pool.connection(timeout=self.timeout_s) as conn:
                 yield conn
         except psycopg_pool.PoolTimeout:
-            raise StorageUnavailableError(f"database {self.where} is unreachable") from None
+            raise self._down(f"database {self.where} is unreachable") from None
         except psycopg.OperationalError as exc:
-            raise StorageUnavailableError(f"database {self.where} failed: {type(exc).__name__}") from None
+            raise self._down(f"database {self.where} failed: {type(exc).__name__}") from None
+        self.health.record(True)
+
+    def _down(self, message: str) -> StorageUnavailableError:
+        self.health.record(False, message)
+        return StorageUnavailableError(message, where=self.where)
+
+    def _come_back(self) -> None:
+        """While the database is down: one direct connection decides, within ``timeout_s``; when it
+        answers, a fresh pool replaces the one whose reconnection may be backing off for minutes."""
+        if self._reopen is None or self._probe is None:
+            return
+        with self._swap:
+            if self.health.reachable:  # another thread brought it back meanwhile
+                return
+            if time.monotonic() - self._failed_probe < self.timeout_s:  # just tried: callers queued behind a
+                raise StorageUnavailableError(  # silent host's probe must not each wait in turn
+                    f"database {self.where} is unreachable", where=self.where)
+            try:
+                self._probe().close()
+            except StorageUnavailableError as exc:
+                self._failed_probe = time.monotonic()
+                self.health.record(False, str(exc))
+                raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
+            old, self.pool = self.pool, self._reopen()
+            old.close(timeout=1.0)  # its threads stop at once; a connection still lent out closes on return
+            self.health.record(True)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
