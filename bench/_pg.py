@@ -17,7 +17,6 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-
 # What docs/postgres.md recommends for a memoryd database of ~100k chunks: the HNSW index
 # (~200 MB at 100k x 384-d) and the hot table pages fit in shared_buffers, and JIT is off.
 SERVER_SETTINGS = {"shared_buffers": "512MB", "effective_cache_size": "2GB", "random_page_cost": "1.1",
