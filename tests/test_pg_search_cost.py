@@ -45,11 +45,14 @@ def test_a_version_1_database_keeps_its_postings_and_bm25_reads_only_the_index(p
     assert connect.prepare(pg_dsn, "disable") == 1
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT term, chunk_id, tf, dl FROM memoryd_postings").fetchall() == [("violin", 1, 3, 7)]
-        conn.execute("VACUUM memoryd_postings")  # index-only scans need the visibility map
+        conn.execute("VACUUM memoryd_postings, memoryd_chunks")  # index-only scans need the visibility map
         conn.execute("SET enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute(
             "EXPLAIN SELECT chunk_id, tf, dl FROM memoryd_postings WHERE term = ANY(%s)", (["violin"],)).fetchall())
+        figures = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT count(*), sum(n_terms), max(id) FROM memoryd_chunks").fetchall())
     assert "Index Only Scan using memoryd_postings_pkey" in plan, plan
+    assert "Index Only Scan using memoryd_chunks_terms" in figures, figures
 
 
 class CountingConn:
