@@ -316,7 +316,7 @@ class StatsCache:
     """BM25's corpus figures (rows, average length, document frequencies), kept while the table is unchanged.
 
     FTS5 reads them from its own structure for free; here the table's figures cost a scan of
-    an index entry per chunk (~6 ms at 100k; a scan of the rows, before schema 2, took ~150 ms)
+    an index entry per chunk (~11 ms at 100k; a scan of the rows, before schema 2, took 100-190 ms)
     and each document frequency a count of the term's postings (~1 ms per 1,000). Several daemons write the table, so
     there is no local event to invalidate on: every ``ttl_s`` a cheap probe (the highest chunk
     id and the server's cumulative insert + delete count of the table) says whether anything
