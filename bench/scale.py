@@ -4,6 +4,7 @@
     python bench/scale.py [--sizes 1000,10000] [--seed 0] [--queries 200] [--index-type auto]
                           [--backend embedded|postgres] [--dsn DSN]
                           [--hnsw-threshold N] [--model-dir /tmp/memoryd-scale-model] [--plot docs/scaling.png]
+                          [--keep DIR | --reuse DIR]   (--backend postgres: see bench/scale_pg.py)
 
 Each size runs in a fresh child process (so RSS is that size's own), on a corpus
 from ``gen_corpus.py``, through ``MemoryIndex`` in-process (no socket: the daemon
@@ -330,8 +331,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="embedded", choices=["embedded", "postgres"],
                     help="postgres: the PostgreSQL + pgvector backend (bench/scale_pg.py)")
     ap.add_argument("--dsn", default=None, help="--backend postgres: the server to use (default: a private one)")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="--backend postgres: build into DIR (corpus, private server) and keep it there")
+    ap.add_argument("--reuse", type=Path, metavar="DIR",
+                    help="--backend postgres: measure on the build --keep DIR left, without building")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args(argv)
+    if (args.keep or args.reuse) and (args.backend != "postgres" or (args.keep and args.reuse)):
+        ap.error("--keep and --reuse: one of them, with --backend postgres")
     if args.recall_only:
         result = recall_only(args.recall_only, args.queries, args.seed)
         print_table(list(result), [[fmt(v, 3) if isinstance(v, float) else v for v in result.values()]])

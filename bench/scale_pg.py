@@ -8,12 +8,20 @@ one (``bench/_pg.py``) on the same machine. Measured: cold build, warm start (op
 vector / keyword search p50 and p99, this process's RSS and PostgreSQL's, database
 bytes per chunk, and recall@10 of pgvector's HNSW against exact search on the
 stored vectors (queries: perturbed stored vectors, as for FAISS).
+
+A 100k build takes tens of minutes, so ``--keep DIR`` builds into ``DIR`` (the corpus
+under ``DIR/<size>/``, the private server's cluster under ``DIR/pg``, stopped at exit)
+and keeps it, and ``--reuse DIR`` opens that database and measures only the rest (its
+build time is the one recorded at ``--keep``). Each run's update measurement appends
+20 sections to the kept corpus, so a reused corpus grows by 20 chunks per run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,29 +32,41 @@ EXTRA_COLUMNS = ["pg_rss_mb"]
 
 
 def run_one_pg(size: int, args: Any) -> dict[str, Any]:
-    from _pg import fresh_database, postgres_rss_mb, server_dsn
+    from _pg import database_dsn, fresh_database, postgres_rss_mb, server_dsn
     from scale import NOISE, SyntheticPassages, measure_search, measure_updates, rss_mb
 
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.storage.postgres.index import PgMemoryIndex
 
-    tmp = bench_tmp("memoryd-scale-pg-")
+    keep = args.keep or args.reuse
+    tmp = Path(keep) if keep else bench_tmp("memoryd-scale-pg-")
     try:
-        root, data = tmp / "root", tmp / "data"
-        info = generate(root, size, args.seed)
-        files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
+        root, data = tmp / str(size) / "root", tmp / str(size) / "data"
+        built = tmp / str(size) / "built.json"
+        if args.reuse and not built.exists():
+            raise SystemExit(f"--reuse {args.reuse}: no finished {size}-chunk build there ({built} is missing)")
         embedder = SyntheticPassages(load_embedder(EmbeddingConfig(), args.model_dir))
         base = server_dsn(args.dsn, tmp)
-        dsn = fresh_database(base, f"memoryd_scale_{size}")
+        name = f"memoryd_scale_{size}"
+        dsn = fresh_database(base, name) if not args.reuse else database_dsn(base, name)
         cfg = with_overrides(Config(), roots=[root], data_dir=data)
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, backend="postgres", dsn=dsn,
                                                                    sslmode="disable"))
-        t0 = time.perf_counter()
-        mi = PgMemoryIndex(cfg, embedder)
-        mi.index_files([(root, rel) for rel in files])
-        build_s = time.perf_counter() - t0
-        mi.close()
+        if args.reuse:
+            info = json.loads(built.read_text())
+        else:
+            remove_tree(tmp / str(size))  # a --keep build starts from scratch, even over an unfinished one
+            info = {"files": generate(root, size, args.seed).files}
+            files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
+            t0 = time.perf_counter()
+            mi = PgMemoryIndex(cfg, embedder)
+            mi.index_files([(root, rel) for rel in files])
+            info["build_s"] = round(time.perf_counter() - t0, 2)
+            mi.close()
+            if keep:
+                built.write_text(json.dumps(info))
+        files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
 
         t0 = time.perf_counter()
         mi = PgMemoryIndex(cfg, embedder)
@@ -63,7 +83,7 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
             pg_rss = postgres_rss_mb(base)
         finally:
             mi.close()
-        return {"chunks": chunks, "files": info.files, "index_type": "pgvector-hnsw", "build_s": round(build_s, 2),
+        return {"chunks": chunks, "files": info["files"], "index_type": "pgvector-hnsw", "build_s": info["build_s"],
                 "warm_start_s": round(warm_s, 3), "update_ms": round(update_ms, 2),
                 "search_p50_ms": round(percentile(lat["hybrid"], 50), 2),
                 "search_p99_ms": round(percentile(lat["hybrid"], 99), 2),
@@ -74,7 +94,8 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
                 "disk_bytes_per_chunk": round(disk / max(chunks, 1)), "ann_recall_at_10": round(recall, 4),
                 "vector_hnsw_ms": round(hnsw_ms, 3)}
     finally:
-        remove_tree(tmp)
+        if not keep:
+            remove_tree(tmp)
 
 
 def pg_recall(mi: Any, n_queries: int, seed: int, noise: float) -> tuple[float, float]:

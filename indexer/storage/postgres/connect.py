@@ -63,6 +63,10 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
         # look cheaper than the HNSW index; the scan must read (and detoast) every vector: 30-50 ms
         # at 3k chunks against ~1 ms. memoryd's queries all have an index to use.
         conn.execute("SET enable_seqscan = off")
+        # JIT compiles a plan whose estimated cost passes jit_above_cost (default on since PostgreSQL 12):
+        # 10-100 ms per statement, for memoryd's queries that run in a few ms. The table-figures scan
+        # and a filtered HNSW query can pass the threshold at 100k chunks.
+        conn.execute("SET jit = off")
 
     pool = psycopg_pool.ConnectionPool(
         conninfo(dsn, sslmode), min_size=min_size, max_size=max_size, open=False, configure=configure,

