@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a search's time goes, per component, in-process: MADial, long English and one-line queries.
 
-    python bench/query_profile.py [EVAL_DIR] [--work DIR] [--repeat 2]
+    python bench/query_profile.py EVAL_DIR [--work DIR] [--repeat 2]
 
 Opens the per-folder indexes that ``bench/eval_retrieval.py --work DIR`` built
 (MADial's own folder; LoCoMo ``conv-26`` for the English series) and times, per
@@ -35,7 +35,6 @@ from typing import Any
 
 import _common  # noqa: F401  (puts the repository on sys.path)
 
-DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 SPANS = ("_keyword_plan", "_idfs", "_keyword_leg", "_with_proximity", "_vector_leg", "fetch_chunks", "_fuse",
          "_features", "calibrated", "_finish")
 
@@ -64,7 +63,7 @@ def questions(folder: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help="the LoCoMo/MADial dev sets")
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"), help="eval_retrieval.py's --work")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
