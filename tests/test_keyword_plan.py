@@ -1,6 +1,7 @@
 """The keyword leg's work bound: plans from document frequencies, and the leg end to end."""
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,57 @@ def test_doc_frequencies_are_cached_until_they_expire(store: Store) -> None:
         c.execute("INSERT INTO chunks_fts(rowid, terms) VALUES (9, 'gpt')")
     assert cache.lookup(store.conn, ["gpt"]) == {"gpt": 3}  # cached: only steers the plan
     assert DocFrequencies(ttl_s=0).lookup(store.conn, ["gpt"]) == {"gpt": 4}
+
+
+def test_a_cached_zero_is_read_again_after_another_connection_commits(store: Store, tmp_path: Path) -> None:
+    reader = sqlite3.connect(tmp_path / "i.sqlite3")
+    try:
+        cache = DocFrequencies(ttl_s=3600)
+        cache.sync(reader)
+        assert cache.lookup(reader, ["gpt", "zebracorn"]) == {"gpt": 3, "zebracorn": 0}
+        cache.sync(reader)  # nothing committed since: the zero is trusted
+        with store.transaction() as c:
+            c.execute("INSERT INTO chunks_fts(rowid, terms) VALUES (9, 'gpt zebracorn')")
+        cache.sync(reader)
+        # The zero is re-read; a non-zero count only steers the plan and keeps its time to live.
+        assert cache.lookup(reader, ["gpt", "zebracorn"]) == {"gpt": 3, "zebracorn": 1}
+    finally:
+        reader.close()
+
+
+def test_a_word_saved_after_a_search_missed_it_is_found_at_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "memory").mkdir(parents=True)
+    (root / "memory" / "2024-01-01.md").write_text("# Notes\n\n- The garden needs water.\n")
+    cfg = make_config(root, tmp_path / "data")
+    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    try:
+        reconcile(idx, [root], PathFilter(("*.md",), ()))
+        before = idx.search("zebracorn garden", k=3, mode="keyword", explain=True).to_json()
+        assert before["keyword_plan"]["absent_terms"] == ["zebracorn"]
+        assert before["keyword_plan"]["passes"][0]["terms"] == ["garden"]
+        (root / "memory" / "2024-01-02.md").write_text("# Trip\n\n- We saw a zebracorn.\n")
+        reconcile(idx, [root], PathFilter(("*.md",), ()))
+        after = idx.search("zebracorn", k=3, mode="keyword", explain=True).to_json()
+        assert [h["path"] for h in after["hits"]] == ["memory/2024-01-02.md"]
+        assert after["keyword_plan"]["absent_terms"] == []
+    finally:
+        idx.close()
+
+
+def test_a_query_of_absent_terms_runs_no_keyword_pass(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "memory").mkdir(parents=True)
+    (root / "memory" / "2024-01-01.md").write_text("# Notes\n\n- The garden needs water.\n")
+    cfg = make_config(root, tmp_path / "data")
+    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    try:
+        reconcile(idx, [root], PathFilter(("*.md",), ()))
+        res = idx.search("zebracorn unicornfish", k=3, mode="keyword", explain=True).to_json()
+        assert res["hits"] == [] and res["keyword_plan"]["passes"] == []
+        assert res["keyword_plan"]["absent_terms"] == ["zebracorn", "unicornfish"]
+    finally:
+        idx.close()
 
 
 def test_bounded_leg_finds_an_old_rare_term_and_ranks_common_words_among_recent_chunks(

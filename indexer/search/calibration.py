@@ -90,9 +90,13 @@ def monotone(scores: Sequence[float]) -> list[float]:
     return out
 
 
-def coverage(terms: Sequence[str], doc_terms: set[str], weights: Mapping[str, float]) -> float:
-    """The ``weights``-weighted share of the query's ``terms`` found in ``doc_terms`` (0 with no terms)."""
-    total = sum(weights[t] for t in terms)
+def coverage(terms: Sequence[str], doc_terms: set[str], weights: Mapping[str, float],
+             total: float | None = None) -> float:
+    """The ``weights``-weighted share of the query's ``terms`` found in ``doc_terms`` (0 with no terms).
+
+    ``total`` is ``sum(weights[t] for t in terms)`` when the caller has it: a long query's ~120 terms
+    are then summed once per search rather than once per hit."""
+    total = sum(weights[t] for t in terms) if total is None else total
     if total <= 0:
         return 0.0
     return sum(weights[t] for t in terms if t in doc_terms) / total
@@ -128,9 +132,10 @@ def features_from(
     terms (any storage backend; a chunk missing from it gets coverage 0)."""
     terms = list(dict.fromkeys(terms))
     weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
-    missing = 1.0 - coverage(terms, {t for t in terms if df.get(t, 0) > 0}, weights) if terms else 0.0
+    total = sum(weights[t] for t in terms)
+    missing = 1.0 - coverage(terms, {t for t in terms if df.get(t, 0) > 0}, weights, total) if terms else 0.0
     return {i: Features(None if cosines is None else cosines.get(i),
-                        coverage(terms, stored.get(i, set()), weights), missing) for i in ids}
+                        coverage(terms, stored.get(i, set()), weights, total), missing) for i in ids}
 
 
 def _sigmoid(z: float) -> float:

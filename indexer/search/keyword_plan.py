@@ -60,10 +60,11 @@ class KeywordPlan:
     passes: tuple[KeywordPass, ...]
     exact: bool
     dropped: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()  # terms no chunk holds: left out, which changes no score
 
     def describe(self) -> dict[str, object]:
         """For ``--explain``: how this query's keyword scores were computed."""
-        return {"exact": self.exact, "dropped_terms": list(self.dropped),
+        return {"exact": self.exact, "dropped_terms": list(self.dropped), "absent_terms": list(self.absent),
                 "passes": [{"terms": list(p.terms), "min_chunk_id": p.min_rowid} for p in self.passes]}
 
 
@@ -105,24 +106,43 @@ class DocFrequencies:
     """Cached document frequencies of FTS5 terms, read through an ``fts5vocab`` table.
 
     Thread-safe enough for its use: a racing lookup only repeats work. Entries
-    expire after ``ttl_s`` so the plan follows a growing corpus.
+    expire after ``ttl_s`` so the plan follows a growing corpus. A term no chunk
+    holds (0) is trusted only until the next commit :meth:`sync` notices, so a
+    search may leave such terms out of its ``MATCH`` without missing a word
+    saved a moment ago.
     """
 
     VOCAB = "temp.memoryd_vocab"
+    MAX_CONNECTIONS = 16  # connections whose data_version is remembered; past it all are forgotten
 
     def __init__(self, max_entries: int = 20_000, ttl_s: float = 60.0) -> None:
-        self._cache: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[float, int, int]] = OrderedDict()  # term -> (time, df, epoch)
         self._max = max_entries
         self._ttl = ttl_s
+        self._epoch = 0
+        self._versions: dict[int, tuple[sqlite3.Connection, int]] = {}
+
+    def sync(self, conn: sqlite3.Connection) -> None:
+        """Notice commits by other connections since ``conn`` was last synced (``PRAGMA data_version``);
+        after one, cached zeros are read again. A connection not seen before counts as a change."""
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        seen = self._versions.get(id(conn))
+        if seen is not None and seen[0] is conn and seen[1] == version:
+            return
+        self._epoch += 1
+        if len(self._versions) >= self.MAX_CONNECTIONS:
+            self._versions.clear()  # a closed connection's id may be reused: forgetting is always safe
+        self._versions[id(conn)] = (conn, version)
 
     def lookup(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
         """``{term: chunks holding it}``; a multi-token term counts as its rarest token."""
         now = time.monotonic()
+        epoch = self._epoch
         out: dict[str, int] = {}
         missing: list[str] = []
         for term in terms:
             hit = self._cache.get(term)
-            if hit is not None and now - hit[0] < self._ttl:
+            if hit is not None and now - hit[0] < self._ttl and (hit[1] > 0 or hit[2] == epoch):
                 out[term] = hit[1]
             else:
                 missing.append(term)
@@ -130,7 +150,7 @@ class DocFrequencies:
             fresh = self._read(conn, missing)
             for term in missing:
                 out[term] = fresh[term]
-                self._cache[term] = (now, fresh[term])
+                self._cache[term] = (now, fresh[term], epoch)
                 self._cache.move_to_end(term)
             while len(self._cache) > self._max:
                 self._cache.popitem(last=False)
