@@ -38,7 +38,8 @@ held the evidence most often on the dev sets (docs/quality.md, "Context blocks":
 EXCERPT_BATCH = 4  # an excerpt's lines are counted this many at a time, as they are taken
 MAX_SCORED_LINES = 48
 """Lines per block given to ``score_lines``: a model pass over ~48 chat lines costs tens of query
-embeddings (docs/quality.md, "Context blocks"); later spans beyond it fall back to the matched lines."""
+embeddings (docs/quality.md, "Context blocks"). A span with more lines than are left keeps the matched-lines
+order, so a long section costs no more than this."""
 
 LineScorer = Callable[[list[str]], list[float]]
 """Similarity of each line to the query (higher: closer), one value per line, in one call."""
@@ -196,7 +197,7 @@ def _fitted(
         batch = order[at:at + EXCERPT_BATCH]
         for n, cost in zip(batch, count_tokens([span.lines[n] for n in batch]), strict=True):
             extra = cost + 2  # the line, its newline and a possible gap marker
-            if total + extra > max(share, frame + extra if not chosen else 0):
+            if total + extra > max(min(share, left), frame + extra if not chosen else 0):
                 break
             chosen.append(n)
             total += extra
