@@ -2,6 +2,7 @@
 """How often a ``context`` block holds the evidence, on the LoCoMo/MADial dev sets.
 
     python bench/context_evidence.py [EVAL_DIR] [--work DIR] [--max-tokens 800] [--k 20] [--lexical]
+                                     [--memo-lines 4096] [--limit N]
 
 For each folder under EVAL_DIR holding ``queries.jsonl``, the index built by
 ``bench/eval_retrieval.py`` under ``--work`` is opened read-only (run that
@@ -14,7 +15,8 @@ when one of its evidence lines is *shown* in the block: inside a whole span,
 or among the lines of an excerpt. Prints one row per folder, the overall rate
 per data set and over both, then the time ``build_context`` took per question
 (p50/p99, in this process, beside a bare query embedding of the same questions),
-then one JSON line.
+then one JSON line. Line vectors are memoised as in the daemon (``--memo-lines 0``: every
+line embedded afresh, the cold cost; ``--limit N``: the first N questions per folder).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from memoryd.daemon.work.line_vectors import MEMO_LINES, LineVectors
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
@@ -49,13 +52,15 @@ def shown(source: dict[str, Any], path: str, line: int) -> bool:
 
 
 def run_folder(
-    folder: Path, work: Path, cfg: Config, embedder: Any, max_tokens: int, k: int, lexical: bool,
-    times: dict[str, list[float]],
+    folder: Path, work: Path, cfg: Config, embedder: Any, args: argparse.Namespace, times: dict[str, list[float]],
 ) -> dict[str, Any]:
+    max_tokens, k = args.max_tokens, args.k
+    line_vectors = LineVectors(embedder.embed_passages, args.memo_lines)
     fcfg = with_overrides(cfg, roots=[work / "roots" / folder.name], data_dir=work / "data" / folder.name)
     index = MemoryIndex(fcfg, embedder, read_only=True)
     held = excerpts = spans = tokens = 0
     queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
+    queries = queries[: args.limit] if args.limit else queries
     try:
         for q in queries:
             t0 = time.perf_counter()
@@ -63,7 +68,7 @@ def run_folder(
             times["query_embedding"].append(time.perf_counter() - t0)
             hits = index.search(q["question"], k=k, query_vector=lambda v=qvec: v).to_json()["hits"]
             t0 = time.perf_counter()
-            scorer = None if lexical or not hits else cosine_scorer(embedder.embed_passages, qvec)
+            scorer = None if args.lexical or not hits else cosine_scorer(line_vectors, qvec)
             block = build_context(q["question"], hits, max_tokens, embedder.count_tokens, scorer)
             times["context"].append(time.perf_counter() - t0)
             evidence = [(r["path"], r["line"]) for r in q["relevant"]]
@@ -85,12 +90,14 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=800)
     ap.add_argument("--k", type=int, default=20, help="hits considered (the context method's default)")
     ap.add_argument("--lexical", action="store_true", help="excerpts by matched lines only (no model scoring)")
+    ap.add_argument("--memo-lines", type=int, default=MEMO_LINES, help="line vectors memoised (0: none)")
+    ap.add_argument("--limit", type=int, default=0, help="questions per folder (0: all)")
     args = ap.parse_args()
     cfg = Config()
     embedder = load_embedder(cfg.embedding, args.work / "model")
     folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
     times: dict[str, list[float]] = {"query_embedding": [], "context": []}
-    rows = {f.name: run_folder(f, args.work, cfg, embedder, args.max_tokens, args.k, args.lexical, times)
+    rows = {f.name: run_folder(f, args.work, cfg, embedder, args, times)
             for f in folders}
     print(f"{'data':<20} {'n':>4} {'held':>5} {'rate':>6} {'sources':>8} {'excerpts':>9} {'tokens':>7}")
     for name, r in rows.items():
@@ -106,7 +113,8 @@ def main() -> None:
     ratio = round(ms["context"]["p50"] / max(ms["query_embedding"]["p50"], 1e-9), 1)
     print(f"build_context ms p50 {ms['context']['p50']:.1f} p99 {ms['context']['p99']:.1f}; query embedding ms "
           f"p50 {ms['query_embedding']['p50']:.1f} p99 {ms['query_embedding']['p99']:.1f} (p50 ratio {ratio})")
-    print(json.dumps({"max_tokens": args.max_tokens, "k": args.k, "lexical": args.lexical, "folders": rows,
+    print(json.dumps({"max_tokens": args.max_tokens, "k": args.k, "lexical": args.lexical,
+                      "memo_lines": args.memo_lines, "limit": args.limit, "folders": rows,
                       **totals, "ms": ms, "context_to_query_p50": ratio}))
 
 

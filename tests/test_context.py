@@ -10,6 +10,7 @@ from memoryd.daemon.api.read import ReadMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.line_vectors import LineVectors
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.search.context import MAX_SCORED_LINES, build_context, cosine_scorer, merge_hits
@@ -197,3 +198,20 @@ def test_a_lone_span_that_must_be_trimmed_always_shows_its_best_lines() -> None:
     for budget in range(30, 160):  # an excerpt filling its share to the last token once left the block empty
         out = build_context("when did she paint at dawn", [big], budget, COUNT)
         assert out["sources"] and 30 in out["sources"][0]["lines"] and out["tokens"] <= budget
+
+
+def test_line_vectors_embed_each_unseen_line_once_and_forget_the_oldest() -> None:
+    emb = HashEmbedder(dimension=16)
+    batches: list[list[str]] = []
+
+    def embed(lines: list[str]) -> object:
+        batches.append(list(lines))
+        return emb.embed_passages(lines)
+
+    vectors = LineVectors(embed, size=2)
+    first = vectors(["a", "b", "a"])
+    assert batches == [["a", "b"]] and first.shape == (3, 16) and (first[0] == first[2]).all()
+    vectors(["b", "c"])  # b is known; c pushes a, the least recently used, out
+    vectors(["a"])
+    assert batches == [["a", "b"], ["c"], ["a"]]
+    assert (vectors(["c", "a"]) == emb.embed_passages(["c", "a"])).all() and len(batches) == 3

@@ -32,6 +32,7 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import APPLICATION_ERROR, BAD_TARGET, NOT_INDEXED, TIMEOUT, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.line_vectors import LineVectors
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError
@@ -74,6 +75,7 @@ class ReadMethods:
         self._count_tokens = count_tokens
         self._query_vector = query_vector
         self._embedder = embedder  # context excerpts: lines ranked by the model (None: by matched lines)
+        self._line_vectors = LineVectors(embedder.embed_passages) if embedder is not None else None
 
     def handlers(self) -> dict[str, Handler]:
         return {"search": self.search, "get": self.get, "reindex": self.reindex, "context": self.context}
@@ -133,11 +135,10 @@ class ReadMethods:
         """Excerpt lines scored against the query's vector — the one the search used, or the model's."""
         from memoryd.indexer.search.context import cosine_scorer
 
-        if self._embedder is None:
+        if self._embedder is None or self._line_vectors is None:
             return None
-        embedder = self._embedder
-        qvec = vector() if vector is not None else embedder.embed_query(clean_query(query))
-        return cosine_scorer(embedder.embed_passages, qvec)
+        qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        return cosine_scorer(self._line_vectors, qvec)
 
     def get(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """Lines of a file inside a root (read-only; nothing outside the roots is served).
