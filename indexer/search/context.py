@@ -37,9 +37,9 @@ SPANS_WANTED = 2
 held the evidence most often on the dev sets (docs/quality.md, "Context blocks": 2 > 3 > 4)."""
 EXCERPT_BATCH = 4  # an excerpt's lines are counted this many at a time, as they are taken
 MAX_SCORED_LINES = 48
-"""Lines per block given to ``score_lines``: a model pass over ~48 chat lines costs tens of query
-embeddings (docs/quality.md, "Context blocks"). A span with more lines than are left keeps the matched-lines
-order, so a long section costs no more than this."""
+"""Lines per block given to ``score_lines``: embedding ~48 chat lines afresh is on the order of a hundred
+query embeddings' work (docs/quality.md, "Context blocks"). A span with more lines than are left keeps the
+matched-lines order, so a long section costs no more than this."""
 
 LineScorer = Callable[[list[str]], list[float]]
 """Similarity of each line to the query (higher: closer), one value per line, in one call."""
