@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """How often a ``context`` block holds the evidence, on the LoCoMo/MADial dev sets.
 
-    python bench/context_evidence.py [EVAL_DIR] [--work DIR] [--max-tokens 800] [--k 20]
+    python bench/context_evidence.py [EVAL_DIR] [--work DIR] [--max-tokens 800] [--k 20] [--lexical]
+                                     [--memo-lines 4096] [--limit N]
 
 For each folder under EVAL_DIR holding ``queries.jsonl``, the index built by
 ``bench/eval_retrieval.py`` under ``--work`` is opened read-only (run that
 first; this script embeds nothing but the questions). Every question is
 searched as the daemon's ``context`` method does (hybrid, ``k`` hits) and the
-block is built with the model's own token counter. A question counts as held
+block is built with the model's own token counter and, as the daemon does,
+excerpt lines ranked by the model (``--lexical``: by the hits' matched lines
+only, as before). A question counts as held
 when one of its evidence lines is *shown* in the block: inside a whole span,
 or among the lines of an excerpt. Prints one row per folder, the overall rate
-per data set and over both, then one JSON line.
+per data set and over both, then the time ``build_context`` took per question
+(p50/p99, in this process, beside a bare query embedding of the same questions),
+then one JSON line. Line vectors are memoised as in the daemon (``--memo-lines 0``: every
+line embedded afresh, the cold cost; ``--limit N``: the first N questions per folder).
 """
 
 from __future__ import annotations
@@ -18,15 +24,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from memoryd.daemon.work.line_vectors import MEMO_LINES, LineVectors
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.search.context import build_context
+from memoryd.indexer.search.context import build_context, cosine_scorer
+from memoryd.indexer.search.querytext import clean_query
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
@@ -40,15 +51,26 @@ def shown(source: dict[str, Any], path: str, line: int) -> bool:
     return bool(source["start_line"] <= line <= source["end_line"])
 
 
-def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, max_tokens: int, k: int) -> dict[str, Any]:
+def run_folder(
+    folder: Path, work: Path, cfg: Config, embedder: Any, args: argparse.Namespace, times: dict[str, list[float]],
+) -> dict[str, Any]:
+    max_tokens, k = args.max_tokens, args.k
+    line_vectors = LineVectors(embedder.embed_passages, args.memo_lines)
     fcfg = with_overrides(cfg, roots=[work / "roots" / folder.name], data_dir=work / "data" / folder.name)
     index = MemoryIndex(fcfg, embedder, read_only=True)
     held = excerpts = spans = tokens = 0
     queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
+    queries = queries[: args.limit] if args.limit else queries
     try:
         for q in queries:
-            hits = index.search(q["question"], k=k).to_json()["hits"]
-            block = build_context(q["question"], hits, max_tokens, embedder.count_tokens)
+            t0 = time.perf_counter()
+            qvec = embedder.embed_query(clean_query(q["question"]))  # the vector the daemon hands both steps
+            times["query_embedding"].append(time.perf_counter() - t0)
+            hits = index.search(q["question"], k=k, query_vector=lambda v=qvec: v).to_json()["hits"]
+            t0 = time.perf_counter()
+            scorer = None if args.lexical or not hits else cosine_scorer(line_vectors, qvec)
+            block = build_context(q["question"], hits, max_tokens, embedder.count_tokens, scorer)
+            times["context"].append(time.perf_counter() - t0)
             evidence = [(r["path"], r["line"]) for r in q["relevant"]]
             held += any(shown(s, p, n) for s in block["sources"] for p, n in evidence)
             excerpts += sum(1 for s in block["sources"] if "lines" in s)
@@ -67,11 +89,16 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--max-tokens", type=int, default=800)
     ap.add_argument("--k", type=int, default=20, help="hits considered (the context method's default)")
+    ap.add_argument("--lexical", action="store_true", help="excerpts by matched lines only (no model scoring)")
+    ap.add_argument("--memo-lines", type=int, default=MEMO_LINES, help="line vectors memoised (0: none)")
+    ap.add_argument("--limit", type=int, default=0, help="questions per folder (0: all)")
     args = ap.parse_args()
     cfg = Config()
     embedder = load_embedder(cfg.embedding, args.work / "model")
     folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
-    rows = {f.name: run_folder(f, args.work, cfg, embedder, args.max_tokens, args.k) for f in folders}
+    times: dict[str, list[float]] = {"query_embedding": [], "context": []}
+    rows = {f.name: run_folder(f, args.work, cfg, embedder, args, times)
+            for f in folders}
     print(f"{'data':<20} {'n':>4} {'held':>5} {'rate':>6} {'sources':>8} {'excerpts':>9} {'tokens':>7}")
     for name, r in rows.items():
         print(f"{name:<20} {r['n']:>4} {r['held']:>5} {r['rate']:>6.3f} {r['sources_per_block']:>8.2f} "
@@ -82,7 +109,13 @@ def main() -> None:
         n, held = sum(r["n"] for r in part), sum(r["held"] for r in part)
         totals[group or "all"] = {"n": n, "held": held, "rate": round(held / max(n, 1), 4)}
         print(f"{(group or 'all') + ' (overall)':<20} {n:>4} {held:>5} {held / max(n, 1):>6.3f}")
-    print(json.dumps({"max_tokens": args.max_tokens, "k": args.k, "folders": rows, **totals}))
+    ms = {name: {f"p{p}": round(1000 * float(np.percentile(t, p)), 2) for p in (50, 99)} for name, t in times.items()}
+    ratio = round(ms["context"]["p50"] / max(ms["query_embedding"]["p50"], 1e-9), 1)
+    print(f"build_context ms p50 {ms['context']['p50']:.1f} p99 {ms['context']['p99']:.1f}; query embedding ms "
+          f"p50 {ms['query_embedding']['p50']:.1f} p99 {ms['query_embedding']['p99']:.1f} (p50 ratio {ratio})")
+    print(json.dumps({"max_tokens": args.max_tokens, "k": args.k, "lexical": args.lexical,
+                      "memo_lines": args.memo_lines, "limit": args.limit, "folders": rows,
+                      **totals, "ms": ms, "context_to_query_p50": ratio}))
 
 
 if __name__ == "__main__":

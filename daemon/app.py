@@ -291,7 +291,7 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     reads = ReadMethods(
         index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
         max_file_bytes=cfg.watch.max_file_bytes, count_tokens=d.index.embedder.count_tokens,
-        query_vector=query_vector_of(d.query_embeddings),
+        query_vector=query_vector_of(d.query_embeddings), embedder=d.index.embedder,
     )
     audit_log = open_audit_log(cfg.write, cfg.data_dir)
     d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)

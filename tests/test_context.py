@@ -1,10 +1,22 @@
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
+import pytest
+
+from memoryd.daemon.api.read import ReadMethods
+from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.jsonrpc import Peer
+from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.line_vectors import LineVectors
+from memoryd.indexer.config import Config
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.search.context import build_context, merge_hits
+from memoryd.indexer.search.context import MAX_SCORED_LINES, build_context, cosine_scorer, merge_hits
+from memoryd.indexer.search.hits import Hit, SearchResult
+
+OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
 
 
 def hit(path: str, start: int, end: int, score: float, root: str = "/r") -> dict:
@@ -70,3 +82,136 @@ def test_a_span_whose_best_line_does_not_fit_is_omitted() -> None:
 
 def test_no_hits_gives_an_empty_block(tmp_path: Path) -> None:
     assert build_context("x", [], 100, COUNT) == {"text": "", "tokens": 0, "sources": [], "omitted": 0}
+
+
+class RecordingScorer:
+    """Scores a line 1.0 when it holds ``liked``, else 0.0, and records every batch it is asked."""
+
+    def __init__(self, liked: str) -> None:
+        self.liked = liked
+        self.batches: list[list[str]] = []
+
+    def __call__(self, lines: list[str]) -> list[float]:
+        self.batches.append(lines)
+        return [1.0 if self.liked in line else 0.0 for line in lines]
+
+
+def test_a_scored_excerpt_takes_the_lines_closest_to_the_query_not_the_matched_ones() -> None:
+    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30, 12]}
+    scorer = RecordingScorer("line 25 of")
+    plain = build_context("x", [big], 60, COUNT)
+    scored = build_context("x", [big], 60, COUNT, scorer)
+    assert 25 not in plain["sources"][0]["lines"] and 30 in plain["sources"][0]["lines"]
+    assert 25 in scored["sources"][0]["lines"] and "line 25 of a.md" in scored["text"]
+    assert scored["tokens"] == COUNT([scored["text"]])[0] <= 60
+    assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 40  # one call for the span's lines
+
+
+def test_a_span_with_more_lines_than_may_be_scored_keeps_its_matched_lines() -> None:
+    big = {**hit("a.md", 1, MAX_SCORED_LINES + 1, 0.99), "match_lines": [30]}
+    scorer = RecordingScorer("line 5 of")
+    assert build_context("x", [big], 60, COUNT, scorer) == build_context("x", [big], 60, COUNT)
+    assert scorer.batches == []
+
+
+def test_ties_in_the_scores_keep_the_matched_lines_first() -> None:
+    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30, 12]}
+    same = build_context("x", [big], 60, COUNT, lambda lines: [0.5] * len(lines))
+    assert same == build_context("x", [big], 60, COUNT)
+
+
+def test_spans_that_fit_whole_are_not_scored_and_scored_lines_are_bounded() -> None:
+    scorer = RecordingScorer("nothing")
+    build_context("x", [hit("a.md", 1, 3, 0.9), hit("b.md", 1, 2, 0.8)], 500, COUNT, scorer)
+    assert scorer.batches == []  # nothing to trim: the model is not asked
+    spans = [{**hit(f"{n}.md", 1, 30, 1 - n / 100), "match_lines": [1]} for n in range(10)]
+    build_context("x", spans, 400, COUNT, scorer)
+    assert scorer.batches and sum(map(len, scorer.batches)) <= MAX_SCORED_LINES
+
+
+def test_scored_blocks_stay_within_budget_for_random_budgets_hits_and_scores() -> None:
+    rng = random.Random(11)
+    for _ in range(200):
+        hits = [hit(rng.choice(["a.md", "b.md"]), start, start + rng.randint(0, 20), rng.random())
+                for start in (rng.randint(1, 80) for _ in range(rng.randint(0, 8)))]
+        budget = rng.randint(1, 300)
+        out = build_context("q", hits, budget, COUNT, lambda lines: [rng.random() for _ in lines])
+        assert out["tokens"] <= budget and (not out["text"] or COUNT([out["text"]])[0] <= budget)
+        assert len(out["sources"]) + out["omitted"] == len(merge_hits(hits))
+
+
+def test_a_scorer_answering_the_wrong_number_of_scores_is_refused() -> None:
+    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30]}
+    with pytest.raises(ValueError, match="1 scores for 40 lines"):
+        build_context("x", [big], 60, COUNT, lambda lines: [0.0])
+
+
+def test_the_cosine_scorer_ranks_the_line_that_says_what_the_query_says_first() -> None:
+    emb = HashEmbedder(dimension=256)
+    score = cosine_scorer(emb.embed_passages, emb.embed_query("sunrise painting by the lake"))
+    got = score(["kids and work", "sunrise painting by the lake", "a painting"])
+    assert got[1] == pytest.approx(1.0, abs=1e-5) and got[1] > got[2] > got[0]
+
+
+class OneHitIndex:
+    """Answers every search with one 40-line hit whose matched line is 30."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.vectors: list[object] = []
+
+    def search(self, query: str, **kw: object) -> SearchResult:
+        self.vectors.append(kw["query_vector"])
+        text = "\n".join(f"note {n} about the weekly shopping list" if n != 25 else "sunrise painting by the lake"
+                         for n in range(1, 41))
+        return SearchResult(mode="hybrid", took_ms=0.1, hits=[Hit(
+            chunk_id=1, root=str(self.root), path="a.md", start_line=1, end_line=40, heading="", text=text,
+            score=0.9, vector_score=0.5, text_score=0.5, match_lines=(30,))])
+
+
+def _reads(root: Path, index: OneHitIndex, embedder: HashEmbedder | None, vector: object) -> ReadMethods:
+    roots = RootMap([root])
+    return ReadMethods(index=index, roots=lambda: roots, worker=None,  # type: ignore[arg-type]
+                       search=Config().search, path_filter=PathFilter(("*.md",), ()), max_file_bytes=1 << 20,
+                       count_tokens=COUNT, query_vector=lambda q: vector, embedder=embedder)
+
+
+def test_the_context_method_ranks_excerpt_lines_with_the_searched_query_vector(tmp_path: Path) -> None:
+    emb = HashEmbedder(dimension=256)
+    asked: list[str] = []
+
+    def vector() -> object:
+        asked.append("vector")
+        return emb.embed_query("sunrise painting by the lake")
+
+    params = {"query": "when did she paint at dawn", "max_tokens": 80}
+    index = OneHitIndex(tmp_path)
+    scored = _reads(tmp_path, index, emb, vector).context(params, OWNER)
+    assert index.vectors == [vector] and asked  # the vector the search used also scores the lines
+    assert 25 in scored["sources"][0]["lines"] and "sunrise painting" in scored["text"]
+    plain = _reads(tmp_path, OneHitIndex(tmp_path), None, vector).context(params, OWNER)
+    assert 25 not in plain["sources"][0]["lines"] and 30 in plain["sources"][0]["lines"]
+
+
+def test_a_lone_span_that_must_be_trimmed_always_shows_its_best_lines() -> None:
+    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30]}
+    for budget in range(30, 160):  # an excerpt filling its share to the last token once left the block empty
+        out = build_context("when did she paint at dawn", [big], budget, COUNT)
+        assert out["sources"] and 30 in out["sources"][0]["lines"] and out["tokens"] <= budget
+
+
+def test_line_vectors_embed_each_unseen_line_once_and_forget_the_oldest() -> None:
+    emb = HashEmbedder(dimension=16)
+    batches: list[list[str]] = []
+
+    def embed(lines: list[str]) -> object:
+        batches.append(list(lines))
+        return emb.embed_passages(lines)
+
+    vectors = LineVectors(embed, size=2)
+    first = vectors(["a", "b", "a"])
+    assert batches == [["a", "b"]] and first.shape == (3, 16) and (first[0] == first[2]).all()
+    vectors(["b", "c"])  # b is known; c pushes a, the least recently used, out
+    vectors(["a"])
+    assert batches == [["a", "b"], ["c"], ["a"]]
+    assert (vectors(["c", "a"]) == emb.embed_passages(["c", "a"])).all() and len(batches) == 3

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -32,6 +32,7 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import APPLICATION_ERROR, BAD_TARGET, NOT_INDEXED, TIMEOUT, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
+from memoryd.daemon.work.line_vectors import LineVectors
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError
@@ -39,6 +40,10 @@ from memoryd.indexer.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.types import Embedder
+
+if TYPE_CHECKING:
+    from memoryd.indexer.search.context import LineScorer
 
 REINDEX_WAIT_S = 300.0
 
@@ -60,7 +65,7 @@ class ReadMethods:
     def __init__(
         self, *, index: SearchIndex, roots: Callable[[], RootMap], worker: WorkQueue, search: SearchConfig,
         path_filter: PathFilter, max_file_bytes: int, count_tokens: Callable[[list[str]], list[int]],
-        query_vector: QueryVector,
+        query_vector: QueryVector, embedder: Embedder | None = None,
     ) -> None:
         self._index = index
         self._roots = roots
@@ -70,6 +75,8 @@ class ReadMethods:
         self._max_file_bytes = max_file_bytes
         self._count_tokens = count_tokens
         self._query_vector = query_vector
+        self._embedder = embedder  # context excerpts: lines ranked by the model (None: by matched lines)
+        self._line_vectors = LineVectors(embedder.embed_passages) if embedder is not None else None
 
     def handlers(self) -> dict[str, Handler]:
         return {"search": self.search, "get": self.get, "reindex": self.reindex, "context": self.context}
@@ -113,15 +120,26 @@ class ReadMethods:
         from memoryd.indexer.search.context import build_context
 
         scope = req.scope
+        vector = self._query_vector(req.query)
         found = self._index.search(
             req.query, k=req.k, path_prefix=scope.path_prefix, exclude_prefixes=scope.exclude_prefixes,
-            path_check=path_check(req.session, self._roots()), query_vector=self._query_vector(req.query),
+            path_check=path_check(req.session, self._roots()), query_vector=vector,
             min_score=req.min_score,
         ).to_json() if scope else {"hits": []}
-        block = build_context(req.query, found["hits"], req.max_tokens, self._count_tokens)
+        block = build_context(req.query, found["hits"], req.max_tokens, self._count_tokens,
+                              self._line_scorer(req.query, vector) if found["hits"] else None)
         if found.get("abstained"):  # nothing confident: say so rather than hand back noise
             block.update(abstained=True, reason=found["reason"])
         return {**block, "max_tokens": req.max_tokens, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+    def _line_scorer(self, query: str, vector: Callable[[], Any] | None) -> LineScorer | None:
+        """Excerpt lines scored against the query's vector — the one the search used, or the model's."""
+        from memoryd.indexer.search.context import cosine_scorer
+
+        if self._embedder is None or self._line_vectors is None:
+            return None
+        qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        return cosine_scorer(self._line_vectors, qvec)
 
     def get(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """Lines of a file inside a root (read-only; nothing outside the roots is served).
