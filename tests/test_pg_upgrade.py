@@ -124,3 +124,22 @@ def test_a_write_already_past_its_check_is_refused_inside_its_transaction(pg_dsn
             b.pg.replace_file(root_id, "x.md", 1, 1, "0" * 64, "", [])  # as if its verify came just before
     finally:
         b.close()
+
+
+def test_the_command_re_indexes_this_sites_roots_from_the_cache(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from memoryd.daemon.client.cli import main
+
+    _, new_b = old_database(pg_dsn, tmp_path)
+    root = next(iter(new_b.effective_roots))
+    toml = tmp_path / "memoryd.toml"
+    toml.write_text(f'[embedding]\nprovider = "hash"\n[watch]\nroots = ["{root}"]\n'
+                    f'[storage]\nbackend = "postgres"\nsslmode = "disable"\nsite = "b"\n', encoding="utf-8")
+    monkeypatch.setenv("MEMORYD_PG_DSN", pg_dsn)
+    argv = ["migrate-storage", "--reindex", "--config", str(toml), "--data-dir", str(tmp_path / "b" / "data")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"dropped {2 * len(CORPUS)} files" in err and "embedded 0" in err and f"{len(CORPUS)} files" in err
+    assert main(argv) == 0  # nothing left to drop: the run only reconciles
+    assert "dropped" not in capsys.readouterr().err
