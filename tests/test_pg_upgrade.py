@@ -143,3 +143,27 @@ def test_the_command_re_indexes_this_sites_roots_from_the_cache(
     assert f"dropped {2 * len(CORPUS)} files" in err and "embedded 0" in err and f"{len(CORPUS)} files" in err
     assert main(argv) == 0  # nothing left to drop: the run only reconciles
     assert "dropped" not in capsys.readouterr().err
+
+
+def test_bench_reuse_of_an_old_database_says_what_to_do_and_reindex_repairs_it(pg_dsn: str, tmp_path: Path) -> None:
+    import argparse
+    import importlib
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))  # the bench scripts import their siblings as scripts do
+    scale_pg = importlib.import_module("scale_pg")
+    new_a, _ = old_database(pg_dsn, tmp_path)
+    root = next(iter(new_a.effective_roots))
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
+    args = argparse.Namespace(reuse=tmp_path / "kept", reindex=False)
+    with pytest.raises(SystemExit, match="add --reindex to re-index it in place"):
+        scale_pg.reindex_kept(new_a, CountingEmbedder(INNER), root, files, args)
+    emb = CountingEmbedder(INNER)
+    scale_pg.reindex_kept(new_a, emb, root, files, argparse.Namespace(reuse=args.reuse, reindex=True))
+    again = PgMemoryIndex(new_a, emb)  # opens: the database now has this memoryd's settings
+    try:
+        assert again.status()["files"] == len(CORPUS) and emb.calls == 0
+    finally:
+        again.close()

@@ -54,6 +54,10 @@ log = structlog.get_logger(__name__)
 REINDEX_COMMAND = "memoryd migrate-storage --reindex"
 
 
+class IdentityMismatchError(StoreError):
+    """The database's chunks were made with other settings (model, chunking, text rules) than this memoryd's."""
+
+
 class PgMemoryIndex(MemoryIndex):
     def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
                  background_rebuilds: bool = False, pool: psycopg_pool.ConnectionPool | None = None,
@@ -171,7 +175,7 @@ class PgMemoryIndex(MemoryIndex):
             with self.pg.connection() as c:
                 row = c.execute("SELECT EXISTS (SELECT 1 FROM memoryd_chunks)").fetchone()
             if have is not None and row and row[0] and not self._reindex:
-                raise StoreError(
+                raise IdentityMismatchError(
                     f"database {self.where} holds chunks indexed with other settings ({_differences(have, want)});"
                     f" to re-index every site with this memoryd's settings, stop this daemon and run"
                     f" `{REINDEX_COMMAND}` (it drops every site's chunks, keeps the embedding cache; daemons"
