@@ -14,8 +14,8 @@ under ``DIR/<size>/``, the private server's cluster under ``DIR/pg``, stopped at
 and keeps it, and ``--reuse DIR`` opens that database and measures only the rest (its
 build time is the one recorded at ``--keep``). A kept database made by a memoryd with other
 settings (a version bump of the chunker or the text rules) is refused with what to do:
-``--reuse DIR --reindex`` re-indexes it in place (vectors from its cache), or build it again. Each run's update measurement appends
-20 sections to the kept corpus, so a reused corpus grows by 20 chunks per run.
+``--reuse DIR --reindex`` re-indexes it in place (vectors from its cache), or build it again.
+Each run's update measurement appends 20 sections to the kept corpus, so a reused corpus grows by 20 chunks per run.
 """
 
 from __future__ import annotations
