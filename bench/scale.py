@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--backend postgres: build into DIR (corpus, private server) and keep it there")
     ap.add_argument("--reuse", type=Path, metavar="DIR",
                     help="--backend postgres: measure on the build --keep DIR left, without building")
+    ap.add_argument("--reindex", action="store_true",
+                    help="with --reuse: a kept database of another memoryd's settings is re-indexed in place")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args(argv)
     if (args.keep or args.reuse) and (args.backend != "postgres" or (args.keep and args.reuse)):

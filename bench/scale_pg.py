@@ -12,8 +12,10 @@ stored vectors (queries: perturbed stored vectors, as for FAISS).
 A 100k build takes tens of minutes, so ``--keep DIR`` builds into ``DIR`` (the corpus
 under ``DIR/<size>/``, the private server's cluster under ``DIR/pg``, stopped at exit)
 and keeps it, and ``--reuse DIR`` opens that database and measures only the rest (its
-build time is the one recorded at ``--keep``). Each run's update measurement appends
-20 sections to the kept corpus, so a reused corpus grows by 20 chunks per run.
+build time is the one recorded at ``--keep``). A kept database made by a memoryd with other
+settings (a version bump of the chunker or the text rules) is refused with what to do:
+``--reuse DIR --reindex`` re-indexes it in place (vectors from its cache), or build it again.
+Each run's update measurement appends 20 sections to the kept corpus, so a reused corpus grows by 20 chunks per run.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
                 built.write_text(json.dumps(info))
         files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
 
+        if args.reuse:
+            reindex_kept(cfg, embedder, root, files, args)
         t0 = time.perf_counter()
         mi = PgMemoryIndex(cfg, embedder)
         warm_s = time.perf_counter() - t0
@@ -96,6 +100,22 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
     finally:
         if not keep:
             remove_tree(tmp)
+
+
+def reindex_kept(cfg: Any, embedder: Any, root: Path, files: list[str], args: Any) -> None:
+    """A kept database of another memoryd's settings: re-index it with ``--reindex``, else say what to do."""
+    from memoryd.indexer.storage.postgres.index import IdentityMismatchError, PgMemoryIndex
+
+    try:
+        mi = PgMemoryIndex(cfg, embedder, reindex=bool(getattr(args, "reindex", False)))
+    except IdentityMismatchError as exc:
+        raise SystemExit(f"--reuse {args.reuse}: {str(exc).split(';')[0]}; add --reindex to re-index it in place"
+                         f" (every chunk again, vectors from its cache), or build it again with --keep") from None
+    try:
+        if mi.reset is not None:
+            mi.index_files([(root, rel) for rel in files])
+    finally:
+        mi.close()
 
 
 def pg_recall(mi: Any, n_queries: int, seed: int, noise: float) -> tuple[float, float]:

@@ -96,6 +96,7 @@ class SiteLock:
         self._mutex = threading.Lock()  # the worker verifies; status reads held/lost from other threads
         self.held: dict[Path, str] = {}  # root -> site
         self.lost: dict[Path, str] = {}  # root -> why
+        self.generation = self._generation()  # the identity generation read by the last verify
 
     def acquire(self, site: str, root: Path) -> None:
         with self._mutex:
@@ -107,19 +108,26 @@ class SiteLock:
         row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(site, root),)).fetchone()
         return bool(row and row[0])
 
+    def _generation(self) -> str:
+        """The database's identity generation (bumped by ``migrate-storage --reindex``); "0" before any."""
+        row = self._conn.execute("SELECT value FROM memoryd_meta WHERE key = %s", (schema.GENERATION_KEY,)).fetchone()
+        return str(row[0]) if row else "0"
+
     def verify(self) -> list[Path]:
         """Make sure the held locks still are; returns the roots lost by this call (usually none).
 
-        One round trip when the connection is alive. Raises StorageUnavailableError when the
-        database cannot be reached (then nothing can be written anyway).
+        One round trip when the connection is alive, which also reads the identity generation
+        into :attr:`generation` (the caller compares it with its own). Raises
+        StorageUnavailableError when the database cannot be reached (then nothing can be written anyway).
         """
         with self._mutex:
             try:
-                self._conn.execute("SELECT 1")
+                self.generation = self._generation()
                 return []
             except psycopg.Error:
                 self._conn.close()
             self._conn = connect(*self._args)  # raises StorageUnavailableError while the database is away
+            self.generation = self._generation()
             newly: list[Path] = []
             for root, site in list(self.held.items()):
                 if not self._try(site, root):

@@ -14,6 +14,11 @@ another daemon took meanwhile (:meth:`PgMemoryIndex.lost_roots`, shown by ``stat
 The identity (model, dimension, chunking, text rules) is the *database's*: a daemon
 whose identity differs from the stored one refuses to start while any chunk exists,
 because dropping every chunk, as the embedded backend does, would wipe other sites.
+Dropping them is explicit (``reindex=True``, ``memoryd migrate-storage --reindex``): it
+bumps the database's identity generation, which every write checks, so a daemon of the old
+settings stops writing at once (``storage.identity_changed``, its roots shown lost in
+``status``), while one whose settings match the new identity re-adds its roots at its next
+reconcile (its file rows are gone; the shared cache spares the embeddings).
 """
 
 from __future__ import annotations
@@ -46,11 +51,21 @@ from memoryd.indexer.vectorfill import VectorFill
 
 log = structlog.get_logger(__name__)
 
+REINDEX_COMMAND = "memoryd migrate-storage --reindex"
+
+
+class IdentityMismatchError(StoreError):
+    """The database's chunks were made with other settings (model, chunking, text rules) than this memoryd's."""
+
 
 class PgMemoryIndex(MemoryIndex):
     def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
-                 background_rebuilds: bool = False, pool: psycopg_pool.ConnectionPool | None = None) -> None:
-        """Open (and migrate) the database named by ``cfg.storage``; ``pool`` reuses an open one (tests)."""
+                 background_rebuilds: bool = False, pool: psycopg_pool.ConnectionPool | None = None,
+                 reindex: bool = False) -> None:
+        """Open (and migrate) the database named by ``cfg.storage``; ``pool`` reuses an open one (tests).
+
+        ``reindex``: when the stored identity differs, drop every site's chunks and take this one's
+        (see the module's docstring) instead of refusing."""
         st = cfg.storage
         self.cfg = cfg
         self.embedder = embedder
@@ -62,6 +77,9 @@ class PgMemoryIndex(MemoryIndex):
         self.lock = threading.Lock()
         self._site_lock: connect.SiteLock | None = None
         self._last_status: dict[str, Any] = {}
+        self._reindex = reindex and not read_only
+        self.identity_changed: str | None = None  # set when another site re-indexed with other settings
+        self.reset: tuple[int, int, int] | None = None  # (files, chunks, generation) dropped by ``reindex``
         timeout = st.connect_timeout_s
         if not read_only:
             connect.prepare(st.dsn, st.sslmode, timeout)
@@ -127,7 +145,27 @@ class PgMemoryIndex(MemoryIndex):
         for root in self._site_lock.verify():
             log.error("storage.site_lock.lost", root=str(root), site=self.site, database=self.where,
                       action="this daemon no longer indexes this root; stop the other daemon and restart this one")
+        if self.identity_changed is None and self._site_lock.generation != self.pg.generation:
+            self._generation_changed(self._site_lock.generation)
         return self._site_lock.lost
+
+    def _generation_changed(self, generation: str) -> None:
+        """Another site re-indexed the database: follow it if its identity is ours, else stop writing."""
+        stored = self.store.meta("identity")
+        have = json.loads(stored) if stored else None
+        if have == self.identity():
+            log.info("storage.identity_reset", site=self.site, database=self.where, generation=generation,
+                     action="every file row was dropped; the next reconcile re-adds this site's roots")
+            self.pg.generation = generation
+            return
+        assert self._site_lock is not None
+        why = (f"the database was re-indexed with other settings ({_differences(have or {}, self.identity())});"
+               " upgrade memoryd here and restart it")
+        self.identity_changed = why
+        for root in self._site_lock.held:
+            self._site_lock.lost[root] = why
+        log.error("storage.identity_changed", site=self.site, database=self.where, generation=generation,
+                  action="this daemon stopped writing: " + why)
 
     def _check_identity(self) -> None:
         want = self.identity()
@@ -136,14 +174,23 @@ class PgMemoryIndex(MemoryIndex):
         if have != want:
             with self.pg.connection() as c:
                 row = c.execute("SELECT EXISTS (SELECT 1 FROM memoryd_chunks)").fetchone()
-            if have is not None and row and row[0]:
-                changed = sorted(k for k in want if have.get(k) != want.get(k))
-                stored_as = ", ".join(f"{k}={have.get(k)}" for k in changed)
-                raise StoreError(f"database {self.where} holds chunks indexed with other settings ({stored_as});"
-                                 " use the same model and chunking on every site, or another database")
+            if have is not None and row and row[0] and not self._reindex:
+                raise IdentityMismatchError(
+                    f"database {self.where} holds chunks indexed with other settings ({_differences(have, want)});"
+                    f" to re-index every site with this memoryd's settings, stop this daemon and run"
+                    f" `{REINDEX_COMMAND}` (it drops every site's chunks, keeps the embedding cache; daemons"
+                    " still on the old settings stop writing until upgraded), or use another database")
             if self.read_only:
                 raise StoreError(f"no index in {self.where} (run `memoryd index` first)")
-            self.store.set_meta({"identity": json.dumps(want, sort_keys=True)})
+            if have is not None and self._reindex:
+                same_vectors = all(have.get(k) == want[k] for k in ("model_id", "dimension"))
+                self.reset = self.pg.reset_all_sites(json.dumps(want, sort_keys=True), drop_cache=not same_vectors)
+                log.warning("storage.reindexed", database=self.where, site=self.site, files=self.reset[0],
+                            chunks=self.reset[1], generation=self.reset[2], changed=_differences(have, want))
+            else:
+                self.store.set_meta({"identity": json.dumps(want, sort_keys=True)})
+        if not self.read_only and self.pg.generation is None:
+            self.pg.generation = self.pg.ensure_generation()
         if not self.read_only:
             with self.pg.connection() as c:
                 schema.ensure_hnsw(c, self.embedder.dimension)
@@ -188,6 +235,7 @@ class PgMemoryIndex(MemoryIndex):
         lost = [{"root": str(r), "why": why} for r, why in sorted(self.lost_roots().items())]
         return {"backend": "postgres", "where": self.where, "database": self.where, "site": self.site,
                 "error": self.pg.health.error if not self.pg.health.reachable else None,
+                "identity_changed": self.identity_changed,
                 **self.pg.health.to_json(), "locks": {"held": held, "lost": lost}}
 
     def _status(self) -> dict[str, Any]:
@@ -229,3 +277,8 @@ class PgMemoryIndex(MemoryIndex):
         if self._own_pool:  # the store's pool: it replaces the first one after an outage
             pg = getattr(self, "pg", None)
             (pg.pool if pg is not None else self.pool).close()
+
+
+def _differences(have: dict[str, Any], want: dict[str, str]) -> str:
+    """The stored settings that differ from ``want``, as ``key=stored value`` (for messages)."""
+    return ", ".join(f"{k}={have.get(k)}" for k in sorted(want) if have.get(k) != want.get(k))

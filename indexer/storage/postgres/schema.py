@@ -23,6 +23,7 @@ from typing import Any
 from memoryd.indexer.storage.base import SchemaTooNewError
 
 MIGRATION_LOCK = 0x6D656D6F7279  # "memory": serialises migrations across daemons
+GENERATION_KEY = "identity_generation"  # memoryd_meta: bumped each time every site's chunks are dropped
 EF_SEARCH = 128  # HNSW search breadth (pgvector's default is 40); the embedded HNSW starts at 128 too
 
 MIGRATIONS: tuple[str, ...] = (

@@ -30,11 +30,17 @@ import numpy as np
 import psycopg
 import psycopg_pool
 
+from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.postgres.schema import GENERATION_KEY, MIGRATION_LOCK
 from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
 from memoryd.indexer.store import FileChange, FileRow, NewChunk
 
 _FILE_COLS = "id, root_id, path, size, mtime_ns, sha256"
+
+
+class IdentityChangedError(StoreError):
+    """The database was re-indexed with other settings since this daemon opened it."""
 
 
 class Health:
@@ -77,6 +83,9 @@ class PgStore:
         self._swap = threading.Lock()
         self._failed_probe = -float("inf")  # monotonic time of the last probe that found the database away
         self._roots: dict[Path, int] = {}
+        # The identity generation this site's chunks are made for: every file write checks it in its own
+        # transaction (None: no check), so a daemon of older settings cannot commit after a re-index.
+        self.generation: str | None = None
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -183,6 +192,7 @@ class PgStore:
         chunk's vector in the cache, from which the chunk rows take it.
         """
         with self.transaction() as c:
+            self._check_generation(c)
             row = c.execute(
                 "INSERT INTO memoryd_files (root_id, path, size, mtime_ns, sha256, front_matter)"
                 " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (root_id, path) DO UPDATE SET size = EXCLUDED.size,"
@@ -192,6 +202,18 @@ class PgStore:
             if in_transaction is not None:
                 in_transaction(c)
             return _replace_chunks(c, int(row[0]), chunks)
+
+    def _check_generation(self, c: psycopg.Connection[Any]) -> None:
+        """Inside a write: the generation row, share-locked, so a re-index either waits for this
+        transaction (and then drops what it wrote) or has committed and this write is refused."""
+        if self.generation is None:
+            return
+        row = c.execute("SELECT value FROM memoryd_meta WHERE key = %s FOR SHARE", (GENERATION_KEY,)).fetchone()
+        found = str(row[0]) if row else "0"
+        if found != self.generation:
+            raise IdentityChangedError(
+                f"database {self.where} was re-indexed with other settings (identity generation {found}, "
+                f"this daemon's {self.generation}): nothing is written until memoryd is upgraded and restarted here")
 
     def delete_file(self, root_id: int, rel: str) -> list[int]:
         with self.transaction() as c:
@@ -220,6 +242,42 @@ class PgStore:
         with self.transaction() as c:
             c.execute("DELETE FROM memoryd_files WHERE root_id IN (SELECT id FROM memoryd_roots WHERE site = %s)",
                       (self.site,))
+
+    def ensure_generation(self) -> str:
+        """The identity generation, its row created ("0") if missing: writes share-lock that row,
+        which only serialises them with a re-index if it exists."""
+        with self.transaction() as c:
+            c.execute("INSERT INTO memoryd_meta (key, value) VALUES (%s, '0') ON CONFLICT (key) DO NOTHING",
+                      (GENERATION_KEY,))
+            row = c.execute("SELECT value FROM memoryd_meta WHERE key = %s", (GENERATION_KEY,)).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    def reset_all_sites(self, identity: str, drop_cache: bool) -> tuple[int, int, int]:
+        """Drop every site's files, chunks and postings and record ``identity``, in one transaction
+        under the migration lock; returns (files, chunks, new generation).
+
+        The meta row is updated first: a concurrent write holds it share-locked (:meth:`_check_generation`),
+        so this waits for that write instead of deadlocking with it on the tables. Roots stay
+        (their ids and the site locks are unchanged); the embedding cache stays unless ``drop_cache``
+        (another model or dimension: its vectors would be of no use)."""
+        with self.transaction() as c:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            row = c.execute(
+                "INSERT INTO memoryd_meta (key, value) VALUES (%s, '1') ON CONFLICT (key)"
+                " DO UPDATE SET value = (memoryd_meta.value::bigint + 1)::text RETURNING value",
+                (GENERATION_KEY,)).fetchone()
+            assert row is not None
+            counts = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks)"
+                               ).fetchone()
+            assert counts is not None
+            c.execute("TRUNCATE memoryd_postings, memoryd_chunks, memoryd_files")
+            if drop_cache:
+                c.execute("TRUNCATE memoryd_embed_cache")
+            c.execute("INSERT INTO memoryd_meta (key, value) VALUES ('identity', %s)"
+                      " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (identity,))
+        self.generation = str(row[0])
+        return int(counts[0]), int(counts[1]), int(row[0])
 
     # -- chunks -------------------------------------------------------------------------
 
