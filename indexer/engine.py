@@ -338,6 +338,10 @@ class MemoryIndex:
             self._background = on
             self.vectors.auto_rebuild = not on
 
+    def take_reconcile_wanted(self) -> bool:
+        """True once when the storage dropped this site's rows under it (a shared database re-indexed)."""
+        return False
+
     def rebuild_wanted(self) -> bool:
         """True when the vector structure is due a rebuild (switch or compaction) and none is planned."""
         return self._background and self.vectors.rebuilding is None and self.vectors.wanted() is not None

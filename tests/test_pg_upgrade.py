@@ -90,6 +90,9 @@ def test_a_site_with_the_new_settings_gets_its_roots_back_without_a_restart(pg_d
         a.pg.reset_all_sites(json.dumps(a.identity(), sort_keys=True), drop_cache=False)
         a.close()
         assert b.status()["files"] == 0
+        assert not b.take_reconcile_wanted()  # nothing has told b yet
+        b.save()  # the daemon's snapshot (every 30 s) checks the generation
+        assert b.take_reconcile_wanted() and not b.take_reconcile_wanted()  # once: the scheduler asks for it
         stats = reconcile(b, list(new_b.effective_roots), FILTER)  # the daemon's next sweep, same process
         assert stats.files_indexed == len(CORPUS) and stats.embedded == 0
         assert b.status()["files"] == len(CORPUS) and b.identity_changed is None and not b.lost_roots()

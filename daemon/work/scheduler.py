@@ -65,3 +65,5 @@ class Scheduler:
         self._check_watchers()
         if self._worker.storage_down and (self._probe is None or self._probe.done()):
             self._probe = self._worker.call(self._index.save)
+        if self._index.take_reconcile_wanted():  # a shared database re-indexed with our settings
+            self._worker.request_reconcile("database re-indexed by another site")

@@ -79,6 +79,7 @@ class PgMemoryIndex(MemoryIndex):
         self._last_status: dict[str, Any] = {}
         self._reindex = reindex and not read_only
         self.identity_changed: str | None = None  # set when another site re-indexed with other settings
+        self._follow_reset = False  # set by a matching re-index elsewhere; the daemon reconciles at once
         self.reset: tuple[int, int, int] | None = None  # (files, chunks, generation) dropped by ``reindex``
         timeout = st.connect_timeout_s
         if not read_only:
@@ -155,8 +156,9 @@ class PgMemoryIndex(MemoryIndex):
         have = json.loads(stored) if stored else None
         if have == self.identity():
             log.info("storage.identity_reset", site=self.site, database=self.where, generation=generation,
-                     action="every file row was dropped; the next reconcile re-adds this site's roots")
+                     action="every file row was dropped; a reconcile re-adds this site's roots")
             self.pg.generation = generation
+            self._follow_reset = True
             return
         assert self._site_lock is not None
         why = (f"the database was re-indexed with other settings ({_differences(have or {}, self.identity())});"
@@ -206,6 +208,12 @@ class PgMemoryIndex(MemoryIndex):
         return self.searcher.search(
             query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
             exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check, sites=sites)
+
+    def take_reconcile_wanted(self) -> bool:
+        """True once after another site re-indexed the database with our settings (checked at each
+        write and snapshot): this site's file rows are gone and its roots must be re-added now."""
+        wanted, self._follow_reset = self._follow_reset, False
+        return wanted
 
     def save(self, force: bool = False) -> bool:
         """Every change is already committed; only the cache counters are kept (this site's)."""
