@@ -134,8 +134,14 @@ def features_from(
     weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
     total = sum(weights[t] for t in terms)
     missing = 1.0 - coverage(terms, {t for t in terms if df.get(t, 0) > 0}, weights, total) if terms else 0.0
-    return {i: Features(None if cosines is None else cosines.get(i),
-                        coverage(terms, stored.get(i, set()), weights, total), missing) for i in ids}
+    weighted = list(weights.items())  # the query's order: each hit's sum is the float coverage() returns
+    empty: set[str] = set()
+
+    def covered(doc_terms: set[str]) -> float:
+        return sum([w for t, w in weighted if t in doc_terms]) / total if total > 0 else 0.0
+
+    return {i: Features(None if cosines is None else cosines.get(i), covered(stored.get(i, empty)), missing)
+            for i in ids}
 
 
 def _sigmoid(z: float) -> float:

@@ -339,8 +339,9 @@ class HybridSearcher:
                          self._cfg.vector_weight, self._cfg.text_weight)
         if query and mode != "vector":
             fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
-            fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path, rows[i].text) for i in ids}, intents,
-                                        self._cfg.intent_boost)
+            if intents:  # most queries show none: then the candidates' places are not gathered
+                fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path, rows[i].text) for i in ids},
+                                            intents, self._cfg.intent_boost)
         shown = fused if mode == "vector" else minmax(fused, ids)
         hits = []
         for i in ids:
