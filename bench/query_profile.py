@@ -121,7 +121,8 @@ def profile_series(index: Any, embedder: Any, queries: list[str], repeat: int, v
         totals, parts = measure(run, queries, repeat)
         shown = "  ".join(f"{k.strip('_')} {v:.2f}" for k, v in parts.items() if v >= 0.05)
         after = f"  after legs {sum(parts[k] for k in AFTER_LEGS):.2f}" if variant != "bare" else ""
-        print(f"  {variant:<11} p50 {statistics.median(totals):7.2f}  p99 {quantile(totals, 0.99):7.2f}{after}  {shown}")
+        p50, p99 = statistics.median(totals), quantile(totals, 0.99)
+        print(f"  {variant:<11} p50 {p50:7.2f}  p99 {p99:7.2f}{after}  {shown}")
     ahead.close()
 
 
