@@ -17,7 +17,9 @@ questions. Each is run as
   daemon runs it (``daemon/work/query_embedding.py``): model and keyword leg share the cores.
 
 FAISS runs on one thread, as in the daemon. Prints the medians (ms) of the last
-``--repeat`` pass (the first warms the caches), component by component.
+``--repeat`` pass (the first warms the caches), component by component, and ``after legs``:
+the sum of the medians of the work both storage backends share once the legs are back
+(fusion, calibration features, calibrated scores, cut/merge/matched lines, the JSON dict).
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ from typing import Any
 import _common  # noqa: F401  (puts the repository on sys.path)
 
 SPANS = ("_keyword_plan", "_idfs", "_keyword_leg", "_with_proximity", "_vector_leg", "fetch_chunks", "_fuse",
-         "_features", "calibrated", "_finish")
+         "_features", "calibrated", "_finish", "to_json")
+AFTER_LEGS = ("_fuse", "_features", "calibrated", "_finish", "to_json")
+"""The Python work once both legs are back (shared by both storage backends): summed as ``after legs``."""
 
 spans: dict[str, float] = {}
+clock: Callable[[], float] = time.perf_counter
 
 
 def timed(owner: Any, name: str) -> None:
@@ -47,11 +52,11 @@ def timed(owner: Any, name: str) -> None:
 
     @functools.wraps(inner)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
+        t0 = clock()
         try:
             return inner(*args, **kwargs)
         finally:
-            spans[name] = spans.get(name, 0.0) + time.perf_counter() - t0
+            spans[name] = spans.get(name, 0.0) + clock() - t0
 
     setattr(owner, name, wrapper)
 
@@ -66,7 +71,13 @@ def main() -> None:
     ap.add_argument("eval_dir", type=Path, help="the LoCoMo/MADial dev sets")
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"), help="eval_retrieval.py's --work")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--variants", default="bare,no model,overlapped", help="comma-separated: which runs to time")
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="thread: CPU time of the searching thread (steadier on a busy machine; the model's own "
+                         "threads and the overlapped embedding are then not counted)")
     args = ap.parse_args()
+    global clock
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
 
     import faiss
 
@@ -74,13 +85,13 @@ def main() -> None:
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.engine import MemoryIndex
-    from memoryd.indexer.search import hybrid, shaping
+    from memoryd.indexer.search import hits, hybrid, shaping
 
     configure_logging("warning", "console")
     faiss.omp_set_num_threads(1)  # as the daemon runs queries (daemon/app.py)
     for name in SPANS:
         owner: Any = hybrid if name in ("_keyword_leg", "fetch_chunks") else \
-            shaping if name == "calibrated" else hybrid.HybridSearcher
+            shaping if name == "calibrated" else hits.SearchResult if name == "to_json" else hybrid.HybridSearcher
         timed(owner, name)
     cfg = dataclasses.replace(Config(), embedding=EmbeddingConfig())
     embedder = load_embedder(cfg.embedding, args.work / "model")
@@ -95,11 +106,11 @@ def main() -> None:
         fcfg = with_overrides(cfg, roots=[args.work / "roots" / folder], data_dir=args.work / "data" / folder)
         index = MemoryIndex(fcfg, embedder)
         print(f"== {label}: {len(queries)} queries, {folder}")
-        profile_series(index, embedder, queries, args.repeat)
+        profile_series(index, embedder, queries, args.repeat, args.variants.split(","))
         index.close()
 
 
-def profile_series(index: Any, embedder: Any, queries: list[str], repeat: int) -> None:
+def profile_series(index: Any, embedder: Any, queries: list[str], repeat: int, variants: list[str]) -> None:
     from memoryd.daemon.work.query_embedding import QueryEmbeddings
     from memoryd.indexer.search.querytext import clean_query
 
@@ -111,9 +122,13 @@ def profile_series(index: Any, embedder: Any, queries: list[str], repeat: int) -
         "overlapped": lambda q: index.search(q, k=8, query_vector=ahead.start(clean_query(q))).to_json(),
     }
     for variant, run in runs.items():
+        if variant not in variants:
+            continue
         totals, parts = measure(run, queries, repeat)
         shown = "  ".join(f"{k.strip('_')} {v:.2f}" for k, v in parts.items() if v >= 0.05)
-        print(f"  {variant:<11} p50 {statistics.median(totals):7.2f}  p99 {quantile(totals, 0.99):7.2f}  {shown}")
+        after = f"  after legs {sum(parts[k] for k in AFTER_LEGS):.2f}" if variant != "bare" else ""
+        p50, p99 = statistics.median(totals), quantile(totals, 0.99)
+        print(f"  {variant:<11} p50 {p50:7.2f}  p99 {p99:7.2f}{after}  {shown}")
     ahead.close()
 
 
@@ -124,10 +139,10 @@ def measure(run: Callable[[str], Any], queries: list[str], repeat: int) -> tuple
     for rep in range(repeat):
         for q in queries:
             spans.clear()
-            t0 = time.perf_counter()
+            t0 = clock()
             run(q)
             if rep == repeat - 1:
-                totals.append((time.perf_counter() - t0) * 1000)
+                totals.append((clock() - t0) * 1000)
                 for name in SPANS:
                     per.setdefault(name, []).append(spans.get(name, 0.0) * 1000)
     return totals, {k: statistics.median(v) for k, v in per.items()}

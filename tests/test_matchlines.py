@@ -35,6 +35,20 @@ def test_vector_only_match_names_the_best_sub_window() -> None:
     assert best_lines(line_scores(CHAT, 10, {"agenc": 2.0, "weather": 1.0})) == [14, 15, 12]
 
 
+def test_keyword_score_is_exact_whatever_the_term_order() -> None:
+    # Float addition is not associative: summed in set order (which follows the process's string hashes),
+    # 0.1 + 0.2 + 0.3 gives 0.6 or 0.6000000000000001, and lines with the same terms could rank apart.
+    idfs = {"alpha": 0.1, "bravo": 0.2, "charli": 0.3}
+    scores = line_scores("alpha bravo charlie\ncharlie bravo alpha\nbravo alpha charlie", 1, idfs)
+    assert [scores[n][0] for n in (1, 2, 3)] == [0.6, 0.6, 0.6]
+
+
+def test_a_line_takes_the_best_cosine_of_the_windows_holding_it() -> None:
+    windows = [(11, 12, -0.1), (12, 13, -0.3), (14, 20, 0.4), (15, 15, 0.9)]
+    scores = line_scores(CHAT, 10, {}, windows)
+    assert {n: c for n, (_, c) in scores.items()} == {10: 0.0, 11: -0.1, 12: -0.1, 14: 0.4, 15: 0.9}
+
+
 def test_cjk_lines_match_the_query_bigrams() -> None:
     text = "我们去了公园。\n元旦晚会我要表演魔术！"
     scores = line_scores(text, 1, {"魔术": 4.0, "晚会": 2.0})

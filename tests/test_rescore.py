@@ -11,6 +11,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.search.calibration import features_for
 from memoryd.indexer.search.keyword_plan import DocFrequencies
 from memoryd.indexer.search.rescore import date_boost, keyword_with_proximity
 from tests.helpers import make_config
@@ -42,6 +43,19 @@ def test_proximity_lifts_the_chunk_holding_the_words_together(conn: sqlite3.Conn
     assert 4 not in out  # a chunk without BM25 does not gain one
     assert keyword_with_proximity(conn, DocFrequencies(), ["lgbtq", "support"], kw, weight=0.0) == kw
     assert keyword_with_proximity(conn, DocFrequencies(), ["support"], kw) == kw  # nothing to pair
+
+
+def test_stored_terms_are_read_once_per_query(conn: sqlite3.Connection) -> None:
+    # A memo entry that differs from the table shows which source was used.
+    stored = {2: "lgbtq support group"}
+    out = keyword_with_proximity(conn, DocFrequencies(), ["lgbtq", "support", "group"], {1: 5.0, 2: 5.0, 3: 0.5},
+                                 weight=2.0, stored=stored)
+    assert out[2] == out[1] > 5.0  # chunk 2's words are together in the memo, apart in the table
+    assert stored == {2: "lgbtq support group", 1: "carolin went lgbtq support group yesterday",
+                      3: "carolin paint sunset"}
+    feats = features_for(conn, [1, 2, 4], ["carolin", "hike"], {"carolin": 11, "hike": 2}, 11, None, stored)
+    assert feats[2].coverage == 0.0  # the memo's terms, not the table's (which hold both words)
+    assert 0.0 < feats[1].coverage < feats[4].coverage == 1.0  # 4 is read from the table
 
 
 def test_date_boost_raises_matching_files_by_the_spread() -> None:

@@ -109,7 +109,7 @@ def term_weight(df: int, n_docs: int) -> float:
 
 def features_for(
     conn: sqlite3.Connection, ids: Sequence[int], terms: Sequence[str], df: Mapping[str, int], n_docs: int,
-    cosines: Mapping[int, float] | None,
+    cosines: Mapping[int, float] | None, known: Mapping[int, str] | None = None,
 ) -> dict[int, Features]:
     """Features of the chunks ``ids`` for a query with keyword ``terms`` (document frequencies ``df``).
 
@@ -117,10 +117,15 @@ def features_for(
     yet (keyword-first indexing, :mod:`memoryd.indexer.search.pending`) and is scored by the
     keyword-only coefficients: a cosine of 0 would score it near 0 and make ``context`` and
     the MCP tools abstain on a folder that is still being embedded. A chunk that vanished
-    since it was ranked has no stored terms and gets coverage 0.
+    since it was ranked has no stored terms and gets coverage 0. ``known`` holds chunks' stored terms
+    the search already read (for term proximity): only the others are read.
     """
-    stored = {int(i): set(str(t).split()) for i, t in
-              select_in(conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", list(ids))} if terms else {}
+    if not terms:
+        return features_from(ids, terms, df, n_docs, {}, cosines)
+    known = known or {}
+    stored = {i: set(known[i].split()) for i in ids if i in known}
+    stored.update((int(i), set(str(t).split())) for i, t in select_in(
+        conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", [i for i in ids if i not in known]))
     return features_from(ids, terms, df, n_docs, stored, cosines)
 
 
@@ -134,8 +139,14 @@ def features_from(
     weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
     total = sum(weights[t] for t in terms)
     missing = 1.0 - coverage(terms, {t for t in terms if df.get(t, 0) > 0}, weights, total) if terms else 0.0
-    return {i: Features(None if cosines is None else cosines.get(i),
-                        coverage(terms, stored.get(i, set()), weights, total), missing) for i in ids}
+    weighted = list(weights.items())  # the query's order: each hit's sum is the float coverage() returns
+    empty: set[str] = set()
+
+    def covered(doc_terms: set[str]) -> float:
+        return sum([w for t, w in weighted if t in doc_terms]) / total if total > 0 else 0.0
+
+    return {i: Features(None if cosines is None else cosines.get(i), covered(stored.get(i, empty)), missing)
+            for i in ids}
 
 
 def _sigmoid(z: float) -> float:

@@ -156,6 +156,7 @@ class HybridSearcher:
         n_cand = max(candidates or self._cfg.candidates, k)
         expanded, added = self._synonyms.expand(query, terms) if terms else (terms, {})
         intents = intent.classify(query) if mode != "vector" else ()
+        stored: dict[int, str] = {}  # chunks' indexed terms, read once for proximity and calibration
         try:
             with self._readers.connection() as conn, self._lock:
                 allowed = _allowed_ids(conn, path_prefix, exclude_prefixes) \
@@ -166,7 +167,7 @@ class HybridSearcher:
                 kw = dict(list(kw_deep.items())[:n_cand])
                 # Ranking uses BM25 + term proximity (explain shows the raw BM25); computed per
                 # chunk, so the keyword candidates' share runs while the query is still embedding.
-                kw_ranked = self._with_proximity(conn, terms, kw)
+                kw_ranked = self._with_proximity(conn, terms, kw, stored)
                 qvec = query_vector() if mode != "keyword" and query_vector is not None else None
                 vec = self._vector_leg(qvec, n_cand, allowed)
                 cands = list(dict.fromkeys([*vec, *kw]))
@@ -176,7 +177,7 @@ class HybridSearcher:
                     # chunk scores as "no match" (cheaper than a second FTS query: ~5 ms).
                     deeper = {i: kw_deep[i] for i in cands if i not in kw and i in kw_deep}
                     kw.update(deeper)
-                    kw_ranked.update(self._with_proximity(conn, terms, deeper))
+                    kw_ranked.update(self._with_proximity(conn, terms, deeper, stored))
                 rows = fetch_chunks(conn, cands)
                 if path_check is not None:
                     rows = shaping.checked(rows, path_check)
@@ -189,7 +190,7 @@ class HybridSearcher:
         head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
         cosines = vec if qvec is not None and embedder is not None and calibration.fitted_for(embedder.model_id) \
             else None
-        feats = self._features(head, terms or keyword.query_terms(query), cosines)
+        feats = self._features(head, terms or keyword.query_terms(query), cosines, stored)
         hits = shaping.calibrated(head, feats)
         weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, min_score)) \
             if candidates is None and mode == "hybrid" and qvec is not None else None
@@ -269,21 +270,24 @@ class HybridSearcher:
         return hits
 
     def _features(
-        self, hits: Sequence[Hit], terms: list[str], vec: dict[int, float] | None,
+        self, hits: Sequence[Hit], terms: list[str], vec: dict[int, float] | None, stored: dict[int, str],
     ) -> dict[int, calibration.Features]:
         """The calibration features of ``hits`` (read outside the index lock: only FTS terms and
-        document frequencies, and a chunk replaced meanwhile merely loses its coverage)."""
+        document frequencies, and a chunk replaced meanwhile merely loses its coverage; ``stored``:
+        the terms proximity already read under the lock)."""
         if not hits:
             return {}
         with self._readers.connection() as conn:
             df = self._df.lookup(conn, terms) if terms else {}
             n_docs = int(conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
-            return calibration.features_for(conn, [h.chunk_id for h in hits], terms, df, n_docs, vec)
+            return calibration.features_for(conn, [h.chunk_id for h in hits], terms, df, n_docs, vec, stored)
 
-    def _with_proximity(self, conn: sqlite3.Connection, terms: list[str], kw: dict[int, float]) -> dict[int, float]:
+    def _with_proximity(
+        self, conn: sqlite3.Connection, terms: list[str], kw: dict[int, float], stored: dict[int, str],
+    ) -> dict[int, float]:
         if not terms or not kw:
             return dict(kw)
-        return rescore.keyword_with_proximity(conn, self._df, terms, kw, self._cfg.proximity_weight)
+        return rescore.keyword_with_proximity(conn, self._df, terms, kw, self._cfg.proximity_weight, stored)
 
     def _idfs(self, conn: sqlite3.Connection, terms: list[str]) -> dict[str, float]:
         """Each query term's IDF (cached document frequencies), for naming the lines that matched."""
@@ -339,8 +343,9 @@ class HybridSearcher:
                          self._cfg.vector_weight, self._cfg.text_weight)
         if query and mode != "vector":
             fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
-            fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path, rows[i].text) for i in ids}, intents,
-                                        self._cfg.intent_boost)
+            if intents:  # most queries show none: then the candidates' places are not gathered
+                fused = intent.intent_boost(fused, {i: (rows[i].heading, rows[i].path, rows[i].text) for i in ids},
+                                            intents, self._cfg.intent_boost)
         shown = fused if mode == "vector" else minmax(fused, ids)
         hits = []
         for i in ids:

@@ -19,6 +19,7 @@ the IDF of the query terms.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
@@ -41,15 +42,30 @@ def line_scores(
     ``windows`` are ``(start_line, end_line, cosine)`` of the chunks the hit
     covers. Lines without a query term score 0 on the keyword side.
     """
+    lines = text.split("\n")
+    cosines = _line_cosines(start_line, len(lines), windows)
     out: dict[int, tuple[float, float]] = {}
-    for offset, line in enumerate(text.split("\n")):
+    for offset, line in enumerate(lines):
         if not line.strip():
             continue
-        number = start_line + offset
-        kw = sum(idfs.get(t, 0.0) for t in _line_terms(line[:MAX_LINE_CHARS])) if idfs else 0.0
-        cos = max((c for s, e, c in windows if s <= number <= e), default=0.0)
-        out[number] = (kw, cos)
+        # fsum: exact, so the score does not depend on the set's iteration order, which follows the
+        # process's string hashes (two runs, or two lines with the same terms, could differ in the last bit
+        # and break a tie differently).
+        kw = math.fsum([idfs[t] for t in _line_terms(line[:MAX_LINE_CHARS]) if t in idfs]) if idfs else 0.0
+        out[start_line + offset] = (kw, cosines[offset])
     return out
+
+
+def _line_cosines(start_line: int, count: int, windows: Sequence[tuple[int, int, float]]) -> list[float]:
+    """The best cosine of the ``windows`` holding each of ``count`` lines from ``start_line`` (0.0: none),
+    one pass per window rather than a scan of every window for every line."""
+    best: list[float | None] = [None] * count
+    for s, e, c in windows:
+        for offset in range(max(s - start_line, 0), min(e - start_line + 1, count)):
+            seen = best[offset]
+            if seen is None or c > seen:
+                best[offset] = c
+    return [0.0 if c is None else c for c in best]
 
 
 @lru_cache(maxsize=1 << 14)

@@ -39,12 +39,14 @@ class DocFrequencyLookup(Protocol):
 
 def keyword_with_proximity(
     conn: sqlite3.Connection, dfs: DocFrequencyLookup, terms: Sequence[str], kw: Mapping[int, float],
-    weight: float = PROXIMITY_WEIGHT,
+    weight: float = PROXIMITY_WEIGHT, stored: dict[int, str] | None = None,
 ) -> dict[int, float]:
     """``kw`` (chunk id → BM25, higher is better) plus ``weight`` × proximity, for the same ids.
 
     Chunks without a BM25 score stay without one. Returns a copy of ``kw``
-    when ``weight`` is 0 or fewer than two query terms can pair.
+    when ``weight`` is 0 or fewer than two query terms can pair. ``stored``, when given, is
+    the query's memo of chunks' indexed terms: read from it, and filled with what had to be read
+    (the calibration needs the terms of the hits again).
     """
     out = dict(kw)
     words = word_terms(terms)
@@ -55,7 +57,11 @@ def keyword_with_proximity(
     idfs = {t: idf(df.get(t, 0), n_docs) for t in words}
     if len(pair_terms(words, idfs)) < 2:
         return out
-    docs = _stored_terms(conn, list(kw))
+    if stored is None:
+        docs = _stored_terms(conn, list(kw))
+    else:
+        stored.update(_stored_terms(conn, [i for i in kw if i not in stored]))
+        docs = {i: stored[i] for i in kw if i in stored}
     for cid, bonus in proximity_scores(words, idfs, docs).items():
         if bonus > 0:
             out[cid] += weight * bonus

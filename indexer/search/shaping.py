@@ -8,7 +8,6 @@ the answer with these functions, so a hit means the same whatever stores it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from memoryd.indexer.search import calibration
@@ -21,7 +20,7 @@ def calibrated(hits: list[Hit], feats: dict[int, calibration.Features]) -> list[
     """``hits`` in the same order, each ``score`` now its calibrated relevance, made non-increasing
     down the list (:func:`memoryd.indexer.search.calibration.monotone`)."""
     scores = calibration.monotone([calibration.probability(feats[h.chunk_id]) for h in hits])
-    return [replace(h, score=round(s, 6)) for h, s in zip(hits, scores, strict=True)]
+    return [h.rescored(round(s, 6)) for h, s in zip(hits, scores, strict=True)]
 
 
 def confident(hits: list[Hit], min_score: float) -> tuple[list[Hit], str | None]:
@@ -42,7 +41,7 @@ def with_match_lines(
     for h in hits:
         windows = [(rows[i].start_line, rows[i].end_line, vec.get(i, 0.0)) for i in (h.chunk_id, *h.absorbed)
                    if i in rows]
-        out.append(replace(h, match_lines=tuple(best_lines(line_scores(h.text, h.start_line, idfs, windows)))))
+        out.append(h.with_match_lines(tuple(best_lines(line_scores(h.text, h.start_line, idfs, windows)))))
     return out
 
 
