@@ -37,7 +37,7 @@ SPANS_WANTED = 2
 """Each span may take 1/SPANS_WANTED of what is left: halves (the first span 1/2, the next 1/4, ...)
 held the evidence most often on the dev sets (docs/quality.md, "Context blocks": 2 > 3 > 4)."""
 EXCERPT_BATCH = 4  # an excerpt's lines are counted this many at a time, as they are taken
-MAX_SCORED_TOKENS = 256
+MAX_SCORED_TOKENS = 1024
 """Tokens of lines per block given to ``score_lines`` (the default of ``build_context``): lines are taken
 nearest the matched ones first while the allowance lasts; those beyond it keep the matched-lines order. The
 cost of a block whose lines were never embedded is then a few query embeddings (docs/quality.md)."""
