@@ -180,7 +180,8 @@ def _reads(root: Path, index: OneHitIndex, embedder: HashEmbedder | None, vector
            line_model: bool = True) -> ReadMethods:
     roots = RootMap([root])
     return ReadMethods(index=index, roots=lambda: roots, worker=None,  # type: ignore[arg-type]
-                       search=dataclasses.replace(Config().search, context_line_model=line_model), path_filter=PathFilter(("*.md",), ()), max_file_bytes=1 << 20,
+                       search=dataclasses.replace(Config().search, context_line_model=line_model),
+                       path_filter=PathFilter(("*.md",), ()), max_file_bytes=1 << 20,
                        count_tokens=COUNT, query_vector=lambda q: vector, embedder=embedder)
 
 
