@@ -90,5 +90,13 @@ def test_lines_are_still_served_when_the_indexer_holds_the_write_lock(tmp_path: 
         index.close()
 
 
-def test_an_index_without_its_own_cache_table_gets_no_line_cache() -> None:
+def test_an_index_without_its_own_cache_table_gets_no_line_cache(tmp_path: Path) -> None:
     assert line_cache_of(object()) is None
+    index = _index(tmp_path, HashEmbedder(dimension=16))
+    store = index.store
+    try:
+        index.store = object()  # type: ignore[assignment]  # as over PostgreSQL: a MemoryIndex on another store
+        assert line_cache_of(index) is None
+    finally:
+        index.store = store
+        index.close()

@@ -121,7 +121,8 @@ def line_cache_of(index: object) -> LineCache | None:
     """A :class:`LineCache` on ``index``'s database: None for an index without an embedding cache table
     of its own (PostgreSQL) or opened read-only (line vectors then live in memory only)."""
     from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.store import Store
 
-    if not isinstance(index, MemoryIndex) or index.read_only:
-        return None
+    if not isinstance(index, MemoryIndex) or not isinstance(index.store, Store) or index.read_only:
+        return None  # PostgreSQL: a MemoryIndex over a PgStore
     return LineCache(index.store.path, index.embedder.model_id, index.embedder.dimension)
