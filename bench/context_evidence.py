@@ -2,7 +2,7 @@
 """How often a ``context`` block holds the evidence, on the LoCoMo/MADial dev sets.
 
     python bench/context_evidence.py [EVAL_DIR] [--work DIR] [--max-tokens 800] [--k 20] [--lexical]
-                                     [--memo-lines 4096] [--limit N]
+                                     [--memo-lines 4096] [--limit N] [--scored-tokens N]
 
 For each folder under EVAL_DIR holding ``queries.jsonl``, the index built by
 ``bench/eval_retrieval.py`` under ``--work`` is opened read-only (run that
@@ -16,7 +16,8 @@ or among the lines of an excerpt. Prints one row per folder, the overall rate
 per data set and over both, then the time ``build_context`` took per question
 (p50/p99, in this process, beside a bare query embedding of the same questions),
 then one JSON line. Line vectors are memoised as in the daemon (``--memo-lines 0``: every
-line embedded afresh, the cold cost; ``--limit N``: the first N questions per folder).
+line embedded afresh, the cold cost; ``--limit N``: the first N questions per folder;
+``--scored-tokens N``: the block's allowance of scored line tokens, default as the daemon's).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from memoryd.daemon.work.line_vectors import MEMO_LINES, LineVectors
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.search.context import build_context, cosine_scorer
+from memoryd.indexer.search.context import MAX_SCORED_TOKENS, build_context, cosine_scorer
 from memoryd.indexer.search.querytext import clean_query
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
@@ -69,7 +70,8 @@ def run_folder(
             hits = index.search(q["question"], k=k, query_vector=lambda v=qvec: v).to_json()["hits"]
             t0 = time.perf_counter()
             scorer = None if args.lexical or not hits else cosine_scorer(line_vectors, qvec)
-            block = build_context(q["question"], hits, max_tokens, embedder.count_tokens, scorer)
+            block = build_context(q["question"], hits, max_tokens, embedder.count_tokens, scorer,
+                                  scored_tokens=args.scored_tokens)
             times["context"].append(time.perf_counter() - t0)
             evidence = [(r["path"], r["line"]) for r in q["relevant"]]
             held += any(shown(s, p, n) for s in block["sources"] for p, n in evidence)
@@ -92,6 +94,7 @@ def main() -> None:
     ap.add_argument("--lexical", action="store_true", help="excerpts by matched lines only (no model scoring)")
     ap.add_argument("--memo-lines", type=int, default=MEMO_LINES, help="line vectors memoised (0: none)")
     ap.add_argument("--limit", type=int, default=0, help="questions per folder (0: all)")
+    ap.add_argument("--scored-tokens", type=int, default=MAX_SCORED_TOKENS, help="scored line tokens per block")
     args = ap.parse_args()
     cfg = Config()
     embedder = load_embedder(cfg.embedding, args.work / "model")
@@ -114,7 +117,8 @@ def main() -> None:
     print(f"build_context ms p50 {ms['context']['p50']:.1f} p99 {ms['context']['p99']:.1f}; query embedding ms "
           f"p50 {ms['query_embedding']['p50']:.1f} p99 {ms['query_embedding']['p99']:.1f} (p50 ratio {ratio})")
     print(json.dumps({"max_tokens": args.max_tokens, "k": args.k, "lexical": args.lexical,
-                      "memo_lines": args.memo_lines, "limit": args.limit, "folders": rows,
+                      "memo_lines": args.memo_lines, "limit": args.limit,
+                      "scored_tokens": args.scored_tokens, "folders": rows,
                       **totals, "ms": ms, "context_to_query_p50": ratio}))
 
 

@@ -57,6 +57,7 @@ from memoryd.daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interv
 from memoryd.daemon.watch.debouncer import Debouncer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.watch.watcher import Watcher
+from memoryd.daemon.work.line_vectors import line_cache_of
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.daemon.work.scheduler import Scheduler
 from memoryd.daemon.work.worker import IndexWorker
@@ -288,11 +289,15 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     def new_writer() -> MemoryEditor:  # an editor: `undo` must also revert a clear or a section update
         return MemoryEditor(d.index, d.roots.roots[0], cfg.write, history=History.in_data_dir(cfg.data_dir))
 
+    line_cache = line_cache_of(d.index) if cfg.search.context_line_model else None  # context: line vectors kept
     reads = ReadMethods(
         index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
         max_file_bytes=cfg.watch.max_file_bytes, count_tokens=d.index.embedder.count_tokens,
         query_vector=query_vector_of(d.query_embeddings), embedder=d.index.embedder,
+        line_cache=line_cache,
     )
+    if line_cache is not None:
+        d.on_shutdown.append(line_cache.close)
     audit_log = open_audit_log(cfg.write, cfg.data_dir)
     d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
     writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer)

@@ -134,6 +134,7 @@ class SearchConfig:
     synonyms: bool = True  # expand the keyword leg with the built-in synonym table (search/synonyms.py)
     synonyms_path: Path | None = None  # a user synonym file, added to the built-in table
     fallback_candidates: int = 0  # candidates per leg of the weak-result fallback (search/fallback.py); 0 = off
+    context_line_model: bool = True  # context excerpts: lines ranked by the model's cosine (search/context.py)
     index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000
 

@@ -67,6 +67,7 @@ def test_default_location_is_read_when_present(tmp_path: Path) -> None:
         ("[watch]\ndebounce_ms = -1\n", "watch.debounce_ms"),
         ("[watch]\nroots = 'notalist'\n", "watch.roots"),
         ("[search]\nmode = 'fuzzy'\n", "search.mode"),
+        ("[search]\ncontext_line_model = 'no'\n", "search.context_line_model"),
         ("[chunking]\noverlap_tokens = 300\n", "chunking.overlap_tokens"),
         ("[embedding]\nprovider = 'onnx'\n", "embedding.model_path"),
         ("[embedding]\nquery_precision = 'fp16'\n", "embedding.query_precision"),

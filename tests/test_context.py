@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from pathlib import Path
@@ -13,7 +14,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.line_vectors import LineVectors
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.search.context import MAX_SCORED_LINES, build_context, cosine_scorer, merge_hits
+from memoryd.indexer.search.context import MAX_SCORED_TOKENS, build_context, cosine_scorer, merge_hits
 from memoryd.indexer.search.hits import Hit, SearchResult
 
 OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
@@ -105,13 +106,17 @@ def test_a_scored_excerpt_takes_the_lines_closest_to_the_query_not_the_matched_o
     assert 25 in scored["sources"][0]["lines"] and "line 25 of a.md" in scored["text"]
     assert scored["tokens"] == COUNT([scored["text"]])[0] <= 60
     assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 40  # one call for the span's lines
+    assert sum(COUNT(scorer.batches[0])) <= MAX_SCORED_TOKENS
 
 
-def test_a_span_with_more_lines_than_may_be_scored_keeps_its_matched_lines() -> None:
-    big = {**hit("a.md", 1, MAX_SCORED_LINES + 1, 0.99), "match_lines": [30]}
-    scorer = RecordingScorer("line 5 of")
-    assert build_context("x", [big], 60, COUNT, scorer) == build_context("x", [big], 60, COUNT)
-    assert scorer.batches == []
+def test_lines_beyond_the_scored_tokens_keep_the_matched_lines_order() -> None:
+    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30]}
+    far = RecordingScorer("line 5 of")  # the line the model likes is far from line 30
+    cap = sum(COUNT([f"line {n} of a.md about topic {n % 7}" for n in (30, 29, 31)]))  # the three nearest
+    out = build_context("x", [big], 60, COUNT, far, scored_tokens=cap)
+    assert out == build_context("x", [big], 60, COUNT)  # line 5 lies beyond the cap: never scored, never shown
+    assert len(far.batches) == 1 and sum(COUNT(far.batches[0])) <= cap and "line 5 of a.md" not in far.batches[0]
+    assert build_context("x", [big], 60, COUNT, far, scored_tokens=0) == out and len(far.batches) == 1
 
 
 def test_ties_in_the_scores_keep_the_matched_lines_first() -> None:
@@ -126,7 +131,9 @@ def test_spans_that_fit_whole_are_not_scored_and_scored_lines_are_bounded() -> N
     assert scorer.batches == []  # nothing to trim: the model is not asked
     spans = [{**hit(f"{n}.md", 1, 30, 1 - n / 100), "match_lines": [1]} for n in range(10)]
     build_context("x", spans, 400, COUNT, scorer)
-    assert scorer.batches and sum(map(len, scorer.batches)) <= MAX_SCORED_LINES
+    assert scorer.batches and sum(COUNT([x for b in scorer.batches for x in b])) <= MAX_SCORED_TOKENS
+    with pytest.raises(ValueError, match="scored_tokens must be >= 0, got -1"):
+        build_context("x", spans, 400, COUNT, scorer, scored_tokens=-1)
 
 
 def test_scored_blocks_stay_within_budget_for_random_budgets_hits_and_scores() -> None:
@@ -143,7 +150,7 @@ def test_scored_blocks_stay_within_budget_for_random_budgets_hits_and_scores() -
 def test_a_scorer_answering_the_wrong_number_of_scores_is_refused() -> None:
     big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30]}
     with pytest.raises(ValueError, match="1 scores for 40 lines"):
-        build_context("x", [big], 60, COUNT, lambda lines: [0.0])
+        build_context("x", [big], 60, COUNT, lambda lines: [0.0], scored_tokens=10_000)
 
 
 def test_the_cosine_scorer_ranks_the_line_that_says_what_the_query_says_first() -> None:
@@ -169,10 +176,12 @@ class OneHitIndex:
             score=0.9, vector_score=0.5, text_score=0.5, match_lines=(30,))])
 
 
-def _reads(root: Path, index: OneHitIndex, embedder: HashEmbedder | None, vector: object) -> ReadMethods:
+def _reads(root: Path, index: OneHitIndex, embedder: HashEmbedder | None, vector: object,
+           line_model: bool = True) -> ReadMethods:
     roots = RootMap([root])
     return ReadMethods(index=index, roots=lambda: roots, worker=None,  # type: ignore[arg-type]
-                       search=Config().search, path_filter=PathFilter(("*.md",), ()), max_file_bytes=1 << 20,
+                       search=dataclasses.replace(Config().search, context_line_model=line_model),
+                       path_filter=PathFilter(("*.md",), ()), max_file_bytes=1 << 20,
                        count_tokens=COUNT, query_vector=lambda q: vector, embedder=embedder)
 
 
@@ -191,6 +200,8 @@ def test_the_context_method_ranks_excerpt_lines_with_the_searched_query_vector(t
     assert 25 in scored["sources"][0]["lines"] and "sunrise painting" in scored["text"]
     plain = _reads(tmp_path, OneHitIndex(tmp_path), None, vector).context(params, OWNER)
     assert 25 not in plain["sources"][0]["lines"] and 30 in plain["sources"][0]["lines"]
+    switched_off = _reads(tmp_path, OneHitIndex(tmp_path), emb, vector, line_model=False).context(params, OWNER)
+    assert switched_off["sources"] == plain["sources"]  # search.context_line_model = false: matched lines only
 
 
 def test_a_lone_span_that_must_be_trimmed_always_shows_its_best_lines() -> None:

@@ -32,7 +32,7 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import APPLICATION_ERROR, BAD_TARGET, NOT_INDEXED, TIMEOUT, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.daemon.work.line_vectors import LineVectors
+from memoryd.daemon.work.line_vectors import LineCache, LineVectors
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError
@@ -65,7 +65,7 @@ class ReadMethods:
     def __init__(
         self, *, index: SearchIndex, roots: Callable[[], RootMap], worker: WorkQueue, search: SearchConfig,
         path_filter: PathFilter, max_file_bytes: int, count_tokens: Callable[[list[str]], list[int]],
-        query_vector: QueryVector, embedder: Embedder | None = None,
+        query_vector: QueryVector, embedder: Embedder | None = None, line_cache: LineCache | None = None,
     ) -> None:
         self._index = index
         self._roots = roots
@@ -75,8 +75,10 @@ class ReadMethods:
         self._max_file_bytes = max_file_bytes
         self._count_tokens = count_tokens
         self._query_vector = query_vector
-        self._embedder = embedder  # context excerpts: lines ranked by the model (None: by matched lines)
-        self._line_vectors = LineVectors(embedder.embed_passages) if embedder is not None else None
+        # context excerpts: lines ranked by the model (None, or search.context_line_model off: by matched lines)
+        self._embedder = embedder if search.context_line_model else None
+        self._line_vectors = (LineVectors(embedder.embed_passages, store=line_cache)
+                              if self._embedder is not None and embedder is not None else None)
 
     def handlers(self) -> dict[str, Handler]:
         return {"search": self.search, "get": self.get, "reindex": self.reindex, "context": self.context}

@@ -17,9 +17,10 @@ question ("When did she paint a sunrise?" / "I painted that lake sunrise last
 year") they point elsewhere. Given a ``score_lines`` callable (the query
 model's cosine of each line with the query), an excerpt instead takes its
 lines most similar to the question first. Only spans that must be trimmed are
-scored, at most ``MAX_SCORED_LINES`` lines per block, so the model's extra work
-is bounded (docs/quality.md, "Context blocks": evidence held 0.817 -> 0.859 on
-the dev sets, and its cost).
+scored, and at most ``scored_tokens`` tokens of lines per block (the lines nearest
+the matched ones first; the rest keep the matched-lines order), so the model's
+extra work on a block never seen before is bounded by tokens, not time
+(docs/quality.md, "Excerpt lines ranked by the model").
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ SPANS_WANTED = 2
 """Each span may take 1/SPANS_WANTED of what is left: halves (the first span 1/2, the next 1/4, ...)
 held the evidence most often on the dev sets (docs/quality.md, "Context blocks": 2 > 3 > 4)."""
 EXCERPT_BATCH = 4  # an excerpt's lines are counted this many at a time, as they are taken
-MAX_SCORED_LINES = 48
-"""Lines per block given to ``score_lines``: embedding ~48 chat lines afresh is on the order of a hundred
-query embeddings' work (docs/quality.md, "Context blocks"). A span with more lines than are left keeps the
-matched-lines order, so a long section costs no more than this."""
+MAX_SCORED_TOKENS = 1024
+"""Tokens of lines per block given to ``score_lines`` (the default of ``build_context``): lines are taken
+nearest the matched ones first while the allowance lasts; those beyond it keep the matched-lines order. The
+cost of a block whose lines were never embedded is then a few query embeddings (docs/quality.md)."""
 
 LineScorer = Callable[[list[str]], list[float]]
 """Similarity of each line to the query (higher: closer), one value per line, in one call."""
@@ -108,7 +109,7 @@ def merge_hits(hits: Sequence[dict[str, Any]]) -> list[Span]:
 
 def build_context(
     query: str, hits: Sequence[dict[str, Any]], max_tokens: int, count_tokens: Callable[[list[str]], list[int]],
-    score_lines: LineScorer | None = None,
+    score_lines: LineScorer | None = None, scored_tokens: int = MAX_SCORED_TOKENS,
 ) -> dict[str, Any]:
     """Fit the best spans into ``max_tokens``, whole or as excerpts; returns the block, its size and its sources.
 
@@ -116,8 +117,11 @@ def build_context(
     (header included) and is always ≤ ``max_tokens``; with a budget too small
     for even the header, the block is empty. A source shown as an excerpt
     carries ``lines``, the line numbers it shows. ``score_lines`` (optional) orders excerpt lines by
-    similarity to the query instead of by the hits' matched lines.
+    similarity to the query instead of by the hits' matched lines, for at most ``scored_tokens``
+    tokens of lines in the whole block.
     """
+    if scored_tokens < 0:
+        raise ValueError(f"scored_tokens must be >= 0, got {scored_tokens}")
     header = HEADER.format(query=" ".join(query.split())[:200])
     parts: list[str] = [header]
     used = count_tokens(["\n".join(parts)])[0]
@@ -126,7 +130,7 @@ def build_context(
         return {"text": "", "tokens": 0, "sources": [], "omitted": len(spans)}
     sources: list[dict[str, Any]] = []
     omitted = 0
-    ranker = _LineRanker(score_lines)
+    ranker = _LineRanker(score_lines, count_tokens, scored_tokens)
     for n, span in enumerate(spans):
         share = (max_tokens - used) // max(1, min(SPANS_WANTED, len(spans) - n))
         item, shown, size = _fitted(span, share, max_tokens - used - 1, count_tokens, ranker)
@@ -158,22 +162,33 @@ def _item(span: Span, body: str, excerpt: bool) -> str:
 
 @dataclass
 class _LineRanker:
-    """Orders an excerpt's candidate lines: by ``score_lines`` while its line allowance lasts, else by
-    the matched lines (:func:`_excerpt_order`)."""
+    """Orders an excerpt's candidate lines: the matched-lines order (:func:`_excerpt_order`), its head —
+    as many lines as the block's token allowance ``left`` still covers — re-ordered by ``score_lines``."""
 
     score_lines: LineScorer | None
-    left: int = MAX_SCORED_LINES
+    count_tokens: Callable[[list[str]], list[int]]
+    left: int
 
     def order(self, span: Span, numbers: list[int]) -> list[int]:
-        if self.score_lines is None or not numbers or len(numbers) > self.left:
-            return _excerpt_order(span, numbers)
-        self.left -= len(numbers)
-        scores = self.score_lines([span.lines[n] for n in numbers])
-        if len(scores) != len(numbers):
-            raise ValueError(f"score_lines returned {len(scores)} scores for {len(numbers)} lines")
-        lexical = {n: i for i, n in enumerate(_excerpt_order(span, numbers))}  # ties: as without scores
-        by_line = dict(zip(numbers, scores, strict=True))
-        return sorted(numbers, key=lambda n: (-by_line[n], lexical[n]))
+        lexical = _excerpt_order(span, numbers)
+        if self.score_lines is None or not numbers or self.left <= 0:
+            return lexical
+        taken = spent = 0
+        for cost in self.count_tokens([span.lines[n] for n in lexical]):
+            if spent + cost > self.left:
+                break
+            spent += cost
+            taken += 1
+        head = lexical[:taken]
+        if len(head) < 2:  # one line has no order to change: the allowance is kept for the next span
+            return lexical
+        self.left -= spent
+        scores = self.score_lines([span.lines[n] for n in head])
+        if len(scores) != len(head):
+            raise ValueError(f"score_lines returned {len(scores)} scores for {len(head)} lines")
+        rank = {n: i for i, n in enumerate(head)}  # ties: as without scores
+        by_line = dict(zip(head, scores, strict=True))
+        return sorted(head, key=lambda n: (-by_line[n], rank[n])) + lexical[taken:]
 
 
 def _fitted(
