@@ -23,13 +23,14 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hints
 
 from memoryd.indexer import paths
+from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.errors import ConfigError
 
 if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+    pass
 
 # Every choice is a Literal (what the type checker sees) and its tuple (what validate() and
 # error messages list), the tuple derived from the Literal so the two cannot drift apart.
@@ -250,7 +251,7 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
             raise ConfigError(f"config file {path} cannot be read: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    cfg = _build(Config, raw, prefix="", source=str(path))
+    cfg = build_dataclass(Config, raw, prefix="", source=str(path), tables_only=True)
     if env.get(PG_DSN_ENV):
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, dsn=env[PG_DSN_ENV]))
     cfg = dataclasses.replace(
@@ -279,70 +280,20 @@ def with_overrides(
     """
     if roots:
         cfg = dataclasses.replace(
-            cfg, watch=dataclasses.replace(cfg.watch, roots=tuple(_abs(r) for r in roots))
+            cfg, watch=dataclasses.replace(cfg.watch, roots=tuple(absolute(r) for r in roots))
         )
     if data_dir:
-        cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, data_dir=_abs(data_dir)))
+        cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, data_dir=absolute(data_dir)))
     if socket:
-        cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=_abs(socket)))
+        cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=absolute(socket)))
     if search:
         hints = get_type_hints(SearchConfig)
         for key in sorted(search.keys() - hints.keys()):
             raise ConfigError(f"--search: unknown config key 'search.{key}'")
-        typed = {k: _coerce(v, hints[k], f"search.{k}", "--search") for k, v in search.items()}
+        typed = {k: coerce(v, hints[k], f"search.{k}", "--search") for k, v in search.items()}
         cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **typed))
         validate(cfg)
     return cfg
-
-
-def _abs(p: Path) -> Path:
-    return Path(os.path.abspath(os.path.expanduser(p)))
-
-
-_T = TypeVar("_T", bound="DataclassInstance")
-_SECTIONS = frozenset(k for k, t in get_type_hints(Config).items() if dataclasses.is_dataclass(t))
-
-
-def _build(cls: type[_T], raw: dict[str, Any], prefix: str, source: str) -> _T:
-    hints = get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    known = names & _SECTIONS if cls is Config else names
-    kwargs: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = f"{prefix}{key}"
-        if key not in known:
-            raise ConfigError(f"{source}: unknown config key '{name}'")
-        typ = hints[key]
-        if isinstance(typ, type) and dataclasses.is_dataclass(typ):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{source}: '{name}' must be a table ([{name}])")
-            kwargs[key] = _build(typ, value, prefix=f"{name}.", source=source)
-        else:
-            kwargs[key] = _coerce(value, typ, name, source)
-    return cls(**kwargs)
-
-
-def _coerce(value: Any, typ: Any, name: str, source: str) -> Any:
-    args = get_args(typ)
-    if get_origin(typ) is not None and type(None) in args:  # Optional[X]
-        if value == "" or value is None:
-            return None
-        typ = next(a for a in args if a is not type(None))
-    if get_origin(typ) is Literal:  # a choice of strings: the type here, the choice in validate()
-        typ = str
-    if get_origin(typ) is tuple:
-        if not isinstance(value, list):
-            raise ConfigError(f"{source}: '{name}' must be a list, got {value!r}")
-        return tuple(_coerce(v, get_args(typ)[0], name, source) for v in value)
-    if typ is Path:
-        if not isinstance(value, str):
-            raise ConfigError(f"{source}: '{name}' must be a path string, got {value!r}")
-        return _abs(Path(value))
-    if typ is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if typ in (int, float, str, bool) and (type(value) is not typ):
-        raise ConfigError(f"{source}: '{name}' must be {typ.__name__}, got {value!r}")
-    return value
 
 
 def _check(ok: bool, key: str, value: object, why: str) -> None:

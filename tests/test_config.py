@@ -24,8 +24,8 @@ def test_shipped_config_equals_builtin_defaults() -> None:
 def test_every_default_key_is_documented_in_the_shipped_file() -> None:
     text = (REPO / "config" / "memoryd.toml").read_text()
     for section in dataclasses.fields(config.Config):
-        if section.name not in config._SECTIONS:
-            continue
+        if not dataclasses.is_dataclass(getattr(config.Config(), section.name)):
+            continue  # the XDG directories: filled from the environment, not from the file
         assert f"[{section.name}]" in text
         for f in dataclasses.fields(getattr(config.Config(), section.name)):
             assert f"\n{f.name} = " in text, f"{section.name}.{f.name} missing from config/memoryd.toml"
