@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import bench_tmp, percentile, remove_tree
+from _common import bench_tmp, percentile, remove_tree, wait_until
 from _pg import fresh_database
 
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
@@ -95,7 +95,8 @@ def outage(tmp: Path, dsn: str, server: Server, searches: int) -> dict[str, Any]
     d.startup()
     client = Client(cfg.socket_path, timeout=30)
     try:
-        wait(lambda: (lambda st: st["pending"] == 0 and not st["reconciling"])(client.call("status")), 60)
+        wait_until(lambda: (lambda st: st["pending"] == 0 and not st["reconciling"])(client.call("status")), 60,
+                   "the daemon to go idle")
         server.stop()
         fails = []
         for _ in range(searches):
@@ -107,9 +108,10 @@ def outage(tmp: Path, dsn: str, server: Server, searches: int) -> dict[str, Any]
                 fails.append(time.monotonic() - t0)
         (root / "while-down.md").write_text("# Down\n\nWritten while the database was away: zanzibar.\n",
                                             encoding="utf-8")
-        wait(lambda: d.worker.storage_down and d.worker.pending == 0, 30)
+        wait_until(lambda: d.worker.storage_down and d.worker.pending == 0, 30, "the daemon to see the database down")
         server.start()
-        back = wait(lambda: "while-down.md" in found(client, "zanzibar"), 120)
+        back = wait_until(lambda: "while-down.md" in found(client, "zanzibar"), 120,
+                          "the file written during the outage to be searchable")
         return {"searches_failed": len(fails), "fail_p50_ms": round(percentile(fails, 50) * 1000, 1),
                 "fail_max_ms": round(max(fails) * 1000, 1), "searchable_after_restart_s": round(back, 2)}
     finally:
@@ -125,14 +127,6 @@ def found(client: Any, query: str) -> set[str]:
     except RpcClientError:
         return set()
 
-
-def wait(pred: Any, timeout: float) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if pred():
-            return time.monotonic() - t0
-        time.sleep(0.02)
-    raise SystemExit(f"timed out after {timeout} s")
 
 
 def main() -> None:

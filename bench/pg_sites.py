@@ -20,13 +20,12 @@ import dataclasses
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import bench_tmp, percentile, remove_tree
+from _common import bench_tmp, percentile, remove_tree, wait_until
 from _pg import fresh_database, server_dsn
 
 from memoryd.indexer.config import Config, with_overrides
@@ -51,17 +50,10 @@ def start(tmp: Path, name: str, dsn: str, models: Path) -> tuple[Any, Any, Path]
     d = Daemon(cfg, env={})
     d.startup()
     client = Client(cfg.socket_path, timeout=30)
-    wait(lambda: (lambda st: st["pending"] == 0 and not st["reconciling"])(client.call("status")), 120)
+    wait_until(lambda: (lambda st: st["pending"] == 0 and not st["reconciling"])(client.call("status")), 120,
+               "the site to go idle")
     return d, client, root
 
-
-def wait(pred: Any, timeout: float) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if pred():
-            return time.monotonic() - t0
-        time.sleep(0.02)
-    raise TimeoutError(f"not within {timeout} s")
 
 
 def main() -> int:
@@ -84,12 +76,13 @@ def main() -> int:
             word = f"zebra{i}x"
             (root_a / f"note-{i}.md").write_text(f"# Note {i}\n\nThe {word} migration finished on host {i}.\n",
                                                  encoding="utf-8")
-            lat.append(wait(lambda w=word: bool(cb.call("search", {"query": w, "mode": "keyword"})["hits"]), 30))
+            lat.append(wait_until(lambda w=word: bool(cb.call("search", {"query": w, "mode": "keyword"})["hits"]), 30,
+                                  f"{word!r} to be searchable on site B"))
         misses0 = cb.call("status")["cache"]["misses"]
         for f in root_a.glob("note-*.md"):
             shutil.copy2(f, root_b / f.name)
-        wait(lambda: cb.call("status")["pending"] == 0 and not cb.call("status")["reconciling"]
-             and cb.call("status")["files"] == args.saves + len(FILES), 120)
+        wait_until(lambda: cb.call("status")["pending"] == 0 and not cb.call("status")["reconciling"]
+                   and cb.call("status")["files"] == args.saves + len(FILES), 120, "site B to index the copies")
         re_embedded = cb.call("status")["cache"]["misses"] - misses0
         result = {"saves": args.saves, "save_to_search_on_b_p50_s": round(percentile(lat, 50), 3),
                   "p95_s": round(percentile(lat, 95), 3), "max_s": round(max(lat), 3),
