@@ -20,6 +20,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.reconcile import reconcile
 from memoryd.indexer.storage import open_index
+from tests.test_pg_corpus import counts_drift
 from tests.test_storage_backends import storage_config
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -101,6 +102,7 @@ def test_twenty_kills_over_two_sites_lose_and_duplicate_nothing(pg_server: Any, 
         for d in daemons:
             d.wait_idle(timeout=300)
         got = chunk_rows(dsn)
+        drift = counts_drift(dsn)
     finally:
         for d in daemons:
             d.stop()
@@ -113,3 +115,4 @@ def test_twenty_kills_over_two_sites_lose_and_duplicate_nothing(pg_server: Any, 
             clean.close()
     want = chunk_rows(clean_dsn)
     assert set(got) == {"a", "b"} and got == want  # same chunks, same count of each: none lost, stale or doubled
+    assert drift == {}  # BM25's kept counts agree with the postings: no killed write left them half-done

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.storage.postgres import connect, schema
+from memoryd.indexer.storage.postgres import connect, corpus, schema
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.store import PgStore
@@ -72,6 +72,7 @@ def migrate_to_postgres(data_dir: Path, dsn: str, sslmode: str, site: str,
 
 
 def _adopt_identity(pg: PgStore, identity: str) -> None:
+    identity = json.dumps({**json.loads(identity), "pg_writers": corpus.WRITERS_SINCE}, sort_keys=True)
     have = pg.meta("identity")
     if have is not None and json.loads(have) != json.loads(identity):
         with pg.connection() as c:

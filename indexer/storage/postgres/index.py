@@ -41,7 +41,7 @@ from memoryd.indexer.indexstats import IndexStats, Progress
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.storage import site_id
 from memoryd.indexer.storage.base import StorageUnavailableError
-from memoryd.indexer.storage.postgres import connect, schema
+from memoryd.indexer.storage.postgres import connect, corpus, schema
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.search import PgSearcher, PgVectors
@@ -169,6 +169,11 @@ class PgMemoryIndex(MemoryIndex):
         log.error("storage.identity_changed", site=self.site, database=self.where, generation=generation,
                   action="this daemon stopped writing: " + why)
 
+    def identity(self) -> dict[str, str]:
+        """The embedded backend's identity and the schema whose writers keep the corpus counts
+        (:mod:`memoryd.indexer.storage.postgres.corpus`), so an older writer stops writing."""
+        return {**super().identity(), "pg_writers": corpus.WRITERS_SINCE}
+
     def _check_identity(self) -> None:
         want = self.identity()
         stored = self.store.meta("identity")
@@ -288,5 +293,6 @@ class PgMemoryIndex(MemoryIndex):
 
 
 def _differences(have: dict[str, Any], want: dict[str, str]) -> str:
-    """The stored settings that differ from ``want``, as ``key=stored value`` (for messages)."""
-    return ", ".join(f"{k}={have.get(k)}" for k in sorted(want) if have.get(k) != want.get(k))
+    """The stored settings that differ from ``want``, as ``key=stored value`` (for messages; a key
+    only one side has shows None on the other)."""
+    return ", ".join(f"{k}={have.get(k)}" for k in sorted(have.keys() | want.keys()) if have.get(k) != want.get(k))

@@ -39,6 +39,7 @@ from memoryd.indexer.search.proximity import idf as proximity_idf
 from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.search.shaping import calibrated, checked
+from memoryd.indexer.storage.postgres import corpus
 from memoryd.indexer.storage.postgres.fetch import JOIN, Candidates, fetch_candidates
 from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
@@ -315,49 +316,36 @@ class PgSearcher(HybridSearcher):
 class StatsCache:
     """BM25's corpus figures (rows, average length, document frequencies), kept while the table is unchanged.
 
-    FTS5 reads them from its own structure for free; here the table's figures cost a scan of
-    an index entry per chunk (~11 ms at 100k; a scan of the rows, before schema 2, took 100-190 ms)
-    and each document frequency a count of the term's postings (~1 ms per 1,000). Several daemons write the table, so
-    there is no local event to invalidate on: every ``ttl_s`` a cheap probe (the highest chunk
-    id and the server's cumulative insert + delete count of the table) says whether anything
-    changed, and only then is everything read again; after ``max_age_s`` it is read again in any
-    case (the counters lag a write by ~1 s and stay 0 on a server with ``track_counts`` off).
-    Until the probe sees a change, scores use the figures from before it (a few documents out
-    of thousands: ranks barely move).
+    Every write keeps them in the database (:mod:`memoryd.indexer.storage.postgres.corpus`), with a
+    counter it bumps; every ``ttl_s`` a read of that one row (~0.1 ms) says whether anything changed
+    anywhere, and then the remembered document frequencies are dropped and read again as queries
+    need them (one indexed read per query for the tokens not remembered). Until that check, scores
+    use figures up to ``ttl_s`` old (a few documents out of thousands: ranks barely move).
     """
 
-    PROBE = ("SELECT coalesce(max(id), 0), (SELECT coalesce(n_tup_ins + n_tup_del, -1) FROM pg_stat_user_tables"
-             " WHERE relid = 'memoryd_chunks'::regclass) FROM memoryd_chunks")
-
-    def __init__(self, ttl_s: float = 2.0, max_age_s: float = 60.0) -> None:
+    def __init__(self, ttl_s: float = 2.0) -> None:
         self.ttl_s = ttl_s
-        self.max_age_s = max_age_s
-        self._checked = float("-inf")  # when the probe last ran
-        self._since = float("-inf")  # when the figures below were first read
-        self._probe: tuple[Any, ...] | None = None
+        self._checked = float("-inf")  # when the totals were last read
         self._table: tuple[int, float, int] | None = None
+        self._writes: int | None = None
         self._df: dict[str, int] = {}
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
-        """Forget every figure when the probe (at most once per ``ttl_s``) sees a change, or when too old."""
+        """Read the totals at most once per ``ttl_s``; forget every document frequency after a write."""
         now = time.monotonic()
-        if now - self._checked <= self.ttl_s:
+        if now - self._checked <= self.ttl_s and self._table is not None:
             return
+        n, length, max_id, writes = corpus.totals(conn)
         self._checked = now
-        row = conn.execute(self.PROBE).fetchone()
-        probe = tuple(row) if row else None
-        if probe != self._probe or now - self._since > self.max_age_s:
-            self._probe, self._since, self._table = probe, now, None
+        self._table = (n, length / n if n else 1.0, max_id)
+        if writes != self._writes:
+            self._writes = writes
             self._df.clear()
 
     def table(self, conn: psycopg.Connection[Any]) -> tuple[int, float, int]:
         """(rows, average terms per row, highest chunk id)."""
         self._check(conn)
-        if self._table is None:
-            row = conn.execute("SELECT count(*), coalesce(sum(n_terms), 0), coalesce(max(id), 0)"
-                               " FROM memoryd_chunks").fetchone()
-            n = int(row[0]) if row else 0
-            self._table = (n, float(row[1]) / n if row and n else 1.0, int(row[2]) if row else 0)
+        assert self._table is not None
         return self._table
 
     def doc_frequencies(self, conn: psycopg.Connection[Any], tokens: Sequence[str]) -> dict[str, int]:
@@ -366,11 +354,7 @@ class StatsCache:
             self._df.clear()
         missing = [t for t in dict.fromkeys(tokens) if t not in self._df]
         if missing:
-            rows = conn.execute("SELECT term, count(*) FROM memoryd_postings WHERE term = ANY(%s) GROUP BY term",
-                                (missing,)).fetchall()
-            found = {str(t): int(n) for t, n in rows}
-            for t in missing:
-                self._df[t] = found.get(t, 0)
+            self._df.update(corpus.document_frequencies(conn, missing))
         return {t: self._df[t] for t in tokens}
 
 

@@ -32,6 +32,7 @@ import psycopg_pool
 
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.postgres import corpus
 from memoryd.indexer.storage.postgres.schema import GENERATION_KEY, MIGRATION_LOCK
 from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
 from memoryd.indexer.store import FileChange, FileRow, NewChunk
@@ -221,9 +222,11 @@ class PgStore:
                             (root_id, rel)).fetchone()
             if not row:
                 return []
+            gone = corpus.drop_postings(c, "c.file_id = %s", [row[0]])
             ids = [int(r[0]) for r in c.execute("DELETE FROM memoryd_chunks WHERE file_id = %s RETURNING id",
                                                 (row[0],))]
-            c.execute("DELETE FROM memoryd_files WHERE id = %s", (row[0],))  # its postings go with the chunks
+            c.execute("DELETE FROM memoryd_files WHERE id = %s", (row[0],))
+            corpus.apply(c, gone)
             return ids
 
     def move_file(self, root_id: int, rel: str, dest_root_id: int, dest_rel: str) -> bool:
@@ -232,16 +235,21 @@ class PgStore:
                             (root_id, rel)).fetchone()
             if not row:
                 return False
+            dest = "c.file_id IN (SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s)"
+            gone = corpus.drop_postings(c, dest, [dest_root_id, dest_rel])
             c.execute("DELETE FROM memoryd_files WHERE root_id = %s AND path = %s", (dest_root_id, dest_rel))
             c.execute("UPDATE memoryd_files SET root_id = %s, path = %s WHERE id = %s",
                       (dest_root_id, dest_rel, row[0]))
+            corpus.apply(c, gone)
             return True
 
     def forget_everything(self) -> None:
         """Drop this site's files and chunks (the shared cache and other sites stay)."""
+        mine = "root_id IN (SELECT id FROM memoryd_roots WHERE site = %s)"
         with self.transaction() as c:
-            c.execute("DELETE FROM memoryd_files WHERE root_id IN (SELECT id FROM memoryd_roots WHERE site = %s)",
-                      (self.site,))
+            gone = corpus.drop_postings(c, f"c.file_id IN (SELECT id FROM memoryd_files WHERE {mine})", [self.site])
+            c.execute(f"DELETE FROM memoryd_files WHERE {mine}", (self.site,))
+            corpus.apply(c, gone)
 
     def ensure_generation(self) -> str:
         """The identity generation, its row created ("0") if missing: writes share-lock that row,
@@ -271,7 +279,8 @@ class PgStore:
             counts = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks)"
                                ).fetchone()
             assert counts is not None
-            c.execute("TRUNCATE memoryd_postings, memoryd_chunks, memoryd_files")
+            c.execute("TRUNCATE memoryd_postings, memoryd_chunks, memoryd_files, memoryd_terms")
+            c.execute("UPDATE memoryd_totals SET chunks = 0, terms = 0, writes = writes + 1")
             if drop_cache:
                 c.execute("TRUNCATE memoryd_embed_cache")
             c.execute("INSERT INTO memoryd_meta (key, value) VALUES ('identity', %s)"
@@ -318,19 +327,24 @@ def _replace_chunks(c: psycopg.Connection[Any], file_id: int, chunks: Sequence[N
             kept.append((ch.start_line, ch.end_line, ch.heading, same.pop()))
         else:
             new.append(ch)
+    delta = corpus.CorpusDelta()
     with c.cursor() as cur:
         if kept:
             cur.executemany("UPDATE memoryd_chunks SET start_line = %s, end_line = %s, heading = %s WHERE id = %s",
                             kept)
-        added = _insert_chunks(cur, file_id, new) if new else []
+        added = _insert_chunks(cur, file_id, new, delta) if new else []
     removed = [cid for ids in old.values() for cid in ids]
     if removed:
+        delta.merge(corpus.drop_postings(c, "c.id = ANY(%s)", [removed]))
         c.execute("DELETE FROM memoryd_chunks WHERE id = ANY(%s)", (removed,))
+    corpus.apply(c, delta)  # last: its row locks are held until the commit
     return FileChange(added=added, removed=removed, kept=len(kept))
 
 
-def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewChunk]) -> list[tuple[int, bytes]]:
-    """Insert the chunk rows (pipelined) and then all their postings (one statement)."""
+def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewChunk],
+                   delta: corpus.CorpusDelta) -> list[tuple[int, bytes]]:
+    """Insert the chunk rows (pipelined) and then all their postings (one statement); ``delta`` gets what
+    they add to the corpus counts."""
     tokens = [fts_tokens(ch.terms) for ch in chunks]
     cur.executemany(
         "INSERT INTO memoryd_chunks (file_id, start_line, end_line, heading, text, sha256, embed_key,"
@@ -352,6 +366,7 @@ def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewC
     dls: list[int] = []
     for (cid, _), tok in zip(added, tokens, strict=True):
         distinct, counts = term_frequencies(tok)
+        delta.add_chunk(distinct, len(tok))
         terms += distinct
         tfs += counts
         ids += [cid] * len(distinct)
