@@ -252,6 +252,13 @@ def measure_background_switch(mi: Any, embedder: SyntheticPassages, seed: int) -
             "bg_search_p50_ms": round(percentile(during, 50), 2), "bg_search_p99_ms": round(percentile(during, 99), 2)}
 
 
+def query_list(n: int, seed: int) -> list[str]:
+    """The ``n`` benchmark queries: English and Chinese templates, each with a number of its own."""
+    rnd = random.Random(seed + 1)
+    things = _THINGS + _ZH_THINGS
+    return [rnd.choice(QUERIES).format(t=rnd.choice(things)) + f" {i}" for i in range(n)]
+
+
 def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> dict[str, list[float]]:
     """Latencies (ms) of hybrid, vector-only and keyword-only searches and of the bare query embedding.
 
@@ -261,9 +268,7 @@ def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> d
 
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)  # as the daemon runs queries (daemon/app.py): OpenMP spin-up costs ms per query
-    rnd = random.Random(seed + 1)
-    things = _THINGS + _ZH_THINGS
-    queries = [rnd.choice(QUERIES).format(t=rnd.choice(things)) + f" {i}" for i in range(n + 10)]
+    queries = query_list(n + 10, seed)
     out: dict[str, list[float]] = {"hybrid": [], "vector": [], "keyword": [], "embed": []}
     # As the daemon searches (daemon/api/read.py): the query's embedding starts on its own thread
     # and the keyword leg runs meanwhile.
@@ -335,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--backend postgres: build into DIR (corpus, private server) and keep it there")
     ap.add_argument("--reuse", type=Path, metavar="DIR",
                     help="--backend postgres: measure on the build --keep DIR left, without building")
+    ap.add_argument("--socket-queries", type=int, default=100, metavar="N",
+                    help="--backend postgres: also N hybrid searches over a real daemon's socket (0: skip)")
     ap.add_argument("--reindex", action="store_true",
                     help="with --reuse: a kept database of another memoryd's settings is re-indexed in place")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
@@ -366,13 +373,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"size {size}: done {json.dumps(results[str(size)])}", file=sys.stderr)
     results = dict(sorted(results.items(), key=lambda kv: int(kv[0])))
     cols = [c for c in COLUMNS if all(c in r for r in results.values())]  # --backend postgres has fewer
-    cols += [c for c in ("pg_rss_mb",) if all(c in r for r in results.values())]
+    cols += [c for c in ("pg_rss_mb", "socket_p50_ms", "socket_p99_ms", "socket_embed_p50_ms")
+             if all(c in r for r in results.values())]
     print_table(["size", *cols], [[s, *(fmt(r[c], 3) if isinstance(r[c], float) else r[c] for c in cols)]
                                   for s, r in results.items()])
     if len(results) > 1 and str(args.plot) not in ("", "."):  # --plot "" : no plot
         plot(results, args.plot)
     keys = ("search_p50_ms", "search_p99_ms", "update_ms", "warm_start_s", "rss_mb", "ann_recall_at_10")
-    print(json.dumps({"sizes": {s: {k: r[k] for k in keys} for s, r in results.items()}, "detail": results}))
+    keys += ("socket_p50_ms", "socket_p99_ms")  # --backend postgres: over a real daemon's socket
+    print(json.dumps({"sizes": {s: {k: r[k] for k in keys if k in r} for s, r in results.items()},
+                      "detail": results}))
     return 0
 
 

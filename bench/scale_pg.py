@@ -30,7 +30,7 @@ import numpy as np
 from _common import bench_tmp, percentile, remove_tree
 from gen_corpus import generate
 
-EXTRA_COLUMNS = ["pg_rss_mb"]
+EXTRA_COLUMNS = ["pg_rss_mb", "socket_p50_ms", "socket_p99_ms", "socket_embed_p50_ms"]
 
 
 def run_one_pg(size: int, args: Any) -> dict[str, Any]:
@@ -87,6 +87,7 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
             pg_rss = postgres_rss_mb(base)
         finally:
             mi.close()
+        sock = measure_socket(tmp / str(size), root, data, dsn, embedder, args) if args.socket_queries else {}
         return {"chunks": chunks, "files": info["files"], "index_type": "pgvector-hnsw", "build_s": info["build_s"],
                 "warm_start_s": round(warm_s, 3), "update_ms": round(update_ms, 2),
                 "search_p50_ms": round(percentile(lat["hybrid"], 50), 2),
@@ -96,10 +97,46 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
                 "query_embed_p50_ms": round(percentile(lat["embed"], 50), 2),
                 "rss_mb": round(rss, 1), "pg_rss_mb": round(pg_rss, 1),
                 "disk_bytes_per_chunk": round(disk / max(chunks, 1)), "ann_recall_at_10": round(recall, 4),
-                "vector_hnsw_ms": round(hnsw_ms, 3)}
+                "vector_hnsw_ms": round(hnsw_ms, 3), **sock}
     finally:
         if not keep:
             remove_tree(tmp)
+
+
+def measure_socket(work: Path, root: Path, data: Path, dsn: str, embedder: Any, args: Any) -> dict[str, Any]:
+    """Hybrid search over the real socket of a real daemon on the same database (the target's terms).
+
+    The daemon is ``memoryd run`` with the same synthetic passage vectors (``_synthetic_daemon.py``),
+    started on the same root, data dir (so the same site) and database, and asked once it is idle
+    (its start-up reconcile finds nothing to do). Its queries are :func:`scale.measure_search`'s,
+    one connection, one after another; the bare query embedding of each, in this process, alternates
+    with them as the reference.
+    """
+    from _common import Daemon
+    from scale import query_list
+
+    toml = work / "socket-bench.toml"
+    toml.write_text(f'[storage]\nbackend = "postgres"\ndsn = "{dsn}"\nsslmode = "disable"\n', encoding="utf-8")
+    daemon = Daemon(work, [root], data, toml, name="socket-bench")
+    daemon.argv[1:3] = [str(Path(__file__).resolve().parent / "_synthetic_daemon.py"), str(args.model_dir)]
+    lat: dict[str, list[float]] = {"client": [], "took": [], "embed": []}
+    with daemon:
+        daemon.wait_idle(timeout=600)
+        with daemon.client() as c:
+            for i, query in enumerate(query_list(args.socket_queries + 10, args.seed)):
+                t0 = time.perf_counter()
+                took = float(c.call("search", {"query": query, "mode": "hybrid", "k": 8})["took_ms"])
+                client = (time.perf_counter() - t0) * 1000
+                t0 = time.perf_counter()
+                embedder.embed_query(query)
+                if i >= 10:  # warm-up
+                    lat["client"].append(client)
+                    lat["took"].append(took)
+                    lat["embed"].append((time.perf_counter() - t0) * 1000)
+    return {"socket_p50_ms": round(percentile(lat["client"], 50), 2),
+            "socket_p99_ms": round(percentile(lat["client"], 99), 2),
+            "socket_took_p50_ms": round(percentile(lat["took"], 50), 2),
+            "socket_embed_p50_ms": round(percentile(lat["embed"], 50), 2)}
 
 
 def reindex_kept(cfg: Any, embedder: Any, root: Path, files: list[str], args: Any) -> None:

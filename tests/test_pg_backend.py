@@ -209,7 +209,7 @@ def test_storage_section_validates_and_reads_the_dsn_from_the_environment(tmp_pa
 
 def test_one_candidate_read_matches_what_each_separate_read_returned(pg_dsn: str, tmp_path: Path) -> None:
     """The single statement over the candidates gives the vector leg's own cosines, the chunks'
-    rows, and exactly the query tokens each chunk's postings hold."""
+    rows, and (from their terms) exactly the query tokens each chunk's postings hold."""
     from memoryd.indexer.storage.postgres.fetch import fetch_candidates
 
     root = write_corpus(tmp_path / "root", {f"log/{n}.md": dialogue(12 + n, n) for n in range(1, 5)})
@@ -220,7 +220,7 @@ def test_one_candidate_read_matches_what_each_separate_read_returned(pg_dsn: str
         qvec = emb.embed_query("violin garden")
         leg = dict(idx.vectors.search(qvec, 10))
         with idx.pg.connection() as conn:  # type: ignore[attr-defined]
-            got = fetch_candidates(conn, [*leg, -1], qvec, idx.vectors.cast, ["violin", "garden"])  # type: ignore[attr-defined]
+            got = fetch_candidates(conn, [*leg, -1], qvec, idx.vectors.cast)  # type: ignore[attr-defined]
             held = conn.execute("SELECT chunk_id, term FROM memoryd_postings WHERE chunk_id = ANY(%s)"
                                 " AND term = ANY(%s)", (list(leg), ["violin", "garden"])).fetchall()
         assert set(got.rows) == set(leg)  # -1 does not exist: no row, no error
@@ -228,7 +228,8 @@ def test_one_candidate_read_matches_what_each_separate_read_returned(pg_dsn: str
         want: dict[int, set[str]] = {}
         for cid, term in held:
             want.setdefault(int(cid), set()).add(str(term))
-        assert want and got.stored == want
+        held = got.held([*leg, -1], ["violin", "garden"])
+        assert want and {i: t for i, t in held.items() if t} == want and set(held) == set(leg)
         assert all(got.terms[i] for i in leg)
     finally:
         idx.close()

@@ -1,9 +1,9 @@
 """Everything a query needs about its candidate chunks, read in one statement.
 
 Once both legs have named their candidates, the searcher needs, for that union: the rows
-(to fuse, shape and show), the analyser terms (proximity bonus), the cosine of the ones the
-vector leg did not return (hybrid fusion) and which query tokens each holds (calibration
-coverage). Read one by one these were four round trips per query; here they are one.
+(to fuse, shape and show), the analyser terms (proximity bonus, and which query tokens each
+hit holds for calibration coverage) and the cosine of the ones the vector leg did not return
+(hybrid fusion). Read one by one these were four round trips per query; here they are one.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from memoryd.indexer.storage.postgres.terms import fts_tokens
 from memoryd.indexer.store import ChunkRow
 
 JOIN = " JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
@@ -23,17 +24,22 @@ _ROW = "c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mti
 
 @dataclass
 class Candidates:
-    """The union's rows, terms, cosines (when a query vector was given) and stored query tokens."""
+    """The union's rows, analyser terms and cosines (when a query vector was given)."""
 
     rows: dict[int, ChunkRow] = field(default_factory=dict)
     terms: dict[int, str] = field(default_factory=dict)
     cosines: dict[int, float] = field(default_factory=dict)
-    stored: dict[int, set[str]] = field(default_factory=dict)
+
+    def held(self, ids: Sequence[int], tokens: Sequence[str]) -> dict[int, set[str]]:
+        """Which of the query's postings ``tokens`` each of ``ids`` holds: read from its terms, which
+        its postings were made from (:func:`~memoryd.indexer.storage.postgres.terms.fts_tokens`), for
+        the few hits that need it rather than in SQL for every candidate."""
+        wanted = set(tokens)
+        return {i: wanted.intersection(fts_tokens(self.terms[i])) for i in ids if i in self.terms}
 
 
-def fetch_candidates(conn: psycopg.Connection[Any], ids: Sequence[int], qvec: Any, cast: str,
-                     tokens: Sequence[str]) -> Candidates:
-    """Rows, terms, cosines to ``qvec`` (skipped when None) and which of ``tokens`` each of ``ids`` holds.
+def fetch_candidates(conn: psycopg.Connection[Any], ids: Sequence[int], qvec: Any, cast: str) -> Candidates:
+    """Rows, terms and cosines to ``qvec`` (skipped when None) of ``ids``.
 
     The cosine is the vector leg's own expression (``1 - (a <=> b)`` on the same cast), so a
     score read here equals the one the leg would have returned.
@@ -43,15 +49,11 @@ def fetch_candidates(conn: psycopg.Connection[Any], ids: Sequence[int], qvec: An
         return out
     cos = f"1 - (c.embedding::{cast} <=> %s::{cast})" if qvec is not None else "NULL::float8"
     args: list[Any] = [np.asarray(qvec, dtype=np.float32)] if qvec is not None else []
-    sql = (f"SELECT {_ROW}, c.terms, {cos},"
-           " ARRAY(SELECT p.term FROM memoryd_postings p WHERE p.chunk_id = c.id AND p.term = ANY(%s))"
-           f" FROM memoryd_chunks c{JOIN} WHERE c.id = ANY(%s)")
-    for r in conn.execute(sql, [*args, list(tokens), list(ids)]).fetchall():
+    sql = f"SELECT {_ROW}, c.terms, {cos} FROM memoryd_chunks c{JOIN} WHERE c.id = ANY(%s)"
+    for r in conn.execute(sql, [*args, list(ids)]).fetchall():
         cid = int(r[0])
         out.rows[cid] = ChunkRow(*r[:8])
         out.terms[cid] = str(r[8])
         if r[9] is not None:
             out.cosines[cid] = float(r[9])
-        if r[10]:
-            out.stored[cid] = {str(t) for t in r[10]}
     return out

@@ -180,8 +180,7 @@ class PgSearcher(HybridSearcher):
             (kw_deep, plan), vec, qvec = self._legs(conn, expanded, 4 * n_cand, n_cand, where, qvec)
             kw = dict(list(kw_deep.items())[:n_cand])
             cands = list(dict.fromkeys([*vec, *kw]))
-            union = fetch_candidates(conn, cands, qvec if mode == "hybrid" else None, self._pgvectors.cast,
-                                     _tokens(feature_terms))
+            union = fetch_candidates(conn, cands, qvec if mode == "hybrid" else None, self._pgvectors.cast)
             kw_ranked = self._proximity(conn, terms, kw, union)
             if mode == "hybrid" and qvec is not None:
                 vec.update({i: s for i, s in union.cosines.items() if i not in vec})
@@ -246,7 +245,8 @@ class PgSearcher(HybridSearcher):
             return {}
         tokens = _tokens(terms)
         df = self._stats.doc_frequencies(conn, tokens) if tokens else {}
-        return calibration.features_from(ids, tokens, df, self._stats.table(conn)[2], union.stored, cosines)
+        return calibration.features_from(ids, tokens, df, self._stats.table(conn)[2], union.held(ids, tokens),
+                                         cosines)
 
     def _pg_idfs(self, conn: psycopg.Connection[Any], terms: Sequence[str]) -> dict[str, float]:
         """Each query term's IDF, for naming the lines that matched (as the embedded backend does)."""
