@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import select
 import threading
 from pathlib import Path
 from typing import Any
@@ -70,9 +71,26 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
 
     pool = psycopg_pool.ConnectionPool(
         conninfo(dsn, sslmode), min_size=min_size, max_size=max_size, open=False, configure=configure,
-        kwargs={"autocommit": True, **timeouts(timeout_s)}, name="memoryd")
+        check=still_open, kwargs={"autocommit": True, **timeouts(timeout_s)}, name="memoryd")
     pool.open(wait=False)
     return pool
+
+
+def still_open(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check before lending ``conn``: raise if the server has closed it.
+
+    A restarted server ends every session it had; the pool does not notice its idle connections
+    die, and the first query on one would fail (the caller's search or write would get a
+    storage error once, with the database back). An idle session has nothing to say, so a
+    socket with something to read (the server's goodbye, or its end) is a closed session. A
+    poll with no wait: no round trip, unlike a ``SELECT 1``, which would cost every query one.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        conn.close()  # else the pool, which sees a connection libpq still thinks idle, takes it back as good
+        raise psycopg.OperationalError("the server closed this connection")
 
 
 def lock_key(site: str, root: Path) -> int:
