@@ -209,6 +209,32 @@ def test_a_root_another_daemon_took_meanwhile_is_no_longer_indexed(restartable_p
         first.close()
 
 
+def test_a_root_comes_back_when_the_other_daemon_lets_it_go(restartable_pg: Any, tmp_path: Path) -> None:
+    root = write_corpus(tmp_path / "root")
+    cfg = with_timeout(storage_config("postgres", root, tmp_path / "data", restartable_pg.server.dsn()), 2)
+    first = open_index(cfg, HashEmbedder(64))
+    try:
+        reconcile(first, [root], FILTER)
+        restartable_pg.stop()
+        restartable_pg.start()
+        second = wait_for(lambda: _open_or_none(cfg), timeout=30, what="a second daemon to take the free lock")
+        try:
+            first.save()  # its snapshot notices the lock went to the other daemon
+            assert first.lost_roots() and not first.take_reconcile_wanted()
+        finally:
+            second.close()  # ... which stops; meanwhile a file changed that nobody indexed
+        (root / "meanwhile.md").write_text("# Meanwhile\n\nWritten while no daemon indexed it.\n", encoding="utf-8")
+        first.save()  # the next snapshot takes the lock back
+        assert first.lost_roots() == {} and first.status()["storage"]["locks"] == {"held": [str(root)], "lost": []}
+        assert first.take_reconcile_wanted()  # the scheduler asks for a reconcile, which indexes the change
+        assert reconcile(first, [root], FILTER).files_indexed == 1
+        assert _file_or_none(first, root, "meanwhile.md") == "present"
+        with pytest.raises(SiteLockedError):  # and the lock is really this daemon's again
+            open_index(cfg, HashEmbedder(64))
+    finally:
+        first.close()
+
+
 def _open_or_none(cfg: Config) -> Any:
     try:
         return open_index(cfg, HashEmbedder(64))

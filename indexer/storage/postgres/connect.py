@@ -104,7 +104,9 @@ class SiteLock:
     A session lock dies with its connection: when the database restarts, every lock is gone.
     :meth:`verify` (run before every write) notices a dead connection, reconnects and takes the
     locks again; a root whose lock another daemon took meanwhile is *lost*: this daemon must not
-    index it any more (two indexers of one (site, root) would fight over its rows).
+    index it while the other one does (two indexers of one (site, root) would fight over its rows).
+    Each :meth:`verify` tries such a lock again (one more statement per lost root), so the root
+    comes back to this daemon once the other one has stopped (:attr:`regained`).
     """
 
     def __init__(self, dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
@@ -114,6 +116,8 @@ class SiteLock:
         self._mutex = threading.Lock()  # the worker verifies; status reads held/lost from other threads
         self.held: dict[Path, str] = {}  # root -> site
         self.lost: dict[Path, str] = {}  # root -> why
+        self._taken: dict[Path, str] = {}  # root -> site, for the lost roots whose lock another daemon holds
+        self.regained: list[Path] = []  # roots whose lock came back since the caller last emptied this
         self.generation = self._generation()  # the identity generation read by the last verify
 
     def acquire(self, site: str, root: Path) -> None:
@@ -141,6 +145,7 @@ class SiteLock:
         with self._mutex:
             try:
                 self.generation = self._generation()
+                self._take_back()
                 return []
             except psycopg.Error:
                 self._conn.close()
@@ -151,9 +156,22 @@ class SiteLock:
                 if not self._try(site, root):
                     del self.held[root]
                     self.lost[root] = f"another daemon took the lock of site {site!r} while the database restarted"
+                    self._taken[root] = site
                     newly.append(root)
             log.info("storage.site_lock.retaken", roots=[str(r) for r in self.held], lost=[str(r) for r in newly])
+            self._take_back()
             return newly
+
+    def _take_back(self) -> None:
+        """Try again each lock another daemon held; a root whose lock is free again is this daemon's again."""
+        for root, site in list(self._taken.items()):
+            if self._try(site, root):
+                del self._taken[root]
+                self.lost.pop(root, None)
+                self.held[root] = site
+                self.regained.append(root)
+                log.info("storage.site_lock.regained", root=str(root), site=site,
+                         action="the other daemon let it go: this one indexes the root again (reconciling it)")
 
     def close(self) -> None:
         self._conn.close()

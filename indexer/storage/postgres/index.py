@@ -9,7 +9,8 @@ While the database is unreachable every call fails with
 :class:`~memoryd.indexer.storage.base.StorageUnavailableError` within
 ``storage.connect_timeout_s``; every write first makes sure this daemon still holds
 its (site, root) locks (a database restart drops them), and skips the roots whose lock
-another daemon took meanwhile (:meth:`PgMemoryIndex.lost_roots`, shown by ``status``).
+another daemon took meanwhile (:meth:`PgMemoryIndex.lost_roots`, shown by ``status``) until
+that daemon lets them go; then it takes them back and reconciles them.
 
 The identity (model, dimension, chunking, text rules) is the *database's*: a daemon
 whose identity differs from the stored one refuses to start while any chunk exists,
@@ -145,9 +146,13 @@ class PgMemoryIndex(MemoryIndex):
             return {}
         for root in self._site_lock.verify():
             log.error("storage.site_lock.lost", root=str(root), site=self.site, database=self.where,
-                      action="this daemon no longer indexes this root; stop the other daemon and restart this one")
+                      action="this daemon stops indexing this root while the other daemon holds it,"
+                      " and takes it back (with a reconcile) once that one stops")
         if self.identity_changed is None and self._site_lock.generation != self.pg.generation:
             self._generation_changed(self._site_lock.generation)
+        if self._site_lock.regained:  # changed meanwhile, indexed by the other daemon or by nobody
+            self._site_lock.regained.clear()
+            self._follow_reset = True
         return self._site_lock.lost
 
     def _generation_changed(self, generation: str) -> None:
@@ -215,8 +220,9 @@ class PgMemoryIndex(MemoryIndex):
             exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check, sites=sites)
 
     def take_reconcile_wanted(self) -> bool:
-        """True once after another site re-indexed the database with our settings (checked at each
-        write and snapshot): this site's file rows are gone and its roots must be re-added now."""
+        """True once after another site re-indexed the database with our settings, or a root lost to
+        another daemon came back (checked at each write and snapshot): this site's roots must be
+        reconciled now."""
         wanted, self._follow_reset = self._follow_reset, False
         return wanted
 
