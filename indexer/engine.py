@@ -383,6 +383,8 @@ class MemoryIndex:
                       "tombstones": self.vectors.tombstones, "rebuilding": self.vectors.rebuilding},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
             "vectors": self.backlog.progress(),
+            # the same block as the PostgreSQL backend's, so a client can tell which one answers
+            "storage": {"backend": "embedded", "where": str(self.data_dir), "reachable": True},
         }
 
     def close(self) -> None:

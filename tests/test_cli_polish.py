@@ -141,6 +141,13 @@ def test_status_of_a_busy_daemon_says_why_it_is_not_fresh() -> None:
     assert "no (3 pending, reconciling)" in out and "disk full" in out and "unknown" in out
 
 
+def test_status_says_which_storage_answers(tmp_path: Path, short_dir: Path) -> None:
+    with running_daemon(tmp_path, short_dir / "s.sock", {"a.md": "# A\n\nalpha\n"}) as (d, client, _root):
+        st = client.call("status")
+    assert st["storage"] == {"backend": "embedded", "where": str(d.cfg.data_dir), "reachable": True}
+    assert f"embedded index in {d.cfg.data_dir}" in render_status(st)
+
+
 def test_reindex_wait_on_an_unchanged_file_says_unchanged(
         tmp_path: Path, short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sock = short_dir / "s.sock"

@@ -185,8 +185,10 @@ def render_status(st: dict[str, Any]) -> str:
 
 def _storage_rows(sto: dict[str, Any] | None) -> list[tuple[str, str]]:
     """The database backend in words: where, reachable or not since when (and why), the root locks."""
-    if not sto or sto.get("backend") != "postgres":
+    if not sto:
         return []
+    if sto.get("backend") != "postgres":
+        return [("storage", escape_line(f"{sto.get('backend')} index in {sto.get('where')}"))]
     since = f" since {sto['since']}" if sto.get("since") else ""
     state = f"reachable{since}" if sto.get("reachable") else \
         f"UNREACHABLE{since}: {sto.get('last_error') or sto.get('error') or 'no answer'}"
