@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from memoryd.daemon.client.render import render_hits
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import SearchConfig
@@ -12,7 +14,8 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile
 from memoryd.indexer.search.fallback import threshold, wider
 from memoryd.indexer.search.hits import Hit
-from tests.helpers import make_config
+from memoryd.indexer.storage import open_index
+from tests.test_storage_backends import BACKENDS, storage_config
 
 
 def _hits(scores: list[float]) -> list[Hit]:
@@ -39,20 +42,23 @@ def test_the_query_threshold_wins_over_the_configured_one() -> None:
     assert threshold(cfg, None) == 0.6 and threshold(cfg, 0.3) == 0.3
 
 
-def _index(tmp_path: Path, **search: object) -> MemoryIndex:
+def _index(tmp_path: Path, backend: str = "embedded", dsn: str | None = None, **search: object) -> MemoryIndex:
     root = tmp_path / "root"
     (root / "memory").mkdir(parents=True, exist_ok=True)
     for day in range(1, 21):
         (root / "memory" / f"2024-03-{day:02d}.md").write_text(f"# Day {day}\n\n- Walked the dog, note {day}.\n")
-    cfg = make_config(root, tmp_path / f"data{len(list(tmp_path.iterdir()))}")
+    cfg = storage_config(backend, root, tmp_path / f"data{len(list(tmp_path.iterdir()))}", dsn)
     cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, candidates=5, **search))
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     reconcile(idx, [root], PathFilter(("*.md",), ()))
     return idx
 
 
-def test_a_weak_result_is_searched_again_wider_and_flagged_in_explain(tmp_path: Path) -> None:
-    idx = _index(tmp_path, min_score=1.0, fallback_candidates=20)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_weak_result_is_searched_again_wider_and_flagged_in_explain(
+        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    dsn = request.getfixturevalue("pg_dsn") if backend == "postgres" else None
+    idx = _index(tmp_path, backend, dsn, min_score=1.0, fallback_candidates=20)
     try:
         res = idx.search("walked the dog", k=3, mode="hybrid", explain=True).to_json()
         fb = res["query_analysis"]["fallback"]

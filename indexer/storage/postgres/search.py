@@ -25,6 +25,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ import psycopg
 
 from memoryd.indexer import keyword
 from memoryd.indexer.config import SearchConfig, SearchMode
-from memoryd.indexer.search import calibration, intent, keyword_plan
+from memoryd.indexer.search import calibration, fallback, intent, keyword_plan
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult
 from memoryd.indexer.search.hybrid import HybridSearcher
 from memoryd.indexer.search.proximity import idf as proximity_idf
@@ -158,12 +159,24 @@ class PgSearcher(HybridSearcher):
         path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
     ) -> SearchResult:
         """One query, as :meth:`HybridSearcher.search`; ``sites`` limits it to those sites' files."""
+        return self._pg_search(query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
+                               exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check,
+                               sites=sites)
+
+    def _pg_search(
+        self, query: str, *, k: int | None, mode: SearchMode | None, path_prefix: str | None,
+        min_score: float | None, explain: bool, exclude_prefixes: Sequence[str],
+        query_vector: Callable[[], Any] | None, path_check: Callable[[str, str], bool] | None,
+        sites: Sequence[str] | None, candidates: int | None = None, widened: dict[str, Any] | None = None,
+    ) -> SearchResult:
+        """:meth:`search`, with ``candidates`` per leg when given (then ``widened`` says why: the
+        weak-result fallback, :mod:`memoryd.indexer.search.fallback`, as the embedded backend runs it)."""
         t0 = time.perf_counter()
         raw_query, query = query, clean_query(query)
         k = k or self._cfg.k
         mode = self._mode(mode)
         terms = keyword.query_terms(query) if mode != "vector" else []
-        n_cand = max(self._cfg.candidates, k)
+        n_cand = max(candidates or self._cfg.candidates, k)
         expanded, added = self._synonyms.expand(query, terms) if terms else (terms, {})
         intents = intent.classify(query) if mode != "vector" else ()
         where = row_filter(path_prefix, exclude_prefixes, sites)
@@ -198,6 +211,13 @@ class PgSearcher(HybridSearcher):
             feats = self._pg_features(conn, head, feature_terms, vec if fitted else None, union)
             idfs = self._pg_idfs(conn, terms)
         hits = calibrated(head, feats)
+        weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, min_score)) \
+            if candidates is None and mode == "hybrid" and qvec is not None else None
+        if weak is not None:
+            wide = self._pg_search(raw_query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score,
+                                   explain=explain, exclude_prefixes=exclude_prefixes, query_vector=lambda: qvec,
+                                   path_check=path_check, sites=sites, candidates=weak["candidates"], widened=weak)
+            return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
         hits, reason, explanations = self._finish(
             hits, head, feats, k=k, min_score=min_score, idfs=idfs, vec=vec, kw=kw, rows=rows, cands=cands,
             mode=mode, has_vectors=qvec is not None, explain=explain)
@@ -206,7 +226,7 @@ class PgSearcher(HybridSearcher):
             keyword_plan=plan.describe() if explain and terms else None,
             query_searched=query if explain and query != raw_query else None,
             explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
-            query_analysis={"intent": list(intents), "synonyms": added, "fallback": None} if explain else None,
+            query_analysis={"intent": list(intents), "synonyms": added, "fallback": widened} if explain else None,
         )
 
     def _legs(self, conn: psycopg.Connection[Any], terms: Sequence[str], n_kw: int, n_vec: int, where: Filter,
