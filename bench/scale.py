@@ -340,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--backend postgres: build into DIR (corpus, private server) and keep it there")
     ap.add_argument("--reuse", type=Path, metavar="DIR",
                     help="--backend postgres: measure on the build --keep DIR left, without building")
+    ap.add_argument("--shared-buffers", metavar="SIZE",
+                    help="--backend postgres, private server: its shared_buffers (default 512MB; ~5 KB per chunk)")
     ap.add_argument("--socket-queries", type=int, default=100, metavar="N",
                     help="--backend postgres: also N hybrid searches over a real daemon's socket (0: skip)")
     ap.add_argument("--reindex", action="store_true",

@@ -49,7 +49,7 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
         if args.reuse and not built.exists():
             raise SystemExit(f"--reuse {args.reuse}: no finished {size}-chunk build there ({built} is missing)")
         embedder = SyntheticPassages(load_embedder(EmbeddingConfig(), args.model_dir))
-        base = server_dsn(args.dsn, tmp)
+        base = server_dsn(args.dsn, tmp, args.shared_buffers)
         name = f"memoryd_scale_{size}"
         dsn = fresh_database(base, name) if not args.reuse else database_dsn(base, name)
         cfg = with_overrides(Config(), roots=[root], data_dir=data)
