@@ -80,10 +80,9 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
             lat = measure_search(mi, embedder, args.queries, args.seed)
             rss = rss_mb()
             recall, hnsw_ms = pg_recall(mi, args.queries, args.seed, NOISE)
-            chunks = mi.store.counts()[1]
-            with mi.pg.connection() as c:
-                row = c.execute("SELECT pg_database_size(current_database())").fetchone()
-            disk = int(row[0]) if row else 0
+            with mi.pg.connection() as c:  # every site's (a pg_replicate.py corpus has several)
+                row = c.execute("SELECT pg_database_size(current_database()), count(*) FROM memoryd_chunks").fetchone()
+            disk, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
             pg_rss = postgres_rss_mb(base)
         finally:
             mi.close()

@@ -30,6 +30,20 @@ def test_sessions_run_without_jit(pg_dsn: str) -> None:
     assert row == ("off", str(schema.EF_SEARCH))
 
 
+def test_the_search_breadth_grows_with_the_table_as_the_embedded_index_s_does(pg_dsn: str) -> None:
+    assert [schema.session_ef_search(n) for n in (0, 100_000, 300_000, 5_000_000)] == [128, 128, 300, 1024]
+    connect.prepare(pg_dsn, "disable")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE memoryd_totals SET chunks = 500000")  # as the writes would have counted them
+    pool = connect.open_pool(pg_dsn, "disable")
+    try:
+        with pool.connection() as conn:
+            row = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()
+    finally:
+        pool.close()
+    assert row == ("500",)
+
+
 def test_a_version_1_database_keeps_its_postings_and_bm25_reads_only_the_index(pg_dsn: str) -> None:
     # a database as the first schema left it, with one chunk and its postings
     with psycopg.connect(pg_dsn, autocommit=True) as conn, conn.transaction():
@@ -117,3 +131,18 @@ def test_the_keyword_leg_runs_while_the_query_vector_is_computed(pg_dsn: str, tm
         idx.close()
     assert "bm25" in seen and seen.index("bm25") < seen.index("vector wanted")
     assert [h.chunk_id for h in with_wait.hits] == [h.chunk_id for h in inline.hits] and inline.hits
+
+
+def test_a_deep_vector_search_widens_the_breadth_for_its_own_transaction_only(pg_dsn: str, tmp_path: Path) -> None:
+    root = write_corpus(tmp_path / "root")
+    emb = HashEmbedder(64)
+    idx = open_index(storage_config("postgres", root, tmp_path / "data", pg_dsn), emb)
+    try:
+        reconcile(idx, [root], FILTER)
+        n = idx.status()["chunks"]
+        deep = idx.vectors.search(emb.embed_query("pgvector"), 100)  # 2k = 200 > the session's 128
+        with idx.pg.connection() as conn:  # type: ignore[attr-defined]
+            row = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()
+    finally:
+        idx.close()
+    assert len(deep) == n and row == (str(schema.EF_SEARCH),)

@@ -58,7 +58,8 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
         register_vector(conn)
         # vector searches then need no SET LOCAL (a transaction: three more round trips per query);
         # the iterative scan keeps filtered searches (prefix, sites) from returning too few rows
-        conn.execute(f"SET hnsw.ef_search = {schema.EF_SEARCH}")
+        # (the table's size when the connection opens; the pool replaces each connection within the hour)
+        conn.execute(f"SET hnsw.ef_search = {schema.session_ef_search(_chunks(conn))}")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         # With ef_search above LIMIT, pgvector's cost estimate makes a small table's sequential scan
         # look cheaper than the HNSW index; the scan must read (and detoast) every vector: 30-50 ms
@@ -74,6 +75,15 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
         check=still_open, kwargs={"autocommit": True, **timeouts(timeout_s)}, name="memoryd")
     pool.open(wait=False)
     return pool
+
+
+def _chunks(conn: psycopg.Connection[Any]) -> int:
+    """The table's chunk count as the writes keep it (0 before schema 3: a read-only open migrates nothing)."""
+    try:
+        row = conn.execute("SELECT chunks FROM memoryd_totals WHERE id = 1").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return 0
+    return int(row[0]) if row else 0
 
 
 def still_open(conn: psycopg.Connection[Any]) -> None:

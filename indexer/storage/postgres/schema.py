@@ -25,6 +25,18 @@ from memoryd.indexer.storage.base import SchemaTooNewError
 MIGRATION_LOCK = 0x6D656D6F7279  # "memory": serialises migrations across daemons
 GENERATION_KEY = "identity_generation"  # memoryd_meta: bumped each time every site's chunks are dropped
 EF_SEARCH = 128  # HNSW search breadth (pgvector's default is 40); the embedded HNSW starts at 128 too
+EF_SEARCH_MAX = 1024
+
+
+def session_ef_search(chunks: int) -> int:
+    """A session's HNSW search breadth for a table of ``chunks`` rows: recall falls as the graph grows.
+
+    The embedded index's policy (:func:`memoryd.indexer.ann.ef_search`): ``chunks / 1000`` from
+    :data:`EF_SEARCH` up to :data:`EF_SEARCH_MAX`. On the benchmark's vectors at ~1M chunks
+    pgvector's default graph (m 16, ef_construction 64) found 0.33 of the true top 10 at 128 and
+    0.77 at 1000, for 3.4 -> 16 ms per warm 50-row query (docs/scaling.md, "1M chunks").
+    """
+    return max(EF_SEARCH, min(EF_SEARCH_MAX, chunks // 1000))
 
 # Makes every daemon whose identity lacks this ``pg_writers`` stop writing at its next write
 # (memoryd.indexer.storage.postgres.index, "identity generation"); the value is corpus.WRITERS_SINCE.

@@ -121,7 +121,9 @@ class PgVectors:
                 rows = c.execute(sql, params).fetchall()
             else:
                 with c.transaction():
-                    c.execute(f"SET LOCAL hnsw.ef_search = {2 * int(k)}")
+                    # at least 2k, never below the session's own breadth (it grows with the table)
+                    c.execute("SELECT set_config('hnsw.ef_search',"
+                              " greatest(current_setting('hnsw.ef_search')::int, %s)::text, true)", (2 * int(k),))
                     rows = c.execute(sql, params).fetchall()
         return ranked_by_score(rows)
 
