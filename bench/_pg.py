@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,20 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 # (~200 MB at 100k x 384-d) and the hot table pages fit in shared_buffers, and JIT is off.
 SERVER_SETTINGS = {"shared_buffers": "512MB", "effective_cache_size": "2GB", "random_page_cost": "1.1",
                    "jit": "off", "maintenance_work_mem": "256MB"}
+
+
+_STOPS: list[Callable[[], object]] = []  # how to stop each private server started here, newest last
+
+
+def stop_servers() -> None:
+    """Stop every private server this process started (also run at exit): call it before removing
+    their folder, or ``pg_ctl stop`` finds no data directory and the server runs on."""
+    while _STOPS:
+        with contextlib.suppress(Exception):
+            _STOPS.pop()()
+
+
+atexit.register(stop_servers)
 
 
 def server_dsn(dsn: str | None, work: Path, shared_buffers: str | None = None) -> str:
@@ -34,7 +49,7 @@ def server_dsn(dsn: str | None, work: Path, shared_buffers: str | None = None) -
 
         work.mkdir(parents=True, exist_ok=True)
         srv = pgserver.get_server(work / "pg", cleanup_mode="stop")
-    atexit.register(srv.cleanup)
+    _STOPS.append(srv.cleanup)
     host = conninfo_to_dict(srv.get_uri())["host"]
     base = f"host={host} user=postgres dbname=postgres"
     tune(base, srv, {**SERVER_SETTINGS, **({"shared_buffers": shared_buffers} if shared_buffers else {})})
@@ -55,8 +70,8 @@ def tune(base: str, srv: Any, settings: dict[str, str]) -> None:
     import pgserver
 
     pgserver.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=Path(srv.pgdata), user=srv.system_user, timeout=60)
-    # pgserver stops only the process it started: stop the restarted one at exit ourselves
-    atexit.register(_stop, Path(srv.pgdata), srv.system_user)
+    # pgserver stops only the process it started: stop the restarted one ourselves (before its cleanup)
+    _STOPS.append(lambda: _stop(Path(srv.pgdata), srv.system_user))
 
 
 def _stop(pgdata: Path, user: str) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import bench_tmp, percentile, remove_tree, wait_until
-from _pg import fresh_database, server_dsn
+from _pg import fresh_database, server_dsn, stop_servers
 
 from memoryd.indexer.config import Config, with_overrides
 
@@ -96,6 +96,7 @@ def main() -> int:
         for d, c, _ in daemons:
             c.close()
             d.shutdown()
+        stop_servers()
         remove_tree(tmp)
 
 

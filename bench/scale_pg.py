@@ -34,7 +34,7 @@ EXTRA_COLUMNS = ["pg_rss_mb", "socket_p50_ms", "socket_p99_ms", "socket_embed_p5
 
 
 def run_one_pg(size: int, args: Any) -> dict[str, Any]:
-    from _pg import database_dsn, fresh_database, postgres_rss_mb, server_dsn
+    from _pg import database_dsn, fresh_database, postgres_rss_mb, server_dsn, stop_servers
     from scale import NOISE, SyntheticPassages, measure_search, measure_updates, rss_mb
 
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
@@ -99,6 +99,7 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
                 "vector_hnsw_ms": round(hnsw_ms, 3), **sock}
     finally:
         if not keep:
+            stop_servers()
             remove_tree(tmp)
 
 

@@ -72,7 +72,7 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
 
     pool = psycopg_pool.ConnectionPool(
         conninfo(dsn, sslmode), min_size=min_size, max_size=max_size, open=False, configure=configure,
-        check=still_open, kwargs={"autocommit": True, **timeouts(timeout_s)}, name="memoryd")
+        kwargs={"autocommit": True, **timeouts(timeout_s)}, name="memoryd")
     pool.open(wait=False)
     return pool
 
@@ -86,21 +86,19 @@ def _chunks(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def still_open(conn: psycopg.Connection[Any]) -> None:
-    """The pool's check before lending ``conn``: raise if the server has closed it.
+def closed_by_server(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server has ended this idle connection (a restart ends every session), without a round trip.
 
-    A restarted server ends every session it had; the pool does not notice its idle connections
-    die, and the first query on one would fail (the caller's search or write would get a
-    storage error once, with the database back). An idle session has nothing to say, so a
-    socket with something to read (the server's goodbye, or its end) is a closed session. A
-    poll with no wait: no round trip, unlike a ``SELECT 1``, which would cost every query one.
+    The pool does not notice its idle connections die, and the first query on one would fail
+    (a search or write would get a storage error once, with the database back). An idle session
+    has nothing to say, so a socket with something to read (the server's goodbye, or its end)
+    is a closed session: a poll with no wait, unlike a ``SELECT 1``, which would cost every
+    query a round trip.
     """
     if conn.closed or conn.broken:
-        raise psycopg.OperationalError("the connection is closed")
+        return True
     readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
-        conn.close()  # else the pool, which sees a connection libpq still thinks idle, takes it back as good
-        raise psycopg.OperationalError("the server closed this connection")
+    return bool(readable)
 
 
 def lock_key(site: str, root: Path) -> int:

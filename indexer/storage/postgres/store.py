@@ -33,6 +33,7 @@ import psycopg_pool
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.postgres import corpus
+from memoryd.indexer.storage.postgres.connect import closed_by_server
 from memoryd.indexer.storage.postgres.schema import GENERATION_KEY, MIGRATION_LOCK
 from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
 from memoryd.indexer.store import FileChange, FileRow, NewChunk
@@ -90,17 +91,40 @@ class PgStore:
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection (autocommit); failures to reach the database become StorageUnavailableError."""
+        """A pooled connection (autocommit); failures to reach the database become StorageUnavailableError.
+
+        A pooled connection the server has closed (:func:`~.connect.closed_by_server`) is dropped
+        and one direct connection decides: refused (the server is down) fails the call at once,
+        as a query on the dead connection would have; accepted (it restarted), the next pooled
+        connection serves the call."""
         if not self.health.reachable:
             self._come_back()
         try:
-            with self.pool.connection(timeout=self.timeout_s) as conn:
-                yield conn
+            for _ in range(self.pool.max_size + 1):  # each dead one is dropped; then the pool makes new ones
+                with self.pool.connection(timeout=self.timeout_s) as conn:
+                    if closed_by_server(conn):
+                        conn.close()  # the pool discards a closed connection when it comes back
+                        self._check_server()
+                        continue
+                    yield conn
+                    break
+            else:  # every connection lent was dead although the server answers: give up this call
+                raise self._down(f"database {self.where} keeps closing connections")
         except psycopg_pool.PoolTimeout:
             raise self._down(f"database {self.where} is unreachable") from None
         except psycopg.OperationalError as exc:
             raise self._down(f"database {self.where} failed: {type(exc).__name__}") from None
         self.health.record(True)
+
+    def _check_server(self) -> None:
+        """After finding a connection the server closed: is it there now? (raises StorageUnavailableError)"""
+        if self._probe is None:
+            return
+        try:
+            self._probe().close()
+        except StorageUnavailableError as exc:
+            self._failed_probe = time.monotonic()
+            raise self._down(str(exc)) from None
 
     def _down(self, message: str) -> StorageUnavailableError:
         self.health.record(False, message)
