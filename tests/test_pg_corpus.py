@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.errors import StoreError
 from memoryd.indexer.reconcile import reconcile
 from memoryd.indexer.storage import open_index
 from memoryd.indexer.storage.postgres import connect, corpus, schema
@@ -132,3 +134,14 @@ def test_a_daemon_older_than_the_counts_stops_writing_when_a_newer_one_migrates(
     finally:
         old.close()
     assert counts_drift(pg_dsn) == {}
+
+
+def test_a_read_only_open_of_an_older_schema_says_to_migrate_it_first(pg_dsn: str, tmp_path: Path) -> None:
+    root = write_corpus(tmp_path / "root")
+    cfg = storage_config("postgres", root, tmp_path / "data", pg_dsn)
+    idx = open_index(cfg, HashEmbedder(64))
+    idx.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE memoryd_meta SET value = '2' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r"schema version 2.*start an upgraded daemon"):
+        open_index(cfg, HashEmbedder(64), read_only=True)  # no migration, and no advice to drop every chunk

@@ -31,7 +31,7 @@ def test_sessions_run_without_jit(pg_dsn: str) -> None:
 
 
 def test_the_search_breadth_grows_with_the_table_as_the_embedded_index_s_does(pg_dsn: str) -> None:
-    assert [schema.session_ef_search(n) for n in (0, 100_000, 300_000, 5_000_000)] == [128, 128, 300, 1024]
+    assert [schema.session_ef_search(n) for n in (0, 100_000, 300_000, 5_000_000)] == [128, 128, 300, 1000]
     connect.prepare(pg_dsn, "disable")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("UPDATE memoryd_totals SET chunks = 500000")  # as the writes would have counted them
@@ -146,3 +146,22 @@ def test_a_deep_vector_search_widens_the_breadth_for_its_own_transaction_only(pg
     finally:
         idx.close()
     assert len(deep) == n and row == (str(schema.EF_SEARCH),)
+
+
+def test_a_deep_search_needs_no_second_connection(pg_dsn: str, tmp_path: Path) -> None:
+    """A vector leg deeper than the session's breadth runs on the search's own connection: with a
+    pool of one, it would otherwise wait for itself until the pool's timeout."""
+    from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+
+    root = write_corpus(tmp_path / "root")
+    connect.prepare(pg_dsn, "disable")
+    pool = connect.open_pool(pg_dsn, "disable", min_size=1, max_size=1, timeout_s=2)
+    try:
+        idx = PgMemoryIndex(storage_config("postgres", root, tmp_path / "data", pg_dsn), HashEmbedder(64), pool=pool)
+        try:
+            reconcile(idx, [root], FILTER)
+            assert idx.search("pgvector memory", k=70, mode="hybrid").hits  # 70 candidates: 2k > 128
+        finally:
+            idx.close()
+    finally:
+        pool.close()

@@ -19,7 +19,8 @@ import psycopg_pool
 import structlog
 from pgvector.psycopg import register_vector
 
-from memoryd.indexer.storage.base import SiteLockedError, StorageUnavailableError
+from memoryd.indexer.errors import StoreError
+from memoryd.indexer.storage.base import SchemaTooNewError, SiteLockedError, StorageUnavailableError
 from memoryd.indexer.storage.postgres import schema
 from memoryd.indexer.storage.postgres.dsn import conninfo, describe, describe_error
 
@@ -50,6 +51,19 @@ def prepare(dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> int
         return schema.migrate(conn)
 
 
+def check_schema(dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """For a read-only open, which migrates nothing: refuse a database this memoryd's schema is ahead of."""
+    with connect(dsn, sslmode, timeout_s) as conn:
+        found = schema.version(conn)
+    if found > schema.SCHEMA_VERSION:
+        raise SchemaTooNewError(f"database {describe(dsn)} is at schema version {found}, newer than this memoryd's"
+                                f" ({schema.SCHEMA_VERSION}): upgrade memoryd before reading it")
+    if 0 < found < schema.SCHEMA_VERSION:
+        raise StoreError(f"database {describe(dsn)} is at schema version {found}; this memoryd reads version"
+                         f" {schema.SCHEMA_VERSION}: start an upgraded daemon (or run `memoryd index`) once to"
+                         " migrate it, then read it")
+
+
 def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
               timeout_s: float = CONNECT_TIMEOUT_S) -> psycopg_pool.ConnectionPool:
     """A pool on a migrated database (call :func:`prepare` first: pgvector's type must exist)."""
@@ -58,7 +72,9 @@ def open_pool(dsn: str, sslmode: str, min_size: int = 1, max_size: int = 4,
         register_vector(conn)
         # vector searches then need no SET LOCAL (a transaction: three more round trips per query);
         # the iterative scan keeps filtered searches (prefix, sites) from returning too few rows
-        # (the table's size when the connection opens; the pool replaces each connection within the hour)
+        # (the table's size when the connection opens; the pool replaces each connection within the hour).
+        # pgvector checks the value only once its library is loaded: a vector value loads it first.
+        conn.execute("SELECT '[1]'::vector")
         conn.execute(f"SET hnsw.ef_search = {schema.session_ef_search(_chunks(conn))}")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         # With ef_search above LIMIT, pgvector's cost estimate makes a small table's sequential scan
@@ -97,8 +113,9 @@ def closed_by_server(conn: psycopg.Connection[Any]) -> bool:
     """
     if conn.closed or conn.broken:
         return True
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    return bool(readable)
+    poller = select.poll()  # not select.select: it cannot watch a descriptor above 1023
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def lock_key(site: str, root: Path) -> int:
@@ -143,7 +160,7 @@ class SiteLock:
         row = self._conn.execute("SELECT value FROM memoryd_meta WHERE key = %s", (schema.GENERATION_KEY,)).fetchone()
         return str(row[0]) if row else "0"
 
-    def verify(self) -> list[Path]:
+    def verify(self, take_back: bool = True) -> list[Path]:
         """Make sure the held locks still are; returns the roots lost by this call (usually none).
 
         One round trip when the connection is alive, which also reads the identity generation
@@ -153,7 +170,8 @@ class SiteLock:
         with self._mutex:
             try:
                 self.generation = self._generation()
-                self._take_back()
+                if take_back:
+                    self._take_back()
                 return []
             except psycopg.Error:
                 self._conn.close()
@@ -167,7 +185,8 @@ class SiteLock:
                     self._taken[root] = site
                     newly.append(root)
             log.info("storage.site_lock.retaken", roots=[str(r) for r in self.held], lost=[str(r) for r in newly])
-            self._take_back()
+            if take_back:
+                self._take_back()
             return newly
 
     def _take_back(self) -> None:

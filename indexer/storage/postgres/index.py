@@ -85,6 +85,8 @@ class PgMemoryIndex(MemoryIndex):
         timeout = st.connect_timeout_s
         if not read_only:
             connect.prepare(st.dsn, st.sslmode, timeout)
+        else:
+            connect.check_schema(st.dsn, st.sslmode, timeout)
         self._own_pool = pool is None
         self.pool = pool or connect.open_pool(st.dsn, st.sslmode, timeout_s=timeout)
         try:
@@ -144,7 +146,7 @@ class PgMemoryIndex(MemoryIndex):
         """Before a write: re-take the locks a database restart dropped; the roots lost to another daemon."""
         if self._site_lock is None:
             return {}
-        for root in self._site_lock.verify():
+        for root in self._site_lock.verify(take_back=self.identity_changed is None):
             log.error("storage.site_lock.lost", root=str(root), site=self.site, database=self.where,
                       action="this daemon stops indexing this root while the other daemon holds it,"
                       " and takes it back (with a reconcile) once that one stops")

@@ -25,16 +25,17 @@ from memoryd.indexer.storage.base import SchemaTooNewError
 MIGRATION_LOCK = 0x6D656D6F7279  # "memory": serialises migrations across daemons
 GENERATION_KEY = "identity_generation"  # memoryd_meta: bumped each time every site's chunks are dropped
 EF_SEARCH = 128  # HNSW search breadth (pgvector's default is 40); the embedded HNSW starts at 128 too
-EF_SEARCH_MAX = 1024
+EF_SEARCH_MAX = 1000  # pgvector accepts 1-1000
 
 
 def session_ef_search(chunks: int) -> int:
     """A session's HNSW search breadth for a table of ``chunks`` rows: recall falls as the graph grows.
 
     The embedded index's policy (:func:`memoryd.indexer.ann.ef_search`): ``chunks / 1000`` from
-    :data:`EF_SEARCH` up to :data:`EF_SEARCH_MAX`. On the benchmark's vectors at ~1M chunks
-    pgvector's default graph (m 16, ef_construction 64) found 0.33 of the true top 10 at 128 and
-    0.77 at 1000, for 3.4 -> 16 ms per warm 50-row query (docs/scaling.md, "1M chunks").
+    :data:`EF_SEARCH` up to :data:`EF_SEARCH_MAX` (pgvector's limit; the embedded index goes to
+    1024). On the benchmark's vectors at ~1M chunks pgvector's default graph (m 16,
+    ef_construction 64) found 0.33 of the true top 10 at 128 and 0.77 at 1000, for 3.4 -> 16 ms
+    per warm 50-row query (docs/scaling.md, "1M chunks on PostgreSQL").
     """
     return max(EF_SEARCH, min(EF_SEARCH_MAX, chunks // 1000))
 
@@ -99,14 +100,18 @@ MIGRATIONS: tuple[str, ...] = (
     # (5-10 ms for common words at 100k chunks), and the table's totals likewise. Daemons older
     # than this schema would write postings without the counts: "pg_writers" in the identity and
     # a new identity generation make them stop writing at their next write.
-    """
+    # The fence comes first: its update waits for every older write that already passed its
+    # generation check; the table lock then waits for the rest (deletes take no such check) and
+    # holds new ones off until the counts below, read from a still table, are committed.
+    FENCE_OLDER_WRITERS + """
+    LOCK TABLE memoryd_chunks, memoryd_postings IN SHARE MODE;
     CREATE TABLE memoryd_terms (term text PRIMARY KEY, df bigint NOT NULL);
     INSERT INTO memoryd_terms (term, df) SELECT term, count(*) FROM memoryd_postings GROUP BY term;
     CREATE TABLE memoryd_totals (
         id integer PRIMARY KEY CHECK (id = 1), chunks bigint NOT NULL, terms bigint NOT NULL,
         writes bigint NOT NULL);
     INSERT INTO memoryd_totals SELECT 1, count(*), coalesce(sum(n_terms), 0), 0 FROM memoryd_chunks;
-    """ + FENCE_OLDER_WRITERS,
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -132,6 +137,15 @@ def migrate(conn: Any) -> int:
                 "INSERT INTO memoryd_meta (key, value) VALUES ('schema_version', %s)"
                 " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
     return found
+
+
+def version(conn: Any) -> int:
+    """The database's schema version (0: memoryd never migrated it)."""
+    row = conn.execute("SELECT to_regclass('memoryd_meta') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return 0
+    row = conn.execute("SELECT value FROM memoryd_meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
 
 
 def hnsw_cast(dimension: int) -> str:

@@ -21,6 +21,7 @@ the corpus figures, also while the vector is computed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -42,7 +43,7 @@ from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.search.shaping import calibrated, checked
 from memoryd.indexer.storage.postgres import corpus
 from memoryd.indexer.storage.postgres.fetch import JOIN, Candidates, fetch_candidates
-from memoryd.indexer.storage.postgres.schema import EF_SEARCH, hnsw_cast
+from memoryd.indexer.storage.postgres.schema import EF_SEARCH, EF_SEARCH_MAX, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.storage.postgres.terms import fts_tokens
 from memoryd.indexer.types import Embedder
@@ -114,16 +115,19 @@ class PgVectors:
                f" ORDER BY {dist} LIMIT {int(k)}")
         return sql, [q, *where[1], q]
 
-    def search(self, query: Any, k: int, where: Filter = ("TRUE", [])) -> list[tuple[int, float]]:
+    def search(self, query: Any, k: int, where: Filter = ("TRUE", []),
+               conn: psycopg.Connection[Any] | None = None) -> list[tuple[int, float]]:
+        """The nearest ``k`` (id, cosine), best first; on ``conn`` when given (a search already holding one
+        must not wait for a second from the pool)."""
         sql, params = self.search_sql(query, k, where)
-        with self._store.connection() as c:
+        with contextlib.nullcontext(conn) if conn is not None else self._store.connection() as c:
             if 2 * int(k) <= EF_SEARCH:  # the session settings (memoryd...connect.open_pool) suffice: one round trip
                 rows = c.execute(sql, params).fetchall()
             else:
                 with c.transaction():
                     # at least 2k, never below the session's own breadth (it grows with the table)
-                    c.execute("SELECT set_config('hnsw.ef_search',"
-                              " greatest(current_setting('hnsw.ef_search')::int, %s)::text, true)", (2 * int(k),))
+                    c.execute("SELECT set_config('hnsw.ef_search', least(%s, greatest("
+                              "current_setting('hnsw.ef_search')::int, %s))::text, true)", (EF_SEARCH_MAX, 2 * int(k)))
                     rows = c.execute(sql, params).fetchall()
         return ranked_by_score(rows)
 
@@ -254,7 +258,8 @@ class PgSearcher(HybridSearcher):
         results = _run(conn, stmts)
         vec: dict[int, float] = {}
         if qvec is not None:
-            vec = dict(ranked_by_score(results.pop()) if pipelined else self._pgvectors.search(qvec, n_vec, where))
+            vec = dict(ranked_by_score(results.pop()) if pipelined
+                       else self._pgvectors.search(qvec, n_vec, where, conn))
         return (_best_of(results if kw_rows is None else kw_rows, n_kw), kplan), vec, qvec
 
     def _pg_features(self, conn: psycopg.Connection[Any], hits: Sequence[Hit], terms: Sequence[str],
@@ -362,22 +367,24 @@ class StatsCache:
         self._table = (n, length / n if n else 1.0, max_id)
         if writes != self._writes:
             self._writes = writes
-            self._df.clear()
+            self._df = {}  # a new dict: a search on another thread keeps reading the one it holds
 
     def table(self, conn: psycopg.Connection[Any]) -> tuple[int, float, int]:
         """(rows, average terms per row, highest chunk id)."""
         self._check(conn)
-        assert self._table is not None
-        return self._table
+        table = self._table  # set by the first check, only ever replaced
+        assert table is not None
+        return table
 
     def doc_frequencies(self, conn: psycopg.Connection[Any], tokens: Sequence[str]) -> dict[str, int]:
         self._check(conn)
-        if len(self._df) > 50_000:
-            self._df.clear()
-        missing = [t for t in dict.fromkeys(tokens) if t not in self._df]
+        df = self._df  # searches run on several threads: work on this one dict, whichever replaces it
+        if len(df) > 50_000:
+            df = self._df = {}
+        missing = [t for t in dict.fromkeys(tokens) if t not in df]
         if missing:
-            self._df.update(corpus.document_frequencies(conn, missing))
-        return {t: self._df[t] for t in tokens}
+            df.update(corpus.document_frequencies(conn, missing))
+        return {t: df[t] for t in tokens}
 
 
 def _tokens(terms: Sequence[str]) -> list[str]:

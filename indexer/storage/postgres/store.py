@@ -112,6 +112,8 @@ class PgStore:
                 raise self._down(f"database {self.where} keeps closing connections")
         except psycopg_pool.PoolTimeout:
             raise self._down(f"database {self.where} is unreachable") from None
+        except psycopg.errors.TransactionRollback:  # a deadlock or serialisation failure: this call's, not an outage
+            raise
         except psycopg.OperationalError as exc:
             raise self._down(f"database {self.where} failed: {type(exc).__name__}") from None
         self.health.record(True)
@@ -124,7 +126,8 @@ class PgStore:
             self._probe().close()
         except StorageUnavailableError as exc:
             self._failed_probe = time.monotonic()
-            raise self._down(str(exc)) from None
+            self.health.record(False, str(exc))  # the detail; the error says it as every outage does
+            raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
 
     def _down(self, message: str) -> StorageUnavailableError:
         self.health.record(False, message)
@@ -242,6 +245,7 @@ class PgStore:
 
     def delete_file(self, root_id: int, rel: str) -> list[int]:
         with self.transaction() as c:
+            self._check_generation(c)
             row = c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s FOR UPDATE",
                             (root_id, rel)).fetchone()
             if not row:
@@ -255,13 +259,15 @@ class PgStore:
 
     def move_file(self, root_id: int, rel: str, dest_root_id: int, dest_rel: str) -> bool:
         with self.transaction() as c:
+            self._check_generation(c)
             row = c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s FOR UPDATE",
                             (root_id, rel)).fetchone()
             if not row:
                 return False
-            dest = "c.file_id IN (SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s)"
-            gone = corpus.drop_postings(c, dest, [dest_root_id, dest_rel])
-            c.execute("DELETE FROM memoryd_files WHERE root_id = %s AND path = %s", (dest_root_id, dest_rel))
+            dest = [int(r[0]) for r in c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s"
+                                                 " FOR UPDATE", (dest_root_id, dest_rel))]
+            gone = corpus.drop_postings(c, "c.file_id = ANY(%s)", [dest])
+            c.execute("DELETE FROM memoryd_files WHERE id = ANY(%s)", (dest,))
             c.execute("UPDATE memoryd_files SET root_id = %s, path = %s WHERE id = %s",
                       (dest_root_id, dest_rel, row[0]))
             corpus.apply(c, gone)
@@ -269,10 +275,13 @@ class PgStore:
 
     def forget_everything(self) -> None:
         """Drop this site's files and chunks (the shared cache and other sites stay)."""
-        mine = "root_id IN (SELECT id FROM memoryd_roots WHERE site = %s)"
         with self.transaction() as c:
-            gone = corpus.drop_postings(c, f"c.file_id IN (SELECT id FROM memoryd_files WHERE {mine})", [self.site])
-            c.execute(f"DELETE FROM memoryd_files WHERE {mine}", (self.site,))
+            self._check_generation(c)
+            ids = [int(r[0]) for r in c.execute(
+                "SELECT id FROM memoryd_files WHERE root_id IN (SELECT id FROM memoryd_roots WHERE site = %s)"
+                " FOR UPDATE", (self.site,))]
+            gone = corpus.drop_postings(c, "c.file_id = ANY(%s)", [ids])
+            c.execute("DELETE FROM memoryd_files WHERE id = ANY(%s)", (ids,))
             corpus.apply(c, gone)
 
     def ensure_generation(self) -> str:
