@@ -53,7 +53,8 @@ class PgEmbeddingCache:
             cur.executemany(
                 "INSERT INTO memoryd_embed_cache (key, vector, last_used) VALUES (%s, %s, %s)"
                 " ON CONFLICT (key) DO UPDATE SET last_used = EXCLUDED.last_used",
-                [(k, np.ascontiguousarray(v, dtype=np.float32), now) for k, v in vectors.items()])
+                # in key order: two daemons caching the same new texts lock their rows in the same order
+                [(k, np.ascontiguousarray(v, dtype=np.float32), now) for k, v in sorted(vectors.items())])
 
     def entries(self) -> int:
         with self._store.connection() as c:
