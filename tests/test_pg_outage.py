@@ -152,11 +152,8 @@ def test_a_silent_host_costs_the_connect_timeout_not_the_os_tcp_timeout(silent_p
 
 
 def test_a_restart_drops_the_locks_and_the_next_write_takes_them_again(restartable_pg: Any, tmp_path: Path) -> None:
-    root = write_corpus(tmp_path / "root")
-    cfg = with_timeout(storage_config("postgres", root, tmp_path / "data", restartable_pg.server.dsn()), 2)
-    idx = open_index(cfg, HashEmbedder(64))
+    root, cfg, idx = _indexed_site(restartable_pg, tmp_path)
     try:
-        reconcile(idx, [root], FILTER)
         restartable_pg.stop()
         restartable_pg.start()
         (root / "after.md").write_text("# After\n\nWritten after the restart.\n", encoding="utf-8")
@@ -170,11 +167,8 @@ def test_a_restart_drops_the_locks_and_the_next_write_takes_them_again(restartab
 
 def test_the_first_calls_after_a_restart_succeed(restartable_pg: Any, tmp_path: Path) -> None:
     """The pool's idle connections died with the old server: none of them is lent out again."""
-    root = write_corpus(tmp_path / "root")
-    cfg = with_timeout(storage_config("postgres", root, tmp_path / "data", restartable_pg.server.dsn()), 2)
-    idx = open_index(cfg, HashEmbedder(64))
+    root, _cfg, idx = _indexed_site(restartable_pg, tmp_path)
     try:
-        reconcile(idx, [root], FILTER)
         before = [h.chunk_id for h in idx.search("pgvector", k=3, mode="keyword").hits]
         restartable_pg.stop()
         restartable_pg.start()
@@ -187,11 +181,8 @@ def test_the_first_calls_after_a_restart_succeed(restartable_pg: Any, tmp_path: 
 
 def test_a_root_another_daemon_took_meanwhile_is_no_longer_indexed(restartable_pg: Any, tmp_path: Path,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
-    root = write_corpus(tmp_path / "root")
-    cfg = with_timeout(storage_config("postgres", root, tmp_path / "data", restartable_pg.server.dsn()), 2)
-    first = open_index(cfg, HashEmbedder(64))
+    root, cfg, first = _indexed_site(restartable_pg, tmp_path)
     try:
-        reconcile(first, [root], FILTER)
         restartable_pg.stop()
         restartable_pg.start()
         second = wait_for(lambda: _open_or_none(cfg), timeout=30, what="a second daemon to take the free lock")
@@ -210,11 +201,8 @@ def test_a_root_another_daemon_took_meanwhile_is_no_longer_indexed(restartable_p
 
 
 def test_a_root_comes_back_when_the_other_daemon_lets_it_go(restartable_pg: Any, tmp_path: Path) -> None:
-    root = write_corpus(tmp_path / "root")
-    cfg = with_timeout(storage_config("postgres", root, tmp_path / "data", restartable_pg.server.dsn()), 2)
-    first = open_index(cfg, HashEmbedder(64))
+    root, cfg, first = _indexed_site(restartable_pg, tmp_path)
     try:
-        reconcile(first, [root], FILTER)
         restartable_pg.stop()
         restartable_pg.start()
         second = wait_for(lambda: _open_or_none(cfg), timeout=30, what="a second daemon to take the free lock")
@@ -233,6 +221,19 @@ def test_a_root_comes_back_when_the_other_daemon_lets_it_go(restartable_pg: Any,
             open_index(cfg, HashEmbedder(64))
     finally:
         first.close()
+
+
+def _indexed_site(restartable_pg: Any, tmp_path: Path) -> tuple[Path, Config, Any]:
+    """A site on the restartable server, its corpus indexed (connect timeout 2 s): root, config, index."""
+    root = write_corpus(tmp_path / "root")
+    cfg = with_timeout(storage_config("postgres", root, tmp_path / "data", restartable_pg.server.dsn()), 2)
+    idx = open_index(cfg, HashEmbedder(64))
+    try:
+        reconcile(idx, [root], FILTER)
+    except BaseException:
+        idx.close()
+        raise
+    return root, cfg, idx
 
 
 def _open_or_none(cfg: Config) -> Any:

@@ -19,15 +19,21 @@ from tests.test_pg_backend import FILTER, write_corpus
 from tests.test_storage_backends import storage_config
 
 
-def test_sessions_run_without_jit(pg_dsn: str) -> None:
-    connect.prepare(pg_dsn, "disable")
-    pool = connect.open_pool(pg_dsn, "disable")
+def _session_settings(dsn: str, *names: str) -> tuple[str, ...]:
+    """The values a pooled session of memoryd's runs with."""
+    pool = connect.open_pool(dsn, "disable")
     try:
         with pool.connection() as conn:
-            row = conn.execute("SELECT current_setting('jit'), current_setting('hnsw.ef_search')").fetchone()
+            row = conn.execute("SELECT " + ", ".join(f"current_setting('{n}')" for n in names)).fetchone()
     finally:
         pool.close()
-    assert row == ("off", str(schema.EF_SEARCH))
+    assert row is not None
+    return tuple(str(v) for v in row)
+
+
+def test_sessions_run_without_jit(pg_dsn: str) -> None:
+    connect.prepare(pg_dsn, "disable")
+    assert _session_settings(pg_dsn, "jit", "hnsw.ef_search") == ("off", str(schema.EF_SEARCH))
 
 
 def test_the_search_breadth_grows_with_the_table_as_the_embedded_index_s_does(pg_dsn: str) -> None:
@@ -35,13 +41,7 @@ def test_the_search_breadth_grows_with_the_table_as_the_embedded_index_s_does(pg
     connect.prepare(pg_dsn, "disable")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("UPDATE memoryd_totals SET chunks = 500000")  # as the writes would have counted them
-    pool = connect.open_pool(pg_dsn, "disable")
-    try:
-        with pool.connection() as conn:
-            row = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()
-    finally:
-        pool.close()
-    assert row == ("500",)
+    assert _session_settings(pg_dsn, "hnsw.ef_search") == ("500",)
 
 
 def test_a_version_1_database_keeps_its_postings_and_bm25_reads_only_the_index(pg_dsn: str) -> None:

@@ -120,8 +120,12 @@ class PgStore:
 
     def _check_server(self) -> None:
         """After finding a connection the server closed: is it there now? (raises StorageUnavailableError)"""
-        if self._probe is None:
-            return
+        if self._probe is not None:
+            self._probe_or_raise()
+
+    def _probe_or_raise(self) -> None:
+        """One direct connection; when it fails, record why and raise StorageUnavailableError."""
+        assert self._probe is not None
         try:
             self._probe().close()
         except StorageUnavailableError as exc:
@@ -144,12 +148,7 @@ class PgStore:
             if time.monotonic() - self._failed_probe < self.timeout_s:  # just tried: callers queued behind a
                 raise StorageUnavailableError(  # silent host's probe must not each wait in turn
                     f"database {self.where} is unreachable", where=self.where)
-            try:
-                self._probe().close()
-            except StorageUnavailableError as exc:
-                self._failed_probe = time.monotonic()
-                self.health.record(False, str(exc))
-                raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
+            self._probe_or_raise()
             old, self.pool = self.pool, self._reopen()
             old.close(timeout=1.0)  # its threads stop at once; a connection still lent out closes on return
             self.health.record(True)
