@@ -77,6 +77,9 @@ class SecretRule:
     reason: str
     valid: Callable[[re.Match[str]], bool] | None = None
     needles: tuple[str, ...] = ()
+    #: For encoded runs: the readable text the match decodes to (or None); a match counts when that text,
+    #: scanned again (at most :data:`_MAX_DECODE_DEPTH` levels deep), holds a secret.
+    decode: Callable[[str], str | None] | None = None
     gate: re.Pattern[str] | None = None
     lower: bool = False  # an IGNORECASE pattern written in lowercase: run case-sensitively on the lowercased text
 
@@ -96,25 +99,30 @@ class PrivacyResult:
     reason: str = ""
 
 
-# --- validators -----------------------------------------------------------------------------------------------
+# --- decoders ---------------------------------------------------------------------------------------------------
 
-def _encoded_secret(m: re.Match[str]) -> bool:
-    """A base64 run that decodes to readable text which itself holds a secret."""
-    return _holds_secret(checks.b64_text(m.group()))
-
-
-def _url_encoded_secret(m: re.Match[str]) -> bool:
-    """A percent-encoded run (``sk%2Dproj%2D…``) whose decoded text holds a secret."""
-    return _holds_secret(urllib.parse.unquote(m.group(), errors="strict") if "%" in m.group() else None)
+#: How many encodings deep a decoded run is scanned again (base64 of hex of …). Each level is one more full
+#: scan, so the bound keeps ``%2525…`` (one level per two characters) from recursing once per escape.
+_MAX_DECODE_DEPTH = 3
+#: Percent-decoding rounds inside one level: ``%2525…2D`` is the same secret escaped several times over.
+_MAX_UNQUOTE_ROUNDS = 4
 
 
-def _hex_secret(m: re.Match[str]) -> bool:
-    """A hex run that decodes to readable text which holds a secret (a digest decodes to bytes, not text)."""
-    return _holds_secret(checks.hex_text(m.group()))
+def _url_decoded(run: str) -> str | None:
+    """``run`` percent-decoded until it stops changing (a few rounds at most).
 
-
-def _holds_secret(decoded: str | None) -> bool:
-    return decoded is not None and bool(find(decoded, (SECRET,)))
+    Escapes that are not UTF-8 (``caf%E9`` in Latin-1) become U+FFFD instead of raising: an ordinary
+    URL must never stop the filter, and a secret beside such an escape is still decoded and seen.
+    """
+    if "%" not in run:
+        return None
+    text = run
+    for _ in range(_MAX_UNQUOTE_ROUNDS):
+        decoded = urllib.parse.unquote(text, errors="replace")
+        if decoded == text:
+            break
+        text = decoded
+    return text
 
 
 # --- the table --------------------------------------------------------------------------------------------------
@@ -224,11 +232,11 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
     SecretRule("encoded_secret", SECRET, re.compile(
         r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])(?=[A-Za-z0-9+/_-]{0,4096}[A-Z])"
         r"(?=[A-Za-z0-9+/_-]{0,4096}[a-z])[A-Za-z0-9+/_-]{23,4095}={0,2}"), "contains a base64-encoded secret",
-        _encoded_secret, gate=_BASE64_RUN),
+        gate=_BASE64_RUN, decode=checks.b64_text),
     SecretRule("url_encoded_secret", SECRET, re.compile(r"[A-Za-z0-9._~+%-]*%[0-9A-Fa-f]{2}[A-Za-z0-9._~+%-]{16,4096}"),
-               "contains a URL-encoded secret", _url_encoded_secret, needles=("%",)),
+               "contains a URL-encoded secret", needles=("%",), decode=_url_decoded),
     SecretRule("hex_encoded_secret", SECRET, re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,2048}(?![0-9A-Fa-f])"),
-               "contains a hex-encoded secret", _hex_secret, gate=_HEX_RUN),
+               "contains a hex-encoded secret", gate=_HEX_RUN, decode=checks.hex_text),
     SecretRule("card_number", SECRET, re.compile(
         r"[0-9](?<![0-9.,-][0-9])[ .\-/_\u00a0]?(?:[0-9][ .\-/_\u00a0]?){11,17}[0-9](?![0-9]|[.,/-][0-9])"),
         "contains a payment card number", checks.card, gate=_NUMBER_RUN),
@@ -302,7 +310,7 @@ def _wanted(rule: SecretRule, text: str, low: str, gates: dict[re.Pattern[str], 
     return any(n in low for n in rule.needles)
 
 
-def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]:
+def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK), _depth: int = 0) -> list[Finding]:
     """Every match in ``text`` as given (offsets into ``text``, no folding), earliest first, overlaps removed."""
     hits: list[Finding] = []
     low = text.lower()
@@ -310,7 +318,9 @@ def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]
     for rule in RULES:
         if rule.kind not in kinds or not _wanted(rule, text, low, gates):
             continue
-        hits.extend(Finding(rule.name, rule.kind, *_span(m)) for m in _matches(rule, text, low))
+        if rule.decode is not None and _depth >= _MAX_DECODE_DEPTH:
+            continue
+        hits.extend(Finding(rule.name, rule.kind, *_span(m)) for m in _matches(rule, text, low, _depth))
     hits.sort(key=lambda f: (f.start, -f.end))
     out: list[Finding] = []
     for f in hits:
@@ -319,12 +329,27 @@ def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK)) -> list[Finding]
     return out
 
 
-def _matches(rule: SecretRule, text: str, low: str) -> list[re.Match[str]]:
-    """``rule``'s non-empty matches that its ``valid`` accepts."""
+def _matches(rule: SecretRule, text: str, low: str, depth: int = 0) -> list[re.Match[str]]:
+    """``rule``'s non-empty matches that its ``valid`` (or its decoded text) accepts."""
     pattern = rule.pattern
     if rule.lower and len(low) == len(text):  # str.lower() keeps offsets except for a few letters (İ)
         pattern, text = _CASED[rule.pattern], low
-    return [m for m in pattern.finditer(text) if m.end() > m.start() and (rule.valid is None or rule.valid(m))]
+    return [m for m in pattern.finditer(text) if m.end() > m.start() and _accepted(rule, m, depth)]
+
+
+def _accepted(rule: SecretRule, m: re.Match[str], depth: int) -> bool:
+    """``rule``'s check on one match; a check that fails on odd input counts the match as a secret.
+
+    The filter must be total — a note it cannot judge must neither crash a write nor stop indexing —
+    and when unsure it fails closed: the span is redacted (or the write refused) rather than leaked.
+    """
+    try:
+        if rule.decode is not None:
+            decoded = rule.decode(m.group())
+            return decoded is not None and bool(find(decoded, (SECRET,), depth + 1))
+        return rule.valid is None or rule.valid(m)
+    except Exception:  # a bug in one check on hostile input; see the docstring
+        return True
 
 
 def _span(m: re.Match[str]) -> tuple[int, int]:
