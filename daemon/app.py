@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -66,6 +67,7 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
+from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, recover
 
 SHUTDOWN_BUDGET_S = 9.0
 SERVER_STOP_S = 2.0  # of the budget: running requests answer, then the connections close
@@ -107,6 +109,7 @@ class Daemon:
         self.query_embeddings: QueryEmbeddings | None = None
         self.last_failure: str | None = None
         self.on_shutdown: list[Callable[[], object]] = []  # run once the socket is closed (e.g. audit flush)
+        self.history = History.in_data_dir(cfg.data_dir)  # one instance: it caches what it has parsed
 
     # -- start-up ---------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Daemon:
         self._lock = DataDirLock(cfg.data_dir)
         self._lock.acquire()
         check_data_dir(cfg.data_dir)
+        recover_edits(self.history, self.roots)  # before anything reads a memory file
         fds = listen_fds(self.env)
         if not fds:  # socket-activated: systemd holds the socket, nobody else can bind it
             check_socket_path(cfg.socket_path)
@@ -235,6 +239,7 @@ class Daemon:
             "debounced": self.debouncer.ready_counts if self.debouncer else {},
             "fresh": pending == 0 and not reconciling,  # every change seen so far is searchable
             "data_dir_bytes": tree_bytes(self.cfg.data_dir), "rss_bytes": rss_bytes(),
+            "history": self.history.sizes(),  # each ring's bytes and bound (memoryd.indexer.write.history)
         }
 
     # -- shutdown ---------------------------------------------------------------
@@ -287,7 +292,7 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
         return d.roots
 
     def new_writer() -> MemoryEditor:  # an editor: `undo` must also revert a clear or a section update
-        return MemoryEditor(d.index, d.roots.roots[0], cfg.write, history=History.in_data_dir(cfg.data_dir))
+        return MemoryEditor(d.index, d.roots.roots[0], cfg.write, history=d.history)
 
     line_cache = line_cache_of(d.index) if cfg.search.context_line_model else None  # context: line vectors kept
     reads = ReadMethods(
@@ -301,12 +306,24 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     audit_log = open_audit_log(cfg.write, cfg.data_dir)
     d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
     writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer)
-    history = HistoryMethods(writes=writes, history=History.in_data_dir(cfg.data_dir), roots=roots)
+    history = HistoryMethods(writes=writes, history=d.history, roots=roots)
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
                            new_editor=new_writer)
     files = FileMethods(roots=roots, path_filter=d.path_filter)
     return (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
             | manage.handlers() | files.handlers())
+
+
+def recover_edits(history: History, roots: RootMap) -> dict[str, int]:
+    """Settle the memory-file edits a kill interrupted (memoryd.indexer.write.journal): each is finished
+    or was never started, and its history records are kept either way."""
+    served = {str(r): r for r in roots.roots}
+
+    def resolve(root: str, rel: str) -> Path | None:
+        base = served.get(root)
+        return None if base is None else base / rel
+
+    return recover(EditJournal(history.path.parent / JOURNAL_DIR), resolve, history.append_new)
 
 
 def _quiet_faiss_threads() -> None:

@@ -35,6 +35,7 @@ from memoryd.indexer.write.candidates import gather
 from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Verdict, decide
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.mdlines import MdLines
+from memoryd.indexer.write.patch import CONTEXT, Hunk, Patch, split_lines
 from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.write.sections import replace_body, restore_body
 from memoryd.indexer.write.writer import MemoryWriter, Outcome
@@ -54,53 +55,54 @@ class MemoryEditor(MemoryWriter):
     def clear(self, namespace: Namespace, rels: list[str], session: dict[str, str] | None = None) -> dict[str, Any]:
         """Remove every entry of the files ``rels`` (all in ``namespace``); the files and their other
         lines (headings, prose, USER blocks) stay. A file memoryd may not write (a link, broken block
-        markers) is skipped and named. Returns counts, the skipped files and the ``clear`` record's id."""
-        ids: list[str] = []
+        markers) is skipped and named. Returns counts, the skipped files and the ``clear`` record's id.
+
+        Each file is one write-ahead edit (:meth:`MemoryWriter._write`) whose records are a ``forget``
+        per entry and one ``clear`` record with the file's patch; the files' ``clear`` records share a
+        ``group``, the id of the first, which is what ``undo`` takes. A kill part-way leaves every file
+        either cleared with its records or untouched."""
+        gid = hist.new_id()
         skipped: list[dict[str, str]] = []
         files = total = 0
         for rel in rels:
             try:
-                removed = self._strip(rel)
+                removed = self._strip(rel, namespace, session, gid, first=total == 0)
             except (BadTarget, WriteConflict) as exc:  # a link, broken markers, a file that kept changing
                 skipped.append({"path": rel, "reason": str(exc)})
                 continue
             if not removed:
                 continue
-            files, total = files + 1, total + len(removed)
-            for e in removed:
-                hid = self._record(hist.FORGET, rel, e.line, old=e.previous, block=list(e.block), session=session,
-                                   namespace=str(namespace), reason="clear")
-                if hid is not None:
-                    ids.append(hid)
+            files, total = files + 1, total + removed
             self._reindex(rel)
-        hid = self._record(hist.CLEAR, namespace.folder, 0, old=f"{total} entries", session=session,
-                           namespace=str(namespace), entries=ids) if total else None
+        hid = gid if total else None
         log.info("write.cleared", namespace=str(namespace), files=files, entries=total, history_id=hid)
         return {"decision": "cleared", "namespace": str(namespace), "files": files, "removed": total,
                 "history_id": hid, "skipped": skipped}
 
-    def _strip(self, rel: str) -> list[mdedit.Edit]:
-        """Remove the entries of ``rel`` last to first in one conditional write; the removals, in order."""
-        removed: list[mdedit.Edit] = []
+    def _strip(self, rel: str, namespace: Namespace, session: dict[str, str] | None, gid: str, first: bool) -> int:
+        """Remove every entry of ``rel`` in one conditional, journaled write; how many went."""
         now = self._clock()
+        removed: list[mdedit.Removed] = []
 
         def strip(text: str | None) -> mdedit.Edit | None:
-            removed.clear()  # a re-applied attempt starts again from the new text
-            if text is None:
-                return None
-            current = text
-            for _ in range(len(MdLines(text).entries)):  # each pass removes one entry
-                found = MdLines(current).entries
-                if not found:
-                    break
-                edit = mdedit.remove(current, found[-1].index + 1, None, now, rel)
-                assert edit is not None  # the entry was just found on that line
-                removed.append(edit)
-                current = edit.text
-            return mdedit.Edit(current, 1, "") if removed else None
+            out = mdedit.remove_all(text, now, rel) if text is not None else None
+            removed[:] = out[1] if out is not None else []
+            return out[0] if out is not None else None
 
-        self._write(rel, strip)
-        return list(removed)
+        def records(edit: mdedit.Edit, before: str | None) -> list[dict[str, Any]]:
+            lines = split_lines(before or "")
+            ns = str(namespace)
+            forgets = [self._rec(hist.FORGET, rel, r.line, None, None, old=r.text, block=list(r.block),
+                                 session=session, namespace=ns, reason="clear", group=gid,
+                                 patch=_entry_patch(lines, r).to_json()) for r in removed]
+            part = self._rec(hist.CLEAR, rel, 0, before, edit, old=f"{len(removed)} entries", session=session,
+                             namespace=ns, group=gid, entries=[f["id"] for f in forgets])
+            if first:
+                part["id"] = gid
+            return [*forgets, part]
+
+        self._write(rel, strip, records)
+        return len(removed)
 
     # -- update_section -------------------------------------------------------------
 
@@ -110,6 +112,7 @@ class MemoryEditor(MemoryWriter):
         if not resolve_target(self.root, rel).is_file():
             raise EntryNotFound(f"{rel}: no such memory file")
         done: list[Any] = []
+        ns = str(namespace_of(rel))
 
         def edit(text: str | None) -> mdedit.Edit:
             if text is None:
@@ -118,13 +121,17 @@ class MemoryEditor(MemoryWriter):
             done[:] = [se]
             return mdedit.Edit(se.text, se.line, title)
 
-        self._write(rel, edit)
+        def records(e: mdedit.Edit, before: str | None) -> list[dict[str, Any]]:
+            se = done[0]
+            return [self._rec(hist.SECTION, rel, se.line, before, e, old="\n".join(se.old), new=content,
+                              block=list(se.old), session=session, namespace=ns, section=title,
+                              new_block=list(se.new))]
+
+        _, recs = self._write(rel, edit, records)
         se = done[0]
-        ns = str(namespace_of(rel))
         if se.old == se.new:
             return Outcome("unchanged", f"section {title!r} already holds this text", rel, se.line, ns)
-        hid = self._record(hist.SECTION, rel, se.line, old="\n".join(se.old), new=content, block=list(se.old),
-                           session=session, namespace=ns, section=title, new_block=list(se.new))
+        hid = str(recs[0]["id"]) if recs else None
         self._reindex(rel)
         log.info("write.section_updated", path=rel, section=title, line=se.line, history_id=hid)
         return Outcome("updated", f"section {title!r} replaced", rel, se.line, ns, previous="\n".join(se.old),
@@ -172,20 +179,62 @@ class MemoryEditor(MemoryWriter):
     # -- undo -----------------------------------------------------------------------
 
     def undo(self, rid: str, session: dict[str, str] | None = None) -> Outcome:
-        """:meth:`MemoryWriter.undo`, plus the undo of a ``clear`` (every entry it removed that can still
-        be restored) and of a ``section`` update."""
+        """:meth:`MemoryWriter.undo`, plus the undo of a ``clear`` (every file it emptied, byte for byte
+        while untouched since) and of a ``section`` update."""
         rec = self.history.find(rid) if self.history is not None else None
         if rec is None or rec.get("action") not in (hist.CLEAR, hist.SECTION):
             return super().undo(rid, session)
-        if rec.get("undone_by"):
-            raise WriteConflict(f"{rid} was already undone by {rec['undone_by']}; nothing changed")
-        if rec.get("root") != str(self.root):
-            raise BadTarget(f"{rid}: recorded for root {rec.get('root')!r}, not the first memory root")
-        if rec["action"] == hist.CLEAR:
-            return self._undo_clear(rid, rec, session)
-        return self._undo_section(rid, rec, session)
+        rec = self._undoable(rid)
+        if rec["action"] == hist.SECTION:
+            return self._undo_section(rid, rec, session)
+        if not rec.get("group"):
+            return self._undo_clear_legacy(rid, rec, session)
+        return self._undo_clear(rid, rec, session)
 
     def _undo_clear(self, rid: str, rec: dict[str, Any], session: dict[str, str] | None) -> Outcome:
+        """Revert each file of the clear whose part is not undone yet; say which could not be placed."""
+        assert self.history is not None
+        recs = list(self.history.records())
+        undone = {str(u.get("undoes")) for u in recs if u.get("action") == hist.UNDO}
+        undone |= {str(c) for u in recs if u.get("action") == hist.UNDO for c in u.get("covers") or ()}
+        parts = [r for r in recs if r.get("group") == rec["group"] and r.get("action") == hist.CLEAR
+                 and r["id"] not in undone]
+        restored, files, failed = 0, 0, []
+        for part in parts:
+            rel, ns = str(part.get("path", "")), str(part.get("namespace", "default"))
+            patch = Patch.from_json(part.get("patch"))
+            children = [str(c) for c in part.get("entries") or []]
+            if patch is None or any(c in undone for c in children):
+                failed.append(f"{rel} (some entries were restored one by one; undo the others one by one)")
+                continue
+            exact: list[bool] = [False]
+            pid = str(part["id"])
+
+            def record(e: mdedit.Edit, before: str | None, pid: str = pid, rel: str = rel, ns: str = ns,
+                       children: list[str] = children, exact: list[bool] = exact) -> list[dict[str, Any]]:
+                return [self._rec(hist.UNDO, rel, e.line, before, None, session=session, namespace=ns, undoes=pid,
+                                  covers=children, undone_action=hist.CLEAR, exact=exact[0],
+                                  reason=f"undid clear {rid}: {len(children)} entries restored")]
+
+            try:
+                self._revert(rel, patch, pid, exact, record)
+            except (WriteConflict, BadTarget, EntryNotFound) as exc:
+                failed.append(f"{rel} ({exc})")
+                continue
+            restored, files = restored + len(children), files + 1
+            self._reindex(rel)
+        if not files and failed:
+            raise WriteConflict(f"{rid}: nothing restored; " + "; ".join(failed))
+        reason = f"undid clear {rid}: {restored} entries restored in {files} file(s)"
+        if failed:
+            reason += "; not restored: " + "; ".join(failed)
+        log.info("write.undone", history_id=rid, action=hist.CLEAR, restored=restored, files=files,
+                 failed=len(failed))
+        return Outcome("restored", reason, str(rec.get("path", "")), 0, str(rec.get("namespace", "default")),
+                       history_id=rid)
+
+    def _undo_clear_legacy(self, rid: str, rec: dict[str, Any], session: dict[str, str] | None) -> Outcome:
+        """The undo of a ``clear`` recorded by an older memoryd: its entries one by one."""
         assert self.history is not None
         restored, skipped = 0, 0
         for cid in reversed([str(c) for c in rec.get("entries") or []]):
@@ -197,32 +246,52 @@ class MemoryEditor(MemoryWriter):
             restored += 1
         ns, path = str(rec.get("namespace", "default")), str(rec.get("path", ""))
         reason = f"undid clear {rid}: {restored} entries restored" + (f", {skipped} not restorable" if skipped else "")
-        hid = self._record(hist.UNDO, path, 0, session=session, namespace=ns, undoes=rid, undone_action=hist.CLEAR,
-                           reason=reason)
+        hid = str(self.history.append(hist.entry(hist.UNDO, self.root, path, 0, now=self._clock(), session=session,
+                                                 namespace=ns, undoes=rid, undone_action=hist.CLEAR,
+                                                 reason=reason))["id"])
         log.info("write.undone", history_id=rid, action=hist.CLEAR, restored=restored, skipped=skipped, undo_id=hid)
         return Outcome("restored", reason, path, 0, ns, history_id=hid)
 
     def _undo_section(self, rid: str, rec: dict[str, Any], session: dict[str, str] | None) -> Outcome:
         old, new = rec.get("block"), rec.get("new_block")
-        if rec.get("redacted") or not isinstance(old, list) or not isinstance(new, list):
-            raise WriteConflict(f"{rid}: the old section body was not kept (too long, or it held a secret); "
-                                "nothing to restore")
         rel, title = str(rec.get("path", "")), str(rec.get("section", ""))
-
-        def edit(text: str | None) -> mdedit.Edit:
-            if text is None:
-                raise EntryNotFound(f"{rel}: no such memory file")
-            se = restore_body(text, title, new, old, rel)
-            return mdedit.Edit(se.text, se.line, title)
-
-        done = self._write(rel, edit)
-        assert done is not None
         ns = str(namespace_of(rel))
-        hid = self._record(hist.UNDO, rel, done.line, old="\n".join(new), new="\n".join(old), session=session,
-                           namespace=ns, undoes=rid, undone_action=hist.SECTION, section=title)
+        exact: list[bool] = [False]
+
+        def record(e: mdedit.Edit, before: str | None) -> list[dict[str, Any]]:
+            return [self._rec(hist.UNDO, rel, e.line, before, None, old="\n".join(new or []),
+                              new="\n".join(old or []), session=session, namespace=ns, undoes=rid,
+                              undone_action=hist.SECTION, section=title, exact=exact[0])]
+
+        patch = Patch.from_json(rec.get("patch"))
+        if patch is not None:
+            done, recs = self._revert(rel, patch, rid, exact, record)
+        else:
+            if not isinstance(old, list) or not isinstance(new, list):
+                raise WriteConflict(f"{rid}: the old section body was not kept (too long, or it held a secret); "
+                                    "nothing to restore")
+
+            def edit(text: str | None) -> mdedit.Edit:
+                if text is None:
+                    raise EntryNotFound(f"{rel}: no such memory file")
+                se = restore_body(text, title, new, old, rel)
+                return mdedit.Edit(se.text, se.line, title)
+
+            got, recs = self._write(rel, edit, record)
+            assert got is not None
+            done = got
+        hid = str(recs[0]["id"]) if recs else None
         self._reindex(rel)
         log.info("write.undone", history_id=rid, action=hist.SECTION, path=rel, undo_id=hid)
         return Outcome("restored", f"undid section update {rid}", rel, done.line, ns, history_id=hid)
+
+
+def _entry_patch(lines: list[str], r: mdedit.Removed) -> Patch:
+    """A one-entry patch for the ``forget`` record of one entry of a clear: its exact lines and its
+    neighbours before the clear (no exact sha: it is always placed by content)."""
+    i, j = r.line - 1, r.line - 1 + len(r.block)
+    return Patch((Hunk(i, tuple(lines[i:j]), (), tuple(lines[max(0, i - CONTEXT):i]), tuple(lines[j:j + CONTEXT])),),
+                 post_sha="")
 
 
 def _would(n: int, plan: Accepted, v: Verdict) -> dict[str, Any]:

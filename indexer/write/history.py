@@ -1,35 +1,48 @@
-"""The write history: every replace, forget, reinforce and undo, with the text it touched.
+"""The write history: every replace, forget, reinforce, clear, section update and undo, with the exact
+bytes it changed.
 
-A replace used to leave the replaced text only in that one response; a
-reinforcement of a file without front matter left no trace at all. Each of
-those now appends one JSON line to ``history.jsonl`` in the data dir — never
-under a memory root, so it is never indexed or searched — with what is needed
-to put things back (``memoryd undo ID``):
+Each edit adds JSON lines to a history file in the data dir — never under a
+memory root, so never indexed or searched, and never logged — with what is
+needed to put things back (``memoryd undo ID``). The records are written
+*ahead* of the edit (:mod:`memoryd.indexer.write.journal`): a kill never
+leaves a changed file without them.
 
-======  =====================================================================
-field   meaning
-======  =====================================================================
-id      ``h-`` + 16 hex characters, random (not guessable from the time)
-time    ISO 8601 UTC seconds
-action  ``replace`` | ``forget`` | ``reinforce`` | ``undo`` | ``clear`` | ``section``
-root    the memory root the path is relative to
-path    the file, relative to ``root``
-line    1-based line of the entry after the action (forget: where it was)
-lines   how many lines the old entry spanned (item plus continuation lines)
-old     the entry's text before (replace, forget, reinforce: the entry kept)
-new     the text after (replace: the new entry; reinforce: the memory *not* written)
-block   the old entry's exact lines, to restore them byte for byte
-session who asked (``{"kind": "owner"}`` …), namespace, reason, score
-undoes  (``undo`` only) the id it reverted
-entries (``clear`` only) the ids of its ``forget`` records, one per entry removed
-section (``section`` only) the section's title; ``new_block`` the body written
-======  =====================================================================
+========  ===================================================================
+field     meaning
+========  ===================================================================
+id        ``h-`` + 16 hex characters, random (not guessable from the time)
+time      ISO 8601 UTC seconds
+action    ``replace`` | ``forget`` | ``reinforce`` | ``undo`` | ``clear`` | ``section``
+root      the memory root the path is relative to
+path      the file, relative to ``root``
+line      1-based line of the entry after the action (forget: where it was)
+lines     how many lines the old entry spanned (item plus continuation lines)
+old       the entry's text before (replace, forget, reinforce: the entry kept)
+new       the text after (replace: the new entry; reinforce: the memory *not* written)
+block     the old entry's exact lines
+patch     the edit as line hunks with terminators and neighbours, and the sha256 of
+          what it wrote (:mod:`memoryd.indexer.write.patch`): the undo is byte for
+          byte while the file is untouched, placed by content after a hand edit
+session   who asked (``{"kind": "owner"}`` …), namespace, reason, score
+group     (``clear``) one id shared by the records of one clear over several files
+undoes    (``undo`` only) the id it reverted; ``covers``: the forget records of a
+          cleared file that its undo restored with it
+entries   (``clear`` only) the ids of the file's ``forget`` records
+section   (``section`` only) the section's title; ``new_block`` the body written
+========  ===================================================================
 
-The file is created 0600 whatever the umask (``os.open`` with mode 0o600, then
-``fchmod``) and kept under :data:`MAX_BYTES`: when an append passes it, the
-oldest entries are dropped until half is left (rewritten through a 0600
-temporary file and an atomic rename). One writer appends (the index worker);
-readers skip a torn last line. No threads here: the daemon serialises writes.
+The records keep secrets too: redaction applies to what leaves the daemon
+(:mod:`memoryd.daemon.api.history`), not to the record, so every edit can be
+undone. The files are created 0600 whatever the umask (``os.open`` with mode
+0o600, then ``fchmod``).
+
+Bounds: two rings, each kept under :data:`MAX_BYTES` on its own — the owner's
+(``history.jsonl``: the CLI, the owner's agent) and the confined sessions'
+(``history-agents.jsonl``) — so no peer can push the owner's records out.
+When an append passes a ring's bound, its oldest records are dropped until
+half is left (the newest is always kept). A reinforcement of an entry by the
+same text as an earlier reinforcement that is not undone adds no record.
+One writer appends (the index worker); readers skip a torn last line.
 """
 
 from __future__ import annotations
@@ -38,8 +51,8 @@ import contextlib
 import json
 import os
 import secrets
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,42 +89,119 @@ def entry(action: str, root: Path, path: str, line: int, *, old: str | None = No
     return rec
 
 
-@dataclass(frozen=True)
-class History:
-    """The history file at ``path``, bounded to ``max_bytes``."""
+OWNER_RING, AGENT_RING = "owner", "agents"
+AGENTS_NAME = "history-agents.jsonl"
 
-    path: Path
-    max_bytes: int = MAX_BYTES
 
-    @classmethod
-    def in_data_dir(cls, data_dir: Path) -> History:
-        return cls(data_dir / HISTORY_NAME)
+def ring_of(rec: dict[str, Any]) -> str:
+    """Which ring keeps ``rec``: the owner's (no session, or an owner session) or the agents' (confined)."""
+    session = rec.get("session")
+    kind = session.get("kind") if isinstance(session, dict) else None
+    return OWNER_RING if kind in (None, "owner") else AGENT_RING
 
-    def append(self, rec: dict[str, Any]) -> dict[str, Any]:
-        """Append one record (a line of JSON); trims the oldest records past ``max_bytes``. Returns ``rec``."""
+
+class _Ring:
+    """One bounded JSON-lines file, parsed once and then only its new tail (the file is append-only
+    between trims; a trim or an outside rewrite is seen as a shrink or a new inode and read again)."""
+
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._recs: list[dict[str, Any]] = []
+        self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes parsed)
+
+    def append(self, rec: dict[str, Any]) -> None:
         line = (json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
         try:
             os.fchmod(fd, _FILE_MODE)
             _write_all(fd, line)
+            os.fsync(fd)  # the journal file of the edit is removed once this returns
             size = os.fstat(fd).st_size
         finally:
             os.close(fd)
         if size > self.max_bytes:
             self._trim()
+
+    def records(self) -> list[dict[str, Any]]:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self._recs, self._seen = [], (-1, 0)
+            return []
+        inode, done = self._seen
+        if st.st_ino != inode or st.st_size < done:
+            self._recs, done = [], 0
+        if st.st_size > done:
+            with self.path.open("rb") as f:
+                f.seek(done)
+                data = f.read()
+            complete = data.rfind(b"\n") + 1  # a torn last line is read again once it is whole
+            self._recs.extend(_parse(data[:complete]))
+            done += complete
+        self._seen = (st.st_ino, done)
+        return self._recs
+
+    def _trim(self) -> None:
+        """Keep the newest records that fit in half of ``max_bytes`` — at least the newest one —
+        through a 0600 temp file and an atomic rename."""
+        lines = self.path.read_bytes().splitlines(keepends=True)
+        keep: list[bytes] = []
+        total = 0
+        for raw in reversed(lines):
+            if keep and total + len(raw) > self.max_bytes // 2:
+                break
+            keep.append(raw)
+            total += len(raw)
+        atomic_write_bytes(self.path, b"".join(reversed(keep)), keep_mode=False, new_mode=_FILE_MODE,
+                           temp_suffix=DATA_TEMP_SUFFIX)
+
+
+class History:
+    """The write history of a data dir: two bounded rings, one per kind of session.
+
+    The owner's records (the CLI, the owner's MCP agent) live in ``history.jsonl``,
+    confined sessions' (``direct``, ``group``) in ``history-agents.jsonl``, each
+    kept under ``max_bytes`` on its own: no number of peers writing, under any
+    ids they choose, can push the owner's records out. Thread-safe (the index
+    worker appends while socket threads list).
+    """
+
+    def __init__(self, path: Path, max_bytes: int = MAX_BYTES, agents_max_bytes: int | None = None) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._rings = {OWNER_RING: _Ring(path, max_bytes),
+                       AGENT_RING: _Ring(path.with_name(AGENTS_NAME), agents_max_bytes or max_bytes)}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path) -> History:
+        return cls(data_dir / HISTORY_NAME)
+
+    @property
+    def paths(self) -> dict[str, Path]:
+        return {name: ring.path for name, ring in self._rings.items()}
+
+    def append(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Append one record (a line of JSON, fsynced) to its ring; trims that ring past its bound."""
+        with self._lock:
+            self._rings[ring_of(rec)].append(rec)
         return rec
+
+    def append_new(self, recs: list[dict[str, Any]]) -> None:
+        """Append the records whose ids are not in the history yet (a recovered edit's, at most once)."""
+        with self._lock:
+            have = {r["id"] for ring in self._rings.values() for r in ring.records()}
+            for rec in recs:
+                if isinstance(rec.get("id"), str) and rec["id"] not in have:
+                    self._rings[ring_of(rec)].append(rec)
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every readable record, oldest first (a torn or foreign line is skipped)."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return
-        for raw in data.splitlines():
-            with contextlib.suppress(ValueError):
-                rec = json.loads(raw)
-                if isinstance(rec, dict) and isinstance(rec.get("id"), str):
-                    yield rec
+        with self._lock:
+            merged = [r for ring in self._rings.values() for r in ring.records()]
+        merged.sort(key=lambda r: str(r.get("time", "")))  # stable: each ring's own order is kept
+        yield from merged
 
     def recent(self, path: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """The newest ``limit`` records, newest first, for ``path`` (a file, or a folder and what is under it).
@@ -119,7 +209,7 @@ class History:
         Each record that was undone carries ``undone_by`` (the undo's id).
         """
         recs = list(self.records())
-        undone = {r["undoes"]: r["id"] for r in recs if r.get("action") == UNDO and r.get("undoes")}
+        undone = _undone(recs)
         out = []
         for r in reversed(recs):
             if path is not None and not _under(str(r.get("path", "")), path):
@@ -131,28 +221,60 @@ class History:
 
     def find(self, rid: str) -> dict[str, Any] | None:
         """The record with id ``rid`` (with ``undone_by`` if an undo reverted it), or None."""
-        found, undone_by = None, None
-        for r in self.records():
-            if r["id"] == rid:
-                found = r
-            elif r.get("action") == UNDO and r.get("undoes") == rid:
-                undone_by = r["id"]
-        if found is not None and undone_by is not None:
-            return {**found, "undone_by": undone_by}
-        return found
+        recs = list(self.records())
+        found = next((r for r in recs if r["id"] == rid), None)
+        if found is None:
+            return None
+        undone_by = _undone(recs).get(rid)
+        return {**found, "undone_by": undone_by} if undone_by is not None else found
 
-    def _trim(self) -> None:
-        """Keep the newest records that fit in half of ``max_bytes`` (0600 temp file, atomic rename)."""
-        lines = self.path.read_bytes().splitlines(keepends=True)
-        keep: list[bytes] = []
-        total = 0
-        for raw in reversed(lines):
-            if total + len(raw) > self.max_bytes // 2:
-                break
-            keep.append(raw)
-            total += len(raw)
-        atomic_write_bytes(self.path, b"".join(reversed(keep)), keep_mode=False, new_mode=_FILE_MODE,
-                           temp_suffix=DATA_TEMP_SUFFIX)
+    def group(self, gid: str) -> list[dict[str, Any]]:
+        """The records of one multi-file action (a ``clear``): those whose ``group`` is ``gid``, oldest first."""
+        return [r for r in self.records() if r.get("group") == gid]
+
+    def same_reinforcement(self, root: Path, path: str, old: str, new: str) -> str | None:
+        """The id of a reinforcement of entry ``old`` in ``path`` by the same text ``new`` that is not undone:
+        a repeat of it adds no record (the first one already undoes the absorption)."""
+        recs = list(self.records())
+        undone = _undone(recs)
+        for r in reversed(recs):
+            if (r.get("action") == REINFORCE and r.get("root") == str(root) and r.get("path") == path
+                    and r.get("old") == old and r.get("new") == new and r["id"] not in undone):
+                return str(r["id"])
+        return None
+
+    def sizes(self) -> dict[str, dict[str, int]]:
+        """Each ring's bytes, bound and record count (for ``status``)."""
+        out = {}
+        with self._lock:
+            for name, ring in self._rings.items():
+                try:
+                    size = ring.path.stat().st_size
+                except FileNotFoundError:
+                    size = 0
+                out[name] = {"bytes": size, "max_bytes": ring.max_bytes, "records": len(ring.records())}
+        return out
+
+
+def _undone(recs: list[dict[str, Any]]) -> dict[str, str]:
+    """id -> the undo that reverted it (an undo of a clear's file also covers that file's forget records)."""
+    out: dict[str, str] = {}
+    for r in recs:
+        if r.get("action") == UNDO:
+            for rid in [r.get("undoes"), *(r.get("covers") or ())]:
+                if isinstance(rid, str):
+                    out[rid] = str(r["id"])
+    return out
+
+
+def _parse(data: bytes) -> list[dict[str, Any]]:
+    out = []
+    for raw in data.splitlines():
+        with contextlib.suppress(ValueError):
+            rec = json.loads(raw)
+            if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+                out.append(rec)
+    return out
 
 
 def _write_all(fd: int, data: bytes) -> None:

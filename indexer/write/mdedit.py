@@ -146,6 +146,32 @@ def remove(text: str, line: int, expect: str | None, now: datetime, where: str) 
     return _finish(text, doc, where, Edit(doc.text(), e2.index + 1, "", previous=e.text, block=block))
 
 
+@dataclass(frozen=True)
+class Removed:
+    """One entry :func:`remove_all` took out: its 1-based line before, its text and its exact lines."""
+
+    line: int
+    text: str
+    block: tuple[str, ...]
+
+
+def remove_all(text: str, now: datetime, where: str) -> tuple[Edit, list[Removed]] | None:
+    """Delete every entry of ``text`` in one pass (``clear``), last to first; None if it has none.
+
+    Linear in the file: the file is parsed once and its entries' line ranges deleted bottom-up, so a
+    2,000-entry file costs one parse, not one per entry.
+    """
+    doc = MdLines(text)
+    found = list(doc.entries)
+    if not found:
+        return None
+    removed = [Removed(e.index + 1, e.text, _block(doc, e)) for e in found]
+    for e in reversed(found):
+        doc.delete(e.index, e.end)
+    _touch(doc, now)
+    return _finish(text, doc, where, Edit(doc.text(), 1, "")), removed
+
+
 def restore(text: str | None, line: int, block: list[str], now: datetime, where: str) -> Edit:
     """Put the lines of a removed entry back before 1-based ``line`` (undo of a forget).
 

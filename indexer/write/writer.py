@@ -25,13 +25,15 @@ import structlog
 from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
 from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.memblocks import BlockError, assert_user_blocks_unchanged
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write import mdedit, privacy
+from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
 from memoryd.indexer.write.dedup import APPEND, POSSIBLE_UPDATE, REINFORCE, REPLACE, Thresholds, Verdict, decide
 from memoryd.indexer.write.intake import Accepted
+from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, FileEdit, Intent
+from memoryd.indexer.write.patch import Patch
 from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 
 if TYPE_CHECKING:
@@ -41,6 +43,10 @@ log = structlog.get_logger(__name__)
 
 MAX_ATTEMPTS = 5
 Clock = Callable[[], datetime]
+STEPS = ("journaled", "written", "recorded")
+"""The points of a write-ahead edit: intent durable / file replaced / history appended (journal not yet removed)."""
+RecordsFn = Callable[[mdedit.Edit, str | None], list[dict[str, Any]]]
+"""The history records of one edit, built from the edit and the file's text before it (written ahead)."""
 
 
 @dataclass(frozen=True)
@@ -66,14 +72,17 @@ class MemoryWriter:
     """Executes plans against the files of ``root`` (the first memory root) and ``index``."""
 
     def __init__(self, index: MemoryIndex, root: Path, cfg: WriteConfig, *, clock: Clock | None = None,
-                 before_write: Callable[[Path], None] | None = None, history: hist.History | None = None) -> None:
+                 before_write: Callable[[Path], None] | None = None, history: hist.History | None = None,
+                 at_step: Callable[[str], None] | None = None) -> None:
         self.index = index
         self.root = root
         self.cfg = cfg
         self.history = history
+        self.journal = EditJournal(history.path.parent / JOURNAL_DIR) if history is not None else None
         self.thresholds = Thresholds.from_config(cfg)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._before_write = before_write  # test seam: runs between our read and our write
+        self._at_step = at_step or (lambda step: None)  # test seam: each write-ahead step (STEPS), for crash tests
 
     def remember(self, plan: Accepted, session: dict[str, str] | None = None) -> Outcome:
         verdict = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
@@ -89,22 +98,53 @@ class MemoryWriter:
         path = resolve_target(self.root, rel)
         if not path.is_file():
             raise EntryNotFound(f"{rel}: no such memory file")
-        edit = self._write(rel, lambda text: mdedit.remove(text, line, expect, self._clock(), rel))
+        ns = str(namespace_of(rel))
+        edit, recs = self._write(rel, lambda text: mdedit.remove(text, line, expect, self._clock(), rel),
+                                 lambda e, before: [self._rec(hist.FORGET, rel, e.line, before, e, old=e.previous,
+                                                              block=list(e.block), session=session, namespace=ns)])
         if edit is None:
             what = "with that text " if expect is not None else ""
             raise EntryNotFound(f"{rel}:{line}: no memory entry {what}on that line (list items outside USER blocks)")
-        hid = self._record(hist.FORGET, rel, edit.line, old=edit.previous, block=list(edit.block), session=session,
-                           namespace=str(namespace_of(rel)))
+        hid = _id(recs)
         self._reindex(rel)
         log.info("write.forgotten", path=rel, line=line, history_id=hid)
-        return Outcome("removed", "entry removed", rel, edit.line, str(namespace_of(rel)), previous=edit.previous,
-                       history_id=hid)
+        return Outcome("removed", "entry removed", rel, edit.line, ns, previous=edit.previous, history_id=hid)
 
     def undo(self, rid: str, session: dict[str, str] | None = None) -> Outcome:
         """Revert history record ``rid``: a replace puts the old entry back in place of the new one (the new
         text stays in the history), a forget puts the removed entry back, a reinforce writes the memory that
         was absorbed. Recorded as an ``undo``; a record is undone at most once, and an undo is not undoable.
-        Raises EntryNotFound (no such id), WriteConflict (already undone, not restorable), BadTarget."""
+
+        A record with a patch is reverted byte for byte while the file is as the edit left it; after a later
+        edit, by the content and neighbours of what changed (:mod:`memoryd.indexer.write.patch`), and when
+        that cannot be placed safely nothing changes and the record stays undoable.
+        Raises EntryNotFound (no such id), WriteConflict (already undone, cannot be placed), BadTarget."""
+        rec = self._undoable(rid)
+        action, rel = rec.get("action"), str(rec.get("path", ""))
+        ns = str(namespace_of(rel))
+        exact: list[bool] = [False]
+
+        def record(e: mdedit.Edit, before: str | None) -> list[dict[str, Any]]:
+            return [self._rec(hist.UNDO, rel, e.line, before, None, old=e.previous, new=e.entry or None,
+                              block=list(e.block) or None, session=session, namespace=ns, undoes=rid,
+                              undone_action=action, exact=exact[0])]
+
+        patch = Patch.from_json(rec.get("patch"))
+        if action in (hist.REPLACE, hist.FORGET) and patch is not None:
+            previous = str(rec["new"]) if action == hist.REPLACE and rec.get("new") is not None else None
+            edit, recs = self._revert(rel, patch, rid, exact, record, previous)
+        else:
+            edit, recs = self._undo_by_entry(rec, rid, record)
+        hid = _id(recs)
+        self._reindex(rel)
+        log.info("write.undone", history_id=rid, action=action, path=rel, line=edit.line, exact=exact[0], undo_id=hid)
+        return Outcome("restored", f"undid {action} {rid}", rel, edit.line, ns, previous=edit.previous,
+                       history_id=hid)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _undoable(self, rid: str) -> dict[str, Any]:
+        """The record ``rid``, checked: it exists, is not an undo, was not undone, belongs to this root."""
         if self.history is None:
             raise EntryNotFound(f"{rid[:40]!r}: no write history is kept")
         rec = self.history.find(rid)
@@ -112,51 +152,66 @@ class MemoryWriter:
             raise EntryNotFound(f"{rid[:40]!r}: no such history entry")
         if rec.get("undone_by"):
             raise WriteConflict(f"{rid} was already undone by {rec['undone_by']}; nothing changed")
-        action, rel, line = rec.get("action"), str(rec.get("path", "")), int(rec.get("line", 1))
-        if action == hist.UNDO:
+        if rec.get("action") == hist.UNDO:
             raise WriteConflict(f"{rid} is an undo; an undo cannot be undone (nothing changed)")
         if rec.get("root") != str(self.root):
             raise BadTarget(f"{rid}: recorded for root {rec.get('root')!r}, not the first memory root")
-        block = rec.get("block")
-        if rec.get("redacted"):
+        if rec.get("redacted"):  # written by an older memoryd, which kept secrets out of the history
             raise WriteConflict(f"{rid}: the entry held a secret, so the history kept it redacted; nothing to restore")
+        return rec
+
+    def _revert(self, rel: str, patch: Patch, rid: str, exact: list[bool], records: RecordsFn,
+                previous: str | None = None) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
+        """Undo ``patch`` on ``rel`` (exactly, or placed by content; ``exact[0]`` says which); raises
+        WriteConflict when it cannot be placed safely."""
+
+        def edit(text: str | None) -> mdedit.Edit:
+            back = patch.revert(text) if text is not None else None
+            if back is None:
+                raise WriteConflict(f"{rid}: {rel} was edited since and the old lines cannot be placed safely "
+                                    "(their neighbours are gone or appear twice); nothing changed, the record is kept")
+            assert text is not None
+            assert_user_blocks_unchanged(text, back[0], rel)
+            exact[0] = back[1]
+            old = [x.rstrip("\r\n") for x in patch.old_lines]
+            return mdedit.Edit(back[0], _first_changed_line(text, back[0]), old[0] if old else "", previous=previous,
+                               block=tuple(old))
+
+        done, recs = self._write(rel, edit, records)
+        if done is None:
+            raise WriteConflict(f"{rid}: nothing to put back in {rel}")
+        return done, recs
+
+    def _undo_by_entry(self, rec: dict[str, Any], rid: str,
+                       records: RecordsFn) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
+        """The undo of a record without a patch (a reinforce, or one an older memoryd wrote), by the entry's text."""
+        action, rel, line = rec.get("action"), str(rec.get("path", "")), int(rec.get("line", 1))
+        block = rec.get("block")
         if action in (hist.REPLACE, hist.FORGET) and not isinstance(block, list):
             raise WriteConflict(f"{rid}: the old entry was too long to keep; it is in the history, restore it by hand")
         now = self._clock()
         if action == hist.REPLACE:
             assert isinstance(block, list)
             new = str(rec.get("new", ""))
-            edit = self._write(rel, lambda t: (mdedit.revert(t, new, line, block, now, rel) if t is not None
-                                               else None) or mdedit.restore(t, line, block, now, rel))
+            edit, recs = self._write(rel, lambda t: (mdedit.revert(t, new, line, block, now, rel) if t is not None
+                                                     else None) or mdedit.restore(t, line, block, now, rel), records)
         elif action == hist.FORGET:
             assert isinstance(block, list)
-            edit = self._write(rel, lambda t: mdedit.restore(t, line, block, now, rel))
+            edit, recs = self._write(rel, lambda t: mdedit.restore(t, line, block, now, rel), records)
         else:
             old, new = str(rec.get("old", "")), str(rec.get("new", ""))
-            edit = self._write(rel, lambda t: mdedit.insert_after(t, old, line, new, now, rel))
+            edit, recs = self._write(rel, lambda t: mdedit.insert_after(t, old, line, new, now, rel), records)
         assert edit is not None
-        ns = str(namespace_of(rel))
-        hid = self._record(hist.UNDO, rel, edit.line, old=edit.previous, new=edit.entry, block=list(edit.block) or None,
-                           session=session, namespace=ns, undoes=rid, undone_action=action)
-        self._reindex(rel)
-        log.info("write.undone", history_id=rid, action=action, path=rel, line=edit.line, undo_id=hid)
-        return Outcome("restored", f"undid {action} {rid}", rel, edit.line, ns, previous=edit.previous,
-                       history_id=hid)
+        return edit, recs
 
-    # -- internals ----------------------------------------------------------------
-
-    def _record(self, action: str, rel: str, line: int, **fields: Any) -> str | None:
-        """Append a history record (when a history is kept); its id."""
-        if self.history is None:
-            return None
-        texts = [fields.get("old"), fields.get("new"), *(fields.get("block") or [])]
-        if any(t and not privacy.check(t).passed for t in texts):
-            # Never keep a secret in a second place (a forget is often how one is removed): the
-            # record says what happened, redacted, and cannot be undone.
-            fields = {**fields, "block": None, "redacted": True,
-                      **{k: privacy.redact_for_log(fields[k]) for k in ("old", "new") if fields.get(k)}}
-        rec = hist.entry(action, self.root, rel, line, now=self._clock(), **fields)
-        return str(self.history.append(rec)["id"])
+    def _rec(self, action: str, rel: str, line: int, before: str | None, edit: mdedit.Edit | None,
+             **fields: Any) -> dict[str, Any]:
+        """A history record of an edit of ``rel`` from ``before``; with the patch that undoes it exactly when
+        ``edit`` is given. The record keeps the exact bytes (the file is 0600 and never indexed or logged);
+        redaction applies to what leaves the daemon (:mod:`memoryd.daemon.api.history`)."""
+        if edit is not None:
+            fields["patch"] = Patch.between(before or "", edit.text).to_json()
+        return hist.entry(action, self.root, rel, line, now=self._clock(), **fields)
 
     def _execute(self, plan: Accepted, v: Verdict, session: dict[str, str] | None = None) -> Outcome:
         ns = str(plan.namespace)
@@ -168,18 +223,25 @@ class MemoryWriter:
         if v.action in (REINFORCE, REPLACE) and c is not None:
             now = self._clock()
             if v.action == REINFORCE:
-                edit = self._write(c.path, lambda t: mdedit.reinforce(t, c.text, c.line, now, c.path))
-            else:
-                edit = self._write(c.path, lambda t: mdedit.replace(t, c.text, c.line, plan.content, now, c.path))
-            if edit is not None:
-                if v.action == REINFORCE:
-                    hid = self._record(hist.REINFORCE, c.path, edit.line, old=edit.entry, new=plan.content,
-                                       session=session, namespace=ns, reason=v.reason, score=score)
+                repeat = self.history.same_reinforcement(self.root, c.path, c.text, plan.content) \
+                    if self.history is not None else None
+                edit, recs = self._write(
+                    c.path, lambda t: mdedit.reinforce(t, c.text, c.line, now, c.path),
+                    None if repeat else lambda e, before: [self._rec(
+                        hist.REINFORCE, c.path, e.line, before, None, old=e.entry, new=plan.content,
+                        session=session, namespace=ns, reason=v.reason, score=score)])
+                if edit is not None:
                     return Outcome("reinforced", v.reason, c.path, edit.line, ns, score, None, edit.reinforcement,
-                                   history_id=hid)
-                hid = self._record(hist.REPLACE, c.path, edit.line, old=edit.previous, new=plan.content,
-                                   block=list(edit.block), session=session, namespace=ns, reason=v.reason, score=score)
-                return Outcome("replaced", v.reason, c.path, edit.line, ns, score, edit.previous, history_id=hid)
+                                   history_id=repeat or _id(recs))
+            else:
+                edit, recs = self._write(
+                    c.path, lambda t: mdedit.replace(t, c.text, c.line, plan.content, now, c.path),
+                    lambda e, before: [self._rec(hist.REPLACE, c.path, e.line, before, e, old=e.previous,
+                                                 new=plan.content, block=list(e.block), session=session,
+                                                 namespace=ns, reason=v.reason, score=score)])
+                if edit is not None:
+                    return Outcome("replaced", v.reason, c.path, edit.line, ns, score, edit.previous,
+                                   history_id=_id(recs))
             v = Verdict(APPEND, "the similar entry was edited away meanwhile; appended as new", c)
         if plan.route.highlights:
             out = self._highlight(plan, score)
@@ -187,7 +249,7 @@ class MemoryWriter:
                 out = replace(out, related={"flag": v.flag, "path": c.path, "line": c.line, "text": c.text,
                                             "score": score})
             return out
-        edit = self._write(plan.target, lambda t: self._append(t, plan))
+        edit, _ = self._write(plan.target, lambda t: self._append(t, plan))
         assert edit is not None
         related = None
         if v.flag and c is not None:
@@ -202,7 +264,7 @@ class MemoryWriter:
         same = highlights.has_decision(current, plan.content) if current is not None else None
         if same is not None:
             return Outcome("reinforced", "the same decision is already in Decision Highlights", rel, same, ns, score)
-        edit = self._write(rel, lambda t: highlights.add_row(t or "", plan.content, now, rel))
+        edit, _ = self._write(rel, lambda t: highlights.add_row(t or "", plan.content, now, rel))
         assert edit is not None
         moved = highlights.overflow(edit.text)
         if not moved:
@@ -210,7 +272,7 @@ class MemoryWriter:
         prel = str(PurePosixPath(rel).parent / "details" / "patterns.md")
         self._write(prel, lambda t: highlights.add_history(t, moved, now, prel))
         self._reindex(prel)
-        final = self._write(rel, lambda t: highlights.drop_rows(t or "", moved, rel))
+        final, _ = self._write(rel, lambda t: highlights.drop_rows(t or "", moved, rel))
         line = highlights.has_decision(final.text, plan.content) if final is not None else None
         log.info("write.highlights_moved", path=rel, to=prel, rows=len(moved))
         return Outcome("appended", f"added to Decision Highlights; {len(moved)} older row(s) moved to {prel}", rel,
@@ -222,8 +284,14 @@ class MemoryWriter:
         r = plan.route
         return mdedit.append(base, r.section, r.section_level, plan.content, now, plan.target, r.importance)
 
-    def _write(self, rel: str, edit_fn: Callable[[Any], mdedit.Edit | None]) -> mdedit.Edit | None:
-        """Read, edit, write conditionally; on a concurrent change, re-read and re-apply."""
+    def _write(self, rel: str, edit_fn: Callable[[Any], mdedit.Edit | None],
+               records: RecordsFn | None = None) -> tuple[mdedit.Edit | None, list[dict[str, Any]]]:
+        """Read, edit, write conditionally; on a concurrent change, re-read and re-apply.
+
+        Write-ahead (:mod:`memoryd.indexer.write.journal`): the file's text before and after, and the
+        history records ``records`` builds, are durable before the file is replaced; the records are
+        appended to the history after it. Returns the edit and its records.
+        """
         path = resolve_target(self.root, rel)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             text, sha = self._read(path, rel)
@@ -232,16 +300,39 @@ class MemoryWriter:
             except BlockError as exc:
                 raise WriteConflict(str(exc)) from None
             if edit is None or edit.text == text:
-                return edit
+                return edit, []
+            recs = records(edit, text) if records is not None else []
             path.parent.mkdir(parents=True, exist_ok=True)
+            intent = Intent.new(self.root, [FileEdit(rel, text, edit.text)], recs)
+            if self.journal is not None:
+                self.journal.begin(intent)
+            self._at_step("journaled")
             if self._before_write is not None:
                 self._before_write(path)
             try:
                 atomic_write_text(path, edit.text, sha, check=True)
-                return edit
             except ConcurrentEditError:
+                if self.journal is not None:
+                    self.journal.abandon(intent.id)
                 log.info("write.concurrent_edit", path=rel, attempt=attempt, action="re-reading and re-applying")
+                continue
+            except BaseException:
+                if self.journal is not None:  # the rename did not happen: the file is as it was
+                    self.journal.abandon(intent.id)
+                raise
+            self._at_step("written")
+            self._commit(intent)
+            return edit, recs
         raise WriteConflict(f"{rel} changed during each of {MAX_ATTEMPTS} attempts; nothing was written")
+
+    def _commit(self, intent: Intent) -> None:
+        """The file is written: its records go into the history, then the journal file goes."""
+        if self.history is not None:
+            for rec in intent.records:
+                self.history.append(rec)
+        self._at_step("recorded")
+        if self.journal is not None:
+            self.journal.finish(intent.id)
 
     @staticmethod
     def _read(path: Path, rel: str) -> tuple[str | None, str | None]:
@@ -256,3 +347,16 @@ class MemoryWriter:
 
     def _reindex(self, rel: str) -> None:
         self.index.index_files([(self.root, rel)])
+
+
+def _id(recs: list[dict[str, Any]]) -> str | None:
+    return str(recs[0]["id"]) if recs else None
+
+
+def _first_changed_line(a: str, b: str) -> int:
+    """The 1-based line where ``a`` and ``b`` first differ (where an undo put something back)."""
+    la, lb = a.splitlines(), b.splitlines()
+    for i, (x, y) in enumerate(zip(la, lb, strict=False)):
+        if x != y:
+            return i + 1
+    return min(len(la), len(lb)) + 1
