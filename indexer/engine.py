@@ -43,9 +43,18 @@ from memoryd.indexer.chunker import CHUNKER_VERSION
 from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
-from memoryd.indexer.files import read_memory_file
+from memoryd.indexer.files import VANISHED, read_memory_file
 from memoryd.indexer.indexstats import IndexStats, Progress, printable_name, storable
-from memoryd.indexer.ingest import PreparedFile, prepare_file, skip_reason
+from memoryd.indexer.ingest import (
+    PREPARE_FAILED,
+    EmbedResult,
+    PreparedFile,
+    describe_error,
+    file_fault,
+    prepare_file,
+    skip_reason,
+    stage,
+)
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import HybridSearcher, ReaderPool
 from memoryd.indexer.store import Store
@@ -159,6 +168,12 @@ class MemoryIndex:
         and queues the missing vectors on :attr:`backlog` (:meth:`fill_vectors` gives them).
         None (the default) always embeds before committing. Files indexed without deferral
         also take their chunks still in the backlog along (a user-touched file jumps the queue).
+        With ``defer_at`` a group is committed once it holds ``defer_at`` chunks, and file by file
+        once deferring: no file waits on more than a handful of embeddings, so the first files are
+        searchable at once and ``progress`` counts committed files.
+
+        A file that cannot be indexed is skipped, never the batch: it is counted and named in the
+        returned stats and in ``status()["skipped"]`` (with the reason) until it is indexed or removed.
         """
         stats = IndexStats()
         t0 = time.perf_counter()
@@ -171,7 +186,8 @@ class MemoryIndex:
             if prepared is not None:
                 group.append(prepared)
                 pending += len(prepared.chunks)
-            if pending >= EMBED_GROUP or n == len(items):
+            if pending >= EMBED_GROUP or n == len(items) or (
+                    defer_at is not None and (deferring or pending >= defer_at)):
                 deferring = self._commit_group(group, stats, defer_at, deferring)
                 group, pending = [], 0
             if progress:
@@ -184,44 +200,65 @@ class MemoryIndex:
         return stats
 
     def _prepare(self, root: Path, rel: str, stats: IndexStats, touched: list[tuple[int, str]]) -> PreparedFile | None:
+        """Read and prepare one file; None when there is nothing to commit for it.
+
+        A file that cannot be indexed (:class:`FileSkipped`: unreadable, binary, or a stage that
+        failed on its text, see :func:`~memoryd.indexer.ingest.file_fault`) is skipped and listed
+        in ``status``; the batch goes on. Storage errors and the like propagate."""
         key = f"{root}/{rel}"
         if not storable(rel):
             shown = printable_name(key)
-            stats.files_skipped += 1
-            stats.skipped[shown] = self.skipped[shown] = "bad-file-name: not valid UTF-8"
-            log.warning("file.skipped", root=str(root), path=printable_name(rel), reason="bad-file-name")
+            self._skip(shown, root, printable_name(rel), FileSkipped(shown, "bad-file-name", "not valid UTF-8"), stats)
             return None
         root_id = self.store.root_id(root)
         row = self.store.file(root_id, rel)
         try:
-            content = read_memory_file(root / rel, root, self.cfg.watch.max_file_bytes,
-                                       follow_symlinks=self.cfg.watch.follow_symlinks)
+            with stage(rel, "read"):
+                content = read_memory_file(root / rel, root, self.cfg.watch.max_file_bytes,
+                                           follow_symlinks=self.cfg.watch.follow_symlinks)
+            if row is None or row.sha256 != content.sha256:
+                prepared = prepare_file(root, rel, content, self.embedder, self.cfg.chunking,
+                                        self.cfg.write.redact_index)
         except FileSkipped as exc:
-            stats.files_skipped += 1
-            if exc.reason == "vanished":
+            if exc.reason == VANISHED:
+                stats.files_skipped += 1
+                self.skipped.pop(key, None)
                 self._remove(root_id, rel, stats)
             else:
-                stats.skipped[key] = self.skipped[key] = skip_reason(exc)
-                log.warning("file.skipped", root=str(root), path=rel, reason=exc.reason, detail=exc.detail)
+                self._skip(key, root, rel, exc, stats)
             return None
-        self.skipped.pop(key, None)
         if row is not None and row.sha256 == content.sha256:
+            self.skipped.pop(key, None)
             if (row.size, row.mtime_ns) != (content.size, content.mtime_ns):
                 self.store.touch_file(row.id, content.size, content.mtime_ns)
             stats.files_unchanged += 1
             touched.append((root_id, rel))
             return None
-        prepared = prepare_file(root, rel, content, self.embedder, self.cfg.chunking, self.cfg.write.redact_index)
         for w in prepared.warnings:
             log.warning("file.warning", root=str(root), path=rel, warning=w)
         return prepared
+
+    def _skip(self, key: str, root: Path, rel: str, exc: FileSkipped, stats: IndexStats) -> None:
+        """List a skipped file (``status``), logging it once: again only when its reason changes.
+
+        A file already indexed keeps its last good chunks (as a file grown past the size limit does)."""
+        reason = skip_reason(exc)
+        first = self.skipped.get(key) != reason
+        stats.files_skipped += 1
+        stats.skipped[key] = self.skipped[key] = reason
+        cause = exc.__cause__ if exc.reason == PREPARE_FAILED else None  # a traceback for what a stage raised
+        if first:
+            log.warning("file.skipped", root=str(root), path=rel, reason=exc.reason, detail=exc.detail,
+                        exc_info=cause)
+        else:
+            log.debug("file.skipped", root=str(root), path=rel, reason=exc.reason, detail=exc.detail)
 
     def _commit_group(self, group: list[PreparedFile], stats: IndexStats, defer_at: int | None,
                       deferring: bool) -> bool:
         """Commit a group of prepared files; returns whether this call now defers vectors."""
         if not group:
             return deferring
-        emb, deferring = self.vector_fill.group_vectors(group, defer_at, deferring)
+        group, emb, deferring = self._group_vectors(group, stats, defer_at, deferring)
         stats.embedded += emb.embedded
         stats.cache_hits += emb.cache_hits
         for f in group:
@@ -241,6 +278,7 @@ class MemoryIndex:
                 ready = [(i, k) for i, k in change.added if k in emb.vectors]
                 if ready:
                     self.vectors.add([i for i, _ in ready], np.stack([emb.vectors[k] for _, k in ready]))
+            self.skipped.pop(f"{f.root}/{f.rel}", None)
             self.backlog.discard(change.removed)
             self.backlog.add([i for i, k in change.added if k not in emb.vectors], f.content.mtime_ns)
             if not deferring and self.backlog:  # kept chunks still waiting: their vectors are known
@@ -251,6 +289,38 @@ class MemoryIndex:
             stats.chunks_kept += change.kept
             log.debug("file.indexed", root=str(f.root), path=f.rel, chunks=len(f.chunks), added=len(change.added))
         return deferring
+
+    def _group_vectors(self, group: list[PreparedFile], stats: IndexStats, defer_at: int | None,
+                       deferring: bool) -> tuple[list[PreparedFile], EmbedResult, bool]:
+        """The group's vectors and the files that have them. When the model fails on the group but
+        still embeds a plain probe text, the fault is a text's: the model is asked file by file and
+        the files it fails on are skipped. Otherwise the error is the model's and propagates."""
+        try:
+            return group, *self.vector_fill.group_vectors(group, defer_at, deferring)
+        except Exception as exc:
+            if not file_fault(exc) or not self._model_answers():
+                raise
+        done: list[tuple[PreparedFile, EmbedResult]] = []
+        for f in group:
+            try:
+                with stage(f.rel, "embedding"):
+                    emb, deferring = self.vector_fill.group_vectors([f], defer_at, deferring)
+            except FileSkipped as skipped:
+                self._skip(f"{f.root}/{f.rel}", f.root, f.rel, skipped, stats)
+                continue
+            done.append((f, emb))
+        vectors = {k: v for _, emb in done for k, v in emb.vectors.items()}
+        return ([f for f, _ in done], EmbedResult(vectors, embedded=sum(e.embedded for _, e in done),
+                                                  cache_hits=sum(e.cache_hits for _, e in done)), deferring)
+
+    def _model_answers(self) -> bool:
+        """Whether the passage model embeds a plain text (after it failed on a group's texts)."""
+        try:
+            self.vector_fill.passages.embed_passages(["memoryd model check"])
+        except Exception as exc:
+            log.debug("model.check_failed", error=describe_error(exc))
+            return False
+        return True
 
     # -- the vector backlog (keyword-first indexing) ----------------------------
 

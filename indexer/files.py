@@ -107,11 +107,15 @@ def _read_all(fd: int, max_bytes: int, rel: str) -> bytes:
 def decode_text(data: bytes, rel: str) -> tuple[str, list[str]]:
     """Decode bytes as Markdown text: BOM-aware, NUL means binary, bad UTF-8 is replaced.
 
-    Line endings are normalised to ``\\n`` so line numbers match what editors show.
+    Line endings are normalised to ``\\n`` so line numbers match what editors show. A NUL
+    character is refused in UTF-16 text too: no index text may hold one (PostgreSQL's text
+    type cannot, and its insert would fail the whole batch).
     """
     warnings: list[str] = []
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         text = data.decode("utf-16", errors="replace")
+        if "\x00" in text:
+            raise FileSkipped(rel, BINARY, "contains NUL characters (UTF-16)")
         warnings.append("decoded as UTF-16 (byte-order mark)")
     else:
         if b"\x00" in data:

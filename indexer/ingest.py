@@ -3,12 +3,22 @@
 Work is done in batches of files so that embedding runs in full, length-sorted
 batches even when every file holds one chunk; only texts missing from the
 cache reach the model. Nothing here writes: :mod:`memoryd.indexer.engine` commits.
+
+One file must never stop the others: whatever a stage of :func:`prepare_file`
+raises because of the text it was given (a detector that decodes strictly, a
+parser that recurses too deep) becomes :class:`FileSkipped` with reason
+``prepare-failed``, naming the stage and the exception, so the file is listed in
+``status`` and its batch goes on. What is not the file's doing still propagates
+(:func:`file_fault`): memory exhaustion, OS errors, memoryd's own typed errors
+(a config or model error, storage). A stage that fails is never bypassed: a file
+whose secret filter raised is not indexed unredacted, it is not indexed.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,11 +30,11 @@ from memoryd.indexer.cache import EmbeddingCache, cache_key
 from memoryd.indexer.chunker import chunk_markdown
 from memoryd.indexer.config import ChunkingConfig
 from memoryd.indexer.embedtext import embedding_text, keyword_text
-from memoryd.indexer.errors import FileSkipped
+from memoryd.indexer.errors import FileSkipped, MemorydError
 from memoryd.indexer.files import FileContent
 from memoryd.indexer.store import NewChunk
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write.privacy import redact
+from memoryd.indexer.write import privacy
 
 if TYPE_CHECKING:
     from memoryd.indexer.types import FloatArray
@@ -54,23 +64,72 @@ def prepare_file(
     root: Path, rel: str, content: FileContent, embedder: Embedder, chunking: ChunkingConfig,
     redact_level: str = "secrets",
 ) -> PreparedFile:
-    """Chunk one file's content and compute each chunk's cache key and keyword terms."""
-    doc = chunk_markdown(content.text, embedder.count_tokens, chunking.max_tokens, chunking.overlap_tokens)
+    """Chunk one file's content and compute each chunk's cache key and keyword terms.
+
+    Raises :class:`FileSkipped` (``prepare-failed``) when a stage fails on this file's text."""
+    with stage(rel, "chunker"):
+        doc = chunk_markdown(content.text, embedder.count_tokens, chunking.max_tokens, chunking.overlap_tokens)
+    with stage(rel, "secret filter"):
+        redacted = [(privacy.redact(ch.heading, redact_level), privacy.redact(ch.text, redact_level))
+                    for ch in doc.chunks]
+        front_matter = privacy.redact(doc.front_matter, redact_level)
     chunks = []
     embed_texts: dict[bytes, str] = {}
-    for ch in doc.chunks:
-        heading, text = redact(ch.heading, redact_level), redact(ch.text, redact_level)
-        etext = embedding_text(heading, text)
-        key = cache_key(embedder.model_id, etext)
-        embed_texts[key] = etext
-        chunks.append(NewChunk(
-            start_line=ch.start_line, end_line=ch.end_line, heading=heading, text=text,
-            sha256=hashlib.sha256(text.encode()).hexdigest(),
-            embed_key=key,
-            terms=keyword.document_terms(keyword_text(heading, text)),
-        ))
-    return PreparedFile(root, rel, content, redact(doc.front_matter, redact_level), chunks, embed_texts,
-                        [*content.warnings, *doc.warnings])
+    with stage(rel, "keys and terms"):
+        for ch, (heading, text) in zip(doc.chunks, redacted, strict=True):
+            etext = embedding_text(heading, text)
+            key = cache_key(embedder.model_id, etext)
+            embed_texts[key] = etext
+            chunks.append(NewChunk(
+                start_line=ch.start_line, end_line=ch.end_line, heading=heading, text=text,
+                sha256=hashlib.sha256(text.encode()).hexdigest(),
+                embed_key=key,
+                terms=keyword.document_terms(keyword_text(heading, text)),
+            ))
+    return PreparedFile(root, rel, content, front_matter, chunks, embed_texts, [*content.warnings, *doc.warnings])
+
+
+PREPARE_FAILED = "prepare-failed"
+_DETAIL_CHARS = 200
+
+
+def file_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while preparing one file, is that file's doing (skip the file) rather
+    than the machine's or memoryd's (propagate: it would fail every other file too).
+
+    Not the file's: anything that is not an :class:`Exception` (KeyboardInterrupt, SystemExit),
+    MemoryError, OSError (a disk, a descriptor limit: reading turns the file's own OS errors into
+    FileSkipped first) and memoryd's typed errors (ConfigError, ModelError, StoreError ...).
+    FileSkipped itself is already the file's verdict."""
+    if isinstance(exc, FileSkipped):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, MemoryError | OSError | MemorydError)
+
+
+@contextmanager
+def stage(rel: str, name: str) -> Iterator[None]:
+    """Run one per-file stage: an exception that is the file's fault becomes ``FileSkipped``
+    (``prepare-failed: <stage>: <Type>: <message>``); everything else passes through unchanged."""
+    try:
+        yield
+    except FileSkipped:
+        raise
+    except Exception as exc:
+        if not file_fault(exc):
+            raise
+        raise FileSkipped(rel, PREPARE_FAILED, f"{name}: {describe_error(exc)}") from exc
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message`` on one line, cut short and with secrets redacted: it is shown by ``status``
+    and logged, and an exception's message may quote the text that made it."""
+    words = " ".join(str(exc)[: 4 * _DETAIL_CHARS].split())
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in words)[:_DETAIL_CHARS]
+    try:
+        message = privacy.redact(message, "all")
+    except Exception:  # the filter may be what failed: say only what was raised
+        message = "(message withheld: the secret filter could not check it)"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def embed_missing(

@@ -24,7 +24,7 @@ import structlog
 from memoryd.indexer.atomic import is_own_temp
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.files import walk_root
-from memoryd.indexer.indexstats import IndexStats, Progress
+from memoryd.indexer.indexstats import IndexStats, Progress, printable_name
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +37,7 @@ class ReconcilePlan:
     to_remove: list[tuple[Path, str]] = field(default_factory=list)
     unchanged: int = 0
     temp_files: list[Path] = field(default_factory=list)  # our own, left by a killed writer
+    seen: set[str] = field(default_factory=set)  # "root/rel" of every accepted file found
 
 
 def plan(
@@ -56,6 +57,7 @@ def plan(
 
             for rel, st in walk_root(root, accept_or_note, accept_dir or (lambda rel: True)):
                 seen.add(rel)
+                result.seen.add(printable_name(f"{root}/{rel}"))
                 row = known.get(rel)
                 if row is not None and st is not None and (row.size, row.mtime_ns) == (st.st_size, st.st_mtime_ns):
                     result.unchanged += 1
@@ -83,6 +85,7 @@ def reconcile(
     for root, rel in p.to_remove:
         stats.chunks_removed += index.remove_file(root, rel)
         stats.files_removed += 1
+    _forget_gone_skips(index, roots, p.seen)
     stats.merge(index.index_files(p.to_index, progress=progress, defer_at=defer_at))
     stats.files_unchanged += p.unchanged
     index.save()
@@ -92,6 +95,14 @@ def reconcile(
              vectors_pending=len(index.backlog),
              seconds=round(stats.seconds, 2))
     return stats
+
+
+def _forget_gone_skips(index: MemoryIndex, roots: Sequence[Path], seen: set[str]) -> None:
+    """A skipped file that is gone (deleted, or no longer accepted) leaves ``status``'s list: it was
+    never indexed, so no removal names it."""
+    prefixes = tuple(f"{root}/" for root in roots)
+    for key in [k for k in index.skipped if k.startswith(prefixes) and k not in seen]:
+        index.skipped.pop(key, None)
 
 
 def _remove_found_temps(paths: Sequence[Path]) -> None:
