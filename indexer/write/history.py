@@ -110,8 +110,10 @@ class _Ring:
         self._recs: list[dict[str, Any]] = []
         self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes parsed)
 
-    def append(self, rec: dict[str, Any]) -> None:
-        line = (json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    def append(self, *recs: dict[str, Any]) -> None:
+        """Append ``recs`` in one write and one fsync."""
+        line = b"".join((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+                        for rec in recs)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
         try:
             os.fchmod(fd, _FILE_MODE)
@@ -188,13 +190,20 @@ class History:
             self._rings[ring_of(rec)].append(rec)
         return rec
 
+    def extend(self, recs: list[dict[str, Any]]) -> None:
+        """Append several records, one write and one fsync per ring (an edit's records, written together)."""
+        with self._lock:
+            for name, ring in self._rings.items():
+                mine = [r for r in recs if ring_of(r) == name]
+                if mine:
+                    ring.append(*mine)
+
     def append_new(self, recs: list[dict[str, Any]]) -> None:
         """Append the records whose ids are not in the history yet (a recovered edit's, at most once)."""
         with self._lock:
             have = {r["id"] for ring in self._rings.values() for r in ring.records()}
-            for rec in recs:
-                if isinstance(rec.get("id"), str) and rec["id"] not in have:
-                    self._rings[ring_of(rec)].append(rec)
+            fresh = [r for r in recs if isinstance(r.get("id"), str) and r["id"] not in have]
+        self.extend(fresh)
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every readable record, oldest first (a torn or foreign line is skipped)."""

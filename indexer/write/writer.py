@@ -328,8 +328,7 @@ class MemoryWriter:
     def _commit(self, intent: Intent) -> None:
         """The file is written: its records go into the history, then the journal file goes."""
         if self.history is not None:
-            for rec in intent.records:
-                self.history.append(rec)
+            self.history.extend(list(intent.records))
         self._at_step("recorded")
         if self.journal is not None:
             self.journal.finish(intent.id)
