@@ -124,11 +124,31 @@ hostile_bytes = st.one_of(st.binary(max_size=3000), _percent_text(), _broken_utf
 QUIET = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # a large failing example
 
 
+def _open(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Env:
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = make_config(root, tmp_path / "data")
+    if backend == "postgres":
+        cfg = dataclasses.replace(cfg, storage=dataclasses.replace(
+            cfg.storage, backend="postgres", dsn=request.getfixturevalue("pg_dsn"), sslmode="disable"))
+    return Env(root, open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir)))
+
+
 @QUIET
-def test_no_bytes_in_one_file_ever_fail_its_batch(env: Env) -> None:
+@pytest.mark.parametrize(("backend", "examples"), [("embedded", 200), ("postgres", 15)])
+def test_no_bytes_in_one_file_ever_fail_its_batch(backend: str, examples: int, tmp_path: Path,
+                                                  request: pytest.FixtureRequest) -> None:
+    env = _open(backend, tmp_path, request)
+    try:
+        _property(env, examples)
+    finally:
+        env.idx.close()
+
+
+def _property(env: Env, examples: int) -> None:
     serial = itertools.count()
 
-    @settings(max_examples=200, deadline=None, database=None,
+    @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(hostile_bytes)
     def one(data: bytes) -> None:
@@ -160,15 +180,8 @@ def test_a_ten_megabyte_line_does_not_stop_the_batch(env: Env) -> None:
 def test_a_nul_in_utf16_text_is_binary_on_every_backend(backend: str, tmp_path: Path,
                                                         request: pytest.FixtureRequest) -> None:
     """UTF-16 skips the byte-level NUL check; a NUL character would reach PostgreSQL, whose text type refuses it."""
-    root = tmp_path / "root"
-    root.mkdir()
-    cfg = make_config(root, tmp_path / "data")
-    if backend == "postgres":
-        cfg = dataclasses.replace(cfg, storage=dataclasses.replace(
-            cfg.storage, backend="postgres", dsn=request.getfixturevalue("pg_dsn"), sslmode="disable"))
-    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    env = _open(backend, tmp_path, request)
     try:
-        env = Env(root, idx)
         env.write("a.md", "# A\n\n- The apricot jam.\n")
         env.write("nul16.md", "# N\n\n- quince\x00paste\n".encode("utf-16"))
         env.write("z.md", "# Z\n\n- The zucchini bread.\n")
@@ -176,7 +189,7 @@ def test_a_nul_in_utf16_text_is_binary_on_every_backend(backend: str, tmp_path: 
         assert env.finds("apricot") == ["a.md"] and env.finds("zucchini") == ["z.md"]
         assert env.skipped()["nul16.md"].startswith("binary")
     finally:
-        idx.close()
+        env.idx.close()
 
 
 # -- one stage made to raise for one file -----------------------------------------------------------------
