@@ -183,7 +183,8 @@ def _main(argv: list[str] | None) -> int:
     handler = _COMMANDS[args.command]
     if args.command in _RAW_OUTPUT:
         status = _run(handler, args)
-        sys.stdout.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
+        if not sys.stdout.closed:  # a command that closed it (none should) has nothing left to flush
+            sys.stdout.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
         return status
     from memoryd.daemon.client.termsafe import SafeStream
 

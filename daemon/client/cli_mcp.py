@@ -9,7 +9,10 @@ the same command stand-alone.
 The session flags map the MCP session to a memoryd session (docs/mcp.md): the
 owner by default; ``--session direct --peer ID`` or ``--session group --group
 ID`` confine a shared agent to that peer's or group's namespace. Exit status:
-0 when the host closes stdin, 2 for bad flags, 3 for a bad config file.
+0 when the host closes stdin (with nothing on stderr: hosts log every stderr
+line, often as an error), 2 for bad flags, 3 for a bad config file. The log
+level is ``warning`` unless ``--log-level`` says otherwise: a session that goes
+well logs nothing; a daemon that is not running is a warning.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from memoryd.daemon.client.cli_help import command
 from memoryd.daemon.exits import EXIT_INTERRUPTED, EXIT_STARTUP, EXIT_USAGE
 
 SESSION_KINDS = ("owner", "direct", "group")
+# memoryd.indexer.config.LOG_LEVELS, spelled out: this module must not import the config machinery.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+DEFAULT_LOG_LEVEL = "warning"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # memoryd.indexer.write.access's id rule
 
 
@@ -43,6 +49,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="the memoryd session the MCP client acts as (default owner: reads and writes everything)")
     p.add_argument("--peer", metavar="ID", help="the peer of a direct session")
     p.add_argument("--group", metavar="ID", help="the group of a group session")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
+                   help="what goes to stderr, the host's log (default warning: nothing when all goes well; "
+                   "info adds mcp.started and each tool error)")
 
 
 def session_of(args: argparse.Namespace) -> dict[str, str]:
@@ -84,7 +93,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from memoryd.daemon.client.mcp_server import DaemonBridge, serve
     from memoryd.daemon.logs import configure_logging
 
-    configure_logging("info", "auto")  # stderr: MCP hosts keep it as the server's log
+    configure_logging(args.log_level, "auto")  # stderr: MCP hosts keep it as the server's log
     log = structlog.get_logger(__name__)
     socket = _socket(args)
     log.info("mcp.started", socket=str(socket), session=session, pid=os.getpid())

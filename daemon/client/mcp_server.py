@@ -13,9 +13,16 @@ one (:class:`TurnClock`): a burst of tool calls with no pause longer than
 turn is a run of tool calls separated by its own generation time (seconds);
 the next turn starts after the user reads and answers, usually a longer
 pause, and a long autonomous run is cut every 5 minutes so it is never shut
-out of writing for good. Every ``remember`` carries the current turn id
-(unique to this process) in its session, so five ``memory_remember`` calls in
-a row are refused from the fourth on (-32021) until the agent pauses.
+out of writing for good. Every write (each tool that is not read-only) carries
+the current turn id (unique to this process) in its session, so five
+``memory_remember`` calls in a row are refused from the fourth on (-32021)
+until the agent pauses; the refusal says how long that pause is. The turn is
+also how the daemon knows an owner session is an agent's, held to the limits
+like a confined one (a person's own ``memoryd`` commands send none).
+
+**Shutdown.** The host ends a session by closing stdin: the server then exits 0
+with nothing on stderr. It reads and writes its own duplicates of fds 0 and 1,
+so the SDK closing its streams never closes ``sys.stdout`` under the CLI.
 
 Every failure is an MCP *tool* error (``isError: true``) with a message a model
 can act on: bad arguments name the argument, a stopped daemon names the command
@@ -31,12 +38,14 @@ this module is usable (and testable) without it.
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
@@ -57,7 +66,7 @@ from memoryd.daemon.client.mcp_tools import (
     check_arguments,
 )
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
-from memoryd.daemon.rpc.errors import ACCESS_DENIED, STORAGE_UNAVAILABLE
+from memoryd.daemon.rpc.errors import ACCESS_DENIED, STORAGE_UNAVAILABLE, TURN_LIMIT
 from memoryd.indexer.entrymeta import strip as strip_markers
 from memoryd.indexer.errors import MemorydError, NotRunningError
 
@@ -81,7 +90,6 @@ INSTRUCTIONS = (
 )
 
 LIST_LIMIT = 50
-_PER_TURN = frozenset({"remember", "update_section", "promote"})  # the writes, limited per turn
 
 TURN_GAP_S = 30.0
 TURN_MAX_S = 300.0
@@ -117,6 +125,13 @@ class TurnClock:
             self._last = now
             return f"{self._prefix}-{self._n}"
 
+    def next_turn_in(self) -> float:
+        """Seconds until a call starts a new turn, if none is made meanwhile (rounded up to a tenth)."""
+        with self._lock:
+            now = self._clock()
+            wait = min(self._last + self.gap_s, self._started + self.max_s) - now
+        return max(0.0, math.ceil(round(wait * 10, 6)) / 10)
+
 
 class DaemonBridge:
     """Runs tool calls against the daemon at ``socket`` on behalf of one memoryd ``session``.
@@ -140,7 +155,7 @@ class DaemonBridge:
         turn = self.turns.tick()  # every call, read or write, belongs to the current turn
         args = check_arguments(spec, dict(arguments or {}))
         method, params = self.request(name, args)
-        if method in _PER_TURN:
+        if not spec.read_only:  # every write: limited per turn, and marked as an agent's
             params["session"] = {**params["session"], "turn": turn}
         result = self._call(method, params)
         return _SHAPERS[name](args, result)
@@ -220,6 +235,10 @@ class DaemonBridge:
             return f"invalid arguments: {exc.message}"
         if exc.code == ACCESS_DENIED:
             return f"permission denied: {exc.message} (this MCP server acts as {_describe(self.session)})"
+        if exc.code == TURN_LIMIT:
+            wait = self.turns.next_turn_in()
+            return (f"{exc.message}: this MCP server starts a new turn after {self.turns.gap_s:g} s without a "
+                    f"memory tool call; retry in {wait:g} s")
         if exc.code == STORAGE_UNAVAILABLE:
             return (f"storage unavailable (memoryd error {STORAGE_UNAVAILABLE}): {exc.message}; memory files "
                     "can still be written, and are searchable once the database is back")
@@ -343,15 +362,25 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
 
 
 def serve(bridge: DaemonBridge, version: str = "0") -> int:
-    """Serve MCP on stdin/stdout until the host closes stdin; returns the exit status (0)."""
+    """Serve MCP on stdin/stdout until the host closes stdin; returns the exit status (0).
+
+    The SDK's default streams wrap ``sys.stdin.buffer`` and ``sys.stdout.buffer`` and close them
+    when they are collected, so the CLI's last ``sys.stdout.flush()`` raised "I/O operation on
+    closed file" (exit 1, a traceback in every host's log, every session). The streams given
+    here are duplicates of fds 0 and 1: closing them leaves the process's own untouched.
+    """
     import anyio
     from mcp.server.stdio import stdio_server
 
     server = build_server(bridge, version)
 
-    async def main() -> None:
-        async with stdio_server() as (read, write):
+    async def main(stdin: TextIO, stdout: TextIO) -> None:
+        async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(main)
+    # The SDK flushes each message: nothing is left to flush at close, unless the host stopped reading
+    # (a BrokenPipeError then, which the CLI ends quietly with 141).
+    with open(os.dup(sys.stdin.fileno()), encoding="utf-8", errors="replace") as stdin, \
+            open(os.dup(sys.stdout.fileno()), "w", encoding="utf-8") as stdout:
+        anyio.run(main, stdin, stdout)
     return 0
