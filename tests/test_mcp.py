@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status", "memory_list",
          "memory_update_section", "memory_promote"}
 ZEBRA = "- The zebracorn migration plan moves every service to the new queue by March.\n"
-MAX_PER_MINUTE = 3
+MAX_PER_MINUTE = 2
 
 
 # -- in-process: schemas, argument checks, the bridge --------------------------------
@@ -270,7 +270,7 @@ def test_owner_session_lists_tools_and_answers_every_call(running, tmp_path: Pat
     assert any("billing" in r["snippet"] for r in out["after"].structuredContent["results"])
     assert out["bad"].isError and "memory_search: invalid arguments: 'query' is required" in text_of(out["bad"])
     assert out["outside"].isError and "not a file inside a memory root" in text_of(out["outside"])
-    assert not out["third"].isError  # the 3rd write attempt this minute (the rejected one counts)
+    assert not out["third"].isError  # the 2nd write this minute: the rejected attempt did not count
     limited = out["limited"]
     assert limited.isError and "rate limit" in text_of(limited) and "write.max_per_minute" in text_of(limited)
 

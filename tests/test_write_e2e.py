@@ -93,15 +93,21 @@ def test_limits_answer_errors_naming_the_limit(wd: WriteDaemon) -> None:
         wd.client.call("remember", {"content": "Alice prefers tea over coffee always.", "session": session})
     assert e.value.code == TURN_LIMIT and e.value.data["limit"] == "write.max_per_turn"
     assert "tea" not in (wd.root / "peers" / "alice" / "MEMORY.md").read_text()
-    # The owner's minute budget (10) is its own: 1 refused for size above, 6 written, 3 refused by the gate.
-    for i in range(6):
+    # An owner agent's minute budget (10) is its own, and counts writes only: 3 refused by the gate don't count.
+    for i in range(3):
+        assert wd.client.call("remember", {"content": f"Ticket extra {i} ok",
+                                           "session": {"kind": "owner", "turn": f"r{i}"}})["decision"] == "rejected"
+    for i in range(10):
         wd.client.call("remember", {"content": f"Ticket {i} was closed by the release team.",
                                     "session": {"kind": "owner", "turn": f"o{i}"}})
-    for i in range(3):
-        wd.client.call("remember", {"content": f"Ticket extra {i} ok", "session": {"kind": "owner"}})
     with pytest.raises(RpcClientError) as e:
-        wd.client.call("remember", {"content": "Ticket 99 was closed by the release team."})
+        wd.client.call("remember", {"content": "Ticket 98 was closed by the release team.",
+                                    "session": {"kind": "owner", "turn": "o99"}})
     assert e.value.code == MINUTE_LIMIT and e.value.data["limit"] == "write.max_per_minute"
+    assert e.value.data["retry_after_s"] > 0 and "retry in" in e.value.message
+    # The person at the command line (no session, no turn) is not an agent: not limited.
+    person = wd.client.call("remember", {"content": "Ticket 99 was closed by the release team."})
+    assert person["decision"] != "rejected"
     assert wd.client.call("search", {"query": "Ticket", "mode": "keyword"})["hits"]  # reads unaffected
 
 

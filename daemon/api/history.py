@@ -20,10 +20,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from memoryd.daemon.api.audit import Audited
 from memoryd.daemon.api.requests import parse_history, parse_undo
 from memoryd.daemon.api.session import owner_only
-from memoryd.daemon.api.write import AUDITED_AS_ERROR, WriteMethods
+from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.write.history import History
@@ -52,7 +51,7 @@ class HistoryMethods:
     def undo(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_undo(params, peer)
         rec: dict[str, Any] = {"action": "undo", "uid": peer.uid, "pid": peer.pid, "reason": f"undo {req.id}"}
-        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+        with self._writes.audited(rec):
             session = req.claim.resolve()
             rec["session"] = session.describe()
             owner_only(session, "undo")

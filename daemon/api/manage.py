@@ -22,7 +22,6 @@ from datetime import date
 from typing import Any, TypeVar
 
 from memoryd.daemon.api.access import path_check
-from memoryd.daemon.api.audit import Audited
 from memoryd.daemon.api.manage_requests import (
     Filters,
     parse_clear,
@@ -34,7 +33,7 @@ from memoryd.daemon.api.manage_requests import (
     parse_stats,
 )
 from memoryd.daemon.api.session import SessionClaim, owner_only
-from memoryd.daemon.api.write import AUDITED_AS_ERROR, WriteMethods
+from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
@@ -132,7 +131,7 @@ class ManageMethods:
         req = parse_section(params, peer)
         rec: dict[str, Any] = {"action": "update_section", "uid": peer.uid, "pid": peer.pid,
                                "bytes": len(req.content.encode("utf-8", "surrogatepass"))}
-        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+        with self._writes.audited(rec):
             session = self._writes.admit(req.claim, rec)
             self._writes.check_size(rec["bytes"])
             rel = self._writes.relative_target(req.path)
@@ -151,7 +150,7 @@ class ManageMethods:
     def promote(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_promote(params, peer)
         rec: dict[str, Any] = {"action": "promote", "uid": peer.uid, "pid": peer.pid, "line": req.line}
-        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+        with self._writes.audited(rec):
             session = self._owner(req.claim, rec, "promote")
             rel = self._writes.relative_target(req.path)
             source = namespace_of(rel)
@@ -178,7 +177,7 @@ class ManageMethods:
         req = parse_import(params, peer)
         rec: dict[str, Any] = {"action": "import", "uid": peer.uid, "pid": peer.pid,
                                "bytes": len(req.data.encode("utf-8", "surrogatepass"))}
-        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+        with self._writes.audited(rec):
             session = self._owner(req.claim, rec, "import")
             if req.namespace is not None:
                 rec["namespace"] = str(_checked(lambda: parse_namespace(req.namespace, session)))
@@ -221,7 +220,7 @@ class ManageMethods:
     def clear(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_clear(params, peer)
         rec: dict[str, Any] = {"action": "clear", "uid": peer.uid, "pid": peer.pid}
-        with Audited(self._writes.audit_log, rec, AUDITED_AS_ERROR):
+        with self._writes.audited(rec):
             session = self._owner(req.claim, rec, "clear")
             ns = _checked(lambda: parse_namespace(req.namespace, session))
             rec["namespace"] = str(ns)

@@ -3,7 +3,8 @@
 Every method that reads or writes memories names its session here (absent = the
 owner, allowed only for the daemon's own uid). The rules a session obeys live in
 :mod:`memoryd.indexer.write.access`; this module turns their refusals into the
-socket's errors (:mod:`memoryd.daemon.rpc.errors`).
+socket's errors (:mod:`memoryd.daemon.rpc.errors`), and says who is held to the
+write rate limits (:func:`held_to_limits`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,21 @@ class SessionClaim:
 def session_for(params: dict[str, object], peer: Peer) -> Session:
     """The request's session (``params["session"]``; absent = owner for the daemon's own uid)."""
     return SessionClaim.of(params, peer).resolve()
+
+
+def held_to_limits(session: Session) -> bool:
+    """Whether a write of ``session`` counts against the rate limits (README, "Write limits").
+
+    Agents are held to them; a person is not. Every confined session (``direct``, ``group``:
+    an agent talking to others, or another uid) is an agent. An owner session is an agent's
+    when it carries a ``turn`` id: a turn is an agent's notion, and ``memoryd mcp`` sends its
+    turn with every write, so an owner MCP session is limited like any other agent and cannot
+    opt out (it has no flag for it). An owner request without a turn is a person at the
+    command line (``memoryd remember``, ``forget``, ``undo`` …): that uid may edit the memory
+    files directly anyway, so a limit would protect nothing and only lock a person cleaning up
+    out for a minute.
+    """
+    return session.kind != OWNER or session.turn is not None
 
 
 def owner_only(session: Session, what: str) -> None:

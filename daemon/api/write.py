@@ -6,6 +6,11 @@ privacy filter → router, all on the connection thread] → the file edit and i
 re-index on the index worker thread (so writes never race indexing) → one audit
 record. The error codes (-32020..-32028) are in :mod:`memoryd.daemon.rpc.errors`.
 
+Rate limits hold agents only (:func:`~memoryd.daemon.api.session.held_to_limits`)
+and count only writes that changed something: :meth:`WriteMethods.admit` reserves
+a place, and the request's :meth:`WriteMethods.audited` block keeps it or gives
+it back by the decision it records (:data:`NOT_COUNTED`, or any error).
+
 A ``remember`` refused by the quality gate or the privacy filter is not an
 error: it answers ``{"decision": "rejected", "reason", "rule", "stage"}``.
 """
@@ -13,7 +18,9 @@ error: it answers ``{"decision": "rejected", "reason", "rule", "stage"}``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -21,10 +28,10 @@ from typing import Any, TypeVar, cast
 import structlog
 
 from memoryd.daemon.api.audit import Audited, AuditLog
-from memoryd.daemon.api.limits import RateLimited, WriteLimiter
+from memoryd.daemon.api.limits import TURN_LIMIT_KEY, RateLimited, Ticket, WriteLimiter
 from memoryd.daemon.api.ports import WorkQueue, worker_result
 from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
-from memoryd.daemon.api.session import SessionClaim
+from memoryd.daemon.api.session import SessionClaim, held_to_limits
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
@@ -63,6 +70,8 @@ _CODES: dict[type[WriteError], int] = {AccessDenied: ACCESS_DENIED, BadTarget: B
                                        WriteConflict: WRITE_CONFLICT, EntryNotFound: ENTRY_NOT_FOUND}
 AUDITED_AS_ERROR = frozenset({WRITE_CONFLICT, WRITE_TIMEOUT, SHUTTING_DOWN})  # audited as "error", not "denied"
 AUDIT_NAME = "audit.jsonl"
+#: Audit decisions of a write that changed nothing: they give their rate-limit place back.
+NOT_COUNTED = frozenset({"rejected", "unchanged", "dry_run"})
 
 log = structlog.get_logger("memoryd")
 
@@ -90,6 +99,8 @@ class WriteMethods:
         self.limiter = WriteLimiter(cfg.max_per_turn, cfg.max_per_minute)
         self.audit_log = audit_log
         self.new_writer = new_writer
+        self._open: dict[int, list[Ticket]] = {}  # id(rec) of each audited block → its reserved places
+        self._open_lock = threading.Lock()
 
     def handlers(self) -> dict[str, Handler]:
         return {"remember": self.remember, "forget": self.forget, "audit": self.audit}
@@ -101,7 +112,7 @@ class WriteMethods:
         content = req.content
         rec: dict[str, Any] = {"action": "remember", "uid": peer.uid, "pid": peer.pid,
                                "bytes": len(content.encode("utf-8", "surrogatepass"))}
-        with Audited(self.audit_log, rec, AUDITED_AS_ERROR):
+        with self.audited(rec):
             session = self.admit(req.claim, rec)
             self.check_size(rec["bytes"])
             ns = _write_error(lambda: parse_namespace(req.namespace, session))
@@ -121,7 +132,7 @@ class WriteMethods:
     def forget(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_forget(params, peer)
         rec: dict[str, Any] = {"action": "forget", "uid": peer.uid, "pid": peer.pid, "line": req.line}
-        with Audited(self.audit_log, rec, AUDITED_AS_ERROR):
+        with self.audited(rec):
             session = self.admit(req.claim, rec)
             rel = self.relative_target(req.path)
             rec.update(path=rel, namespace=str(namespace_of(rel)))
@@ -138,20 +149,51 @@ class WriteMethods:
 
     # -- steps --------------------------------------------------------------------
 
+    @contextmanager
+    def audited(self, rec: dict[str, Any]) -> Iterator[None]:
+        """One write request: its audit record (:class:`Audited`), and the rate-limit places
+        :meth:`admit` reserved inside it, kept if the write changed something and given back if
+        it raised or recorded a decision in :data:`NOT_COUNTED`."""
+        key = id(rec)
+        tickets: list[Ticket] = []
+        with self._open_lock:
+            self._open[key] = tickets
+        changed = False
+        try:
+            with Audited(self.audit_log, rec, AUDITED_AS_ERROR):
+                yield
+            changed = rec.get("decision") not in NOT_COUNTED
+        finally:
+            with self._open_lock:
+                del self._open[key]
+            for ticket in tickets:
+                if changed:
+                    ticket.charge()
+                else:
+                    ticket.release()
+
     def admit(self, claim: SessionClaim, rec: dict[str, Any]) -> Session:
-        """Session, then the enabled switch and the rate limits (this attempt is counted)."""
+        """Session, then the enabled switch and, for an agent, the rate limits.
+
+        The place taken is settled by the enclosing :meth:`audited` block; called outside one,
+        the write is counted at once.
+        """
         session = claim.resolve()
         rec["session"] = session.describe()
         if not self._cfg.enabled:
             raise RpcError(WRITE_DISABLED, "writes are disabled (write.enabled = false)")
+        if not held_to_limits(session):
+            return session
         try:
-            self.limiter.admit(session.key, session.turn)
+            ticket = self.limiter.reserve(session.key, session.turn)
         except RateLimited as exc:
-            code = TURN_LIMIT if exc.limit == "write.max_per_turn" else MINUTE_LIMIT
-            data = {"limit": exc.limit, "max": exc.maximum}
-            if exc.retry_after_s is not None:
-                data["retry_after_s"] = exc.retry_after_s
-            raise RpcError(code, str(exc), data) from None
+            raise _limit_error(exc) from None
+        with self._open_lock:
+            pending = self._open.get(id(rec))
+            if pending is not None:
+                pending.append(ticket)
+        if pending is None:
+            ticket.charge()
         return session
 
     def check_size(self, nbytes: int) -> None:
@@ -204,6 +246,15 @@ class WriteMethods:
         if not privacy.check(preview).passed:  # redaction did not cover it: say nothing at all
             preview = "[withheld]"
         log.info("write.rejected", stage=plan.stage, rule=plan.rule, preview=preview)
+
+
+def _limit_error(exc: RateLimited) -> RpcError:
+    """-32021 / -32022, ``data`` = ``{limit, max, retry_after_s?}`` (see :mod:`memoryd.daemon.rpc.errors`)."""
+    code = TURN_LIMIT if exc.limit == TURN_LIMIT_KEY else MINUTE_LIMIT
+    data: dict[str, Any] = {"limit": exc.limit, "max": exc.maximum}
+    if exc.retry_after_s is not None:
+        data["retry_after_s"] = exc.retry_after_s
+    return RpcError(code, str(exc), data)
 
 
 def _captured(fn: Callable[[], T]) -> tuple[bool, T | BaseException]:

@@ -22,14 +22,18 @@ code    name                 when
 -32004  IDLE_CLOSED          an idle connection closed to make room (id null; nothing of it was read)
 ======  ===================  ==================================================
 
-Application codes (-32010..-32099); ``data`` names the limit or rule:
+Application codes (-32010..-32099); ``data`` names the limit or rule. The rate limits
+(-32021, -32022) hold agents only and count only writes that changed something
+(:mod:`memoryd.daemon.api.limits`, :func:`memoryd.daemon.api.session.held_to_limits`):
 
 ======  ===================  ==================================================
 -32010  NOT_INDEXED          ``get``: the path is not a readable file inside a memory root
 -32011  TIMEOUT              ``reindex`` with ``wait``: still running after the wait
 -32020  ACCESS_DENIED        the session may not do this (owner claim from another uid too)
--32021  TURN_LIMIT           more than ``write.max_per_turn`` writes with one ``turn`` id
--32022  MINUTE_LIMIT         more than ``write.max_per_minute`` writes in 60 s
+-32021  TURN_LIMIT           an agent's ``write.max_per_turn`` writes with one ``turn`` id are used;
+                             ``data`` = ``{limit, max}``; retry in a new turn (the client's to start)
+-32022  MINUTE_LIMIT         an agent's ``write.max_per_minute`` writes in 60 s are used; ``data`` =
+                             ``{limit, max, retry_after_s}``, the message ends ``retry in N s``
 -32023  CONTENT_TOO_LARGE    content over ``write.max_content_bytes`` (UTF-8 bytes)
 -32024  BAD_TARGET           path/namespace refused (``..``, absolute, symlink, not .md, not UTF-8)
 -32025  WRITE_CONFLICT       the file kept changing, or its block markers are broken
