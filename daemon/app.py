@@ -40,6 +40,7 @@ import structlog
 from memoryd.daemon.api.admin import AdminMethods
 from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
+from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage import ManageMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
@@ -110,6 +111,7 @@ class Daemon:
         self.last_failure: str | None = None
         self.on_shutdown: list[Callable[[], object]] = []  # run once the socket is closed (e.g. audit flush)
         self.history = History.in_data_dir(cfg.data_dir)  # one instance: it caches what it has parsed
+        self.jobs = Jobs()  # long writes under way (import), for status and the CLI's progress
 
     # -- start-up ---------------------------------------------------------------
 
@@ -239,6 +241,7 @@ class Daemon:
             "debounced": self.debouncer.ready_counts if self.debouncer else {},
             "fresh": pending == 0 and not reconciling,  # every change seen so far is searchable
             "data_dir_bytes": tree_bytes(self.cfg.data_dir), "rss_bytes": rss_bytes(),
+            "jobs": self.jobs.snapshot(),  # long writes under way: kind, done, total
             "history": self.history.sizes(),  # each ring's bytes and bound (memoryd.indexer.write.history)
         }
 
@@ -308,7 +311,7 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer)
     history = HistoryMethods(writes=writes, history=d.history, roots=roots)
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
-                           new_editor=new_writer)
+                           new_editor=new_writer, jobs=d.jobs)
     files = FileMethods(roots=roots, path_filter=d.path_filter)
     return (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
             | manage.handlers() | files.handlers())

@@ -142,14 +142,16 @@ def test_forget_and_replace_undo_byte_for_byte_with_crlf(env: Env) -> None:
 
 def test_undo_after_a_hand_edit_places_the_entry_by_its_neighbours(env: Env) -> None:
     f = env.root / "MEMORY.md"
-    f.write_text("# Memory\n\n## Food\n\n- Likes tea.\n- Likes miso soup.\n- Likes figs.\n\n## Work\n\n- Works nights.\n")
+    f.write_text("# Memory\n\n## Food\n\n- Likes tea.\n- Likes miso soup.\n- Likes figs.\n\n"
+                 "## Work\n\n- Works nights.\n")
     out = env.editor().forget("MEMORY.md", 6)
     # The user writes a paragraph at the top: the old line 6 is now inside it.
     f.write_text(f.read_text().replace("# Memory\n\n", "# Memory\n\nA paragraph the user wrote,\nthree lines long,\n"
                                        "that must stay whole.\n\n"))
     env.editor(LATER).undo(out.history_id)  # type: ignore[arg-type]
     assert f.read_text() == ("# Memory\n\nA paragraph the user wrote,\nthree lines long,\nthat must stay whole.\n\n"
-                             "## Food\n\n- Likes tea.\n- Likes miso soup.\n- Likes figs.\n\n## Work\n\n- Works nights.\n")
+                             "## Food\n\n- Likes tea.\n- Likes miso soup.\n- Likes figs.\n\n"
+                             "## Work\n\n- Works nights.\n")
 
 
 def test_undo_that_cannot_be_placed_changes_nothing_and_keeps_the_record(env: Env) -> None:

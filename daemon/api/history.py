@@ -6,7 +6,8 @@ namespace, and an undo rewrites a file. A confined session (``direct``,
 
 * ``history {"path"?: str, "limit"?: int, "session"?}`` →
   ``{"entries": [{id, time, action, root, path, line, old, new, session, …}], "path": <history file>}``,
-  newest first; ``path`` keeps the records of one file or of a folder's files.
+  newest first; ``path`` keeps the records of one file or of a folder's files. Texts are redacted
+  here (:func:`shown`); the records on disk keep the exact bytes so that every undo works.
 * ``undo {"id": str, "session"?}`` → the restore's outcome
   (``{"decision": "restored", "path", "line", "history_id", …}``). Runs like a
   write (rate limits, ``write.enabled``, the index worker, one audit record).
@@ -26,6 +27,7 @@ from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.write.history import History
+from memoryd.indexer.write.privacy import redact
 
 
 class HistoryMethods:
@@ -46,7 +48,7 @@ class HistoryMethods:
         if path is not None and os.path.isabs(path):
             loc = self._roots().locate(path)
             path = loc[1] if loc is not None else path
-        return {"entries": self.store.recent(path, req.limit), "path": str(self.store.path)}
+        return {"entries": [shown(r) for r in self.store.recent(path, req.limit)], "path": str(self.store.path)}
 
     def undo(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_undo(params, peer)
@@ -61,3 +63,23 @@ class HistoryMethods:
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
             result: dict[str, Any] = outcome.to_dict()
             return result
+
+
+_TEXTS = ("old", "new", "reason")
+_LINES = ("block", "new_block")
+
+
+def shown(rec: dict[str, Any]) -> dict[str, Any]:
+    """A history record as it leaves the daemon: its texts redacted (the record on disk keeps the exact
+    bytes, for undo), its patch summarised as the number of lines it would bring back."""
+    out = {k: v for k, v in rec.items() if k != "patch"}
+    for k in _TEXTS:
+        if isinstance(out.get(k), str):
+            out[k] = redact(out[k])
+    for k in _LINES:
+        if isinstance(out.get(k), list):
+            out[k] = [redact(x) if isinstance(x, str) else x for x in out[k]]
+    patch = rec.get("patch")
+    if isinstance(patch, dict) and isinstance(patch.get("hunks"), list):
+        out["restorable_lines"] = sum(len(h.get("old") or ()) for h in patch["hunks"] if isinstance(h, dict))
+    return out

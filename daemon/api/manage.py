@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import date
+from functools import partial
 from typing import Any, TypeVar
 
 from memoryd.daemon.api.access import path_check
+from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage_requests import (
     Filters,
     parse_clear,
@@ -74,8 +76,9 @@ class ManageMethods:
     """The methods and what they share with the write methods (``writes``: limits, audit log, worker)."""
 
     def __init__(self, *, writes: WriteMethods, roots: Callable[[], RootMap], cfg: WriteConfig, max_file_bytes: int,
-                 new_editor: Callable[[], MemoryEditor]) -> None:
+                 new_editor: Callable[[], MemoryEditor], jobs: Jobs | None = None) -> None:
         self._writes = writes
+        self._jobs = jobs or Jobs()
         self._cfg = cfg
         self._roots = roots
         self._max_file_bytes = max_file_bytes
@@ -189,13 +192,27 @@ class ManageMethods:
                     plans.append((item.line, checked))
                 else:
                     report.append(checked)
-            editor = self._new_editor()
-            report += self._on_worker(lambda: editor.import_plans(plans, req.dry_run, session.describe()))
+            report += self._import_plans(plans, req.dry_run, session.describe())
             report.sort(key=lambda r: int(r["input_line"]))
             summary = dict(Counter(str(r["decision"]) for r in report))
             rec.update(decision="dry_run" if req.dry_run else "imported",
                        reason=", ".join(f"{n} {d}" for d, n in sorted(summary.items())) or "nothing to import")
             return {"dry_run": req.dry_run, "summary": summary, "entries": report}
+
+    def _import_plans(self, plans: list[tuple[int, Accepted]], dry_run: bool,
+                      session: dict[str, str]) -> list[dict[str, Any]]:
+        """A dry run reads on this thread (no write lock, no worker); a real import writes in slices of
+        ``IMPORT_SLICE_S`` on the worker, which runs the saves queued meanwhile between two slices."""
+        editor = self._new_editor()
+        with self._jobs.run("import", len(plans), dry_run) as job:
+            if dry_run:
+                return editor.import_dry_run(plans, job.advance_to)
+            out: list[dict[str, Any]] = []
+            while job.done < len(plans):
+                part, nxt = self._on_worker(partial(editor.import_slice, plans, job.done, session, IMPORT_SLICE_S))
+                out += part
+                job.advance_to(nxt)
+            return out
 
     def _import_item(self, item: ImportItem | BadLine, default_ns: str | None,
                      session: Session) -> Accepted | dict[str, Any]:
@@ -245,6 +262,10 @@ class ManageMethods:
             return self._writes.on_worker(fn)
         except SectionRefused as exc:
             raise RpcError(SECTION_REFUSED, str(exc), {"rule": exc.rule}) from None
+
+
+IMPORT_SLICE_S = 0.2
+"""How long one slice of an import may hold the index worker before a queued save gets its turn."""
 
 
 def _checked(fn: Callable[[], T]) -> T:

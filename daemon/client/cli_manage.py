@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.daemon.client.cli_help import command, positive_int
-from memoryd.daemon.client.cli_write import TYPES, _call, _common, _print_json
+from memoryd.daemon.client.cli_write import TYPES, _call, _common, _print_json, _socket
 from memoryd.daemon.exits import EXIT_REJECTED, EXIT_USAGE
 
 
@@ -116,7 +116,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     data = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-    result = _call(args, "import", _with({"data": data, "dry_run": bool(args.dry_run)}, args, "namespace"))
+    from memoryd.daemon.client.long_call import call_with_progress
+
+    params = _with({"data": data, "dry_run": bool(args.dry_run)}, args, "namespace")
+    result = call_with_progress(_socket(args), "import", params, "import")  # no 30 s wall: waits while it moves
     if args.json:
         _print_json(result)
         return 0

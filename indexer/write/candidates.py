@@ -45,8 +45,12 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig) -> list[Candidate]:
-    """Candidates for ``plan``, each scored against it (cosine of passage embeddings)."""
+def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
+           write_cache: bool = True) -> list[Candidate]:
+    """Candidates for ``plan``, each scored against it (cosine of passage embeddings).
+
+    ``write_cache=False`` is for a caller off the writer thread (a dry-run import): new vectors are
+    computed but not stored."""
     found: dict[tuple[str, int], str] = {}
     texts: dict[str, str | None] = {}
 
@@ -68,7 +72,7 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig) -> 
     if not found:
         return []
     keys = list(found)
-    vecs = embed_entries(index, [plan.content, *(found[k] for k in keys)])
+    vecs = embed_entries(index, [plan.content, *(found[k] for k in keys)], write_cache=write_cache)
     scores = vecs[1:] @ vecs[0]
     return [Candidate(p, ln, found[(p, ln)], float(s)) for (p, ln), s in zip(keys, scores, strict=True)]
 
@@ -94,7 +98,7 @@ def _writable(root: Path, rel: str) -> bool:
     return True
 
 
-def embed_entries(index: MemoryIndex, texts: Sequence[str]) -> FloatArray:
+def embed_entries(index: MemoryIndex, texts: Sequence[str], *, write_cache: bool = True) -> FloatArray:
     """Passage vectors for entry texts, through the index's embedding cache (rows in ``texts`` order)."""
     embedder = index.embedder
     etexts = [clean_line(t) or t for t in texts]
@@ -108,7 +112,7 @@ def embed_entries(index: MemoryIndex, texts: Sequence[str]) -> FloatArray:
         mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
         new = dict(zip(todo, mat, strict=True))
         have.update(new)
-        if not index.read_only:
+        if write_cache and not index.read_only:
             with index.lock, index.store.transaction() as t:
                 index.cache.put_many(t, new)
     return np.stack([have[k] for k in keys])

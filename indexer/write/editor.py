@@ -23,6 +23,8 @@ re-index), with these on top:
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -167,13 +169,33 @@ class MemoryEditor(MemoryWriter):
                      session: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Write each accepted import line (``remember``'s whole back half), or for ``dry_run`` only say what
         dedup would decide against what is stored now (lines of one import are not compared together)."""
+        if dry_run:
+            return self.import_dry_run(plans)
+        return self.import_slice(plans, 0, session, budget_s=float("inf"))[0]
+
+    def import_slice(self, plans: list[tuple[int, Accepted]], start: int, session: dict[str, str] | None,
+                     budget_s: float, clock: Callable[[], float] = time.monotonic) -> tuple[list[dict[str, Any]], int]:
+        """Write import lines from ``start`` on until ``budget_s`` has passed (at least one line);
+        returns their reports and where the next slice starts. The caller yields the writer thread
+        between slices, so a save made during a long import is indexed in its usual time."""
+        out: list[dict[str, Any]] = []
+        deadline = clock() + budget_s
+        i = start
+        while i < len(plans) and (i == start or clock() < deadline):
+            n, plan = plans[i]
+            out.append({"input_line": n, **self.remember(plan, session).to_dict()})
+            i += 1
+        return out, i
+
+    def import_dry_run(self, plans: list[tuple[int, Accepted]],
+                       progress: Callable[[int], object] = lambda done: None) -> list[dict[str, Any]]:
+        """What dedup would decide for each line against what is stored now. Reads only (the index's read
+        side, no cache writes), so it runs off the writer thread and takes no write lock."""
         out = []
-        for n, plan in plans:
-            if dry_run:
-                v = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
-                out.append(_would(n, plan, v))
-            else:
-                out.append({"input_line": n, **self.remember(plan, session).to_dict()})
+        for done, (n, plan) in enumerate(plans, start=1):
+            v = decide(plan.content, gather(self.index, self.root, plan, self.cfg, write_cache=False), self.thresholds)
+            out.append(_would(n, plan, v))
+            progress(done)
         return out
 
     # -- undo -----------------------------------------------------------------------
