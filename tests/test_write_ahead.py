@@ -327,3 +327,18 @@ def test_a_crash_at_any_step_loses_and_duplicates_nothing(env: Env, action: str,
     last = env.history.recent(limit=1)
     if step != "journaled" and last and last[0]["action"] not in ("undo", "reinforce") and not last[0].get("undone_by"):
         env.editor().undo(last[0]["id"] if last[0]["action"] != "clear" else last[0]["group"])
+
+
+def test_a_write_whose_index_step_fails_is_still_a_write_and_says_so(env: Env, monkeypatch) -> None:
+    from memoryd.indexer.errors import StoreError
+
+    def down(files: Any, **kw: Any) -> Any:
+        raise StoreError("database is locked")
+
+    monkeypatch.setattr(env.index, "index_files", down)
+    out = env.editor().remember(plan("The deploy window moved to Tuesday mornings."))
+    assert out.decision == "appended" and out.indexed is False and "database is locked" in (out.index_note or "")
+    assert "Tuesday mornings" in (env.root / out.path).read_text()
+    monkeypatch.undo()
+    again = env.editor().forget(out.path, out.line)
+    assert again.indexed is None and again.to_dict().get("indexed") is None  # indexed: nothing to say

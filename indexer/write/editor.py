@@ -78,8 +78,11 @@ class MemoryEditor(MemoryWriter):
             self._reindex(rel)
         hid = gid if total else None
         log.info("write.cleared", namespace=str(namespace), files=files, entries=total, history_id=hid)
-        return {"decision": "cleared", "namespace": str(namespace), "files": files, "removed": total,
-                "history_id": hid, "skipped": skipped}
+        out = {"decision": "cleared", "namespace": str(namespace), "files": files, "removed": total,
+               "history_id": hid, "skipped": skipped}
+        if self.not_indexed:
+            out["not_indexed"] = dict(self.not_indexed)
+        return out
 
     def _strip(self, rel: str, namespace: Namespace, session: dict[str, str] | None, gid: str, first: bool) -> int:
         """Remove every entry of ``rel`` in one conditional, journaled write; how many went."""
@@ -134,10 +137,9 @@ class MemoryEditor(MemoryWriter):
         if se.old == se.new:
             return Outcome("unchanged", f"section {title!r} already holds this text", rel, se.line, ns)
         hid = str(recs[0]["id"]) if recs else None
-        self._reindex(rel)
         log.info("write.section_updated", path=rel, section=title, line=se.line, history_id=hid)
-        return Outcome("updated", f"section {title!r} replaced", rel, se.line, ns, previous="\n".join(se.old),
-                       history_id=hid)
+        return self._noted(Outcome("updated", f"section {title!r} replaced", rel, se.line, ns,
+                                   previous="\n".join(se.old), history_id=hid))
 
     # -- promote --------------------------------------------------------------------
 
@@ -157,8 +159,7 @@ class MemoryEditor(MemoryWriter):
         # finds an earlier promotion of this very entry; the stronger verdict wins.
         verdict = max((decide(p.content, gather(self.index, self.root, p, self.cfg), self.thresholds)
                        for p in (bare, plan)), key=lambda v: _STRENGTH[v.action])
-        outcome = self._execute(plan, verdict, session)
-        self._reindex(outcome.path)
+        outcome = self._noted(self._execute(plan, verdict, session))
         log.info("write.promoted", source=rel, line=line, decision=outcome.decision, path=outcome.path,
                  line_now=outcome.line, history_id=outcome.history_id)
         return outcome, plan
@@ -303,9 +304,8 @@ class MemoryEditor(MemoryWriter):
             assert got is not None
             done = got
         hid = str(recs[0]["id"]) if recs else None
-        self._reindex(rel)
         log.info("write.undone", history_id=rid, action=hist.SECTION, path=rel, undo_id=hid)
-        return Outcome("restored", f"undid section update {rid}", rel, done.line, ns, history_id=hid)
+        return self._noted(Outcome("restored", f"undid section update {rid}", rel, done.line, ns, history_id=hid))
 
 
 def _entry_patch(lines: list[str], r: mdedit.Removed) -> Patch:

@@ -25,6 +25,7 @@ import structlog
 from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
 from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.errors import ModelError, StoreError
 from memoryd.indexer.memblocks import BlockError, assert_user_blocks_unchanged
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
@@ -63,6 +64,8 @@ class Outcome:
     reinforcement: int | None = None  # the entry's count after a reinforcement (kept in its marker)
     related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
     history_id: str | None = None  # the history record of a replace, reinforce, removal or restore (undo ID)
+    indexed: bool | None = None  # False: the file is written but not searchable yet (index_note says why)
+    index_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -82,12 +85,12 @@ class MemoryWriter:
         self.thresholds = Thresholds.from_config(cfg)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._before_write = before_write  # test seam: runs between our read and our write
+        self.not_indexed: dict[str, str] = {}  # files written but not (re-)indexed, and why
         self._at_step = at_step or (lambda step: None)  # test seam: each write-ahead step (STEPS), for crash tests
 
     def remember(self, plan: Accepted, session: dict[str, str] | None = None) -> Outcome:
         verdict = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
-        outcome = self._execute(plan, verdict, session)
-        self._reindex(outcome.path)
+        outcome = self._noted(self._execute(plan, verdict, session))
         log.info("write.remembered", decision=outcome.decision, path=outcome.path, line=outcome.line,
                  namespace=outcome.namespace, score=outcome.score, history_id=outcome.history_id,
                  flag=outcome.related["flag"] if outcome.related else None)
@@ -106,9 +109,9 @@ class MemoryWriter:
             what = "with that text " if expect is not None else ""
             raise EntryNotFound(f"{rel}:{line}: no memory entry {what}on that line (list items outside USER blocks)")
         hid = _id(recs)
-        self._reindex(rel)
         log.info("write.forgotten", path=rel, line=line, history_id=hid)
-        return Outcome("removed", "entry removed", rel, edit.line, ns, previous=edit.previous, history_id=hid)
+        return self._noted(Outcome("removed", "entry removed", rel, edit.line, ns, previous=edit.previous,
+                                   history_id=hid))
 
     def undo(self, rid: str, session: dict[str, str] | None = None) -> Outcome:
         """Revert history record ``rid``: a replace puts the old entry back in place of the new one (the new
@@ -136,10 +139,9 @@ class MemoryWriter:
         else:
             edit, recs = self._undo_by_entry(rec, rid, record)
         hid = _id(recs)
-        self._reindex(rel)
         log.info("write.undone", history_id=rid, action=action, path=rel, line=edit.line, exact=exact[0], undo_id=hid)
-        return Outcome("restored", f"undid {action} {rid}", rel, edit.line, ns, previous=edit.previous,
-                       history_id=hid)
+        return self._noted(Outcome("restored", f"undid {action} {rid}", rel, edit.line, ns, previous=edit.previous,
+                                   history_id=hid))
 
     # -- internals ----------------------------------------------------------------
 
@@ -344,8 +346,29 @@ class MemoryWriter:
         except UnicodeDecodeError:
             raise BadTarget(f"{rel}: not valid UTF-8; memoryd will not rewrite it") from None
 
-    def _reindex(self, rel: str) -> None:
-        self.index.index_files([(self.root, rel)])
+    def _reindex(self, rel: str) -> str | None:
+        """Index the file just written; why it is not searchable yet, or None when it is.
+
+        The file is the truth: once it is written, an index failure (the store or the database out of
+        reach, the model failing, the file skipped) never turns the write into an error. It is logged,
+        kept in :attr:`not_indexed` for the reply, and the watcher or the next reconcile indexes it.
+        """
+        try:
+            stats = self.index.index_files([(self.root, rel)])
+            reason = next(iter(stats.skipped.values()), None)
+        except (StoreError, ModelError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason is None:
+            self.not_indexed.pop(rel, None)
+            return None
+        self.not_indexed[rel] = reason
+        log.warning("write.not_indexed", path=rel, reason=reason, action="written; indexed at the next change or sweep")
+        return reason
+
+    def _noted(self, outcome: Outcome) -> Outcome:
+        """``outcome`` once its file is re-indexed, saying so when it could not be."""
+        reason = self._reindex(outcome.path)
+        return outcome if reason is None else replace(outcome, indexed=False, index_note=reason)
 
 
 def _id(recs: list[dict[str, Any]]) -> str | None:
