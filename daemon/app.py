@@ -232,6 +232,7 @@ class Daemon:
             "version": self.version, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 3),
             **st, "pending": pending, "reconciling": reconciling,
             "reconcile_progress": list(self.worker.reconcile_progress), "roots": roots,
+            "reconcile": self.worker.reconcile_status(),  # the sweep's state and files done / to index
             "last_event": max(last_events) if last_events else None,
             "last_reconcile": _iso(self.worker.last_reconcile),
             "last_error": self.worker.last_error, "last_watch_failure": self.last_failure,

@@ -111,6 +111,18 @@ class VectorBacklog:
             self._members[int(i)] = prio
             heapq.heappush(self._heap, prio)
 
+    def promote(self, ids: Iterable[int]) -> int:
+        """Move queued ``ids`` to the urgent tier (a file the user just saved), keeping their order
+        within it; returns how many moved. Ids not queued (done, or in a step under way) are left alone."""
+        moved = 0
+        for i in ids:
+            old = self._members.get(int(i))
+            if old is not None and old[0] != URGENT:
+                self._members[int(i)] = prio = (URGENT, old[1], old[2])
+                heapq.heappush(self._heap, prio)
+                moved += 1
+        return moved
+
     def discard(self, ids: Iterable[int]) -> None:
         """Forget chunks that no longer exist (their file changed or went)."""
         for i in ids:

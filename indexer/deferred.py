@@ -4,7 +4,7 @@ The work runs on the index's writing thread, a bounded step at a time, so that t
 owner can put user-touched work (a save, ``reindex``) in between: each step takes
 the most urgent entries of the :class:`~memoryd.indexer.backlog.VectorBacklog`,
 reads their text from SQLite, takes what the embedding cache already holds, embeds
-the rest in length-sorted slices, and makes each slice durable (cache) and visible
+the rest in length-sorted slices (urgent ones first), and makes each slice durable (cache) and visible
 (vector index) before the next. A step asked to yield stops between slices and puts
 the rest back, so a crash or a yield never loses a finished slice.
 """
@@ -71,7 +71,8 @@ def _step(parts: Parts, entries: Sequence[Priority], embedder: Embedder, slice_s
     texts = {e[2]: embedding_text(rows[e[2]].heading, rows[e[2]].text) for e in todo if e[2] in rows}
     gone += [unfinished.pop(e[2])[2] for e in todo if e[2] not in texts]
     parts.backlog.finish(gone, embedded=False)
-    todo = sorted((e for e in todo if e[2] in texts), key=lambda e: len(texts[e[2]]))
+    # Length-sorted slices waste no padding; the urgent tier (a file just saved) still goes first.
+    todo = sorted((e for e in todo if e[2] in texts), key=lambda e: (e[0], len(texts[e[2]])))
     for start in range(0, len(todo), slice_size):
         if start and should_yield is not None and should_yield():
             break

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -43,7 +44,9 @@ class VectorFill:
         self.lock = lock
         self.backlog = backlog
         self.passages = passages  # indexing's embedder (MemoryIndex.set_passage_embedder swaps it)
+        self.backlog_passages: Embedder | None = None  # the backlog's, when the owner has one (None: passages)
         self.slice_size = max(32, 2 * batch_size)
+        self.backlog_slice = self.slice_size  # per backlog model call; the daemon sizes it (vector_steps.py)
         self.read_only = read_only
         self._embedded_since_bound = 0
 
@@ -63,12 +66,14 @@ class VectorFill:
         """Give up to ``limit`` backlog chunks their vector, most urgent first; returns how many.
 
         ``should_yield`` is asked between model slices: True stops the step there (what
-        is done stays done; the rest goes back to the backlog).
+        is done stays done; the rest goes back to the backlog). The daemon keeps
+        ``backlog_slice`` small: a slice is what a save arriving mid-step waits for.
         """
         entries = self.backlog.take(limit)
         if not entries:
             return 0
-        done = deferred.run_step(self._parts(), entries, self.passages, self.slice_size, should_yield)
+        done = deferred.run_step(self._parts(), entries, self.backlog_passages or self.passages, self.backlog_slice,
+                                 should_yield)
         if done.embedded and not self.read_only:
             self.bound_cache(done.embedded)
         return done.done
@@ -79,6 +84,14 @@ class VectorFill:
         entries = self.backlog.take_ids(ids)
         if entries:
             stats.embedded += deferred.run_step(self._parts(), entries, self.passages, self.slice_size).embedded
+
+    def promote(self, files: Sequence[tuple[Path, str]]) -> int:
+        """Put the backlog chunks of these ``(root, rel)`` files first (saved by the user while the
+        backlog fills in: their vectors come in the next slice); returns how many chunks moved."""
+        if not self.backlog:
+            return 0
+        ids = [i for root, rel in files for i in self.store.chunk_ids_of(self.store.root_id(root), rel)]
+        return self.backlog.promote(ids)
 
     def _parts(self) -> deferred.Parts:
         return deferred.Parts(self.store, self.cache, self.vectors, self.lock, self.backlog, self.persist)

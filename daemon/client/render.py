@@ -114,10 +114,6 @@ def _analysis_lines(analysis: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _yes_no(value: object) -> str:
-    return "yes" if value else "no"
-
-
 def _size(n: object) -> str:
     """A byte count for a person: ``12.3 MB``; "unknown" when the daemon could not tell."""
     if not isinstance(n, int | float) or isinstance(n, bool):
@@ -159,7 +155,7 @@ def render_status(st: dict[str, Any]) -> str:
         ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
         ("pending", str(st.get("pending", 0))),
         ("vectors pending", _backlog(st.get("vectors") or {})),
-        ("reconciling", _yes_no(st.get("reconciling"))),
+        ("reconciling", _reconciling(st)),
         ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries)"),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
         ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
@@ -198,6 +194,24 @@ def _storage_rows(sto: dict[str, Any] | None) -> list[tuple[str, str]]:
     rows += [("root lock LOST", escape_line(f"{lost.get('root')}: {lost.get('why')}"))
              for lost in locks.get("lost", [])]
     return rows
+
+
+def _reconciling(st: dict[str, Any]) -> str:
+    """``yes: 12/31 files`` while a sweep reads and commits files; ``yes (vectors filling in)`` after it
+    while keyword-first chunks wait for their vectors; an older daemon's plain yes/no otherwise."""
+    if not st.get("reconciling"):
+        return "no"
+    sweep = st.get("reconcile") or {}
+    state = sweep.get("state")
+    if state == "indexing":
+        return f"yes: {sweep.get('files_done', 0)}/{sweep.get('files_total', 0)} files"
+    if state == "listing":
+        return "yes: listing files"
+    if state == "queued":
+        return "yes: about to start"
+    if state == "idle" and (st.get("vectors") or {}).get("pending"):
+        return "yes: files done, vectors filling in"
+    return "yes"
 
 
 def _backlog(v: dict[str, Any]) -> str:

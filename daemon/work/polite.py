@@ -20,7 +20,12 @@ idle size.
 
 Small calls — at most one model batch, e.g. a single edited file or a
 ``remember`` — stay on the caller's thread and session: a busy machine must not
-make a write wait behind the user's other work (``write.wait_s``).
+make a write wait behind the user's other work (``write.wait_s``). Their speed is
+measured (:meth:`PoliteEmbedder.passages_per_s`): the worker embeds a batch before
+committing it only when that fits a small time budget, and commits anything larger
+keyword first. The vector backlog embeds through :meth:`PoliteEmbedder.background`,
+which sends even small slices to the low-priority thread: backlog slices are kept
+small so that a save never waits long behind one, and they must stay polite.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ import os
 import queue
 import sys
 import threading
+import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -45,6 +52,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 IDLE_RELEASE_S = 30.0  # drop the bulk session after this long without bulk work (re-opening costs ~0.3 s)
+RATE_CALLS = 8  # the inline rate is measured over this many recent calls
 _STOP = object()
 
 
@@ -85,6 +93,12 @@ class PoliteEmbedder:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # no job is queued behind the stop sentinel
         self.bulk_batches = 0  # handed to the thread (status, tests)
+        self._inline: deque[tuple[int, float]] = deque(maxlen=RATE_CALLS)  # (texts, seconds) per inline call
+
+    @property
+    def small(self) -> int:
+        """The most texts a call may hold and still run inline (one model batch)."""
+        return self._small
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self.inner.count_tokens(texts)
@@ -94,14 +108,34 @@ class PoliteEmbedder:
 
     def embed_passages(self, texts: Sequence[str]) -> FloatArray:
         """Same contract as the inner embedder's; bulk calls block until the low-priority thread answers."""
+        return self._embed(texts, background=False)
+
+    def background(self) -> Embedder:
+        """This embedder as the vector backlog uses it: every passage call, however small, runs on
+        the low-priority thread (inline only before :meth:`start` or with ``nice`` 0)."""
+        return _Background(self)
+
+    def passages_per_s(self) -> float | None:
+        """Passages per second of the recent inline calls (the synchronous path); None before any."""
+        texts = sum(n for n, _ in self._inline)
+        seconds = sum(s for _, s in self._inline)
+        return texts / seconds if texts and seconds > 0 else None
+
+    def _embed(self, texts: Sequence[str], background: bool) -> FloatArray:
         done: Future[FloatArray] = Future()
         with self._lock:
             thread = self._thread
-            bulk = len(texts) > self._small and thread is not None and thread.is_alive()
+            bulk = (background or len(texts) > self._small) and thread is not None and thread.is_alive()
             if bulk:
                 self.bulk_batches += 1
                 self._jobs.put((list(texts), done))
-        return done.result() if bulk else self.inner.embed_passages(texts)
+        if bulk:
+            return done.result()
+        t0 = time.perf_counter()
+        out = self.inner.embed_passages(texts)
+        if texts:
+            self._inline.append((len(texts), time.perf_counter() - t0))
+        return out
 
     def start(self) -> None:
         if self._nice > 0 and self._thread is None:
@@ -152,3 +186,21 @@ class PoliteEmbedder:
             return self.inner
         log.info("model.bulk_session_opened", nice=self._nice)
         return twin
+
+
+class _Background:
+    """A :class:`PoliteEmbedder` whose passage calls all go to its low-priority thread."""
+
+    def __init__(self, polite: PoliteEmbedder) -> None:
+        self._polite = polite
+        self.model_id = polite.model_id
+        self.dimension = polite.dimension
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self._polite.count_tokens(texts)
+
+    def embed_query(self, text: str) -> FloatArray:
+        return self._polite.embed_query(text)
+
+    def embed_passages(self, texts: Sequence[str]) -> FloatArray:
+        return self._polite._embed(texts, background=True)

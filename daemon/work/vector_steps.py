@@ -8,6 +8,11 @@ the backlog. While a backlog lasts this logs ``vectors.progress`` every
 one ``vectors.done`` line and a vector snapshot. A failed step (e.g. disk full) pauses
 the backlog for ``RETRY_BACKLOG_S``, or until a task goes through.
 
+A model slice cannot be interrupted, so a save that arrives mid-step waits for the
+slice in hand: slices are sized to take about ``SLICE_BUDGET_S`` at the backlog's
+measured rate (:func:`slice_size`; model batches of 1 to 32 passages run at about
+the same speed, docs/scaling.md; single passages are slower).
+
 It runs only on the worker thread and owns no thread of its own.
 """
 
@@ -26,6 +31,17 @@ log = structlog.get_logger(__name__)
 
 PROGRESS_EVERY_S = 10.0  # progress log interval while a vector backlog lasts
 RETRY_BACKLOG_S = 30.0  # pause after a failed backlog step (e.g. disk full) before the next
+SLICE_BUDGET_S = 0.5  # a backlog model slice should take about this long (what a save may wait behind it)
+BACKLOG_SLICE = 4  # chunks per slice until the rate is measured (e5-small on 2 cores: ~0.5-1 s)
+SLICE_MIN, SLICE_MAX = 2, 32  # chunks per slice: one-passage batches run slower; 32 is the bulk pipeline's
+STEP_SLICES = 8  # slices per step: length-sorted together; a first step at the unmeasured size stays short
+
+
+def slice_size(per_s: float | None) -> int:
+    """Backlog chunks per model slice at ``per_s`` chunks a second (None: not measured yet)."""
+    if not per_s:
+        return BACKLOG_SLICE
+    return max(SLICE_MIN, min(SLICE_MAX, int(per_s * SLICE_BUDGET_S)))
 
 
 class VectorSteps:
@@ -59,8 +75,10 @@ class VectorSteps:
             self._since, self._base = time.monotonic(), self.index.backlog.meter.total
             log.info("vectors.backlog", pending=len(self.index.backlog))
         error = None
+        size = slice_size(self.index.backlog.meter.per_s())
+        self.index.vector_fill.backlog_slice = size
         try:
-            self.index.fill_vectors(should_yield=self._between_slices)
+            self.index.fill_vectors(limit=size * STEP_SLICES, should_yield=self._between_slices)
         except MemorydError as exc:
             log.error("vectors.failed", error=str(exc), action=f"retrying in {RETRY_BACKLOG_S:.0f} s")
             error = str(exc)

@@ -19,12 +19,17 @@ A failing task is logged and dropped; the periodic reconcile sweep repairs
 whatever it left behind (disk full included: nothing is marked indexed until
 it is committed).
 
-Keyword first: a reconcile sweep or a burst of changes that needs many chunks embedded
-commits them without vectors (``DEFER_AT``), so every file is keyword-searchable at
-once; whenever its queue is empty the worker then gives the vector backlog a bounded
-step (:mod:`memoryd.daemon.work.vector_steps`), yielding between model slices as soon
-as a task arrives: saves and ``reindex`` requests never wait behind the backlog (a
-``reindex`` takes its file's pending chunks along).
+Keyword first: a reconcile sweep or a batch of changes is embedded before it is
+committed only when its new chunks fit a small time budget (:meth:`IndexWorker.defer_at`:
+``SYNC_BUDGET_S`` at the measured speed of the synchronous path, never fewer than
+``HANDFUL`` chunks — an editor save of a few chunks is searchable with its vectors at
+once, as before). Anything larger is committed file by file without the missing
+vectors, so every file is keyword-searchable within moments of being read, however
+small the folder; whenever its queue is empty the worker then gives the vector backlog
+a bounded step (:mod:`memoryd.daemon.work.vector_steps`), yielding between its small
+model slices as soon as a task arrives: saves and ``reindex`` requests never wait
+behind more than one slice (a save takes its file's pending chunks along). While a
+sweep runs, :meth:`IndexWorker.reconcile_status` says how far it is (``status``).
 
 The worker also owns two helper threads, both at ``embedding.background_nice``
 lower CPU priority: bulk passage embedding (:mod:`memoryd.daemon.work.polite`) and vector
@@ -50,7 +55,7 @@ from memoryd.daemon.watch.debouncer import Change
 from memoryd.daemon.work.polite import PoliteEmbedder
 from memoryd.daemon.work.rebuilder import Rebuilder
 from memoryd.daemon.work.vector_steps import VectorSteps
-from memoryd.indexer.engine import EMBED_GROUP, MemoryIndex
+from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.indexstats import IndexStats
 from memoryd.indexer.reconcile import reconcile
@@ -60,7 +65,9 @@ log = structlog.get_logger(__name__)
 
 Accept = Callable[[str], bool]
 MAX_COALESCED = 2048  # changes applied as one batch at most
-DEFER_AT = EMBED_GROUP // 2  # a batch needing this many new vectors is committed keyword first
+SYNC_BUDGET_S = 0.3  # a batch whose new vectors take longer than this is committed keyword first
+HANDFUL = 4  # ...but a batch needing fewer new vectors is always embedded first (an editor save)
+STATUS_EVERY_S = 1.0  # the systemd status line follows a sweep's progress at most this often
 
 
 T = TypeVar("T")
@@ -109,8 +116,9 @@ class IndexWorker:
         self._queued_files = 0
         self._count_lock = threading.Lock()  # also guards _closed
         self._closed = False  # stopped: new tasks are cancelled at once
-        self.reconciling = False
-        self.reconcile_progress: tuple[int, int] = (0, 0)
+        self.reconciling = False  # a sweep is queued or running
+        self.sweeping = False  # a sweep is running (its progress is reconcile_progress)
+        self.reconcile_progress: tuple[int, int] = (0, 0)  # files done / to index in the running (or last) sweep
         self.last_reconcile: float | None = None
         self.last_error: str | None = None
         self._disk_full = False
@@ -170,11 +178,31 @@ class IndexWorker:
         """Files (or changes) queued and not yet indexed."""
         return self._queued_files
 
+    def reconcile_status(self) -> dict[str, Any]:
+        """Where the sweep is, for ``status``: ``state`` is ``idle``, ``queued``, ``listing`` (walking
+        the roots) or ``indexing`` (``files_done`` of ``files_total`` changed files read and committed:
+        each is keyword-searchable from then on)."""
+        done, total = self.reconcile_progress
+        if self.sweeping:
+            state = "indexing" if total else "listing"
+        else:
+            state = "queued" if self.reconciling else "idle"
+            done, total = (0, 0) if self.reconciling else (done, total)
+        return {"state": state, "files_done": done, "files_total": total}
+
+    def defer_at(self) -> int:
+        """New vectors from which a batch is committed keyword first: what the synchronous path embeds
+        in ``SYNC_BUDGET_S`` at its measured speed, between ``HANDFUL`` and one model batch."""
+        rate = self.embedder.passages_per_s()
+        fits = int(rate * SYNC_BUDGET_S) if rate else 0
+        return max(HANDFUL, min(self.embedder.small, fits))
+
     # -- lifecycle --------------------------------------------------------------
 
     def start(self) -> None:
         """Start the worker and its helpers; from now on the index rebuilds in the background."""
         self.index.set_passage_embedder(self.embedder)
+        self.index.vector_fill.backlog_passages = self.embedder.background()
         self.index.set_background_rebuilds(True)
         self.embedder.start()
         self.rebuilder.start()
@@ -325,18 +353,26 @@ class IndexWorker:
 
     def _reconcile(self, reason: str) -> dict[str, Any]:
         self.reconciling = True
+        self.reconcile_progress = (0, 0)
+        self.sweeping = True
         self._on_status(f"reconciling ({reason})")
         log.info("reconcile.start", reason=reason, roots=[str(r) for r in self.roots.roots])
+        shown = 0.0
 
         def progress(done: int, total: int, stats: IndexStats) -> None:
+            nonlocal shown
             if self._should_stop():
                 raise ReconcileCancelled(f"stopped after {done}/{total} files")
             self.reconcile_progress = (done, total)
-            if done == total or done % 50 == 0:
+            if done == total or time.monotonic() - shown >= STATUS_EVERY_S:
+                shown = time.monotonic()
                 self._on_status(f"reconciling: {done}/{total} files")
 
-        stats = reconcile(self.index, self.roots.roots, self._accept, self._accept_dir, progress=progress,
-                          defer_at=DEFER_AT)
+        try:
+            stats = reconcile(self.index, self.roots.roots, self._accept, self._accept_dir, progress=progress,
+                              defer_at=self.defer_at())
+        finally:
+            self.sweeping = False
         self.last_reconcile = time.time()
         self._on_status(self._idle_status())
         return _stats_dict(stats)
@@ -352,12 +388,17 @@ class IndexWorker:
                     upserts.append(loc)
                 continue
             if upserts:
-                total.merge(self.index.index_files(upserts, defer_at=DEFER_AT))
+                self._index_saved(upserts, total)
                 upserts = []
             self._apply_one(ch, total)
         if upserts:
-            total.merge(self.index.index_files(upserts, defer_at=DEFER_AT))
+            self._index_saved(upserts, total)
         return _stats_dict(total)
+
+    def _index_saved(self, files: list[tuple[Path, str]], total: IndexStats) -> None:
+        """Index changed files; chunks of theirs still without a vector go to the head of the backlog."""
+        total.merge(self.index.index_files(files, defer_at=self.defer_at()))
+        self.index.vector_fill.promote(files)
 
     def _logged(self, result: dict[str, Any], source: str) -> dict[str, Any]:
         """One info line per batch that changed the index (files, chunks, ms)."""
@@ -381,7 +422,8 @@ class IndexWorker:
                 total.merge(self.index.index_files([dest]))  # unchanged content: a hash check, no embedding
             log.info("file.moved", src=str(ch.path), dest=str(ch.dest), kept_chunks=moved)
         elif ch.kind == "rescan":
-            total.merge(reconcile(self.index, self.roots.roots, self._accept, self._accept_dir))
+            total.merge(reconcile(self.index, self.roots.roots, self._accept, self._accept_dir,
+                                  defer_at=self.defer_at()))
 
 
 def _fail(future: Future[Any], exc: BaseException) -> None:

@@ -1,0 +1,197 @@
+"""Keyword first always (issue #27 item 7): a never-indexed folder of any size is keyword-searchable
+before its vectors are computed, ``status`` says ``reconciling n/m files`` during the sweep, and a
+save made while the vector backlog fills in is searchable without waiting for the backlog.
+
+The daemon runs in-process on the hash embedder, wrapped so that passage batches on the
+low-priority bulk thread (the vector backlog's) wait for a permit the test hands out: "no
+vector computed yet" is then a fact the test controls, not a race. Inline batches (a save's
+few chunks, on the worker's own thread) pass freely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memoryd.indexer.embedding as embedding
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client.render import render_status
+from memoryd.daemon.client.rpc_client import Client
+from tests.helpers import make_config, ready, wait_for
+
+WAIT_S = 20.0
+FILES = 30
+SECTIONS = 3  # one chunk each: 90 chunks, fewer than the old 128-chunk keyword-first threshold
+BULK_THREAD = "memoryd-embed-bulk"
+FILE_MARK = re.compile(r"filemark(\d+)")
+
+
+class BulkGate:
+    """An embedder whose passage batches on the bulk thread each wait for a permit (:meth:`allow`)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dimension = inner.dimension
+        self._permits = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self.computed = 0  # passages the model was run on, any thread
+        self.bulk_done = 0  # bulk batches finished
+        self.bulk_waiting = threading.Event()
+        self.hold_after: int | None = None  # chunking the next file after this many waits for ``resume``
+        self._seen: set[str] = set()
+        self.held = threading.Event()
+        self.resume = threading.Event()
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        if self.hold_after is not None:
+            ids = {m for t in texts for m in FILE_MARK.findall(t)} - self._seen
+            if ids and len(self._seen) == self.hold_after:
+                self.held.set()
+                assert self.resume.wait(WAIT_S), "the test never resumed the sweep"
+            self._seen |= ids
+        return list(self.inner.count_tokens(texts))
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)
+
+    def embed_passages(self, texts: Sequence[str]) -> Any:
+        bulk = threading.current_thread().name == BULK_THREAD
+        if bulk:
+            self.bulk_waiting.set()
+            assert self._permits.acquire(timeout=WAIT_S), "the test never allowed this bulk batch"
+        out = self.inner.embed_passages(texts)
+        with self._lock:
+            self.computed += len(texts)
+            self.bulk_done += bulk
+        return out
+
+    def allow(self, n: int = 1) -> None:
+        self._permits.release(n)
+
+    def open(self) -> None:
+        self.resume.set()
+        self._permits.release(100_000)
+
+
+def _folder(root: Path) -> list[str]:
+    """``FILES`` files of ``SECTIONS`` sections; each file holds one word found nowhere else."""
+    words = []
+    for i in range(FILES):
+        word = f"kwfirst{i:02d}zq"
+        words.append(word)
+        sections = [f"## Part {s}\n\nNotes {s} about topic {i}, the team, and the plan.\n" for s in range(SECTIONS)]
+        sections[-1] += f"The code word of this note is {word}; filemark{i}.\n"
+        (root / f"f{i:02d}.md").write_text(f"# Note {i}\n\n" + "\n".join(sections), encoding="utf-8")
+    return words
+
+
+@pytest.fixture
+def start(tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``start(hold_after=None)``: a daemon on a fresh ``_folder`` with embedding gated (the start-up
+    sweep begins at once); returns ``(daemon, client, gate, root)``. Everything is closed after the test."""
+    root = tmp_path / "root"
+    root.mkdir()
+    _folder(root)
+    real = embedding.load_embedder
+    gates: list[BulkGate] = []
+    opened: list[tuple[Daemon, Client]] = []
+
+    def run(hold_after: int | None = None) -> tuple[Daemon, Client, BulkGate, Path]:
+        def gated(*args: Any, **kwargs: Any) -> BulkGate:
+            gates.append(BulkGate(real(*args, **kwargs)))
+            gates[-1].hold_after = hold_after
+            return gates[-1]
+
+        monkeypatch.setattr(embedding, "load_embedder", gated)
+        cfg = make_config(root, tmp_path / "data", debounce_ms=50, max_delay_ms=500)
+        cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=short_dir / "kw.sock"))
+        d = Daemon(cfg, env={})
+        d.startup()
+        client = Client(cfg.socket_path, timeout=WAIT_S)
+        opened.append((d, client))
+        return d, client, gates[-1], root
+
+    try:
+        yield run
+    finally:
+        for g in gates:
+            g.open()
+        for d, client in opened:
+            client.close()
+            d.shutdown()
+
+
+def _found(client: Client, word: str, mode: str = "keyword") -> bool:
+    hits = client.call("search", {"query": word, "k": 1, "mode": mode})["hits"]
+    return bool(hits) and word in hits[0]["text"]
+
+
+def _all_found(client: Client, words: list[str]) -> bool:
+    return all(_found(client, w) for w in words)
+
+
+def test_a_fresh_small_folder_is_keyword_searchable_before_any_vector(start: Any) -> None:
+    _, client, gate, _ = start()
+    words = [f"kwfirst{i:02d}zq" for i in range(FILES)]
+    wait_for(lambda: _all_found(client, words), WAIT_S, "every file keyword-searchable")
+    st = client.call("status")
+    assert gate.computed == 0  # not one vector computed: the model is held
+    assert st["files"] == FILES and st["chunks"] == FILES * SECTIONS
+    assert st["index"]["vectors"] == 0 and st["vectors"]["pending"] == FILES * SECTIONS
+    assert st["reconciling"] and not st["fresh"]  # hybrid quality is not there yet, and status says so
+    gate.open()
+    wait_for(lambda: ready(client), WAIT_S, "the vectors filled in")
+    st = client.call("status")
+    assert st["index"]["vectors"] == FILES * SECTIONS and st["vectors"]["pending"] == 0
+    assert gate.computed == FILES * SECTIONS
+    assert _found(client, words[7], mode="vector")
+
+
+def test_status_reports_reconciling_progress_during_the_sweep(start: Any) -> None:
+    _, client, gate, _ = start(hold_after=10)
+    first = client.call("status")  # the first answer already says a sweep is on
+    assert gate.held.wait(WAIT_S)  # the sweep is chunking its 11th file now
+    st = client.call("status")
+    assert 1 <= st["files"] <= 10  # the files read so far are committed already...
+    assert client.call("search", {"query": "team plan", "k": 3, "mode": "keyword"})["hits"]  # ...and searchable
+    assert first["reconciling"] and first["reconcile"]["state"] in ("queued", "listing", "indexing")
+    sweep = st["reconcile"]
+    assert sweep == {"state": "indexing", "files_done": 10, "files_total": FILES}
+    rows = dict(line.split("  ", 1) for line in render_status(st).splitlines())
+    assert rows["reconciling"].strip() == f"yes: 10/{FILES} files"
+    gate.resume.set()
+    wait_for(lambda: client.call("status")["reconcile"]["state"] == "idle", WAIT_S, "the sweep's end")
+    st = client.call("status")
+    assert st["reconcile"] == {"state": "idle", "files_done": FILES, "files_total": FILES}
+    assert st["files"] == FILES and st["vectors"]["pending"] == FILES * SECTIONS  # the model is still held
+    rows = dict(line.split("  ", 1) for line in render_status(st).splitlines())
+    assert rows["reconciling"].strip() == "yes: files done, vectors filling in"
+    gate.open()
+    wait_for(lambda: ready(client), WAIT_S, "the vectors filled in")
+    rows = dict(line.split("  ", 1) for line in render_status(client.call("status")).splitlines())
+    assert rows["reconciling"].strip() == "no"
+
+
+def test_a_save_during_the_vector_backlog_does_not_wait_for_it(start: Any) -> None:
+    d, client, gate, root = start()
+    words = [f"kwfirst{i:02d}zq" for i in range(FILES)]
+    wait_for(lambda: _all_found(client, words), WAIT_S, "every file keyword-searchable")
+    assert gate.bulk_waiting.wait(WAIT_S)  # the backlog's first slice waits for the model
+    line = "Saved during the backlog: the savedwordqx decision stands."
+    with (root / "f05.md").open("a", encoding="utf-8") as f:
+        f.write(f"\n## Later\n\n{line}\n")
+    wait_for(lambda: d.worker.pending, WAIT_S, "the save queued behind the slice in hand")
+    gate.allow(1)  # the slice in hand finishes; the step yields to the save
+    wait_for(lambda: _found(client, "savedwordqx"), WAIT_S, "the save keyword-searchable")
+    pending = client.call("status")["vectors"]["pending"]
+    assert gate.bulk_done == 1 and pending > FILES * SECTIONS // 2  # one slice done: the backlog is still there
+    gate.allow(2)  # newest first: the saved chunk comes before the rest of the backlog
+    wait_for(lambda: _found(client, line, mode="vector"), WAIT_S, "the saved chunk's vector")
+    assert gate.bulk_done <= 3 and client.call("status")["vectors"]["pending"] > 0
