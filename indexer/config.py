@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hi
 from memoryd.indexer import paths
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.write.access import parse_binding
+from memoryd.indexer.write.refusals import SessionError
 
 if TYPE_CHECKING:
     pass
@@ -140,10 +142,15 @@ class SearchConfig:
     hnsw_threshold: int = 50_000
 
 
+ALLOWED_UIDS_FORM = ('a table binding each uid to one session, uid = "peer:ID" or "group:ID", '
+                     'e.g. allowed_uids = { 1001 = "peer:alice", 1002 = "group:dev" }')
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     socket: Path | None = None  # None: $XDG_RUNTIME_DIR/memoryd/memoryd.sock
-    allowed_uids: tuple[int, ...] = ()
+    # Other uids, each bound to one fixed session: { 1001 = "peer:alice" } (docs/security/transport.md).
+    allowed_uids: Mapping[int, str] = field(default_factory=dict, metadata={"form": ALLOWED_UIDS_FORM})
     max_request_bytes: int = 1_048_576
     max_clients: int = 256
     idle_timeout_s: float = 300.0
@@ -349,6 +356,7 @@ def validate(cfg: Config) -> None:
     _check(srv.max_clients >= 1, "server.max_clients", srv.max_clients, "must be >= 1")
     _check(srv.idle_timeout_s > 0, "server.idle_timeout_s", srv.idle_timeout_s, "must be > 0")
     _check(srv.read_timeout_s > 0, "server.read_timeout_s", srv.read_timeout_s, "must be > 0")
+    _validate_uids(srv.allowed_uids)
     for key in ("reconcile_interval_s", "snapshot_interval_s", "maintenance_interval_s"):
         val = getattr(cfg.schedule, key)
         _check(val >= 1, f"schedule.{key}", val, "must be >= 1")
@@ -356,6 +364,16 @@ def validate(cfg: Config) -> None:
     _validate_storage(cfg.storage)
     _check(cfg.log.level in LOG_LEVELS, "log.level", cfg.log.level, f"must be one of {LOG_LEVELS}")
     _check(cfg.log.format in LOG_FORMATS, "log.format", cfg.log.format, f"must be one of {LOG_FORMATS}")
+
+
+def _validate_uids(bound: Mapping[int, str]) -> None:
+    """Each uid a real one (not -1), each session a confined one (``peer:ID`` / ``group:ID``)."""
+    for uid, session in bound.items():
+        _check(0 <= uid < 2**32 - 1, "server.allowed_uids", uid, "a uid must be in 0..4294967294")
+        try:
+            parse_binding(session)
+        except SessionError as exc:
+            raise ConfigError(f"config 'server.allowed_uids' = {{ {uid} = {session!r} }}: {exc}") from None
 
 
 def _validate_storage(st: StorageConfig) -> None:

@@ -351,8 +351,9 @@ def test_denied_peer_gets_one_error_and_is_closed(
 
 
 def test_allowed_uids_extend_the_owner(serve: Callable[..., SocketServer], raw: Callable[[], Raw]) -> None:
-    serve(owner_uid=os.geteuid() + 4242, allowed_uids=[os.geteuid()])
-    assert raw().call("echo", {"in": 1})["result"] == {"in": 1}
+    serve(owner_uid=os.geteuid() + 4242, allowed_uids={os.geteuid(): "peer:alice"})
+    # connected (no -32001 and no close), but served only the confined methods: tests/test_bound_uids.py
+    assert raw().call("echo", {"in": 1})["error"]["code"] == -32020
 
 
 def test_busy_server_refuses_beyond_max_clients(

@@ -10,14 +10,26 @@ write rate limits (:func:`held_to_limits`).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import structlog
 
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, InvalidParams, RpcError
-from memoryd.daemon.rpc.jsonrpc import Peer
-from memoryd.indexer.write.access import OWNER, Session, parse_session
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.write.access import OWNER, Session, binding_text, parse_session
 from memoryd.indexer.write.refusals import AccessDenied, SessionError
 
+log = structlog.get_logger(__name__)
+
 SESSION_PARAM = "session"
+
+#: What a bound uid (``server.allowed_uids``) may call: the confined reads and ``remember``, each
+#: still checked against its session by the handler. Everything else is the owner's, including
+#: methods added later (default deny): ``ping``, ``status``, ``reindex``, ``forget``, ``audit``,
+#: ``history``, ``undo``, ``import``, ``clear``, ``update_section``, ``promote``, the storage methods.
+BOUND_METHODS = frozenset({"search", "context", "get", "files", "list", "export", "stats", "remember"})
 
 
 @dataclass(frozen=True)
@@ -65,3 +77,44 @@ def owner_only(session: Session, what: str) -> None:
     """Refuse ``what`` to a confined session (``history``, ``undo``: they see or touch every namespace)."""
     if session.kind != OWNER:
         raise RpcError(ACCESS_DENIED, f"{what} is for the owner only; a {session.kind} session may not use it")
+
+
+def bind_uids(handlers: Mapping[str, Handler], bound: Mapping[int, Session], owner_uid: int) -> dict[str, Handler]:
+    """``handlers`` behind the gate for other uids (docs/security/transport.md, "Other uids").
+
+    The owner's requests pass untouched. A uid in ``bound`` reaches only :data:`BOUND_METHODS`,
+    always as its one session: no ``session`` param means that session, a different one is
+    ACCESS_DENIED (only ``turn`` may be added). Any other uid is refused (the server closes
+    such connections before any request; this is the second lock).
+    """
+    return {name: _Gate(name, handler, bound, owner_uid) for name, handler in handlers.items()}
+
+
+@dataclass(frozen=True)
+class _Gate:
+    method: str
+    handler: Handler
+    bound: Mapping[int, Session]
+    owner_uid: int
+
+    def __call__(self, params: dict[str, Any], peer: Peer) -> Any:
+        if peer.uid == self.owner_uid:
+            return self.handler(params, peer)
+        session = self.bound.get(peer.uid)
+        if session is None or self.method not in BOUND_METHODS:
+            log.warning("peer.method_denied", uid=peer.uid, pid=peer.pid, method=self.method)
+            who = f"uid {peer.uid}" + ("" if session is None else f" (bound to {binding_text(session)})")
+            raise RpcError(ACCESS_DENIED, f"{self.method} is for the owner only; {who} may not call it")
+        return self.handler({**params, SESSION_PARAM: _as_bound(params.get(SESSION_PARAM), session, peer)}, peer)
+
+
+def _as_bound(raw: object, bound: Session, peer: Peer) -> dict[str, str]:
+    """The ``session`` param a bound uid's request goes on with: its own session (plus the ``turn`` it sent)."""
+    if raw is None:
+        return bound.describe()
+    claimed = SessionClaim(raw, owner_allowed=False).resolve()
+    if (claimed.kind, claimed.peer, claimed.group) != (bound.kind, bound.peer, bound.group):
+        log.warning("peer.session_denied", uid=peer.uid, pid=peer.pid, bound=binding_text(bound))
+        raise RpcError(ACCESS_DENIED, f"uid {peer.uid} is bound to the session {binding_text(bound)}; "
+                       "it may not choose another")
+    return claimed.describe()

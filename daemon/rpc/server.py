@@ -4,8 +4,13 @@ Contract (README, "Socket protocol"; docs/security/transport.md): the socket's d
 socket 0600, both set by a restrictive umask *at creation*, so there is no window
 in which another user could connect. Only peers whose ``SO_PEERCRED`` uid is the
 owner's (default: our effective uid) or in ``allowed_uids`` are served; others
-get one -32001 error line and are closed. When ``max_clients`` connections are
-open, the one idle longest (for at least ``evict_idle_after_s``) is closed with
+get one -32001 error line and are closed. ``allowed_uids`` maps each other uid to
+the one session it is bound to (``{1001: "peer:alice"}``); such a uid reaches only
+the confined methods, as that session (:func:`memoryd.daemon.api.session.bind_uids`).
+When there is one, the directory is created 0711 and the socket 0666, so those uids
+can connect at all; ``SO_PEERCRED`` is then the gate. Start-up warns
+(``server.socket_unreachable``) when a folder above the socket keeps a bound uid out.
+When ``max_clients`` connections are open, the one idle longest (for at least ``evict_idle_after_s``) is closed with
 one -32004 line to make room, so idle clients cannot lock new ones out; only
 when none is idle does a newcomer get one -32002 "server busy" line (and
 ``memoryd.daemon.client.rpc_client.Client`` retries with backoff within its timeout).
@@ -36,12 +41,13 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 
 import structlog
 
+from memoryd.daemon.api.session import bind_uids
 from memoryd.daemon.rpc.connection import Connection, Limits
 from memoryd.daemon.rpc.errors import PERMISSION_DENIED, SERVER_BUSY
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer, encode_error
@@ -51,8 +57,11 @@ from memoryd.daemon.rpc.sockpath import (
     peer_credentials,
     socket_identity,
     unlink_if_same,
+    unreachable_for,
 )
 from memoryd.indexer.errors import DaemonError
+from memoryd.indexer.write.access import Session, parse_binding
+from memoryd.indexer.write.refusals import SessionError
 
 log = structlog.get_logger(__name__)
 
@@ -60,9 +69,10 @@ log = structlog.get_logger(__name__)
 class SocketServer:
     """Serve ``handlers`` over JSON-RPC on a Unix socket until ``stop()``.
 
-    ``owner_uid`` (default: our effective uid) plus ``allowed_uids`` may talk to
-    the server; tests pass a foreign ``owner_uid`` to see their own connection
-    denied. ``listen_fd`` adopts a listening socket passed by systemd instead of
+    ``owner_uid`` (default: our effective uid) plus the uids of ``allowed_uids`` may
+    talk to the server, those only as their bound session (``uid → "peer:ID"`` or
+    ``"group:ID"``); tests pass a foreign ``owner_uid`` to see their own connection
+    denied, or bound. ``listen_fd`` adopts a listening socket passed by systemd instead of
     binding ``path`` (the file is then systemd's: ``stop()`` leaves it).
     Timeouts are in seconds, sizes in bytes. Not restartable: one ``start``,
     one ``stop``.
@@ -73,7 +83,7 @@ class SocketServer:
         path: Path,
         handlers: Mapping[str, Handler],
         *,
-        allowed_uids: Iterable[int] = (),
+        allowed_uids: Mapping[int, str] = MappingProxyType({}),
         max_request_bytes: int = 1_048_576,
         max_clients: int = 256,
         idle_timeout_s: float = 300.0,
@@ -84,9 +94,10 @@ class SocketServer:
         evict_idle_after_s: float = 1.0,
     ) -> None:
         self._path = Path(path)
-        self._handlers = dict(handlers)
         owner = os.geteuid() if owner_uid is None else owner_uid
-        self._trusted = frozenset({owner, *allowed_uids})
+        self._bound = _bindings(allowed_uids, owner)
+        self._handlers = bind_uids(handlers, self._bound, owner) if self._bound else dict(handlers)
+        self._trusted = frozenset({owner, *self._bound})
         self._limits = Limits(max_request_bytes, idle_timeout_s, read_timeout_s, write_timeout_s)
         self._max_clients = max_clients
         self._evict_after = evict_idle_after_s
@@ -118,8 +129,10 @@ class SocketServer:
             if isinstance(name, str) and name:  # abstract names (bytes) keep the configured path
                 self._path = Path(name)
         else:
-            self._listener = bind_unix_socket(self._path)
+            self._listener = bind_unix_socket(self._path, shared=bool(self._bound))
             self._identity = socket_identity(self._path)
+        for uid, where in unreachable_for(self._path, self._bound).items():
+            log.warning("server.socket_unreachable", uid=uid, path=str(self._path), blocked_by=where)
         self._stop_r, self._stop_w = os.pipe()
         self._accept_thread = threading.Thread(target=self._accept_loop, name="memoryd-accept", daemon=True)
         self._accept_thread.start()
@@ -243,6 +256,22 @@ class SocketServer:
             del self._conns[threading.current_thread()]
         conn.sock.close()
         log.debug("client.closed", pid=conn.peer.pid, reason=reason)
+
+
+def _bindings(allowed: Mapping[int, str], owner: int) -> dict[int, Session]:
+    """Each other uid's session; raises DaemonError for the old list form, a bad session, or the owner."""
+    if not isinstance(allowed, Mapping):
+        raise DaemonError('allowed_uids must map each uid to its one session, e.g. {1001: "peer:alice"}; '
+                          f"a list of uids is no longer accepted (got {list(allowed)[:5]!r})")
+    out: dict[int, Session] = {}
+    for uid, text in allowed.items():
+        if uid == owner:
+            raise DaemonError(f"allowed_uids names uid {uid}, the daemon's own: the owner cannot be bound")
+        try:
+            out[uid] = parse_binding(text)
+        except SessionError as exc:
+            raise DaemonError(f"allowed_uids[{uid}]: {exc}") from None
+    return out
 
 
 def _refuse(sock: socket.socket, code: int, message: str) -> None:

@@ -15,6 +15,15 @@ Why each rule exists:
   our socket); else :class:`UnsafeSocketDir` names it and the mode.
   One that is merely readable by others is fine: the socket itself is 0600,
   and Linux checks write permission on the socket file at ``connect``.
+- With other uids bound (``server.allowed_uids``) the socket is *shared*: a missing
+  directory is created 0711 (others may pass through to the socket by its name,
+  not list or change the folder) and the socket bound 0666 under umask 0111, again
+  with no chmod afterwards. Connecting is then open to every local user who can
+  reach the path; the ``SO_PEERCRED`` check in the server is what admits only the
+  owner and the bound uids (a 0666 socket in a folder only a group can pass would
+  need a group every bound user and the daemon share, which memoryd cannot create).
+  An existing directory is still never chmod-ed: :func:`unreachable_for` says which
+  folder keeps a bound uid out, and the server warns.
 - An existing socket file is probed: something answering means another daemon
   (``SocketInUseError``); "connection refused" means a stale file from a crash,
   which we replace. Anything that is not a socket (a user's regular file, a
@@ -25,10 +34,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import grp
 import os
+import pwd
 import socket
 import stat
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 import structlog
@@ -78,11 +90,11 @@ class UnsafeSocketDir(DaemonError):
         self.mode = mode
 
 
-def _prepare_dir(directory: Path) -> None:
-    """Create ``directory`` 0700 if missing; else check it is ours and not writable by others."""
-    old = os.umask(0o077)
+def _prepare_dir(directory: Path, shared: bool = False) -> None:
+    """Create ``directory`` 0700 (``shared``: 0711) if missing; else check it is ours and not writable by others."""
+    old = os.umask(0o066 if shared else 0o077)
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.mkdir(mode=0o711 if shared else 0o700, parents=True, exist_ok=True)
     finally:
         os.umask(old)
     st = os.stat(directory)
@@ -122,8 +134,8 @@ def _clear_stale(path: Path) -> None:
         probe.close()
 
 
-def bind_unix_socket(path: Path, backlog: int = 512) -> socket.socket:
-    """A non-blocking listening socket bound at ``path`` (dir 0700, socket 0600).
+def bind_unix_socket(path: Path, backlog: int = 512, *, shared: bool = False) -> socket.socket:
+    """A non-blocking listening socket bound at ``path`` (dir 0700, socket 0600; ``shared``: 0711, 0666).
 
     Raises ``SocketInUseError`` when a live server answers on ``path`` and
     ``DaemonError`` for a path that is too long, not a socket, or in a directory
@@ -131,10 +143,10 @@ def bind_unix_socket(path: Path, backlog: int = 512) -> socket.socket:
     """
     if len(os.fsencode(path)) > _MAX_PATH_BYTES:
         raise DaemonError(f"socket path {path} is too long for a Unix socket (max {_MAX_PATH_BYTES} bytes)")
-    _prepare_dir(path.parent)
+    _prepare_dir(path.parent, shared)
     _clear_stale(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
+    old = os.umask(0o111 if shared else 0o177)
     try:
         sock.bind(str(path))
     except OSError as exc:
@@ -166,9 +178,57 @@ def check_socket_path(path: Path) -> None:
     """Fail early, before the model loads, for a socket path that :func:`bind_unix_socket` would refuse.
 
     The same checks (length, private directory, a live server answering, not a socket),
-    without binding; a stale socket from a crash is removed as the bind would.
+    without binding; a stale socket from a crash is removed as the bind would. A missing
+    directory is left to the bind, which creates it with the mode the server needs (0711
+    when other uids are bound).
     """
     if len(os.fsencode(path)) > _MAX_PATH_BYTES:
         raise DaemonError(f"socket path {path} is too long for a Unix socket (max {_MAX_PATH_BYTES} bytes)")
+    if not path.parent.exists():
+        return
     _prepare_dir(path.parent)
     _clear_stale(path)
+
+
+def unreachable_for(path: Path, uids: Iterable[int]) -> dict[int, str]:
+    """For each uid that cannot connect to the socket at ``path``: the first thing in its way.
+
+    Connecting needs search (x) permission on every folder above the socket and write
+    permission on the socket file, judged by owner, group (the uid's groups from the
+    password and group databases) and other bits. ACLs are not read, so this can only
+    warn, never refuse. Root passes everything.
+    """
+    out: dict[int, str] = {}
+    for uid in uids:
+        if uid == 0:
+            continue
+        groups = _groups_of(uid)
+        for part in [*reversed(path.parents), path]:
+            need = 0o2 if part == path else 0o1
+            why = _denies(part, uid, groups, need)
+            if why is not None:
+                out[uid] = why
+                break
+    return out
+
+
+def _groups_of(uid: int) -> set[int]:
+    try:
+        user = pwd.getpwuid(uid)
+    except KeyError:  # no passwd entry: only the "other" bits can let it in
+        return set()
+    try:
+        return set(os.getgrouplist(user.pw_name, user.pw_gid))
+    except OSError:
+        return {user.pw_gid, *(g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem)}
+
+
+def _denies(part: Path, uid: int, groups: set[int], need: int) -> str | None:
+    """Why ``uid`` lacks ``need`` (x = 1, w = 2, in "other" position) on ``part``; None when it has it."""
+    try:
+        st = os.stat(part)
+    except OSError as exc:
+        return f"{part} ({exc.strerror})"
+    mode = stat.S_IMODE(st.st_mode)
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid in groups else 0
+    return None if mode & (need << shift) else f"{part} (mode {mode:04o}, owner uid {st.st_uid})"

@@ -121,6 +121,29 @@ def parse_session(raw: object, *, owner_allowed: bool) -> Session:
     raise SessionError("session must be {kind: 'owner'}, {kind: 'direct', peer} or {kind: 'group', group}")
 
 
+#: How a bound uid's session is written in ``server.allowed_uids`` (docs/security/transport.md).
+BINDING_FORM = '"peer:ID" (a direct session of peer ID) or "group:ID" (a group session)'
+
+
+def parse_binding(text: object) -> Session:
+    """The fixed session a ``server.allowed_uids`` value names: ``peer:ID`` → direct, ``group:ID`` → group.
+
+    Another uid is never the owner and never picks its session, so only the two confined
+    kinds can be written here. Raises :class:`SessionError`.
+    """
+    kind, sep, ident = text.partition(":") if isinstance(text, str) else ("", "", "")
+    if not sep or kind not in ("peer", "group"):
+        raise SessionError(f"a bound session must be {BINDING_FORM}, got {str(text)[:80]!r}")
+    if kind == "peer":
+        return Session(DIRECT, peer=_check_id(ident, "the peer id"))
+    return Session(GROUP, group=_check_id(ident, "the group id"))
+
+
+def binding_text(session: Session) -> str:
+    """``peer:ID`` or ``group:ID``: a confined session as :func:`parse_binding` reads it."""
+    return f"peer:{session.peer}" if session.kind == DIRECT else f"group:{session.group}"
+
+
 def _check_id(value: object, what: str) -> str:
     if not isinstance(value, str) or not _ID.fullmatch(value) or ".." in value:
         raise SessionError(f"{what} must match {_ID.pattern} (got {str(value)[:80]!r})")
