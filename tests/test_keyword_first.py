@@ -16,13 +16,20 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
+import numpy as np
 import pytest
+import structlog
 
 import memoryd.indexer.embedding as embedding
 from memoryd.daemon.app import Daemon
 from memoryd.daemon.client.render import render_status
 from memoryd.daemon.client.rpc_client import Client
+from memoryd.daemon.work.polite import PoliteEmbedder
+from memoryd.daemon.work.vector_steps import BACKLOG_SLICE, SLICE_MAX, SLICE_MIN, slice_size
+from memoryd.daemon.work.worker import HANDFUL, IndexWorker
+from memoryd.indexer.backlog import VectorBacklog
 from tests.helpers import make_config, ready, wait_for
 
 WAIT_S = 20.0
@@ -195,3 +202,108 @@ def test_a_save_during_the_vector_backlog_does_not_wait_for_it(start: Any) -> No
     gate.allow(2)  # newest first: the saved chunk comes before the rest of the backlog
     wait_for(lambda: _found(client, line, mode="vector"), WAIT_S, "the saved chunk's vector")
     assert gate.bulk_done <= 3 and client.call("status")["vectors"]["pending"] > 0
+
+
+def test_an_editor_save_on_a_warm_index_is_embedded_before_it_is_committed(start: Any) -> None:
+    _, client, gate, root = start()
+    gate.open()
+    wait_for(lambda: ready(client), WAIT_S, "the first folder fully embedded")
+    with structlog.testing.capture_logs() as logs:
+        with (root / "f03.md").open("a", encoding="utf-8") as f:
+            f.write("\nOne more line about the warmsavezq decision.\n")
+        wait_for(lambda: _found(client, "warmsavezq"), WAIT_S, "the save keyword-searchable")
+        batch = wait_for(lambda: [e for e in logs if e["event"] == "index.batch"], WAIT_S, "its batch line")[0]
+    assert batch["embedded"] == 1 and batch["vectors_pending"] == 0  # searchable with its vector, in one step
+    assert _found(client, "One more line about the warmsavezq decision.", mode="vector")
+
+
+def test_the_save_budget_follows_the_measured_speed_of_the_inline_path() -> None:
+    class Timed:
+        model_id, dimension = "timed", 4
+
+        def __init__(self) -> None:
+            self.per_text_s = 0.0
+
+        def count_tokens(self, texts: Sequence[str]) -> list[int]:
+            return [1 for _ in texts]
+
+        def embed_query(self, text: str) -> Any:
+            return np.ones(4, dtype=np.float32)
+
+        def embed_passages(self, texts: Sequence[str]) -> Any:
+            clock[0] += self.per_text_s * len(texts)
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    clock = [0.0]
+    inner = Timed()
+    polite = PoliteEmbedder(inner, nice=0, small=16)
+    with patch("memoryd.daemon.work.polite.time.perf_counter", lambda: clock[0]):
+        assert polite.passages_per_s() is None  # nothing measured yet: the floor applies
+        inner.per_text_s = 0.25  # 4 passages/s: a 0.3 s budget holds one
+        polite.embed_passages(["a", "b"])
+        assert polite.passages_per_s() == pytest.approx(4.0)
+    worker = IndexWorker.__new__(IndexWorker)  # only defer_at, which reads nothing but the embedder
+    worker.embedder = polite
+    assert worker.defer_at() == HANDFUL  # slow: never fewer than a handful are embedded first
+    with patch("memoryd.daemon.work.polite.time.perf_counter", lambda: clock[0]):
+        inner.per_text_s = 0.001
+        for _ in range(8):
+            polite.embed_passages(["a"] * 8)
+    assert worker.defer_at() == polite.small  # fast: at most one model batch is embedded first
+
+
+def test_backlog_slices_are_sized_by_the_measured_rate() -> None:
+    assert slice_size(None) == BACKLOG_SLICE
+    assert slice_size(8.0) == 4  # e5-small on 2 cores: about half a second per slice
+    assert slice_size(0.5) == SLICE_MIN and slice_size(10_000.0) == SLICE_MAX
+
+
+def test_promoted_chunks_leave_the_backlog_first_and_keep_their_order() -> None:
+    b = VectorBacklog()
+    b.add([1, 2], mtime_ns=300)
+    b.add([3, 4], mtime_ns=100)
+    assert b.promote([4, 3, 99]) == 2  # 99 is not queued
+    assert b.promote([3]) == 0  # already urgent
+    assert [e[2] for e in b.take(4)] == [3, 4, 1, 2]
+
+
+def test_background_view_sends_even_one_passage_to_the_low_priority_thread() -> None:
+    seen: list[str] = []
+
+    class Named:
+        model_id, dimension = "named", 4
+
+        def count_tokens(self, texts: Sequence[str]) -> list[int]:
+            return [1 for _ in texts]
+
+        def embed_query(self, text: str) -> Any:
+            return np.ones(4, dtype=np.float32)
+
+        def embed_passages(self, texts: Sequence[str]) -> Any:
+            seen.append(threading.current_thread().name)
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    polite = PoliteEmbedder(Named(), nice=1, small=16)
+    polite.start()
+    try:
+        polite.background().embed_passages(["one"])
+        polite.embed_passages(["one"])
+    finally:
+        assert polite.stop()
+    assert seen == [BULK_THREAD, "MainThread"]
+    assert polite.passages_per_s() is not None  # only the inline call is measured
+
+
+@pytest.mark.parametrize(("st", "shown"), [
+    ({"reconciling": False}, "no"),
+    ({"reconciling": True, "reconcile": {"state": "queued", "files_done": 0, "files_total": 0}}, "yes: about to start"),
+    ({"reconciling": True, "reconcile": {"state": "listing", "files_done": 0, "files_total": 0}}, "yes: listing files"),
+    ({"reconciling": True, "reconcile": {"state": "indexing", "files_done": 7, "files_total": 31}}, "yes: 7/31 files"),
+    ({"reconciling": True, "reconcile": {"state": "idle", "files_done": 31, "files_total": 31},
+      "vectors": {"pending": 90}}, "yes: files done, vectors filling in"),
+    ({"reconciling": True}, "yes"),  # an older daemon
+])
+def test_the_status_line_says_how_far_the_sweep_is(st: dict[str, Any], shown: str) -> None:
+    base = {"cache": {"entries": 0, "hits": 0, "misses": 0}}
+    rows = dict(line.split("  ", 1) for line in render_status({**base, **st}).splitlines())
+    assert rows["reconciling"].strip() == shown
