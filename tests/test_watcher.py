@@ -452,7 +452,7 @@ DEFAULT = PathFilter(("*.md", "*.markdown"), (".git/*", "node_modules/*", ".obsi
         (".obsidian/workspace.md", False, False),
         ("q/node_modules/z/a.md", False, False),
         (".notes.md", False, False),  # hidden files: editors' temporaries look like this
-        (".cursor/rules/a.md", True, True),  # hidden directories are not special
+        (".cursor/rules/a.md", False, False),  # hidden directories too, unless include names them
         ("x.md~", False, False),
         ("4913", False, False),
         (".x.md.swp", False, False),
