@@ -26,7 +26,7 @@ import memoryd.indexer.embedding as embedding
 from memoryd.daemon.app import Daemon
 from memoryd.daemon.client.render import render_status
 from memoryd.daemon.client.rpc_client import Client
-from memoryd.daemon.work.polite import PoliteEmbedder
+from memoryd.daemon.work.polite import PoliteEmbedder, SliceAbandoned
 from memoryd.daemon.work.vector_steps import BACKLOG_SLICE, SLICE_MAX, SLICE_MIN, slice_size
 from memoryd.daemon.work.worker import HANDFUL, IndexWorker
 from memoryd.indexer.backlog import VectorBacklog
@@ -194,12 +194,11 @@ def test_a_save_during_the_vector_backlog_does_not_wait_for_it(start: Any) -> No
     line = "Saved during the backlog: the savedwordqx decision stands."
     with (root / "f05.md").open("a", encoding="utf-8") as f:
         f.write(f"\n## Later\n\n{line}\n")
-    wait_for(lambda: d.worker.pending, WAIT_S, "the save queued behind the slice in hand")
-    gate.allow(1)  # the slice in hand finishes; the step yields to the save
+    # The backlog's slice in hand is still held by the model: the save must not wait for it.
     wait_for(lambda: _found(client, "savedwordqx"), WAIT_S, "the save keyword-searchable")
-    pending = client.call("status")["vectors"]["pending"]
-    assert gate.bulk_done == 1 and pending > FILES * SECTIONS // 2  # one slice done: the backlog is still there
-    gate.allow(2)  # newest first: the saved chunk comes before the rest of the backlog
+    assert gate.bulk_done == 0 and client.call("status")["vectors"]["pending"] >= FILES * SECTIONS
+    assert d.worker.embedder.abandoned >= 1  # the step gave way mid-slice
+    gate.allow(3)  # the abandoned slice ends (its vectors are kept), then the saved chunk comes first
     wait_for(lambda: _found(client, line, mode="vector"), WAIT_S, "the saved chunk's vector")
     assert gate.bulk_done <= 3 and client.call("status")["vectors"]["pending"] > 0
 
@@ -307,3 +306,38 @@ def test_the_status_line_says_how_far_the_sweep_is(st: dict[str, Any], shown: st
     base = {"cache": {"entries": 0, "hits": 0, "misses": 0}}
     rows = dict(line.split("  ", 1) for line in render_status({**base, **st}).splitlines())
     assert rows["reconciling"].strip() == shown
+
+
+def test_an_abandoned_background_slice_is_not_computed_twice() -> None:
+    calls: list[list[str]] = []
+    release = threading.Event()
+
+    class Held:
+        model_id, dimension = "held", 4
+
+        def count_tokens(self, texts: Sequence[str]) -> list[int]:
+            return [1 for _ in texts]
+
+        def embed_query(self, text: str) -> Any:
+            return np.ones(4, dtype=np.float32)
+
+        def embed_passages(self, texts: Sequence[str]) -> Any:
+            calls.append(list(texts))
+            assert release.wait(WAIT_S)
+            return np.array([[float(len(t)), 0, 0, 1] for t in texts], dtype=np.float32)
+
+    polite = PoliteEmbedder(Held(), nice=1, small=16)
+    polite.start()
+    try:  # a task "arrives" once the model runs the slice, and is gone once the model is released
+        view = polite.background(interrupt=lambda: bool(calls) and not release.is_set())
+        with pytest.raises(SliceAbandoned):
+            view.embed_passages(["aa", "bbb"])  # handed over, then given up while the model runs
+        release.set()
+        wait_for(lambda: polite._salvage, WAIT_S, "the abandoned slice's vectors kept")
+        out = view.embed_passages(["bbb", "c", "aa"])
+    finally:
+        release.set()
+        assert polite.stop()
+    assert out[:, 0].tolist() == [3.0, 1.0, 2.0]
+    assert calls == [["aa", "bbb"], ["c"]]  # only the new text reached the model again
+    assert polite.abandoned == 1

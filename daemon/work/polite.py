@@ -23,9 +23,15 @@ Small calls — at most one model batch, e.g. a single edited file or a
 make a write wait behind the user's other work (``write.wait_s``). Their speed is
 measured (:meth:`PoliteEmbedder.passages_per_s`): the worker embeds a batch before
 committing it only when that fits a small time budget, and commits anything larger
-keyword first. The vector backlog embeds through :meth:`PoliteEmbedder.background`,
-which sends even small slices to the low-priority thread: backlog slices are kept
-small so that a save never waits long behind one, and they must stay polite.
+keyword first.
+
+The vector backlog embeds through :meth:`PoliteEmbedder.background`, which sends even
+small slices to the low-priority thread and waits for them *interruptibly*: when a
+task reaches the worker (a save) the wait ends with :class:`SliceAbandoned`, the
+backlog step puts its chunks back, and the worker serves the save at once instead of
+waiting for a niced slice that a busy machine may starve. The abandoned slice is not
+lost: the low-priority thread finishes it (or drops it if it had not started) and its
+vectors are kept (``SALVAGE_TEXTS``) for the next step that asks for the same texts.
 """
 
 from __future__ import annotations
@@ -35,11 +41,13 @@ import queue
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Sequence
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import structlog
 
 from memoryd.daemon.memtrim import trim
@@ -53,7 +61,13 @@ log = structlog.get_logger(__name__)
 
 IDLE_RELEASE_S = 30.0  # drop the bulk session after this long without bulk work (re-opening costs ~0.3 s)
 RATE_CALLS = 8  # the inline rate is measured over this many recent calls
+POLL_S = 0.02  # how often an interruptible wait asks whether to give up
+SALVAGE_TEXTS = 512  # vectors of abandoned slices kept for the next ask (~1 MB of text and vectors at most)
 _STOP = object()
+
+
+class SliceAbandoned(Exception):
+    """A background embedding wait given up because the caller has other work (the slice goes on)."""
 
 
 def lower_priority(nice: int, what: str) -> bool:
@@ -94,6 +108,8 @@ class PoliteEmbedder:
         self._lock = threading.Lock()  # no job is queued behind the stop sentinel
         self.bulk_batches = 0  # handed to the thread (status, tests)
         self._inline: deque[tuple[int, float]] = deque(maxlen=RATE_CALLS)  # (texts, seconds) per inline call
+        self._salvage: OrderedDict[str, Any] = OrderedDict()  # text -> vector, from abandoned slices
+        self.abandoned = 0  # background waits given up (tests, logs)
 
     @property
     def small(self) -> int:
@@ -110,10 +126,11 @@ class PoliteEmbedder:
         """Same contract as the inner embedder's; bulk calls block until the low-priority thread answers."""
         return self._embed(texts, background=False)
 
-    def background(self) -> Embedder:
+    def background(self, interrupt: Callable[[], bool] = lambda: False) -> Embedder:
         """This embedder as the vector backlog uses it: every passage call, however small, runs on
-        the low-priority thread (inline only before :meth:`start` or with ``nice`` 0)."""
-        return _Background(self)
+        the low-priority thread (inline only before :meth:`start` or with ``nice`` 0), and its wait
+        raises :class:`SliceAbandoned` as soon as ``interrupt()`` is true."""
+        return _Background(self, interrupt)
 
     def passages_per_s(self) -> float | None:
         """Passages per second of the recent inline calls (the synchronous path); None before any."""
@@ -122,15 +139,41 @@ class PoliteEmbedder:
         return texts / seconds if texts and seconds > 0 else None
 
     def _embed(self, texts: Sequence[str], background: bool) -> FloatArray:
+        done = self._submit(texts) if background or len(texts) > self._small else None
+        return done.result() if done is not None else self._inline_embed(texts)
+
+    def _submit(self, texts: Sequence[str]) -> Future[FloatArray] | None:
+        """Hand ``texts`` to the low-priority thread; None when it is not running (embed inline)."""
         done: Future[FloatArray] = Future()
         with self._lock:
             thread = self._thread
-            bulk = (background or len(texts) > self._small) and thread is not None and thread.is_alive()
-            if bulk:
-                self.bulk_batches += 1
-                self._jobs.put((list(texts), done))
-        if bulk:
-            return done.result()
+            if thread is None or not thread.is_alive():
+                return None
+            self.bulk_batches += 1
+            self._jobs.put((list(texts), done))
+        return done
+
+    def _abandon(self, texts: list[str], done: Future[FloatArray]) -> None:
+        """Stop waiting for ``done``: dropped if not started, else its vectors are kept when it ends."""
+        self.abandoned += 1
+        if not done.cancel():
+            done.add_done_callback(lambda f: self._keep(texts, f))
+
+    def _keep(self, texts: list[str], done: Future[FloatArray]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            return
+        with self._lock:
+            for text, vector in zip(texts, done.result(), strict=True):
+                self._salvage[text] = vector
+            while len(self._salvage) > SALVAGE_TEXTS:
+                self._salvage.popitem(last=False)
+
+    def _salvaged(self, texts: Sequence[str]) -> dict[str, Any]:
+        """The kept vectors of these texts (each is used once)."""
+        with self._lock:
+            return {t: self._salvage.pop(t) for t in set(texts) if t in self._salvage}
+
+    def _inline_embed(self, texts: Sequence[str]) -> FloatArray:
         t0 = time.perf_counter()
         out = self.inner.embed_passages(texts)
         if texts:
@@ -167,6 +210,8 @@ class PoliteEmbedder:
             if job is _STOP:
                 return
             texts, done = job
+            if not done.set_running_or_notify_cancel():
+                continue  # abandoned before it started
             if twin is None:
                 twin = self._open_twin()
             try:
@@ -189,10 +234,12 @@ class PoliteEmbedder:
 
 
 class _Background:
-    """A :class:`PoliteEmbedder` whose passage calls all go to its low-priority thread."""
+    """A :class:`PoliteEmbedder` whose passage calls all go to its low-priority thread, waited for
+    interruptibly, and answered from salvaged vectors where an abandoned slice already has them."""
 
-    def __init__(self, polite: PoliteEmbedder) -> None:
+    def __init__(self, polite: PoliteEmbedder, interrupt: Callable[[], bool]) -> None:
         self._polite = polite
+        self._interrupt = interrupt
         self.model_id = polite.model_id
         self.dimension = polite.dimension
 
@@ -203,4 +250,22 @@ class _Background:
         return self._polite.embed_query(text)
 
     def embed_passages(self, texts: Sequence[str]) -> FloatArray:
-        return self._polite._embed(texts, background=True)
+        """Raises :class:`SliceAbandoned` when ``interrupt()`` turns true before the thread answers."""
+        polite = self._polite
+        known = polite._salvaged(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:
+            done = polite._submit(missing)
+            mat = polite._inline_embed(missing) if done is None else self._wait(missing, done)
+            known.update(zip(missing, mat, strict=True))
+        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False) if texts else \
+            np.zeros((0, self.dimension), dtype=np.float32)
+
+    def _wait(self, texts: list[str], done: Future[FloatArray]) -> FloatArray:
+        while True:
+            try:
+                return done.result(timeout=POLL_S)
+            except FutureTimeout:
+                if self._interrupt():
+                    self._polite._abandon(texts, done)
+                    raise SliceAbandoned(f"{len(texts)} passages left to the background thread") from None

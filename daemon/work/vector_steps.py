@@ -8,10 +8,12 @@ the backlog. While a backlog lasts this logs ``vectors.progress`` every
 one ``vectors.done`` line and a vector snapshot. A failed step (e.g. disk full) pauses
 the backlog for ``RETRY_BACKLOG_S``, or until a task goes through.
 
-A model slice cannot be interrupted, so a save that arrives mid-step waits for the
-slice in hand: slices are sized to take about ``SLICE_BUDGET_S`` at the backlog's
-measured rate (:func:`slice_size`; model batches of 1 to 32 passages run at about
-the same speed, docs/scaling.md; single passages are slower).
+A task that arrives mid-step ends the step at once: between slices, or during one
+(the wait for the low-priority thread is given up, :class:`SliceAbandoned`; the
+slice's vectors are kept for the next step). Slices are sized to take about
+``SLICE_BUDGET_S`` at the backlog's measured rate (:func:`slice_size`; model batches
+of 4 to 32 passages run at about the same speed, docs/scaling.md): small enough that
+little is redone when a slice is cut short.
 
 It runs only on the worker thread and owns no thread of its own.
 """
@@ -23,6 +25,7 @@ from collections.abc import Callable
 
 import structlog
 
+from memoryd.daemon.work.polite import SliceAbandoned
 from memoryd.daemon.work.progress import backlog_line
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
@@ -79,6 +82,8 @@ class VectorSteps:
         self.index.vector_fill.backlog_slice = size
         try:
             self.index.fill_vectors(limit=size * STEP_SLICES, should_yield=self._between_slices)
+        except SliceAbandoned:
+            log.debug("vectors.yielded", reason="a task arrived mid-slice")  # its chunks went back
         except MemorydError as exc:
             log.error("vectors.failed", error=str(exc), action=f"retrying in {RETRY_BACKLOG_S:.0f} s")
             error = str(exc)

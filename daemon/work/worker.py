@@ -26,9 +26,10 @@ committed only when its new chunks fit a small time budget (:meth:`IndexWorker.d
 once, as before). Anything larger is committed file by file without the missing
 vectors, so every file is keyword-searchable within moments of being read, however
 small the folder; whenever its queue is empty the worker then gives the vector backlog
-a bounded step (:mod:`memoryd.daemon.work.vector_steps`), yielding between its small
-model slices as soon as a task arrives: saves and ``reindex`` requests never wait
-behind more than one slice (a save takes its file's pending chunks along). While a
+a bounded step (:mod:`memoryd.daemon.work.vector_steps`), which gives way as soon as a
+task arrives, mid-slice included (:class:`~memoryd.daemon.work.polite.SliceAbandoned`):
+saves and ``reindex`` requests never wait behind the backlog, and a saved file's
+pending chunks go to the head of the backlog. While a
 sweep runs, :meth:`IndexWorker.reconcile_status` says how far it is (``status``).
 
 The worker also owns two helper threads, both at ``embedding.background_nice``
@@ -126,8 +127,7 @@ class IndexWorker:
         nice = index.cfg.embedding.background_nice
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
-        self.vector_steps = VectorSteps(index, on_status, self._idle_status,
-                                        lambda: not self._queue.empty() or self._should_stop())
+        self.vector_steps = VectorSteps(index, on_status, self._idle_status, self._task_waiting)
 
     # -- feeding ----------------------------------------------------------------
 
@@ -202,7 +202,7 @@ class IndexWorker:
     def start(self) -> None:
         """Start the worker and its helpers; from now on the index rebuilds in the background."""
         self.index.set_passage_embedder(self.embedder)
-        self.index.vector_fill.backlog_passages = self.embedder.background()
+        self.index.vector_fill.backlog_passages = self.embedder.background(interrupt=self._task_waiting)
         self.index.set_background_rebuilds(True)
         self.embedder.start()
         self.rebuilder.start()
@@ -270,6 +270,10 @@ class IndexWorker:
         if error is not None:
             self.last_error = error
         self._poll_rebuild()
+
+    def _task_waiting(self) -> bool:
+        """A task (or the stop) waits: a vector backlog step gives way, even mid-slice."""
+        return not self._queue.empty() or self._should_stop()
 
     def _idle_status(self) -> str:
         return f"watching {len(self.roots.roots)} roots"
