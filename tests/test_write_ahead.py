@@ -211,9 +211,9 @@ def test_confined_sessions_cannot_flush_the_owners_records(tmp_path: Path) -> No
 
 
 def test_repeated_reinforcements_of_the_same_text_add_no_record(env: Env) -> None:
-    f = env.root / "notes.md"
-    f.write_text("# Notes\n\n- The user prefers window seats on long flights.\n")
-    env.index.index_files([(env.root, "notes.md")])
+    f = env.root / "user/preferences.md"
+    f.write_text("## Preferences\n\n- The user prefers window seats on long flights.\n")
+    env.index.index_files([(env.root, "user/preferences.md")])
     ids = {env.editor().remember(plan("the user prefers window seats on long flights")).history_id for _ in range(5)}
     assert len(ids) == 1 and len([r for r in env.history.records() if r["action"] == "reinforce"]) == 1
     assert "reinforced=5" in f.read_text()
@@ -342,3 +342,11 @@ def test_a_write_whose_index_step_fails_is_still_a_write_and_says_so(env: Env, m
     monkeypatch.undo()
     again = env.editor().forget(out.path, out.line)
     assert again.indexed is None and again.to_dict().get("indexed") is None  # indexed: nothing to say
+
+
+def test_an_edit_larger_than_half_the_bound_keeps_all_its_own_records(tmp_path: Path) -> None:
+    h = hist.History(tmp_path / "history.jsonl", max_bytes=30_000)
+    h.extend([hist.entry(hist.FORGET, tmp_path, "old.md", 1, old=f"old {i}" * 20) for i in range(50)])
+    big = [hist.entry(hist.FORGET, tmp_path, "a.md", i, old=f"entry {i} " * 30, reason="clear") for i in range(120)]
+    h.extend(big)  # ~30 KB at once: past the bound, and more than the half a trim keeps
+    assert [r["id"] for r in h.records()][-120:] == [r["id"] for r in big]

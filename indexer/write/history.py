@@ -123,7 +123,7 @@ class _Ring:
         finally:
             os.close(fd)
         if size > self.max_bytes:
-            self._trim()
+            self._trim(len(recs))
 
     def records(self) -> list[dict[str, Any]]:
         try:
@@ -144,14 +144,15 @@ class _Ring:
         self._seen = (st.st_ino, done)
         return self._recs
 
-    def _trim(self) -> None:
-        """Keep the newest records that fit in half of ``max_bytes`` — at least the newest one —
-        through a 0600 temp file and an atomic rename."""
+    def _trim(self, newest: int) -> None:
+        """Keep the newest records that fit in half of ``max_bytes`` — and always the ``newest`` just
+        appended, so a large edit never pushes out its own records — through a 0600 temp file and an
+        atomic rename."""
         lines = self.path.read_bytes().splitlines(keepends=True)
         keep: list[bytes] = []
         total = 0
         for raw in reversed(lines):
-            if keep and total + len(raw) > self.max_bytes // 2:
+            if len(keep) >= newest and total + len(raw) > self.max_bytes // 2:
                 break
             keep.append(raw)
             total += len(raw)
