@@ -2,10 +2,16 @@
 
 Two sources, both inside the plan's namespace of the first root:
 
-* the entries of the target file itself (up to ``max_file_entries``, the most
-  recent last lines first) — the router sends a fact and its update to the same file;
+* the entries of the target file itself (up to ``max_file_entries``, the last
+  ones) — the router sends a fact and its update to the same file and section;
 * the entries inside the chunks the index's vector search ranks nearest
-  (``candidates`` chunks) — a fact may live in another file of the namespace.
+  (``candidates`` chunks) — a similar fact may live in another file of the namespace.
+
+Only the entries of the route's own place — the target file's section the
+router chose (:func:`in_route`) — are *scoped* (:attr:`Candidate.scoped`): they
+alone may be reinforced or replaced. Every other candidate is only reported
+(``related`` in the answer) and never edited (:func:`memoryd.indexer.write.dedup.decide`):
+a preference must not rewrite a journal line because the two read alike.
 
 Entries are embedded one by one, exactly as the calibration embedded its pairs
 (``passage:`` prefix, Markdown decoration stripped), and their vectors are kept
@@ -30,6 +36,7 @@ from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.dedup import Candidate
 from memoryd.indexer.write.intake import Accepted
 from memoryd.indexer.write.mdedit import entries
+from memoryd.indexer.write.mdlines import MdLines
 from memoryd.indexer.write.refusals import BadTarget
 
 if TYPE_CHECKING:
@@ -71,10 +78,29 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
                 found[(hit[0], line)] = text
     if not found:
         return []
+    target = texts.get(plan.target)
+    scoped = in_route(target, plan.route.section) if target else frozenset()
     keys = list(found)
     vecs = embed_entries(index, [plan.content, *(found[k] for k in keys)], write_cache=write_cache)
     scores = vecs[1:] @ vecs[0]
-    return [Candidate(p, ln, found[(p, ln)], float(s)) for (p, ln), s in zip(keys, scores, strict=True)]
+    return [Candidate(p, ln, found[(p, ln)], float(s), scoped=p == plan.target and ln in scoped)
+            for (p, ln), s in zip(keys, scores, strict=True)]
+
+
+def in_route(text: str, section: str) -> frozenset[int]:
+    """1-based lines of the entries of section ``section`` of ``text`` (where the router's append goes);
+    in a file without that section, the entries above its first heading (a plain list of memories).
+    A heading's section ends at the next heading of the same or a higher level."""
+    try:
+        doc = MdLines(text)
+    except BlockError:
+        return frozenset()
+    found = doc.section(section)
+    if found is not None:
+        heading, end = found
+        return frozenset(e.index + 1 for e in doc.entries if heading.index < e.index < end)
+    first = min((h.index for h in doc.headings), default=len(doc.lines))
+    return frozenset(e.index + 1 for e in doc.entries if e.index < first)
 
 
 def _nearest_chunks(index: MemoryIndex, root: Path, plan: Accepted, k: int) -> list[tuple[str, int, int]]:

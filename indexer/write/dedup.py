@@ -30,6 +30,13 @@ reinforce, name the same values. The rule:
    :data:`MAX_RESIDUE`: "每天早上喝咖啡" is not "每天早上去散步"), else **append**;
 5. otherwise **append**.
 
+Only the entries of the file and section the router chose (:attr:`Candidate.scoped`)
+may be reinforced or replaced; a similar entry anywhere else is reported as a flag
+(``possible_duplicate`` for what would be a reinforce, ``possible_update`` for a
+replace) and left alone (:func:`decide`). A slot exchanged for a synonym is a
+rewording, not a changed value (:mod:`memoryd.indexer.write.paraphrase`), so a
+paraphrase ("prefers" → "likes" → "enjoys") reinforces.
+
 Thresholds are per pair kind (``latin``, ``cjk``, ``cross``) and come from the
 ``[write]`` config; the overlap minimums were measured on
 ``tests/security/data/dedup_pairs.jsonl`` by ``bench/dedup_eval.py``
@@ -42,7 +49,7 @@ like an update.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.write.lexical import Features, features
@@ -79,23 +86,32 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Candidate:
-    """An existing memory entry: where it is, its text (list marker removed) and its cosine to the new one."""
+    """An existing memory entry: where it is, its text (list marker removed) and its cosine to the new one.
+
+    ``scoped``: the entry lies in the file and section the router chose for the new memory, so it may
+    be reinforced or replaced; any other entry is only ever reported (:func:`decide`).
+    """
 
     path: str
     line: int
     text: str
     score: float
+    scoped: bool = True
 
 
 @dataclass(frozen=True)
 class Verdict:
     """``flag`` (appends only): the candidate may be updated (``possible_update``) or restated
-    (``possible_duplicate``) by the new text; both are kept and the caller reports it."""
+    (``possible_duplicate``) by the new text; both are kept and the caller reports it.
+
+    ``elsewhere``: a flagged verdict about an entry outside the route's file and section, reported
+    beside a reinforce, a replace or an append that already names an entry (never edited)."""
 
     action: str  # REINFORCE | REPLACE | APPEND
     reason: str
     candidate: Candidate | None = None
     flag: str | None = None
+    elsewhere: Verdict | None = None
 
     @property
     def label(self) -> str:
@@ -151,7 +167,37 @@ def _judge_cross(cand: Candidate, th: Thresholds, f: Features, score: float) -> 
 
 
 def decide(new_text: str, candidates: Iterable[Candidate], th: Thresholds) -> Verdict:
-    """The strongest verdict over all candidates; append with no candidate at all.
+    """The strongest verdict over the route's own entries (:attr:`Candidate.scoped`); the strongest
+    over the others is only reported.
+
+    An entry elsewhere that the new text would reinforce or replace is flagged
+    (``possible_duplicate`` / ``possible_update``), never edited: the new memory goes where the
+    router sent it, and the answer names the other entry (``related``).
+    """
+    cands = list(candidates)
+    inside = _strongest(new_text, [c for c in cands if c.scoped], th)
+    outside = [c for c in cands if not c.scoped]
+    near = _as_flag(_strongest(new_text, outside, th)) if outside else None
+    if near is None:
+        return inside
+    if inside.action != APPEND or inside.flag:
+        return replace(inside, elsewhere=near)
+    return near
+
+
+def _as_flag(v: Verdict) -> Verdict | None:
+    """A verdict about an entry outside the route's place as a flagged append (None: nothing to report)."""
+    c = v.candidate
+    flag = {REINFORCE: POSSIBLE_DUPLICATE, REPLACE: POSSIBLE_UPDATE}.get(v.action, v.flag)
+    if flag is None or c is None:
+        return None
+    what = "restate" if flag == POSSIBLE_DUPLICATE else "update"
+    return Verdict(APPEND, f"may {what} {c.path}:{c.line} (cosine {round(c.score, 3)}), outside the file and "
+                   "section the memory is routed to: not edited, both kept", c, flag)
+
+
+def _strongest(new_text: str, candidates: Iterable[Candidate], th: Thresholds) -> Verdict:
+    """The strongest verdict over ``candidates``; append with no candidate at all.
 
     Candidates below every threshold are appends whatever their features say, so
     their features are not computed (a file of hundreds of entries stays cheap);

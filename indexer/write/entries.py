@@ -39,14 +39,15 @@ from memoryd.indexer.memblocks import BlockError
 from memoryd.indexer.write.access import NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.write.mdedit import entry_id
 from memoryd.indexer.write.mdlines import MdLines
-from memoryd.indexer.write.router import RULES
+from memoryd.indexer.write.router import BANK_RULES, RULES
 
 _DAY = re.compile(r"(\d{4}-\d{2}-\d{2})")
 _JOURNAL = re.compile(r"(?:^|/)memory/(\d{4}-\d{2}-\d{2})\.md$")
 _SCALAR = re.compile(r"^([A-Za-z_]+)[ \t]*:[ \t]*[\"']?(.*?)[\"']?[ \t]*$")
 _CHILD = re.compile(r"^[ \t]+[\"']?([0-9a-f]{8})[\"']?[ \t]*:[ \t]*(\d+)[ \t]*$")
 _BY_FILE = {r.target: r.memory_type for r in RULES if "{" not in r.target}
-_BY_SECTION = {("journal" if r.memory_type == "journal" else r.section).casefold(): r.memory_type for r in RULES}
+_BY_SECTION = {("journal" if r.memory_type == "journal" else r.section).casefold(): r.memory_type
+               for r in (*RULES, *BANK_RULES)}  # a peer's Current Focus exports as "focus" and imports back there
 Accept = Callable[[str], bool]
 
 

@@ -12,6 +12,8 @@ Chinese, without a parser:
   with digits), and Latin words inside Chinese text;
 * **swap** — the two texts are the same frame with one or two content slots
   exchanged ("prefers *tea*" → "prefers *coffee*", "经理是*陈明*" → "经理是*赵磊*");
+  a slot exchanged for a synonym ("*prefers* tea" → "*likes* tea", "*喜欢*" → "*偏爱*";
+  :mod:`memoryd.indexer.write.paraphrase`) is a rewording, not a changed value;
 * **negation** — ``not``/``never``/``no longer`` …, ``不``/``没``/``别`` … (the common
   ``不``-words that negate nothing are ignored);
 * **update cues** in the new text only — ``now``, ``switched``, ``改为``, ``换成`` …;
@@ -33,6 +35,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+
+from memoryd.indexer.write.paraphrase import synonymous
 
 CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_CHAR = re.compile(f"[{CJK}]")
@@ -226,23 +230,50 @@ def _numeric_equal(a: list[str], b: list[str]) -> bool:
 
 
 def swapped(old: str, new: str, min_frame: float = 0.6, max_slots: int = 2) -> bool:
-    """Same frame (≥ ``min_frame`` of the tokens aligned) with 1..``max_slots`` content slots exchanged."""
+    """Same frame (≥ ``min_frame`` of the tokens aligned) with 1..``max_slots`` content slots exchanged,
+    at least one of them for a word of another sense: a slot exchanged for a synonym
+    (:mod:`memoryd.indexer.write.paraphrase`: "prefers" → "likes", "喜欢" → "偏爱") restates, it changes
+    no value, but still counts toward ``max_slots`` (so the table never turns a reworded sentence into a swap).
+    """
     a, b = seq_tokens(old), seq_tokens(new)
     if not a or not b:
         return False
     sm = SequenceMatcher(a=a, b=b, autojunk=False)
     matched = sum(size for _, _, size in sm.get_matching_blocks())
-    if matched / max(len(a), len(b)) < min_frame:
-        return False
-    slots = 0
+    slots = synonyms = 0
     for op, i1, i2, j1, j2 in sm.get_opcodes():
         if op != "replace":
             continue
         sa, sb = a[i1:i2], b[j1:j2]
         if _light(sa) or _light(sb) or _numeric_equal(sa, sb):
             continue
-        slots += 1
-    return 1 <= slots <= max_slots
+        if _same_sense(a, b, i1, i2, j1, j2):
+            synonyms += 1
+            matched += min(len(sa), len(sb))  # a synonym is part of the frame
+        else:
+            slots += 1
+    if matched / max(len(a), len(b)) < min_frame:
+        return False
+    return slots >= 1 and slots + synonyms <= max_slots
+
+
+_STOP = _STOP_EN | _STOP_ZH
+_CONTEXT = 2  # equal tokens either side a slot may borrow to complete a word ("喜[爱]" / "喜[欢]")
+
+
+def _same_sense(a: list[str], b: list[str], i1: int, i2: int, j1: int, j2: int) -> bool:
+    """Whether slot ``a[i1:i2]`` / ``b[j1:j2]`` exchanges synonyms, alone or with up to :data:`_CONTEXT`
+    equal neighbours on each side: a character alignment may split a Chinese word ("喜爱" / "喜欢"
+    differ in one character)."""
+    for left in range(_CONTEXT + 1):
+        if i1 - left < 0 or j1 - left < 0 or a[i1 - left : i1] != b[j1 - left : j1]:
+            break
+        for right in range(_CONTEXT + 1):
+            if i2 + right > len(a) or j2 + right > len(b) or a[i2 : i2 + right] != b[j2 : j2 + right]:
+                break
+            if synonymous(a[i1 - left : i2 + right], b[j1 - left : j2 + right], _STOP):
+                return True
+    return False
 
 
 def residue(old: str, new: str) -> int:
@@ -252,12 +283,13 @@ def residue(old: str, new: str) -> int:
     and a lot of words, yet say different things: 5 characters each side are
     exchanged. Paraphrases reword in short pieces (≤ 2 characters, ≤ 4 words on
     the labelled sets), so a long exchanged run is evidence of another fact.
-    Counted in :func:`seq_tokens` (a Chinese character or a Latin word), stop words skipped.
+    Counted in :func:`seq_tokens` (a Chinese character or a Latin word), stop words skipped; a
+    slot exchanged for a synonym (:mod:`memoryd.indexer.write.paraphrase`) counts 0.
     """
     a, b = seq_tokens(old), seq_tokens(new)
     longest = 0
     for op, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if op == "replace":
+        if op == "replace" and not _same_sense(a, b, i1, i2, j1, j2):
             na = sum(not _light([t]) for t in a[i1:i2])
             nb = sum(not _light([t]) for t in b[j1:j2])
             longest = max(longest, min(na, nb))

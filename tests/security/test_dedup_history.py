@@ -146,17 +146,18 @@ def test_forget_then_undo_reappends_the_entry_where_it_was(env) -> None:
 
 def test_a_reinforcement_of_a_file_without_front_matter_is_recorded_and_undo_writes_the_memory(env) -> None:
     index, root, w = env
-    text = "# Notes\n\n- The user prefers window seats on long flights.\n"
-    (root / "notes.md").write_text(text)
-    index.index_files([(root, "notes.md")])
+    text = "## Preferences\n\n- The user prefers window seats on long flights.\n"
+    (root / "user/preferences.md").write_text(text)
+    index.index_files([(root, "user/preferences.md")])
     out = w.remember(plan("the user prefers window seats on long flights"))
     assert out.decision == "reinforced" and out.reinforcement == 1  # counted in the entry's marker
-    assert (root / "notes.md").read_text() == text.replace("flights.\n", "flights. <!-- memoryd: reinforced=1 -->\n")
+    marked = text.replace("flights.\n", "flights. <!-- memoryd: reinforced=1 -->\n")
+    assert (root / "user/preferences.md").read_text() == marked
     rec = w.history.find(out.history_id)
-    assert (rec["action"], rec["path"], rec["line"]) == ("reinforce", "notes.md", 3)
+    assert (rec["action"], rec["path"], rec["line"]) == ("reinforce", "user/preferences.md", 3)
     assert rec["new"] == "the user prefers window seats on long flights"
     w.undo(out.history_id)  # the count goes back to none, and the absorbed memory is written
-    assert (root / "notes.md").read_text() == text + "- the user prefers window seats on long flights\n"
+    assert (root / "user/preferences.md").read_text() == text + "- the user prefers window seats on long flights\n"
 
 
 def test_appends_are_not_recorded_but_flag_the_entry_they_may_update(env) -> None:

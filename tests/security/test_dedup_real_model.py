@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -119,3 +120,42 @@ def test_through_the_socket_nothing_is_lost_and_a_replace_can_be_undone(e5_daemo
     assert client.call("undo", {"id": rep["history_id"]})["decision"] == "restored"
     text = (root / rep["path"]).read_text()
     assert "every Tuesday." in text and "every Thursday." not in text
+
+
+# -- issue #28 item 2: route-scoped dedup and paraphrases, with the real model ------------------------
+
+
+@pytest.mark.slow
+def test_a_preference_never_replaces_a_journal_line_and_paraphrases_reinforce(
+        writer: tuple[MemoryWriter, Path]) -> None:
+    w, root = writer
+    journal = root / "memory" / "2026-11-26.md"
+    journal.parent.mkdir()
+    journal.write_text("# 2026-11-26\n\n- The user prefers Vim as their editor.\n")
+    w.index.index_files([(root, "memory/2026-11-26.md")])
+    before = journal.read_bytes()
+    out = w.remember(_plan("The user prefers Neovim as their editor."))
+    assert (out.decision, out.path) == ("appended", "user/preferences.md")
+    assert out.related is not None and (out.related["path"], out.related["line"]) == ("memory/2026-11-26.md", 3)
+    assert journal.read_bytes() == before
+    chain = ["The user prefers dark mode in every editor.", "The user likes dark mode in every editor.",
+             "The user enjoys dark mode in every editor."]
+    first, *rest = [w.remember(_plan(t)) for t in chain]
+    assert first.decision == "appended"
+    assert [(o.decision, o.path, o.line, o.reinforcement) for o in rest] == [
+        ("reinforced", first.path, first.line, 1), ("reinforced", first.path, first.line, 2)]
+    assert (root / first.path).read_text().count("dark mode") == 1
+
+
+@pytest.mark.slow
+def test_the_held_out_synonym_pairs_reinforce_and_harm_nothing(e5: Embedder) -> None:
+    rows = {json.loads(x)["id"]: json.loads(x) for x in DATA.read_text(encoding="utf-8").splitlines() if x.strip()}
+    pairs = [p for p in cal.load_trust_pairs(DATA) if rows[p.id].get("split") == "heldout"]
+    assert len([p for p in pairs if p.cls == "paraphrase"]) >= 20
+    texts = sorted({clean_line(t) for p in pairs for t in (p.existing, p.new)})
+    vecs = dict(zip(texts, e5.embed_passages(texts), strict=True))
+    cos = {p.id: float(vecs[clean_line(p.existing)] @ vecs[clean_line(p.new)]) for p in pairs}
+    m = cal.trust_matrix(pairs, cos, Thresholds.from_config(WriteConfig()))
+    s = cal.trust_summary(m)
+    assert s["unrelated_harmed"] == 0 and s["updates_lost"] == 0, cal.render_trust(m, "held out")
+    assert s["paraphrases_reinforced"] >= 0.9, cal.render_trust(m, "held out")
