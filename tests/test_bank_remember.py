@@ -42,10 +42,11 @@ BANK_ROUTES = [
     ("The architecture splits the reader from the writer.", "design", "memory-bank/details/design/notes.md"),
     ("Root cause was a stale cache; the workaround is a restart.", "pattern",
      "memory-bank/details/learnings/notes.md"),
-    ("Always run the full test suite before merging.", "instruction", "user/instructions.md"),
-    ("The user prefers dark mode in every editor.", "preference", "user/preferences.md"),
+    ("Always run the full test suite before merging.", "instruction", "memory-bank/details/user.md"),
+    ("The user prefers dark mode in every editor.", "preference", "memory-bank/details/user.md"),
+    ("Alice Chen leads the payments team.", "entity", "memory-bank/details/entities.md"),
     ("Met the design team about the onboarding flow.", "design", "memory-bank/details/design/notes.md"),
-    ("Had lunch with the team today.", "journal", "memory/2025-03-01.md"),
+    ("Had lunch with the team today.", "journal", "memory-bank/details/journal/2025-03-01.md"),
 ]
 
 
@@ -141,9 +142,8 @@ def test_decision_highlights_keep_20_rows_and_overflow_moves_to_patterns(bank) -
     assert kept == [f"We decided to adopt {tool} for the build." for tool in TOOLS[3:]] and len(kept) == hl.MAX_ROWS
     moved = patterns.read_text()
     table = "| Date | Decision | Reason |\n|---|---|---|\n"
-    rows = "".join(f"| 2025-03-01 | We decided to adopt {tool} for the build. | — |\n" for tool in TOOLS[:3])
-    assert moved == pattern_text.replace(table, table + rows)  # into the Technical Decisions table, nothing else
-    assert user_blocks(text) == before and USER_NOTE in text
+    rows = "".join(f"| 2025-03-01 | We decided to adopt {tool} for the build. | — |\n" for tool in TOOLS)
+    assert moved == pattern_text.replace(table, table + rows)  # every decision, once, in the table; nothing else
     assert user_blocks(text) == before and USER_NOTE in text
 
 
@@ -169,8 +169,9 @@ def test_remember_over_the_socket_uses_the_bank_only_for_the_owner(wd) -> None:
     assert (out["decision"], out["path"], out["type"]) == ("appended", MEMORY, "decision")
     assert out["section"] == "Decision Highlights (Still Binding)"
     assert "single binary. |" in (wd.root / MEMORY).read_text().splitlines()[out["line"] - 1]
+    assert out["also"] == [{"path": "memory-bank/details/patterns.md", "line": out["also"][0]["line"]}]
     hits = wd.client.call("search", {"query": "single binary CLI", "mode": "keyword"})["hits"]
-    assert hits and hits[0]["path"] == MEMORY  # re-indexed before the answer
+    assert {h["path"] for h in hits} >= {MEMORY, "memory-bank/details/patterns.md"}  # both re-indexed before
     peer = wd.client.call("remember", {"content": "We decided to meet on Tuesdays from now on.",
                                        "session": {"kind": "direct", "peer": "bob"}})
     assert peer["path"] == "peers/bob/MEMORY.md"

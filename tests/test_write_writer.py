@@ -160,16 +160,19 @@ def test_non_utf8_files_and_broken_blocks_are_never_rewritten(env) -> None:
     assert f.read_text() == "<!-- USER_BLOCK_START -->\n- open block\n"
 
 
-def test_a_duplicate_in_another_file_of_the_namespace_is_reinforced_there(env) -> None:
+def test_a_duplicate_in_another_file_of_the_namespace_is_named_not_edited(env) -> None:
     index, root, w = env
-    (root / "notes.md").write_text("# Notes\n\n- The user prefers window seats on long flights.\n")
+    notes = "# Notes\n\n- The user prefers window seats on long flights.\n"
+    (root / "notes.md").write_text(notes)
     index.index_files([(root, "notes.md")])
     out = w.remember(plan("The user prefers window seats on long flights."))
-    assert (out.decision, out.path, out.line) == ("reinforced", "notes.md", 3)
-    assert out.reinforcement == 1  # counted in the entry's marker: no front matter is added to the user's file
-    assert (root / "notes.md").read_text() == ("# Notes\n\n- The user prefers window seats on long flights."
-                                               " <!-- memoryd: reinforced=1 -->\n")
-    assert not (root / "user" / "preferences.md").exists()
+    assert (out.decision, out.path, out.line) == ("appended", "user/preferences.md", 7)  # where the route says
+    assert out.related is not None and (out.related["flag"], out.related["path"], out.related["line"]) == (
+        "possible_duplicate", "notes.md", 3)
+    assert (root / "notes.md").read_text() == notes  # the entry elsewhere is never edited
+    again = w.remember(plan("The user prefers window seats on long flights."))
+    assert (again.decision, again.path, again.line) == ("reinforced", "user/preferences.md", 7)
+    assert (root / "notes.md").read_text() == notes
 
 
 def test_other_namespaces_are_not_candidates(env) -> None:

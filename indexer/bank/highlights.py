@@ -9,10 +9,12 @@ bottom) move to ``details/patterns.md`` — rows of its Technical Decisions
 table, or list items under :data:`HISTORY_SECTION` in a file without one —
 so the table stays at 20 and nothing is lost.
 
-Both are pure text edits (:class:`~memoryd.indexer.write.mdedit.Edit`); the
-writer writes ``patterns.md`` first and then takes out of the table only
-rows that are already there, so a crash between the two writes leaves a row
-in both files, never in neither.
+Seed 002 sends every technical decision to both places ("技术决策 → MEMORY.md →
+Decision Highlights + details/patterns.md"): the writer adds the row to the
+table and to ``patterns.md`` in one write-ahead edit of the two files
+(:meth:`memoryd.indexer.write.writer.MemoryWriter._write_all`), ``patterns.md``
+first; rows past the cap leave the table in that same edit. All of these are
+pure text edits (:class:`~memoryd.indexer.write.mdedit.Edit`).
 """
 
 from __future__ import annotations
@@ -103,6 +105,21 @@ def add_history(text: str | None, moved: list[str], now: datetime, where: str) -
     for item in map(history_item, fresh):
         edit = mdedit.append(edit.text if edit else base, HISTORY_SECTION, 2, item, now, where)
     return edit
+
+
+def history_line(text: str, decision: str) -> int | None:
+    """1-based line of ``decision`` in ``patterns.md``: a Technical Decisions row, or a history list item."""
+    want = fold(decision)
+    doc = MdLines(text)
+    found = _section(doc, DECISIONS)
+    if found is not None:
+        for i, r in _data_rows(doc, *found):
+            if fold(_cells(r)[1]) == want:
+                return i + 1
+    for line, item in mdedit.entries(text):
+        if fold(item).startswith(want):
+            return line
+    return None
 
 
 def _cells(row: str) -> tuple[str, str, str]:

@@ -26,6 +26,12 @@ _INTENTS = {
     "design": "Change the design or architecture",
     "learnings": "Debug, or avoid a known pitfall",
 }
+#: Files and folders ``remember`` creates in a bank (indexer/write/router.py): their Routing Rules rows.
+_REMEMBERED = {
+    "user.md": "Follow the user's instructions and preferences",
+    "entities.md": "Look up a person, team or system",
+    "journal": "See what happened on a given day",
+}
 _VERBS = {"design": "When modifying", "requirements": "When working on", "learnings": "When debugging"}
 _LINK = re.compile(r"\]\((?:\./)?([^)\s/#:]+\.md)\)")
 
@@ -34,9 +40,9 @@ def routing_body(layout: Layout) -> str:
     """The generated part of Routing Rules for ``layout``."""
     rows = [f"| {_INTENTS[f]} | `{_P}/{f}` |" for f in STANDARD_FILES if f in layout.top]
     rows += [f"| {_INTENTS[d]} | {_folder_target(layout, d)} |" for d in STANDARD_FOLDERS if d in layout.folders]
-    rows += [f"| Anything about **{f.removesuffix('.md')}** | `{_P}/{f}` |"
+    rows += [f"| {_REMEMBERED.get(f) or 'Anything about **' + f.removesuffix('.md') + '**'} | `{_P}/{f}` |"
              for f in sorted(layout.top) if f not in STANDARD_FILES]
-    rows += [f"| Anything in the **{d}** folder | {_folder_target(layout, d)} |"
+    rows += [f"| {_REMEMBERED.get(d) or 'Anything in the **' + d + '** folder'} | {_folder_target(layout, d)} |"
              for d in sorted(layout.folders) if d not in STANDARD_FOLDERS]
     if layout.has_legacy:
         rows.append("| Look up pre-v7.1 routing or archived notes | `memory-bank/legacy.md` |")

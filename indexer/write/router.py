@@ -11,13 +11,16 @@ them. Targets are relative to the namespace's folder. Two layouts:
   to its own ``MEMORY.md`` and nothing else.
 
 A third layout, ``bank``, is the owner's default namespace of a root that holds
-a Memory Bank (``memory-bank/MEMORY.md``, docs/memory-bank.md): focus goes to
-Current Focus and decisions to Decision Highlights (both inside MEMORY.md's
-MACHINE block), requirements, design notes and learnings (the ``pattern``
-type) to ``memory-bank/details/…``; the other types keep their ``files``
-targets. Its keyword rules for focus, requirements and design run before the
-standard ones; elsewhere those three types are only chosen by an explicit
-``type``.
+a Memory Bank (``memory-bank/MEMORY.md``, docs/memory-bank.md), and every one
+of its targets is inside ``memory-bank/`` (seed 002: never a file outside it):
+focus goes to Current Focus and decisions to Decision Highlights (both inside
+MEMORY.md's MACHINE block; a decision is also recorded in
+``details/patterns.md`` by the writer), requirements, design notes and
+learnings (the ``pattern`` type) to ``memory-bank/details/…``, instructions and
+preferences to ``details/user.md``, entities to ``details/entities.md`` and the
+journal to ``details/journal/YYYY-MM-DD.md``. Its keyword rules for focus,
+requirements and design run before the standard ones; elsewhere those three
+types are only chosen by an explicit ``type``.
 
 English keywords match whole words (the seed's bare ``like`` is left out: it is
 mostly a preposition — "looks like a bug"); Chinese ones match anywhere, except
@@ -98,12 +101,16 @@ _BY_TYPE = {r.memory_type: r for r in (*RULES, *BANK_RULES)}
 #: In the ``bank`` layout: requirements before instructions ("must support"), decisions before
 #: design ("decided on the design of …").
 _BANK_ORDER = (BANK_RULES[0], RULES[0], _BY_TYPE["decision"], *BANK_RULES[1:], *RULES[2:])
-_BANK_TARGETS = {  # type → (file under memory-bank/, section)
+_BANK_TARGETS = {  # type → (file under memory-bank/, section); {date} is the day
     "focus": ("MEMORY.md", "Current Focus"),
     "decision": ("MEMORY.md", "Decision Highlights (Still Binding)"),
     "requirement": ("details/requirements/notes.md", "Requirements"),
     "design": ("details/design/notes.md", "Design notes"),
     "pattern": ("details/learnings/notes.md", "Learnings"),
+    "instruction": ("details/user.md", "Instructions"),
+    "preference": ("details/user.md", "Preferences"),
+    "entity": ("details/entities.md", "Entities"),
+    "journal": ("details/journal/{date}.md", "{date}"),
 }
 
 
@@ -124,9 +131,10 @@ def route(content: str, today: date, memory_type: str | None = None, layout: str
 
 def _build(rule: RouteRule, today: date, layout: str, matched: str) -> Route:
     day = today.isoformat()
-    if layout == BANK and rule.memory_type in _BANK_TARGETS:
+    if layout == BANK:
         target, section = _BANK_TARGETS[rule.memory_type]
-        return Route(rule.memory_type, f"{BANK_DIR}/{target}", rule.scope, rule.importance, section, 2, matched,
+        return Route(rule.memory_type, f"{BANK_DIR}/{target.format(date=day)}", rule.scope, rule.importance,
+                     section.format(date=day), 1 if rule.memory_type == "journal" else 2, matched,
                      highlights=rule.memory_type == "decision")
     if layout == SINGLE:
         section = "Journal" if rule.memory_type == "journal" else rule.section

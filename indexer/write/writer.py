@@ -31,7 +31,7 @@ from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
-from memoryd.indexer.write.dedup import APPEND, POSSIBLE_UPDATE, REINFORCE, REPLACE, Thresholds, Verdict, decide
+from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
 from memoryd.indexer.write.intake import Accepted
 from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, FileEdit, Intent
 from memoryd.indexer.write.patch import Patch
@@ -64,6 +64,7 @@ class Outcome:
     reinforcement: int | None = None  # the entry's count after a reinforcement (kept in its marker)
     related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
     history_id: str | None = None  # the history record of a replace, reinforce, removal or restore (undo ID)
+    also: list[dict[str, Any]] | None = None  # other files this edit changed ({path, line}): a decision's patterns.md
     indexed: bool | None = None  # False: the file is written but not searchable yet (index_note says why)
     index_note: str | None = None
 
@@ -216,12 +217,12 @@ class MemoryWriter:
         return hist.entry(action, self.root, rel, line, now=self._clock(), **fields)
 
     def _execute(self, plan: Accepted, v: Verdict, session: dict[str, str] | None = None) -> Outcome:
+        """Carry out ``v`` (:func:`memoryd.indexer.write.dedup.decide`): a reinforce or a replace edits an
+        entry of the route's own file and section; anything similar elsewhere is only named in ``related``."""
         ns = str(plan.namespace)
         c = v.candidate
         score = None if c is None else round(c.score, 4)
-        if plan.route.highlights and v.action == REPLACE and c is not None and c.path != plan.target:
-            # A new decision that updates one in the history still binds: it goes to the table, flagged.
-            v = Verdict(APPEND, f"updates a decision in {c.path}; added to Decision Highlights", c, POSSIBLE_UPDATE)
+        related = _related(v)
         if v.action in (REINFORCE, REPLACE) and c is not None:
             now = self._clock()
             if v.action == REINFORCE:
@@ -234,7 +235,7 @@ class MemoryWriter:
                         session=session, namespace=ns, reason=v.reason, score=score)])
                 if edit is not None:
                     return Outcome("reinforced", v.reason, c.path, edit.line, ns, score, None, edit.reinforcement,
-                                   history_id=repeat or _id(recs))
+                                   related=related, history_id=repeat or _id(recs))
             else:
                 edit, recs = self._write(
                     c.path, lambda t: mdedit.replace(t, c.text, c.line, plan.content, now, c.path),
@@ -243,42 +244,48 @@ class MemoryWriter:
                                                  namespace=ns, reason=v.reason, score=score)])
                 if edit is not None:
                     return Outcome("replaced", v.reason, c.path, edit.line, ns, score, edit.previous,
-                                   history_id=_id(recs))
-            v = Verdict(APPEND, "the similar entry was edited away meanwhile; appended as new", c)
+                                   related=related, history_id=_id(recs))
+            v = Verdict(APPEND, "the similar entry was edited away meanwhile; appended as new", c,
+                        elsewhere=v.elsewhere)
+            related = _related(v)
         if plan.route.highlights:
-            out = self._highlight(plan, score)
-            if v.flag and c is not None:
-                out = replace(out, related={"flag": v.flag, "path": c.path, "line": c.line, "text": c.text,
-                                            "score": score})
-            return out
+            return replace(self._highlight(plan, score), related=related)
         edit, _ = self._write(plan.target, lambda t: self._append(t, plan))
         assert edit is not None
-        related = None
-        if v.flag and c is not None:
-            related = {"flag": v.flag, "path": c.path, "line": c.line, "text": c.text, "score": score}
         return Outcome("appended", v.reason, plan.target, edit.line, ns, score, related=related)
 
     def _highlight(self, plan: Accepted, score: float | None) -> Outcome:
-        """A decision into a Memory Bank's Decision Highlights; rows past the cap move to details/patterns.md
-        (written there first, then taken out of the table: a crash leaves a row twice, never lost)."""
+        """A decision into a Memory Bank (seed 002: "技术决策 → MEMORY.md → Decision Highlights +
+        details/patterns.md"): a row of Decision Highlights and a row of ``details/patterns.md``'s
+        Technical Decisions, in one write-ahead edit of both files (:meth:`_write_all`); rows past the
+        table's cap leave it in the same edit (they are in ``patterns.md`` already, or added there)."""
         rel, ns, now = plan.target, str(plan.namespace), self._clock()
+        prel = str(PurePosixPath(rel).parent / "details" / "patterns.md")
         current, _ = self._read(resolve_target(self.root, rel), rel)
         same = highlights.has_decision(current, plan.content) if current is not None else None
         if same is not None:
             return Outcome("reinforced", "the same decision is already in Decision Highlights", rel, same, ns, score)
-        edit, _ = self._write(rel, lambda t: highlights.add_row(t or "", plan.content, now, rel))
-        assert edit is not None
-        moved = highlights.overflow(edit.text)
-        if not moved:
-            return Outcome("appended", "added to Decision Highlights", rel, edit.line, ns, score)
-        prel = str(PurePosixPath(rel).parent / "details" / "patterns.md")
-        self._write(prel, lambda t: highlights.add_history(t, moved, now, prel))
+        moved: list[str] = []
+
+        def both(texts: list[str | None]) -> list[mdedit.Edit | None]:
+            added = highlights.add_row(texts[1] or "", plan.content, now, rel)
+            moved[:] = highlights.overflow(added.text)
+            kept = highlights.drop_rows(added.text, moved, rel) if moved else added
+            line = highlights.has_decision(kept.text, plan.content) or added.line
+            mine = next(r for i, r in highlights.rows(kept.text) if i + 1 == line)
+            history = highlights.add_history(texts[0], [*moved, mine], now, prel)
+            return [history, mdedit.Edit(kept.text, line, plan.content)]
+
+        history, memory = self._write_all([prel, rel], both)  # patterns.md first: see _write_all
+        assert memory is not None
         self._reindex(prel)
-        final, _ = self._write(rel, lambda t: highlights.drop_rows(t or "", moved, rel))
-        line = highlights.has_decision(final.text, plan.content) if final is not None else None
-        log.info("write.highlights_moved", path=rel, to=prel, rows=len(moved))
-        return Outcome("appended", f"added to Decision Highlights; {len(moved)} older row(s) moved to {prel}", rel,
-                       line or edit.line, ns, score)
+        if moved:
+            log.info("write.highlights_moved", path=rel, to=prel, rows=len(moved))
+        also = [{"path": prel, "line": highlights.history_line(history.text, plan.content) or history.line}] \
+            if history is not None else None
+        why = f"added to Decision Highlights and {prel}" + \
+            (f"; {len(moved)} older row(s) left the table (kept in {prel})" if moved else "")
+        return Outcome("appended", why, rel, memory.line, ns, score, also=also)
 
     def _append(self, text: str | None, plan: Accepted) -> mdedit.Edit:
         now = self._clock()
@@ -327,6 +334,72 @@ class MemoryWriter:
             return edit, recs
         raise WriteConflict(f"{rel} changed during each of {MAX_ATTEMPTS} attempts; nothing was written")
 
+    def _write_all(self, rels: list[str],
+                   edit_fn: Callable[[list[str | None]], list[mdedit.Edit | None]]) -> list[mdedit.Edit | None]:
+        """Edit several files as one write-ahead edit: ``edit_fn`` gets their texts (None: absent) and
+        returns one edit per file (None: leave it). Every new text is in one journal intent before the
+        first file is replaced, and the files are replaced in ``rels`` order; a kill between two files
+        leaves an intent that :func:`memoryd.indexer.write.journal.recover` finishes at the next start
+        (the files not yet written get their new text), so the edit is all or nothing. Edits carry no
+        history records (what is added is undone by ``forget``).
+
+        Conditional like :meth:`_write`: a concurrent change before the first file is replaced re-reads
+        all and re-applies; one after it (the first file is written) re-applies the remaining files
+        one by one with :meth:`_write`.
+        """
+        paths = [resolve_target(self.root, r) for r in rels]
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            reads = [self._read(p, r) for p, r in zip(paths, rels, strict=True)]
+            try:
+                edits = edit_fn([t for t, _ in reads])
+            except BlockError as exc:
+                raise WriteConflict(str(exc)) from None
+            todo = [(i, e) for i, e in enumerate(edits) if e is not None and e.text != reads[i][0]]
+            if not todo:
+                return edits
+            intent = Intent.new(self.root, [FileEdit(rels[i], reads[i][0], e.text) for i, e in todo], [])
+            if self.journal is not None:
+                self.journal.begin(intent)
+            self._at_step("journaled")
+            done = 0
+            try:
+                for i, e in todo:
+                    paths[i].parent.mkdir(parents=True, exist_ok=True)
+                    if self._before_write is not None:
+                        self._before_write(paths[i])
+                    atomic_write_text(paths[i], e.text, reads[i][1], check=True)
+                    done += 1
+                    self._at_step("written")
+            except ConcurrentEditError:
+                if done == 0:
+                    if self.journal is not None:
+                        self.journal.abandon(intent.id)
+                    log.info("write.concurrent_edit", path=rels[todo[0][0]], attempt=attempt,
+                             action="re-reading and re-applying")
+                    continue
+                self._finish_rest(rels, edit_fn, todo[done:])
+            except BaseException:
+                if done == 0 and self.journal is not None:  # nothing was replaced: the files are as they were
+                    self.journal.abandon(intent.id)
+                raise  # else the intent stays: the next start finishes the edit
+            self._commit(intent)
+            return edits
+        raise WriteConflict(f"{', '.join(rels)} changed during each of {MAX_ATTEMPTS} attempts; nothing was written")
+
+    def _finish_rest(self, rels: list[str], edit_fn: Callable[[list[str | None]], list[mdedit.Edit | None]],
+                     rest: list[tuple[int, mdedit.Edit]]) -> None:
+        """After a multi-file edit wrote its first file(s), someone changed one of the others: re-apply
+        each remaining file's part of the edit to its new text (one journaled edit each)."""
+        for i, _ in rest:
+            log.info("write.concurrent_edit", path=rels[i], attempt=1, action="re-applying this file's part")
+
+            def part(text: str | None, i: int = i) -> mdedit.Edit | None:
+                texts = [self._read(resolve_target(self.root, r), r)[0] for r in rels]
+                texts[i] = text
+                return edit_fn(texts)[i]
+
+            self._write(rels[i], part)
+
     def _commit(self, intent: Intent) -> None:
         """The file is written: its records go into the history, then the journal file goes."""
         if self.history is not None:
@@ -369,6 +442,16 @@ class MemoryWriter:
         """``outcome`` once its file is re-indexed, saying so when it could not be."""
         reason = self._reindex(outcome.path)
         return outcome if reason is None else replace(outcome, indexed=False, index_note=reason)
+
+
+def _related(v: Verdict) -> dict[str, Any] | None:
+    """The entry an answer names beside what was written: the verdict's own flagged candidate, or a
+    similar entry outside the route's file and section (never edited)."""
+    flagged = v if v.flag else v.elsewhere
+    c = flagged.candidate if flagged is not None else None
+    if flagged is None or flagged.flag is None or c is None:
+        return None
+    return {"flag": flagged.flag, "path": c.path, "line": c.line, "text": c.text, "score": round(c.score, 4)}
 
 
 def _id(recs: list[dict[str, Any]]) -> str | None:
