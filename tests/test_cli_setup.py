@@ -42,14 +42,23 @@ def test_install_writes_both_units_with_this_executable(tmp_path: Path, capsys: 
     assert not (units / "memoryd.service.d").exists()
 
 
-def test_flags_go_to_a_drop_in_and_a_later_install_without_flags_removes_it(
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """install reads the config its flags name (or the default one): never the developer's own."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+
+
+def test_flags_go_to_a_drop_in_and_only_flags_empty_removes_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     units = tmp_path / "units"
-    assert main(["service", "install", "--unit-dir", str(units), "--flags", "--root '/srv/my notes' --root 50%"]) == 0
+    flags = "--root '/srv/my notes' --root /srv/50%"
+    assert main(["service", "install", "--unit-dir", str(units), "--flags", flags]) == 0
     dropin = units / "memoryd.service.d" / cli_setup.DROPIN_NAME
     body = dropin.read_text()
-    assert "ExecStart=\n" in body and 'run --root "/srv/my notes" --root 50%%\n' in body
-    assert main(["service", "install", "--unit-dir", str(units)]) == 0
+    assert "ExecStart=\n" in body and 'run --root "/srv/my notes" --root /srv/50%%\n' in body
+    assert main(["service", "install", "--unit-dir", str(units)]) == 0  # tests/test_service_install.py: kept
+    assert dropin.read_text() == body
+    assert main(["service", "install", "--unit-dir", str(units), "--flags", ""]) == 0
     assert not dropin.exists() and f"removed {dropin}" in capsys.readouterr().out
 
 
