@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memoryd.indexer.cache import evict_count
+
 if TYPE_CHECKING:
     from memoryd.indexer.storage.postgres.store import PgStore
     from memoryd.indexer.types import FloatArray
@@ -62,11 +64,11 @@ class PgEmbeddingCache:
         return int(row[0]) if row else 0
 
     def evict(self, conn: Any) -> int:
-        """Drop the least recently used 10 % when over capacity; vectors used by a chunk stay."""
+        """Over capacity, drop the least recently used down to ``LOW_WATER`` of it; vectors used by a chunk stay."""
         total = int(conn.execute("SELECT count(*) FROM memoryd_embed_cache").fetchone()[0])
-        if total <= self.capacity:
+        n = evict_count(total, self.capacity)
+        if n == 0:
             return 0
-        n = max(total - self.capacity, self.capacity // 10)
         cur = conn.execute(
             "DELETE FROM memoryd_embed_cache WHERE key IN (SELECT e.key FROM memoryd_embed_cache e"
             " WHERE NOT EXISTS (SELECT 1 FROM memoryd_chunks c WHERE c.embed_key = e.key)"
