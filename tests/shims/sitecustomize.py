@@ -18,8 +18,9 @@ Contract (environment, set by the test only):
 * ``DIR/loaded`` is written at start-up, so a test can tell "the shim never
   loaded" from "the point was never reached".
 
-The wrapped code is the real code: for the snapshot and for ``remember``, ``os`` as
-seen by :mod:`memoryd.indexer.atomic` (memoryd's one atomic writer; the temp file's
+The wrapped code is the real code: for the snapshot, ``remember`` and the write-ahead
+steps of an edit, ``os`` as seen by :mod:`memoryd.indexer.atomic` and
+:mod:`memoryd.indexer.write.history` (memoryd's one atomic writer; the temp file's
 name tells a snapshot from a user's file); for SQLite,
 :func:`memoryd.indexer.store._replace_chunks` (which runs inside ``Store.replace_file``'s
 transaction).
@@ -40,12 +41,16 @@ POINTS = {
     "sqlite_before_commit": "a file's new chunk, FTS and cache rows are written in the open transaction; no COMMIT",
     "remember_mid_write": "half of the user file's new bytes are in its .memoryd-tmp sibling (flushed, fsynced)",
     "remember_before_rename": "the user file's .memoryd-tmp sibling is complete, not yet renamed over the file",
+    "edit_journaled": "a memory-file edit's journal/j-*.json is durable; the file is not yet replaced",
+    "edit_written": "a journaled edit's memory file is replaced; its history records are not yet appended",
+    "edit_recorded": "a journaled edit's history records are appended and fsynced; its journal file is not removed",
 }
 PAUSE_S = 120.0
 
 POINT = os.environ.get("MEMORYD_SHIM_POINT", "")
 SHIM_DIR = os.environ.get("MEMORYD_SHIM_DIR", "")
 _SNAPSHOT_TMP = re.compile(r"^\.vectors\.faiss\.[^.]+\.tmp$")  # not the ``.tomb`` sidecar's temp file
+_JOURNAL = re.compile(r"/journal/j-[0-9a-f]+\.json$")
 _fired = False
 
 
@@ -118,10 +123,22 @@ def _atomic_replace(src: Any, dst: Any) -> None:
     if os.fspath(dst).endswith(".md") and _should("remember_before_rename"):
         _stop_here("remember_before_rename", tmp=os.fspath(src), target=os.fspath(dst))
     os.replace(src, dst)
+    target = os.fspath(dst)
+    if _JOURNAL.search(target) and _should("edit_journaled"):
+        _stop_here("edit_journaled", journal=target)
+    if target.endswith(".md") and _should("edit_written"):
+        _stop_here("edit_written", target=target)
+
+
+def _history_fsync(fd: int) -> None:
+    os.fsync(fd)
+    if _should("edit_recorded"):
+        _stop_here("edit_recorded", history=os.readlink(f"/proc/self/fd/{fd}"))
 
 
 def _install() -> None:
     from memoryd.indexer import atomic, store
+    from memoryd.indexer.write import history
 
     original = store._replace_chunks
 
@@ -134,6 +151,7 @@ def _install() -> None:
 
     store._replace_chunks = replace_chunks  # replace_file looks it up at call time
     atomic.os = _OsProxy(fdopen=_atomic_fdopen, replace=_atomic_replace)  # type: ignore[assignment]
+    history.os = _OsProxy(fsync=_history_fsync)  # type: ignore[assignment]
     _announce("loaded", {"point": POINT, "pid": os.getpid()})
 
 
