@@ -29,8 +29,9 @@ def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Client, Pa
     def tweak(cfg: Config) -> Config:
         return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
 
-    with running_daemon(tmp_path, short_dir / "m.sock", {"MEMORY.md": "# Memory\n\n- The office is in Lisbon.\n"},
-                        timeout=20, tweak=tweak) as started:
+    files = {"MEMORY.md": "# Memory\n\n- The office is in Lisbon.\n",
+             "user/preferences.md": "## Preferences\n\n- The user prefers window seats on long flights.\n"}
+    with running_daemon(tmp_path, short_dir / "m.sock", files, timeout=20, tweak=tweak) as started:
         yield started
 
 
@@ -81,8 +82,8 @@ def test_a_dry_run_never_waits_for_the_worker_and_writes_nothing(daemon) -> None
     release = threading.Event()
     blocked = d.worker.call(lambda: release.wait(60))  # the worker is busy with something long
     try:
-        res = client.call("import", {"data": _jsonl(30) + json.dumps({"text": "The office is in Lisbon."}) + "\n",
-                                     "dry_run": True})
+        line = json.dumps({"text": "The user prefers window seats on long flights."})  # in its route's file
+        res = client.call("import", {"data": _jsonl(30) + line + "\n", "dry_run": True})
         assert not blocked.done(), "the dry run waited for the worker"
     finally:
         release.set()
