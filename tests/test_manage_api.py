@@ -206,15 +206,18 @@ def test_update_section_refusals(daemon, params: dict[str, Any], code: int, rule
     assert (root / "memory-bank/activeContext.md").read_text() == BANK
 
 
-def test_update_section_is_scoped_rate_limited_and_filters_secrets(daemon) -> None:
+def test_update_section_is_the_owners_alone_and_filters_secrets(daemon) -> None:
+    """Seed 003's matrix: every update_* is the owner's; direct and group sessions may not, not even their own."""
     _d, client, root = daemon
     bob = {"path": "peers/bob/MEMORY.md", "section": "Current Focus", "content": "- hijacked"}
-    assert _code(client, "update_section", {**bob, "session": ALICE}) == ACCESS_DENIED
     mine = {"path": "peers/alice/MEMORY.md", "section": "Current Focus"}
-    leaked = client.call("update_section", {**mine, "content": f"- token {SECRET}", "session": ALICE})
+    assert _code(client, "update_section", {**bob, "session": ALICE}) == ACCESS_DENIED
+    assert _code(client, "update_section", {**mine, "content": "- Planning Q2.", "session": ALICE}) == ACCESS_DENIED
+    assert (root / "peers/alice/MEMORY.md").read_text() == ALICE_MEMORY
+    leaked = client.call("update_section", {**mine, "content": f"- token {SECRET}"})
     assert (leaked["decision"], leaked["stage"]) == ("rejected", "privacy")
     assert SECRET not in (root / "peers/alice/MEMORY.md").read_text()
-    turn = {**ALICE, "turn": "t1"}
+    turn = {"kind": "owner", "turn": "t1"}  # the owner's agent: held to the per-turn limit
     for quarter in ("Q2", "Q3", "Q4"):  # write.max_per_turn = 3
         assert client.call("update_section", {**mine, "content": f"- Planning {quarter}.", "session": turn})[
             "decision"] == "updated"
@@ -292,8 +295,11 @@ def test_mcp_bridge_lists_scoped_and_writes_through_the_daemon(daemon) -> None:
     assert listed["nextCursor"] == "peers/alice/MEMORY.md:3"
     with pytest.raises(ToolError, match="permission denied"):
         alice.call_tool("memory_list", {"namespace": "peer:bob"})
-    _text, upd = alice.call_tool("memory_update_section", {"path": "peers/alice/MEMORY.md",
-                                                           "section": "Current Focus", "content": "- via MCP"})
+    with pytest.raises(ToolError, match="owner"):  # update_* is the owner's (seed 003)
+        alice.call_tool("memory_update_section", {"path": "peers/alice/MEMORY.md", "section": "Current Focus",
+                                                  "content": "- via MCP"})
+    _text, upd = DaemonBridge(d.cfg.socket_path).call_tool(
+        "memory_update_section", {"path": "peers/alice/MEMORY.md", "section": "Current Focus", "content": "- via MCP"})
     assert upd["decision"] == "updated" and "- via MCP" in (root / "peers/alice/MEMORY.md").read_text()
     with pytest.raises(ToolError, match="permission denied"):
         alice.call_tool("memory_promote", {"path": "peers/alice/MEMORY.md", "line": 3})

@@ -135,11 +135,11 @@ class ManageMethods:
         rec: dict[str, Any] = {"action": "update_section", "uid": peer.uid, "pid": peer.pid,
                                "bytes": len(req.content.encode("utf-8", "surrogatepass"))}
         with self._writes.audited(rec):
-            session = self._writes.admit(req.claim, rec)
+            # Seed 003's matrix: every update_* is the owner's (direct and group sessions: ❌).
+            session = self._owner(req.claim, rec, "update_section")
             self._writes.check_size(rec["bytes"])
             rel = self._writes.relative_target(req.path)
             rec.update(path=rel, namespace=str(namespace_of(rel)))
-            _checked(lambda: authorize(session, REMEMBER, namespace_of(rel)))
             title = _checked(lambda: check_allowed(req.section, self._cfg.sections))
             secret = privacy.check(req.content)
             if not secret.passed:
