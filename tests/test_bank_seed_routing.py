@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from memoryd.daemon.app import recover_edits
 from memoryd.daemon.roots import RootMap
 from memoryd.indexer.bank import apply_plan, make_plan
 from memoryd.indexer.bank import highlights as hl
+from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.memblocks import user_blocks
@@ -48,18 +49,17 @@ class Bank:
     root: Path
     data: Path
     index: MemoryIndex
-    write_cfg: object
+    write_cfg: WriteConfig
     crash_at: str | None = None
 
-    def writer(self, before_write: object = None) -> MemoryWriter:
+    def writer(self, before_write: Callable[[Path], None] | None = None) -> MemoryWriter:
         def step(name: str) -> None:
             if name == self.crash_at:
                 self.crash_at = None
                 raise Crash(name)
 
-        return MemoryWriter(self.index, self.root, self.write_cfg, clock=lambda: NOW,  # type: ignore[arg-type]
-                            history=hist.History.in_data_dir(self.data), at_step=step,
-                            before_write=before_write)  # type: ignore[arg-type]
+        return MemoryWriter(self.index, self.root, self.write_cfg, clock=lambda: NOW,
+                            history=hist.History.in_data_dir(self.data), at_step=step, before_write=before_write)
 
     def remember(self, text: str, memory_type: str | None = None, w: MemoryWriter | None = None) -> dict[str, object]:
         p = prepare(text, DEFAULT, TODAY, memory_type, bank=True)
