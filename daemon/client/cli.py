@@ -31,6 +31,7 @@ from memoryd.daemon.client import (
     cli_mcp,
     cli_setup,
     cli_storage,
+    cli_ui,
     cli_write,
 )
 from memoryd.daemon.client.cli_help import command, positive_int, unit_float
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_setup.add_parsers(sub)
     cli_completion.add_parsers(sub)
     cli_storage.add_parsers(sub)
+    cli_ui.add_parsers(sub)
     return parser
 
 
@@ -364,8 +366,9 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 # Commands whose output is not for a person to read through the filter: the daemon's own log (with its
-# colours), the indexer's progress bar, the MCP protocol on stdout, and a shell script.
-_RAW_OUTPUT = frozenset({"run", "index", "mcp", "completion"})
+# colours), the indexer's progress bar, the MCP protocol on stdout, a shell script, and the web UI's server
+# (its URL is plain ASCII; uvicorn's log handlers keep the stream they were given).
+_RAW_OUTPUT = frozenset({"run", "index", "mcp", "completion", "ui"})
 
 _COMMANDS = {
     "run": cmd_run,
@@ -384,6 +387,7 @@ _COMMANDS.update(cli_setup.COMMANDS)
 _COMMANDS.update(cli_history.COMMANDS)
 _COMMANDS.update(cli_manage.COMMANDS)
 _COMMANDS.update(cli_storage.COMMANDS)
+_COMMANDS.update(cli_ui.COMMANDS)
 
 if __name__ == "__main__":
     sys.exit(main())

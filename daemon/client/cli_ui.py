@@ -1,0 +1,65 @@
+"""``memoryd ui``: a local web page to see, search and repair the memory (docs/ui.md).
+
+Import-light on purpose, like ``cli_mcp``: ``memoryd.daemon.cli`` imports this module for
+every command (editors run ``memoryd reindex`` on each save), so Starlette, uvicorn and Jinja2
+(the ``ui`` extra) are imported only inside :func:`cmd_ui`. Exit status: 0 after Ctrl-C, 2 for
+bad flags, 3 when the port is taken or the ``ui`` extra is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from memoryd.daemon.client.cli_help import command
+from memoryd.daemon.exits import EXIT_STARTUP
+
+EXTRA_HINT = "pip install 'memoryd[ui]'"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: a port is 0..65535 (0 picks a free one)")
+    return value
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``ui`` to the ``memoryd`` sub-command parsers."""
+    p = command(sub, "ui", "open a local web page to see, search and repair the memory (a client of the daemon)",
+                "memoryd ui", "memoryd ui --port 8765 --no-browser",
+                note="It listens on 127.0.0.1 only and prints its URL with a new token each start.")
+    p.add_argument("--config", type=Path, help="config file (default: $XDG_CONFIG_HOME/memoryd/memoryd.toml)")
+    p.add_argument("--socket", type=Path, help="socket path (default: $XDG_RUNTIME_DIR/memoryd/memoryd.sock)")
+    p.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (default 0: a free one)")
+    p.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
+
+
+def _socket(args: argparse.Namespace) -> Path:
+    from memoryd.indexer.paths import client_socket_path
+
+    if args.socket:
+        return Path(os.path.abspath(os.path.expanduser(args.socket)))
+    return client_socket_path(args.config, os.environ)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    try:
+        from memoryd.daemon.ui.server import BindError, serve
+    except ImportError as exc:
+        print(f"memoryd ui: needs the ui extra ({exc.name or exc} is missing): {EXTRA_HINT}", file=sys.stderr)
+        return EXIT_STARTUP
+    try:
+        return serve(_socket(args), args.port, open_browser=not args.no_browser)
+    except BindError as exc:
+        print(f"memoryd ui: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"ui": cmd_ui}

@@ -1,0 +1,98 @@
+"""The ``memoryd ui`` web app: Starlette routes behind :class:`memoryd.daemon.ui.security.Guard`.
+
+:func:`create_app` builds it for one start (one token, one port): server-rendered Jinja2 pages
+with autoescape on, every string through :func:`memoryd.daemon.ui.views.visible` first, and
+``/static`` for the stylesheet and the one script. It holds no memory of its own but the flash
+messages a POST leaves for the page it redirects to.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from memoryd.daemon.ui.bridge import Daemon
+from memoryd.daemon.ui.security import Guard, Keys
+from memoryd.daemon.ui.views import visible
+
+HERE = Path(__file__).resolve().parent
+MAX_FLASHES = 64
+
+
+class Flashes:
+    """One-shot messages from a POST to the page it redirects to, by random id (bounded, thread-safe)."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, kind: str, text: str) -> str:
+        key = secrets.token_urlsafe(8)
+        with self._lock:
+            self._items[key] = (kind, text)
+            while len(self._items) > MAX_FLASHES:
+                self._items.popitem(last=False)
+        return key
+
+    def pop(self, key: str | None) -> tuple[str, str] | None:
+        if not key:
+            return None
+        with self._lock:
+            return self._items.pop(key, None)
+
+
+@dataclass
+class Ui:
+    """What every route needs: the daemon, this start's keys, the templates, the flashes."""
+
+    daemon: Daemon
+    keys: Keys
+    port: int
+    env: jinja2.Environment
+    flashes: Flashes = field(default_factory=Flashes)
+
+    def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        flash = self.flashes.pop(request.query_params.get("flash"))
+        html = self.env.get_template(template).render(csrf=self.keys.csrf, flash=flash, path=request.url.path,
+                                                        **context)
+        return HTMLResponse(html, status_code=status)
+
+    def error(self, request: Request, status: int, message: str) -> HTMLResponse:
+        return self.page(request, "error.html", status=status, status_code=status, message=message, nav="")
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every template is HTML
+        finalize=visible,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+
+
+def create_app(socket: str | os.PathLike[str], port: int, keys: Keys | None = None) -> Starlette:
+    """The app for one start on ``port`` (the Host allow-list names it), talking to the daemon on ``socket``."""
+    from memoryd.daemon.ui.routes import ROUTES
+
+    ui = Ui(daemon=Daemon(socket), keys=keys or Keys.fresh(), port=port, env=environment())
+    app = Starlette(
+        routes=[*ROUTES, Mount("/static", StaticFiles(directory=HERE / "static"), name="static")],
+        middleware=[Middleware(Guard, keys=ui.keys, port=port)],
+    )
+    app.state.ui = ui
+    return app

@@ -1,0 +1,301 @@
+"""The pages and actions of ``memoryd ui``; each is one or two socket calls and a template.
+
+GET pages change nothing. Every action is a POST made with :func:`post` — the only way a route
+here takes one — which checks the CSRF token before anything else, runs the socket call, and
+redirects (303) back with a one-shot message; a refusal by the daemon is that message, in red.
+Daemon errors on a page become an error page: 503 when the daemon is not running, 403 for a
+refusal of access (the socket's owner-only rule, unchanged), 400 for other refusals.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from memoryd.daemon.client.cli_write import TYPES
+from memoryd.daemon.client.rpc_client import RpcClientError
+from memoryd.daemon.rpc.errors import ACCESS_DENIED, AMBIGUOUS_PATH
+from memoryd.daemon.ui import views
+from memoryd.daemon.ui.app import Ui
+from memoryd.daemon.ui.security import CSRF_FIELD, CSRF_HEADER, TOKEN_PARAM
+from memoryd.indexer.errors import DaemonError, NotRunningError
+
+SEARCH_MODES = ("hybrid", "vector", "keyword")
+DEFAULT_K, MAX_K = 10, 50
+HISTORY_LIMIT, AUDIT_TAIL, LIST_LIMIT, ACCESS_FILES = 100, 200, 100, 500
+
+Page = Callable[[Request, Ui], Response]
+Action = Callable[[dict[str, str], Ui], tuple[str, str, str]]
+
+
+def _ui(request: Request) -> Ui:
+    ui: Ui = request.app.state.ui
+    return ui
+
+
+def page(fn: Page) -> Callable[[Request], Response]:
+    """A GET page: the daemon's errors become an error page with a fitting status."""
+
+    @functools.wraps(fn)
+    def endpoint(request: Request) -> Response:
+        ui = _ui(request)
+        try:
+            return fn(request, ui)
+        except NotRunningError as exc:
+            return ui.error(request, 503, str(exc))
+        except RpcClientError as exc:
+            return ui.error(request, 403 if exc.code == ACCESS_DENIED else 400, f"{exc.message} ({exc.code})")
+        except DaemonError as exc:
+            return ui.error(request, 502, str(exc))
+
+    return endpoint
+
+
+def post(fn: Action) -> Callable[[Request], Awaitable[Response]]:
+    """An action: CSRF token first (403 without it), then the socket call, then 303 back with its message.
+
+    ``fn`` gets the form's text fields and returns ``(kind, message, default page)``; a form field
+    ``back`` (a local path) overrides where to go.
+    """
+
+    async def endpoint(request: Request) -> Response:
+        ui = _ui(request)
+        form = await request.form()
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        if not ui.keys.csrf_ok(fields.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)):
+            return PlainTextResponse("403: missing or wrong CSRF token\n", status_code=403)
+        try:
+            kind, message, target = await run_in_threadpool(fn, fields, ui)
+        except NotRunningError as exc:
+            return ui.error(request, 503, str(exc))
+        except RpcClientError as exc:
+            kind, message, target = "error", f"{exc.message} ({exc.code})", "/"
+        except (DaemonError, ValueError) as exc:
+            kind, message, target = "error", str(exc), "/"
+        return _back(request, ui, _local(fields.get("back")) or target, ui.flashes.put(kind, message))
+
+    endpoint.csrf_checked = True  # type: ignore[attr-defined]  # tests/test_ui_http.py: every POST route has it
+    return endpoint
+
+
+def _local(url: str | None) -> str | None:
+    """``url`` if it is a path on this server (``/…``, not ``//host`` nor ``/\\host``), else None."""
+    if not url or not url.startswith("/") or url.startswith(("//", "/\\")) or any(c in url for c in "\r\n"):
+        return None
+    return url
+
+
+def _back(request: Request, ui: Ui, target: str, flash: str) -> Response:
+    extra = {"flash": flash}
+    if request.scope.get("memoryd.query_token"):  # a client without cookies: the next page needs the token too
+        extra[TOKEN_PARAM] = ui.keys.token
+    sep = "&" if "?" in target.split("#")[0] else "?"
+    path, _, anchor = target.partition("#")
+    return RedirectResponse(path + sep + urlencode(extra) + (f"#{anchor}" if anchor else ""), status_code=303)
+
+
+def _int(text: str | None, default: int, lo: int, hi: int) -> int:
+    try:
+        return max(lo, min(hi, int(text or default)))
+    except ValueError:
+        return default
+
+
+# -- pages ---------------------------------------------------------------------
+
+
+@page
+def dashboard(request: Request, ui: Ui) -> Response:
+    status = ui.daemon.call("status")
+    stats = ui.daemon.call("stats", {})
+    return ui.page(request, "dashboard.html", nav="dashboard", d=views.dashboard(status, stats))
+
+
+def _search(request: Request, ui: Ui) -> dict[str, Any]:
+    q = request.query_params.get("q", "").strip()
+    mode = request.query_params.get("mode", "hybrid")
+    mode = mode if mode in SEARCH_MODES else "hybrid"
+    k = _int(request.query_params.get("k"), DEFAULT_K, 1, MAX_K)
+    explain = request.query_params.get("explain") == "1"
+    ctx: dict[str, Any] = {"q": q, "mode": mode, "k": k, "explain": explain, "modes": SEARCH_MODES, "result": None}
+    if q:
+        params: dict[str, Any] = {"query": q, "k": k, "mode": mode}
+        if explain:
+            params["explain"] = True
+        result = ui.daemon.call("search", params)
+        ctx.update(result=result, hits=views.hits(result, q), analysis=views.analysis_rows(result) if explain else [])
+    return ctx
+
+
+@page
+def search(request: Request, ui: Ui) -> Response:
+    return ui.page(request, "search.html", nav="search", **_search(request, ui))
+
+
+@page
+def search_hits(request: Request, ui: Ui) -> Response:
+    """The hits alone, for search as you type (``static/ui.js`` puts them in the page)."""
+    return ui.page(request, "_hits.html", **_search(request, ui))
+
+
+@page
+def file_view(request: Request, ui: Ui) -> Response:
+    path = request.query_params.get("path", "")
+    if not path:
+        return ui.error(request, 400, "which file? (/file?path=PATH)")
+    try:
+        result = ui.daemon.call("get", {"path": path})
+    except RpcClientError as exc:
+        if exc.code != AMBIGUOUS_PATH or not isinstance(exc.data, dict):
+            raise
+        names = [str(c) for c in exc.data.get("candidates", [])]
+        return ui.page(request, "ambiguous.html", status=409, nav="", name=path,
+                       candidates=[(c, views.file_href(c)) for c in names])
+    marked = views.parse_lines(request.query_params.get("hl"))
+    return ui.page(request, "file.html", nav="", result=result, lines=views.file_lines(result, marked), name=path)
+
+
+@page
+def entries(request: Request, ui: Ui) -> Response:
+    q = request.query_params
+    namespace, kind = q.get("namespace") or "", q.get("type") or ""
+    wanted = {"namespace": namespace, "type": kind if kind in TYPES else "", "cursor": q.get("cursor") or ""}
+    result = ui.daemon.call("list", {"limit": LIST_LIMIT, **{k: v for k, v in wanted.items() if v}})
+    stats = ui.daemon.call("stats", {})
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return ui.page(request, "entries.html", nav="entries", entries=result.get("entries", []),
+                   next_cursor=result.get("next_cursor"), chosen_ns=namespace, chosen_type=kind, types=TYPES,
+                   namespaces=sorted(stats.get("namespaces", {})), here=here, file_href=views.file_href)
+
+
+@page
+def section_form(request: Request, ui: Ui) -> Response:
+    path, title = request.query_params.get("path", ""), request.query_params.get("section", "")
+    if not path or not title:
+        return ui.error(request, 400, "which section? (/section?path=PATH&section=TITLE)")
+    result = ui.daemon.call("get", {"path": path})
+    found = views.section_body(result.get("text", ""), title)
+    return ui.page(request, "section.html", nav="entries", name=path, title=title, found=found is not None,
+                   body=found[1] if found else "", href=views.file_href(path, found[0] if found else None,
+                                                                      anchor=found[0] if found else None))
+
+
+@page
+def history(request: Request, ui: Ui) -> Response:
+    params: dict[str, Any] = {"limit": _int(request.query_params.get("limit"), HISTORY_LIMIT, 1, 1000)}
+    if request.query_params.get("path"):
+        params["path"] = request.query_params["path"]
+    result = ui.daemon.call("history", params)
+    return ui.page(request, "history.html", nav="history", entries=result.get("entries", []),
+                   filter=params.get("path", ""), who=views.who, file_href=views.file_href)
+
+
+@page
+def audit(request: Request, ui: Ui) -> Response:
+    result = ui.daemon.call("audit", {"tail": _int(request.query_params.get("tail"), AUDIT_TAIL, 1, 10_000)})
+    rows = list(reversed(result.get("entries", [])))  # newest first
+    chosen = request.query_params.get("who", "")
+    shown = [e for e in rows if not chosen or views.who(e.get("session")) == chosen]
+    return ui.page(request, "audit.html", nav="audit", entries=shown, summary=views.audit_summary(rows),
+                   chosen=chosen, who=views.who, file_href=views.file_href)
+
+
+def _session_of(namespace: str) -> dict[str, str] | None:
+    kind, _, ident = namespace.partition(":")
+    if kind == "peer":
+        return {"kind": "direct", "peer": ident}
+    if kind == "group":
+        return {"kind": "group", "group": ident}
+    return None
+
+
+@page
+def access(request: Request, ui: Ui) -> Response:
+    """For each peer and group: the files its confined session may read (the socket's ``files``, asked
+    as that session). Agents run as owner sessions (``memoryd mcp``): they read everything."""
+    stats = ui.daemon.call("stats", {})
+    rows = []
+    for name, counts in sorted(stats.get("namespaces", {}).items()):
+        session = _session_of(name)
+        files = ui.daemon.call("files", {"limit": ACCESS_FILES, "session": session}) if session else None
+        rows.append({"namespace": name, "session": session, "counts": counts,
+                     "files": (files or {}).get("files"), "more": bool((files or {}).get("next_offset"))})
+    return ui.page(request, "access.html", nav="access", rows=rows, file_href=views.file_href)
+
+
+# -- actions ---------------------------------------------------------------------
+
+
+def _line(fields: dict[str, str]) -> int:
+    line = fields.get("line", "")
+    if not line.isdigit():
+        raise ValueError(f"line must be a number, got {line[:20]!r}")
+    return int(line)
+
+
+def _required(fields: dict[str, str], *names: str) -> list[str]:
+    missing = [n for n in names if not fields.get(n)]
+    if missing:
+        raise ValueError(f"missing form field(s): {', '.join(missing)}")
+    return [fields[n] for n in names]
+
+
+@post
+def forget(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
+    (path,) = _required(fields, "path")
+    params: dict[str, Any] = {"path": path, "line": _line(fields)}
+    if fields.get("text"):
+        params["text"] = fields["text"]
+    r = ui.daemon.call("forget", params)
+    return "ok", f"removed {r.get('path')}:{r.get('line')} — undo it from the history ({r.get('history_id')})", \
+        "/entries"
+
+
+@post
+def promote(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
+    (path,) = _required(fields, "path")
+    r = ui.daemon.call("promote", {"path": path, "line": _line(fields), "to": fields.get("to") or "default"})
+    if r.get("decision") == "rejected":
+        return "error", f"not promoted ({r.get('rule')}): {r.get('reason')}", "/entries"
+    return "ok", f"{r.get('decision')}: {r.get('path')}:{r.get('line')} ({r.get('reason', '')})", "/entries"
+
+
+@post
+def update_section(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
+    path, title = _required(fields, "path", "section")
+    r = ui.daemon.call("update_section", {"path": path, "section": title, "content": fields.get("content", "")})
+    if r.get("decision") == "rejected":
+        return "error", f"not updated ({r.get('rule')}): {r.get('reason')}", "/entries"
+    undo = f"; undo from the history ({r['history_id']})" if r.get("history_id") else ""
+    return "ok", f"{r.get('decision')}: {r.get('path')}, section {title}{undo}", "/entries"
+
+
+@post
+def undo(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
+    (ident,) = _required(fields, "id")
+    r = ui.daemon.call("undo", {"id": ident})
+    return "ok", f"restored {r.get('path')}:{r.get('line')} (recorded as {r.get('history_id')})", "/history"
+
+
+ROUTES = [
+    Route("/", dashboard),
+    Route("/search", search),
+    Route("/search/hits", search_hits),
+    Route("/file", file_view),
+    Route("/entries", entries),
+    Route("/section", section_form),
+    Route("/history", history),
+    Route("/audit", audit),
+    Route("/access", access),
+    Route("/forget", forget, methods=["POST"]),
+    Route("/promote", promote, methods=["POST"]),
+    Route("/section", update_section, methods=["POST"]),
+    Route("/undo", undo, methods=["POST"]),
+]

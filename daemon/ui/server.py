@@ -1,0 +1,101 @@
+"""Serve ``memoryd ui``: bind loopback, print (and open) the URL with this start's token, run uvicorn.
+
+The listening socket is made here, on 127.0.0.1 and nowhere else — there is no option for
+another address — and handed to uvicorn, so ``--port 0`` knows its port (for the URL and the
+Host allow-list) before the first request. uvicorn's access log is off: it would write the
+token, which travels in the first URL, to the terminal's scrollback.
+
+A browser is opened only where one can show a window (``DISPLAY``, ``WAYLAND_DISPLAY``, or
+macOS): elsewhere Python's ``webbrowser`` may start a text browser in this very terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memoryd.daemon.ui.security import Keys
+
+log = structlog.get_logger(__name__)
+
+LOOPBACK = "127.0.0.1"
+
+
+class BindError(Exception):
+    """The port could not be had (taken, or not ours to bind): ``memoryd ui`` exits 3 with this message."""
+
+
+def bind_loopback(port: int) -> socket.socket:
+    """A listening TCP socket on 127.0.0.1:``port`` (0: a free port); ``OSError`` when taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((LOOPBACK, port))
+        sock.listen(64)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(port: int, keys: Keys) -> str:
+    return f"http://{LOOPBACK}:{port}/?token={keys.token}"
+
+
+def can_open_browser(env: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    return sys.platform == "darwin" or bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def _open(url: str) -> None:
+    import webbrowser
+
+    try:
+        webbrowser.open(url, new=2)
+    except Exception as exc:  # a broken browser setup must not stop the server: the URL is printed
+        log.warning("ui.browser_failed", error=str(exc))
+
+
+def build(socket_path: Path, port: int) -> tuple[Any, socket.socket, str]:
+    """The uvicorn server (not started), its bound socket and the URL to open."""
+    import uvicorn
+
+    from memoryd.daemon.ui.app import create_app
+
+    try:
+        sock = bind_loopback(port)
+    except OSError as exc:
+        raise BindError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from None
+    port = sock.getsockname()[1]
+    keys = Keys.fresh()
+    app = create_app(socket_path, port, keys)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
+                            proxy_headers=False, http="h11", ws="none")
+    return uvicorn.Server(config), sock, url_of(port, keys)
+
+
+def serve(socket_path: Path, port: int, open_browser: bool,
+          say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+    """Run until Ctrl-C (or SIGTERM); returns the exit status."""
+    server, sock, url = build(socket_path, port)
+    say(f"memoryd ui: {url}")
+    say("  (a new token each start; Ctrl-C stops it)")
+    if not socket_path.exists():
+        say(f"  the daemon is not running yet (no socket at {socket_path}): the page will say so until it is")
+    if open_browser and can_open_browser():
+        threading.Thread(target=_open, args=(url,), name="ui-browser", daemon=True).start()
+    elif open_browser:
+        say("  no display here: open the URL in a browser on this machine")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        server.config.app.state.ui.daemon.close()
+    return 0

@@ -1,0 +1,271 @@
+"""What the pages show, built from the socket's answers: pure functions, no I/O.
+
+Untrusted text (file names, memory content, reasons) leaves here either as a plain ``str`` —
+which the templates escape (Jinja2 autoescape) after :func:`visible` made its control and
+bidirectional characters visible — or as ``Markup`` that this module built from escaped pieces
+(:func:`highlight`). Nothing here passes content through unescaped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from markupsafe import Markup, escape
+
+from memoryd.daemon.client.render import _backlog, _duration, _fresh, _size
+from memoryd.daemon.client.termsafe import escape as visible_controls
+from memoryd.indexer.entrymeta import strip as strip_markers
+
+CONTEXT_LINES = 1  # lines shown around a matched line of a long hit
+SHORT_HIT = 8  # a hit of at most this many lines is shown whole
+_WORD = re.compile(r"\w{2,}", re.UNICODE)
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+
+
+def visible(value: object) -> object:
+    """Jinja2 ``finalize``: strings get their control and bidi characters shown escaped (``\\x1b``);
+    ``Markup`` built here is kept as it is; anything else is left for autoescape."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    return visible_controls(value)
+
+
+def query_pattern(query: str) -> re.Pattern[str] | None:
+    """The query's words (2+ letters), longest first, as one case-insensitive pattern; None if none."""
+    words = sorted({w.lower() for w in _WORD.findall(query)}, key=len, reverse=True)
+    if not words:
+        return None
+    return re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
+
+
+def highlight(line: str, pattern: re.Pattern[str] | None) -> Markup:
+    """``line`` escaped, with the query's words in ``<mark>``."""
+    if pattern is None:
+        return Markup(escape(visible_controls(line)))
+    out, last = [], 0
+    for m in pattern.finditer(line):
+        out.append(escape(visible_controls(line[last:m.start()])))
+        out.append(Markup("<mark>") + escape(visible_controls(m.group())) + Markup("</mark>"))
+        last = m.end()
+    out.append(escape(visible_controls(line[last:])))
+    return Markup("").join(out)
+
+
+@dataclass
+class HitLine:
+    number: int | None  # None: an elision ("…")
+    html: Markup
+    matched: bool = False
+
+
+@dataclass
+class Hit:
+    href: str
+    where: str
+    heading: str
+    score: float
+    lines: list[HitLine]
+    explain: list[tuple[str, str]] = field(default_factory=list)
+    extra: list[tuple[str, str]] = field(default_factory=list)
+
+
+def file_href(path: str, start: int | None = None, end: int | None = None, anchor: int | None = None,
+              lines: Iterable[int] = ()) -> str:
+    """The file view's URL; ``lines`` (else ``start``-``end``) highlighted, ``anchor`` scrolled to."""
+    params: dict[str, str] = {"path": path}
+    marked = ",".join(str(n) for n in sorted(set(lines)))
+    if marked:
+        params["hl"] = marked
+    elif start is not None:
+        params["hl"] = f"{start}-{end or start}"
+    return "/file?" + urlencode(params) + (f"#L{anchor}" if anchor is not None else "")
+
+
+def hits(result: dict[str, Any], query: str) -> list[Hit]:
+    """The search result's hits, each with its matched lines marked and the query's words highlighted."""
+    pattern = query_pattern(query)
+    several_roots = bool(result.get("roots"))
+    return [_hit(h, pattern, several_roots) for h in result.get("hits", [])]
+
+
+def _hit(h: dict[str, Any], pattern: re.Pattern[str] | None, several_roots: bool) -> Hit:
+    start, end = int(h.get("start_line", 1)), int(h.get("end_line", 1))
+    matched = [n for n in h.get("match_lines") or [] if start <= n <= end]
+    path = f"{h.get('root', '').rstrip('/')}/{h['path']}" if several_roots and h.get("root") else h["path"]
+    texts = h.get("text", "").split("\n")
+    lines = _hit_lines(texts, start, set(matched), pattern)
+    extra = [(k, str(h[k])) for k in ("importance", "reinforcements") if h.get(k) is not None]
+    return Hit(href=file_href(path, start, end, min(matched) if matched else start, lines=matched),
+               where=f"{path}:{start}-{end}",
+               heading=h.get("heading") or "", score=float(h.get("score") or 0.0), lines=lines,
+               explain=_explain_rows(h), extra=extra)
+
+
+def _hit_lines(texts: Sequence[str], start: int, matched: set[int], pattern: re.Pattern[str] | None) -> list[HitLine]:
+    """Every line of a short hit; of a long one, the matched lines with a line around each, ``…`` between."""
+    shown = set(range(start, start + len(texts)))
+    if len(texts) > SHORT_HIT and matched:
+        shown = {n + d for n in matched for d in range(-CONTEXT_LINES, CONTEXT_LINES + 1)} & shown
+    elif len(texts) > SHORT_HIT:
+        shown = set(range(start, start + SHORT_HIT))
+    out: list[HitLine] = []
+    previous = None
+    for n in sorted(shown):
+        if previous is not None and n != previous + 1:
+            out.append(HitLine(None, Markup("…")))
+        text = strip_markers(texts[n - start])
+        out.append(HitLine(n, highlight(text, pattern) if n in matched else Markup(escape(visible_controls(text))),
+                           matched=n in matched))
+        previous = n
+    return out
+
+
+def _explain_rows(h: dict[str, Any]) -> list[tuple[str, str]]:
+    ex = h.get("explain")
+    rows = [("vector score", _num(h.get("vector_score"))), ("keyword score", _num(h.get("text_score")))]
+    if not isinstance(ex, dict):
+        return rows
+    for key, value in ex.items():
+        if isinstance(value, dict):
+            rows += [(f"{key}.{k}", _num(v)) for k, v in value.items()]
+        elif isinstance(value, list):
+            rows.append((key, ", ".join(_num(v) for v in value)))
+        else:
+            rows.append((key, _num(value)))
+    return rows
+
+
+def _num(value: object) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def analysis_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """``explain``: what the daemon did with the query (intent, synonyms, fallback, keyword plan)."""
+    rows: list[tuple[str, str]] = []
+    qa = result.get("query_analysis") or {}
+    if qa:
+        rows.append(("intent", ", ".join(qa.get("intent") or []) or "none"))
+        rows += [(f"synonyms of {k}", ", ".join(v)) for k, v in (qa.get("synonyms") or {}).items()]
+        if qa.get("fallback"):
+            rows.append(("fallback", str(qa["fallback"])))
+    if result.get("query_searched"):
+        rows.append(("query searched", str(result["query_searched"])))
+    plan = result.get("keyword_plan") or {}
+    for key in ("dropped_terms", "absent_terms"):
+        if plan.get(key):
+            rows.append((key.replace("_", " "), ", ".join(map(str, plan[key]))))
+    return rows
+
+
+@dataclass
+class FileLine:
+    number: int
+    text: str
+    marked: bool
+
+
+def file_lines(result: dict[str, Any], marked: Iterable[int]) -> list[FileLine]:
+    """The lines ``get`` returned, numbered from its ``start_line``."""
+    text = result.get("text", "")
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    first, keep = int(result.get("start_line", 1)), set(marked)
+    return [FileLine(first + i, line, first + i in keep) for i, line in enumerate(lines)]
+
+
+def parse_lines(spec: str | None) -> set[int]:
+    """``hl=3-5,9`` → {3, 4, 5, 9}; malformed parts are ignored, a range is capped at 10 000 lines."""
+    out: set[int] = set()
+    for part in (spec or "").split(",")[:50]:
+        a, _, b = part.partition("-")
+        if not a.strip().isdigit() or (b and not b.strip().isdigit()):
+            continue
+        lo, hi = int(a), int(b or a)
+        out.update(range(lo, min(hi, lo + 10_000) + 1))
+    return out
+
+
+def section_body(text: str, title: str) -> tuple[int, str] | None:
+    """The (heading line, body) of the first section titled ``title`` (case-insensitive) in ``text``;
+    the body runs to the next heading of the same or a higher level. None when no heading has it."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = _HEADING.match(line)
+        if not m or m.group(2).strip().lower() != title.strip().lower():
+            continue
+        level, body = len(m.group(1)), []
+        for later in lines[i + 1:]:
+            h = _HEADING.match(later)
+            if h and len(h.group(1)) <= level:
+                break
+            body.append(later)
+        return i + 1, "\n".join(body).strip("\n")
+    return None
+
+
+def dashboard(status: dict[str, Any], stats: dict[str, Any] | None) -> dict[str, Any]:
+    """The dashboard's rows: freshness, the vector backlog with progress, errors, skipped files, namespaces."""
+    vectors = status.get("vectors") or {}
+    chunks, pending = int(status.get("chunks") or 0), int(vectors.get("pending") or 0)
+    errors = [("daemon", str(status["last_error"]))] if status.get("last_error") else []
+    if status.get("last_watch_failure"):
+        errors.append(("watcher", str(status["last_watch_failure"])))
+    errors += [(str(r.get("path")), str(r["error"])) for r in status.get("roots", []) if r.get("error")]
+    storage, model, index = status.get("storage") or {}, status.get("model") or {}, status.get("index") or {}
+    if storage and not storage.get("reachable", True):
+        errors.append(("storage", str(storage.get("last_error") or storage.get("error") or "unreachable")))
+    return {
+        "fresh": bool(status.get("fresh", not status.get("pending") and not status.get("reconciling"))),
+        "fresh_text": _fresh(status),
+        "facts": [
+            ("version", f"{status.get('version', '?')} (pid {status.get('pid', '?')}, "
+                        f"up {_duration(status.get('uptime_s'))})"),
+            ("files / chunks", f"{status.get('files', 0)} / {chunks}"),
+            ("changes pending", str(status.get("pending", 0))),
+            ("last reconcile", str(status.get("last_reconcile") or "not yet")),
+            ("model", f"{model.get('id')} ({model.get('dim')} d)"),
+            ("index", f"{index.get('type')}, {index.get('vectors')} vectors"),
+            ("storage", f"{storage.get('backend', '?')}: {storage.get('where', '?')}"),
+            ("data dir", f"{status.get('data_dir', '?')} ({_size(status.get('data_dir_bytes'))})"),
+            ("memory (RSS)", _size(status.get("rss_bytes"))),
+        ],
+        "roots": status.get("roots", []),
+        "vectors_pending": pending,
+        "vectors_done": max(chunks - pending, 0),
+        "vectors_total": max(chunks, pending, 1),
+        "vectors_text": _backlog(vectors),
+        "eta": _duration(vectors["eta_s"]) if pending and vectors.get("eta_s") is not None else None,
+        "errors": errors,
+        "skipped": status.get("skipped", []),
+        "namespaces": sorted((stats or {}).get("namespaces", {}).items()),
+        "total": (stats or {}).get("total"),
+        "busy": bool(pending or status.get("reconciling") or status.get("pending")),
+    }
+
+
+def who(session: object) -> str:
+    """``owner``, ``direct:alice``, ``group:dev``: an audit or history record's session in one word."""
+    if not isinstance(session, dict):
+        return "?"
+    kind = str(session.get("kind", "?"))
+    other = session.get("peer") or session.get("group")
+    return f"{kind}:{other}" if other else kind
+
+
+def audit_summary(entries: Sequence[dict[str, Any]]) -> list[tuple[str, list[tuple[str, int]]]]:
+    """Per session, how many records of each ``action decision`` the tail holds (most first)."""
+    counts: dict[str, dict[str, int]] = {}
+    for e in entries:
+        key = f"{e.get('action', '?')} {e.get('decision', '?')}"
+        per = counts.setdefault(who(e.get("session")), {})
+        per[key] = per.get(key, 0) + int(e.get("count") or 1)
+    return [(name, sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))) for name, per in sorted(counts.items())]
