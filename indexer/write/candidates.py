@@ -21,6 +21,7 @@ Runs on the index's writer thread (it writes the cache).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,10 +66,7 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
         if rel not in texts:
             texts[rel] = read_text(root / rel)
         text = texts[rel]
-        try:
-            return entries(text) if text else []
-        except BlockError:  # broken markers: not a candidate source (writing there is refused later)
-            return []
+        return list(_entries_of(text)) if text else []
 
     for line, text in file_entries(plan.target)[-cfg.max_file_entries :]:
         found[(plan.target, line)] = text
@@ -87,6 +85,17 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
             for (p, ln), s in zip(keys, scores, strict=True)]
 
 
+@functools.lru_cache(maxsize=16)
+def _entries_of(text: str) -> tuple[tuple[int, str], ...]:
+    """A file's entries, parsed once per distinct text (an import compares many lines with the same files);
+    none for broken markers: not a candidate source (writing there is refused later)."""
+    try:
+        return tuple(entries(text))
+    except BlockError:
+        return ()
+
+
+@functools.lru_cache(maxsize=16)
 def in_route(text: str, section: str) -> frozenset[int]:
     """1-based lines of the entries of section ``section`` of ``text`` (where the router's append goes);
     in a file without that section, the entries above its first heading (a plain list of memories).

@@ -30,6 +30,7 @@ Pure and deterministic; see ``tests/data/calibration.jsonl`` for what it is tune
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import unicodedata
@@ -146,8 +147,10 @@ def pair_kind(old: str, new: str) -> str:
     return a if a == b else "cross"
 
 
+@functools.lru_cache(maxsize=4096)
 def values(text: str) -> frozenset[str]:
-    """Canonical values named in ``text`` (see the module docstring)."""
+    """Canonical values named in ``text`` (see the module docstring). Cached: one write compares its text
+    with every candidate, and an import or a dry run compares the same entries again and again."""
     text = unicodedata.normalize("NFKC", text)
     out = {_canon_number(n) for n in _NUMBER.findall(text)}
     out |= {str(_zh_number(m.group(1))) for m in _ZH_NUMERAL.finditer(text)}
