@@ -59,16 +59,37 @@ def chunk_lines(lines: list[str], counter: TokenCounter = simple, **kw: int) -> 
 
 
 def assert_spans_exact(doc: Document, lines: list[str]) -> None:
-    """Each chunk's text is its source lines (or, for a piece, a substring of its line)."""
+    """Each chunk's text is its source lines as written, except that it may begin and end
+    inside its first and last line (at a sentence or word run of a long line)."""
     for c in doc.chunks:
         assert 1 <= c.start_line <= c.end_line <= len(lines)
-        source = "\n".join(lines[c.start_line - 1 : c.end_line])
-        if c.start_line == c.end_line and c.text != source:
-            assert c.text in source  # a piece of a split long line
+        source = lines[c.start_line - 1 : c.end_line]
+        got = c.text.split("\n")
+        assert len(got) == len(source)
+        if len(got) == 1:
+            assert got[0] in source[0]
         else:
-            assert c.text == source
-        assert c.text.strip()
-        assert lines[c.start_line - 1].strip() and lines[c.end_line - 1].strip()
+            assert source[0].endswith(got[0]) and source[-1].startswith(got[-1]) and got[1:-1] == source[1:-1]
+        assert got[0].strip() and got[-1].strip()
+
+
+def text_offsets(doc: Document, lines: list[str]) -> list[tuple[int, int]]:
+    """(begin, end) character offsets of each chunk in ``"\\n".join(lines)`` (spans exact)."""
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    out = []
+    for c in doc.chunks:
+        first = lines[c.start_line - 1]
+        head = c.text.split("\n")[0]
+        begin = starts[c.start_line - 1] + (first.index(head) if c.start_line == c.end_line else len(first) - len(head))
+        out.append((begin, begin + len(c.text)))
+    return out
+
+
+def shared_texts(doc: Document, lines: list[str]) -> list[str]:
+    """The text each window repeats from its predecessor ("" for none)."""
+    text = "\n".join(lines)
+    offsets = text_offsets(doc, lines)
+    return [text[c:b] if c < b else "" for (_, b), (c, _) in itertools.pairwise(offsets)]
 
 
 def changed(before: Document, after: Document) -> int:
@@ -211,12 +232,18 @@ def test_many_unclosed_fences_stay_fast() -> None:
 # --- long lines --------------------------------------------------------------------------------------
 
 
-def assert_pieces(doc: Document, line: str, lineno: int, limit: int, counter: TokenCounter) -> None:
-    pieces = [c for c in doc.chunks if c.start_line == lineno]
-    assert len(pieces) > 1
-    assert all(c.end_line == lineno and c.text in line for c in pieces)
-    assert all(n <= limit for n in counter([c.text for c in pieces]))
-    assert "".join(c.text for c in pieces).replace(" ", "") == line.replace(" ", "")
+def assert_pieces(doc: Document, line: str, lineno: int, limit: int, counter: TokenCounter, overlap: int = 80) -> None:
+    """The windows of one long line: substrings of it within ``limit`` that run from its
+    start to its end, each after the first repeating at most ``overlap`` tokens."""
+    touching = [c for c in doc.chunks if c.start_line <= lineno <= c.end_line]
+    assert len(touching) > 1
+    assert all(n <= limit for n in counter([c.text for c in touching]))
+    pieces = [c.text.split("\n")[lineno - c.start_line] for c in touching]  # each window's part of the line
+    assert all(p in line for p in pieces)
+    assert line.startswith(pieces[0]) and line.endswith(pieces[-1])
+    counts = counter(pieces)
+    total = counter([line])[0]
+    assert total <= sum(counts) <= total + (overlap + 1) * (len(pieces) - 1)
 
 
 def test_long_english_line_splits_at_sentences() -> None:
@@ -229,7 +256,8 @@ def test_long_english_line_splits_at_sentences() -> None:
     assert all(c.text.endswith(".") for c in doc.chunks if c.start_line == 3)
     assert counter.calls <= 8
     assert any("line 3" in w and "split" in w for w in doc.warnings)
-    assert doc.chunks[-1].text == "After." and doc.chunks[-1].heading == "Title"
+    # the long line's last sentences and the next paragraph share a window, as paragraphs do
+    assert doc.chunks[-1].text.endswith(".\n\nAfter.") and doc.chunks[-1].heading == "Title"
 
 
 def test_long_line_without_sentences_splits_at_words_then_characters() -> None:
@@ -372,6 +400,125 @@ def test_prose_edit_near_the_top_stays_local() -> None:
     assert changed(before, chunk_lines(edited)) <= 2
 
 
+# --- prose: 400/80 across paragraphs, sentence-level overlap (issue #28 item 4) ---------------------
+
+
+def sentences(rng: random.Random, words: int, tag: str) -> list[str]:
+    """Sentences of 10-22 words adding up to ``words``, each unique (it carries ``tag`` and a number)."""
+    out: list[str] = []
+    while words > 0:
+        n = min(rng.randint(10, 22), words)
+        words -= n
+        out.append(" ".join([f"{tag}{len(out)}", *(rng.choice(WORDS) for _ in range(n - 1))]) + ".")
+    return out
+
+
+def sentence_starts(line: str) -> set[int]:
+    """Offsets in ``line`` where a sentence begins (after ``. `` / ``。`` or at the start)."""
+    return {0} | {m.end() for m in re.finditer(r"[.!?] +|。", line)}
+
+
+def assert_sentence_overlaps(doc: Document, lines: list[str], limit: int = 80, empty: int = 0) -> list[int]:
+    """Every window after the first (all but ``empty`` of them: a core near the budget leaves
+    little room) repeats whole sentences of its predecessor, at most ``limit`` tokens of them;
+    returns the overlaps' sizes."""
+    starts = list(itertools.accumulate((len(x) + 1 for x in lines), initial=0))
+    sizes = []
+    offsets = text_offsets(doc, lines)
+    assert sum(1 for shared in shared_texts(doc, lines) if not shared) <= empty
+    for (_, end), (begin, _), shared in zip(offsets, offsets[1:], shared_texts(doc, lines), strict=False):
+        if not shared:
+            continue
+        lineno = max(k for k, s in enumerate(starts) if s <= begin)
+        assert begin - starts[lineno] in sentence_starts(lines[lineno])  # begins at a sentence
+        assert shared.rstrip().endswith((".", "。")) and end == begin + len(shared)
+        sizes.append(simple([shared])[0])
+    assert max(sizes) <= limit
+    return sizes
+
+
+def test_twelve_paragraphs_fill_windows_of_about_400_with_sentence_overlap() -> None:
+    """The issue's file: twelve 160-word paragraphs were twelve ~200-token windows with no overlap."""
+    rng = random.Random(28)
+    lines = ["# Notes", ""]
+    for p in range(12):
+        lines += [" ".join(sentences(rng, 160, f"p{p}s")), ""]
+    doc = chunk_lines(lines)
+    assert_spans_exact(doc, lines)
+    tokens = simple([c.text for c in doc.chunks])
+    assert len(doc.chunks) <= 8 and max(tokens) <= 400
+    assert sum(tokens) / len(tokens) >= 0.8 * 400
+    assert all("\n\n" in c.text for c in doc.chunks)  # every window spans paragraphs
+    sizes = assert_sentence_overlaps(doc, lines)
+    assert sum(sizes) / len(sizes) >= 50
+
+
+def test_a_long_paragraph_overlaps_by_its_sentences() -> None:
+    rng = random.Random(29)
+    line = " ".join(sentences(rng, 1500, "s"))  # one line of 1,500 tokens
+    lines = ["# Notes", "", line]
+    doc = chunk_lines(lines)
+    assert_spans_exact(doc, lines)
+    assert len(doc.chunks) >= 4 and max(simple([c.text for c in doc.chunks])) <= 400
+    sizes = assert_sentence_overlaps(doc, lines)
+    assert min(sizes) >= 10  # at least a sentence each time
+
+
+def test_cjk_paragraph_overlaps_by_its_sentences() -> None:
+    rng = random.Random(30)
+    phrases = ["我们决定使用数据库", "因为它简单可靠", "而且不需要服务器", "会议记录", "下周讨论模型的选择"]
+    line = "".join(f"第{k}条" + "".join(rng.choice(phrases) for _ in range(3)) + "。" for k in range(60))
+    lines = ["# 笔记", "", line]
+    doc = chunk_lines(lines)
+    assert_spans_exact(doc, lines)
+    assert len(doc.chunks) >= 3
+    assert all(c.text.endswith("。") for c in doc.chunks)
+    assert_sentence_overlaps(doc, lines, empty=1)
+
+
+def test_a_paragraph_longer_than_the_overlap_stays_whole_and_lends_its_last_sentences() -> None:
+    """Lines that fit half a window are packed whole; when the last one is too long to be
+    the overlap, its trailing sentences are (old main: no overlap at all)."""
+    rng = random.Random(31)
+    lines = ["# Notes", ""]
+    for t in range(40):
+        lines += [" ".join(sentences(rng, 100, f"t{t}s")), ""]
+    doc = chunk_lines(lines)
+    assert_spans_exact(doc, lines)
+    for prev, cur in itertools.pairwise(doc.chunks):
+        assert prev.text.endswith(lines[prev.end_line - 1])  # each window ends with a whole paragraph
+        assert cur.start_line == prev.end_line  # the overlap is the tail of prev's last paragraph
+    sizes = assert_sentence_overlaps(doc, lines)
+    assert sum(sizes) / len(sizes) >= 40
+
+
+def test_list_items_are_repeated_whole_or_not_at_all() -> None:
+    """A list item (a dialogue turn) is a unit: its sentences lean on its label, so an
+    overlap never starts inside one, and packing never cuts one that fits half a window."""
+    rng = random.Random(31)
+    turns = [f"- **{rng.choice(['Caroline', 'Melanie'])}**: " + " ".join(sentences(rng, 100, f"t{t}s"))
+             for t in range(40)]
+    lines = ["# Day", "", *turns]
+    doc = chunk_lines(lines)
+    assert_spans_exact(doc, lines)
+    for c in doc.chunks:
+        assert c.text.split("\n")[0] in (lines[c.start_line - 1], "# Day")  # starts at a whole line
+        assert c.text.endswith(lines[c.end_line - 1])
+
+
+def test_a_sentence_longer_than_the_overlap_is_cut_between_words() -> None:
+    rng = random.Random(32)
+    long_sentence = " ".join(["Long0", *(rng.choice(WORDS) for _ in range(299))]) + "."
+    line = " ".join([*sentences(rng, 300, "a"), long_sentence, *sentences(rng, 300, "b")])
+    lines = ["# Notes", "", line]
+    doc = chunk_lines(lines)
+    assert_spans_exact(doc, lines)
+    assert max(simple([c.text for c in doc.chunks])) <= 400
+    assert max(simple(shared_texts(doc, lines))) <= 80
+    # the only stretch without a sentence end is cut between two of its words
+    assert any(c.text[-40:] in long_sentence and not c.text.endswith(".") for c in doc.chunks[:-1])
+
+
 def test_windows_are_shrunk_when_joined_text_counts_more() -> None:
     """A counter for which joining lines costs extra tokens (newline = 5 tokens)."""
 
@@ -473,9 +620,7 @@ def test_real_tokenizer_limits_on_mixed_multilingual_file(e5_tokens: TokenCounte
     counts = e5_tokens([c.text for c in doc.chunks])
     assert max(counts) <= 400
     assert sum(counts) / len(counts) >= 0.6 * 400
-    for prev, cur in itertools.pairwise(doc.chunks):
-        shared = "\n".join(lines[i - 1] for i in overlap_lines(prev, cur))
-        assert e5_tokens([shared])[0] <= 80
+    assert max(e5_tokens(shared_texts(doc, lines))) <= 80
 
 
 @pytest.mark.slow
@@ -490,3 +635,20 @@ def test_real_tokenizer_splits_5000_token_lines(e5_tokens: TokenCounter) -> None
     doc = chunk_lines(lines, e5_tokens)
     for lineno in (3, 5, 7):
         assert_pieces(doc, lines[lineno - 1], lineno, 400, e5_tokens)
+
+
+@pytest.mark.slow
+def test_real_tokenizer_twelve_paragraphs_of_160_words(e5_tokens: TokenCounter) -> None:
+    """The issue's measurement: twelve 160-word paragraphs (~200-250 model tokens each) were
+    twelve one-paragraph windows with no overlap between any two."""
+    rng = random.Random(33)
+    lines = ["# Notes", ""]
+    for p in range(12):
+        lines += [" ".join(sentences(rng, 160, f"p{p}s")), ""]
+    doc = chunk_lines(lines, e5_tokens)
+    assert_spans_exact(doc, lines)
+    counts = e5_tokens([c.text for c in doc.chunks])
+    assert len(doc.chunks) <= 9 and max(counts) <= 400
+    assert sum(counts) / len(counts) >= 0.8 * 400
+    shared = e5_tokens(shared_texts(doc, lines))
+    assert max(shared) <= 80 and sum(1 for n in shared if n) >= len(shared) - 1
