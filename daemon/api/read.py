@@ -164,8 +164,10 @@ class ReadMethods:
         lines = content.text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        end = min(req.end_line or len(lines), len(lines))
         start = req.start_line
+        if start > max(len(lines), 1):  # past the end: a usage error, not an empty answer (an END past it is cut)
+            raise InvalidParams(f"line {start} is past the end of {resolved.rel} ({len(lines)} lines)")
+        end = min(req.end_line or len(lines), len(lines))
         return {"root": str(resolved.root), "path": resolved.rel, "start_line": start, "end_line": end,
                 "total_lines": len(lines), "text": "".join(x + "\n" for x in lines[start - 1 : end])}
 
