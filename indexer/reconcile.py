@@ -4,7 +4,9 @@ Used at start-up, by the periodic sweep, after a watcher failure and by
 ``memoryd index``. Cheap when nothing changed: size + mtime are compared
 first, and only files that differ are read (their sha256 then decides whether
 anything is re-chunked). Files of roots that are no longer configured are
-dropped. Temp files of :func:`memoryd.indexer.atomic.atomic_write_bytes` that a killed
+dropped — on a shared database (PostgreSQL) only when this process holds that
+root's lock (the index's ``claim_root``), so it never removes the rows of a root
+another process indexes. Temp files of :func:`memoryd.indexer.atomic.atomic_write_bytes` that a killed
 writer left behind (never indexed: the path filter excludes them) are removed:
 only our own name pattern, and the single writer of this index is the thread
 running the reconcile, so no write of ours is in flight. (Another memoryd
@@ -67,9 +69,15 @@ def plan(
             log.warning("root.missing", root=str(root))
         result.to_remove += [(root, rel) for rel in known if rel not in seen]
     wanted = {str(r) for r in roots}
+    claim = getattr(index, "claim_root", None)  # a shared database: only under the root's lock
     for root_id, root in index.store.roots().items():
-        if str(root) not in wanted:
-            result.to_remove += [(root, rel) for rel in index.store.files(root_id)]
+        if str(root) in wanted:
+            continue
+        if claim is not None and not claim(root):
+            log.warning("reconcile.root_kept", root=str(root), reason="another process holds its lock",
+                        action="its rows are that process's to keep or remove")
+            continue
+        result.to_remove += [(root, rel) for rel in index.store.files(root_id)]
     return result
 
 

@@ -111,7 +111,7 @@ def test_one_daemon_per_site_and_root(pg_dsn: str, tmp_path: Path) -> None:
     cfg = storage_config("postgres", root, tmp_path / "data", pg_dsn)
     first = open_index(cfg, HashEmbedder(64))
     try:
-        with pytest.raises(SiteLockedError, match="another daemon already indexes"):
+        with pytest.raises(SiteLockedError, match=r"already in use .* by another memoryd \(host .*pid \d+"):
             open_index(cfg, HashEmbedder(64))
         reader = open_index(cfg, HashEmbedder(64), read_only=True)  # search --offline needs no lock
         reader.close()

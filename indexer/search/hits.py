@@ -37,16 +37,17 @@ class Hit:
     text_score: float
     absorbed: tuple[int, ...] = ()  # ids of the chunks merged into this hit, in rank order
     match_lines: tuple[int, ...] = ()  # the lines that matched best, best first (search/matchlines.py)
+    site: str | None = None  # PostgreSQL backend: the site whose file this is (None: the embedded index)
 
     def rescored(self, score: float) -> Hit:
         """This hit with another ``score`` (``dataclasses.replace`` costs ~10 µs a hit: a query rescores dozens)."""
         return Hit(self.chunk_id, self.root, self.path, self.start_line, self.end_line, self.heading, self.text, score,
-                   self.vector_score, self.text_score, self.absorbed, self.match_lines)
+                   self.vector_score, self.text_score, self.absorbed, self.match_lines, self.site)
 
     def with_match_lines(self, lines: tuple[int, ...]) -> Hit:
         """This hit naming ``lines`` as the ones that matched best."""
         return Hit(self.chunk_id, self.root, self.path, self.start_line, self.end_line, self.heading, self.text,
-                   self.score, self.vector_score, self.text_score, self.absorbed, lines)
+                   self.score, self.vector_score, self.text_score, self.absorbed, lines, self.site)
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy was a third of a keyword query's time.
@@ -55,6 +56,8 @@ class Hit:
                                "end_line": self.end_line, "heading": self.heading, "text": self.text,
                                "score": self.score, "vector_score": self.vector_score, "text_score": self.text_score,
                                "match_lines": list(self.match_lines)}
+        if self.site is not None:
+            out["site"] = self.site
         meta = summarize(self.text)  # entry markers in the passage: extra fields, only when present
         if meta is not None:
             if meta.importance is not None:

@@ -9,9 +9,12 @@ PostgreSQL + pgvector, shared by several daemons ("sites").
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from memoryd.indexer.atomic import atomic_write_bytes
 
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
@@ -19,16 +22,39 @@ if TYPE_CHECKING:
     from memoryd.indexer.types import Embedder
 
 
-def site_id(configured: str, data_dir: Path, hostname: str | None = None) -> str:
-    """This daemon's site id in a shared database: the configured one, else ``host:data_dir``.
+SITE_FILE = "site"  # in the data directory: the default site id, kept when the directory moves
 
-    The data directory is part of the default so that two daemons on one machine
-    (two data dirs) are two sites, and the host name so that the same path on two
-    machines never collides.
+
+def site_id(configured: str, data_dir: Path, hostname: str | None = None, remember: bool = False) -> str:
+    """This daemon's site id in a shared database: the configured one, else the one its data directory keeps.
+
+    The default is ``host:data_dir`` as first computed (the host name so that the same path on
+    two machines never collides, the data directory so that two daemons on one machine are two
+    sites), written to ``DATA_DIR/site`` the first time a writer opens the database
+    (``remember``): a data directory moved or renamed later keeps its site, so its rows are not
+    left behind as a stale copy. A copied data directory copies the id too; the second process
+    to claim it is refused (see :class:`memoryd.indexer.storage.postgres.connect.SiteInUseError`).
     """
     if configured:
         return configured
-    return f"{hostname or socket.gethostname()}:{data_dir}"
+    kept = _kept_site(data_dir / SITE_FILE)
+    if kept:
+        return kept
+    site = f"{hostname or socket.gethostname()}:{data_dir}"
+    if remember:
+        with contextlib.suppress(OSError):  # unwritable: the computed id is still right for this run
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            atomic_write_bytes(data_dir / SITE_FILE, (site + "\n").encode())
+    return site
+
+
+def _kept_site(path: Path) -> str:
+    """The site id a data directory keeps; "" when it keeps none (or something unusable: then the default)."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return text if text and text.isprintable() and len(text) <= 1024 else ""
 
 
 def open_index(cfg: Config, embedder: Embedder, read_only: bool = False,

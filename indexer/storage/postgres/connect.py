@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import select
 import threading
 from pathlib import Path
@@ -21,7 +22,7 @@ from pgvector.psycopg import register_vector
 
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.base import SchemaTooNewError, SiteLockedError, StorageUnavailableError
-from memoryd.indexer.storage.postgres import schema
+from memoryd.indexer.storage.postgres import schema, sites
 from memoryd.indexer.storage.postgres.dsn import conninfo, describe, describe_error
 
 log = structlog.get_logger(__name__)
@@ -119,12 +120,29 @@ def closed_by_server(conn: psycopg.Connection[Any]) -> bool:
 
 
 def lock_key(site: str, root: Path) -> int:
-    """The advisory-lock key of (site, root): 63 bits of its SHA-256."""
-    return int.from_bytes(hashlib.sha256(f"{site}\x00{root}".encode()).digest()[:8], "big") >> 1
+    """The advisory-lock key of (site, root): 63 bits of the SHA-256 of the site and the root's *real* path,
+    so a symlink to a locked root (or the root spelt another way) is the same lock."""
+    return _key(f"{site}\x00{os.path.realpath(root)}")
+
+
+def site_key(site: str) -> int:
+    """The advisory-lock key of a whole site: held by the one process that writes that site's rows."""
+    return _key(f"memoryd-site\x00{site}")
+
+
+def _key(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
 
 
 class SiteLock:
-    """Session advisory locks, one per (site, root), held on a connection of their own for the daemon's life.
+    """Session advisory locks, held on a connection of their own for the daemon's life: one for the site,
+    and one per (site, root) it indexes.
+
+    The site lock makes one process the only writer of a site's rows: a second ``memoryd`` that
+    claims a site already in use (a copied config, a second daemon or ``memoryd index`` with the
+    same ``storage.site``) is refused at start (:class:`SiteInUseError`), so no reconcile ever
+    deletes another process's roots. Holding a root means holding both locks; the root's lock is
+    keyed on its real path (:func:`lock_key`).
 
     A session lock dies with its connection: when the database restarts, every lock is gone.
     :meth:`verify` (run before every write) notices a dead connection, reconnects and takes the
@@ -145,14 +163,37 @@ class SiteLock:
         self.regained: list[Path] = []  # roots whose lock came back since the caller last emptied this
         self.generation = self._generation()  # the identity generation read by the last verify
 
+    def claim_site(self, site: str, about: dict[str, Any]) -> None:
+        """Take the site's lock, or raise :class:`SiteInUseError` naming the process that holds it; then
+        record ``about`` (host, pid, data_dir, version) as the site's row in ``memoryd_sites``."""
+        with self._mutex:
+            row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (site_key(site),)).fetchone()
+            if not (row and row[0]):
+                raise SiteInUseError(_in_use(self._conn, site, self._where))
+            sites.record_claim(self._conn, site, about)
+
     def acquire(self, site: str, root: Path) -> None:
         with self._mutex:
             if not self._try(site, root):
                 raise SiteLockedError(f"another daemon already indexes {root} for site {site!r} in {self._where}")
             self.held[root] = site
 
+    def claim(self, site: str, root: Path) -> bool:
+        """Whether this process may write ``root``'s rows: it holds the root's lock, or takes it now (a root
+        added by a config reload, or one no longer configured whose rows a reconcile removes)."""
+        with self._mutex:
+            if root in self.held:
+                return True
+            if root in self.lost or not self._try(site, root):
+                return False
+            self.held[root] = site
+            return True
+
     def _try(self, site: str, root: Path) -> bool:
-        row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(site, root),)).fetchone()
+        """Both locks (the site's first; the root's only with it). A lock this session holds already
+        is taken again (it stacks), which is harmless: the session's end drops every level."""
+        row = self._conn.execute("SELECT CASE WHEN pg_try_advisory_lock(%s) THEN pg_try_advisory_lock(%s)"
+                                 " ELSE false END", (site_key(site), lock_key(site, root))).fetchone()
         return bool(row and row[0])
 
     def _generation(self) -> str:
@@ -181,7 +222,8 @@ class SiteLock:
             for root, site in list(self.held.items()):
                 if not self._try(site, root):
                     del self.held[root]
-                    self.lost[root] = f"another daemon took the lock of site {site!r} while the database restarted"
+                    self.lost[root] = (f"another daemon took the lock of site {site!r} (or of this root) while the"
+                                       " database restarted")
                     self._taken[root] = site
                     newly.append(root)
             log.info("storage.site_lock.retaken", roots=[str(r) for r in self.held], lost=[str(r) for r in newly])
@@ -202,3 +244,16 @@ class SiteLock:
 
     def close(self) -> None:
         self._conn.close()
+
+
+class SiteInUseError(SiteLockedError):
+    """Another process writes this site's rows: a second one would delete them at its first reconcile."""
+
+
+def _in_use(conn: psycopg.Connection[Any], site: str, where: str) -> str:
+    """Why a site cannot be claimed, naming its holder as it recorded itself (no password, no SQL)."""
+    holder = sites.describe_holder(conn, site)
+    return (f"site {site!r} is already in use in {where} by another memoryd ({holder}): two processes of one"
+            " site would delete each other's files from the index. Give this one its own site id"
+            " (storage.site; every machine and every data directory needs its own), or stop the other"
+            " one first (`memoryd sites list` shows every site)")

@@ -29,6 +29,7 @@ class Candidates:
     rows: dict[int, ChunkRow] = field(default_factory=dict)
     terms: dict[int, str] = field(default_factory=dict)
     cosines: dict[int, float] = field(default_factory=dict)
+    sites: dict[int, str] = field(default_factory=dict)  # the site whose file each chunk is
 
     def held(self, ids: Sequence[int], tokens: Sequence[str]) -> dict[int, set[str]]:
         """Which of the query's postings ``tokens`` each of ``ids`` holds: read from its terms, which
@@ -39,7 +40,7 @@ class Candidates:
 
 
 def fetch_candidates(conn: psycopg.Connection[Any], ids: Sequence[int], qvec: Any, cast: str) -> Candidates:
-    """Rows, terms and cosines to ``qvec`` (skipped when None) of ``ids``.
+    """Rows, terms, sites and cosines to ``qvec`` (skipped when None) of ``ids``.
 
     The cosine is the vector leg's own expression (``1 - (a <=> b)`` on the same cast), so a
     score read here equals the one the leg would have returned.
@@ -49,11 +50,12 @@ def fetch_candidates(conn: psycopg.Connection[Any], ids: Sequence[int], qvec: An
         return out
     cos = f"1 - (c.embedding::{cast} <=> %s::{cast})" if qvec is not None else "NULL::float8"
     args: list[Any] = [np.asarray(qvec, dtype=np.float32)] if qvec is not None else []
-    sql = f"SELECT {_ROW}, c.terms, {cos} FROM memoryd_chunks c{JOIN} WHERE c.id = ANY(%s)"
+    sql = f"SELECT {_ROW}, c.terms, {cos}, r.site FROM memoryd_chunks c{JOIN} WHERE c.id = ANY(%s)"
     for r in conn.execute(sql, [*args, list(ids)]).fetchall():
         cid = int(r[0])
         out.rows[cid] = ChunkRow(*r[:8])
         out.terms[cid] = str(r[8])
+        out.sites[cid] = str(r[10])
         if r[9] is not None:
             out.cosines[cid] = float(r[9])
     return out

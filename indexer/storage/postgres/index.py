@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +45,7 @@ from memoryd.indexer.indexstats import IndexStats, Progress
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.storage import site_id
 from memoryd.indexer.storage.base import StorageUnavailableError
-from memoryd.indexer.storage.postgres import connect, corpus, schema
+from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.search import PgSearcher, PgVectors
@@ -66,27 +69,38 @@ class PgMemoryIndex(MemoryIndex):
         """Open (and migrate) the database named by ``cfg.storage``; ``pool`` reuses an open one (tests).
 
         ``reindex``: when the stored identity differs, drop every site's chunks and take this one's
-        (see the module's docstring) instead of refusing."""
+        (see the module's docstring) instead of refusing. ``background_rebuilds`` says the caller
+        is the daemon (which has threads for background work): it may start while the database
+        is away (every call then fails with StorageUnavailableError until it answers, and the
+        first call that reaches it finishes opening: :meth:`_attach_later`); a one-shot command
+        fails at once instead."""
         st = cfg.storage
         self.cfg = cfg
         self.embedder = embedder
         self.read_only = read_only
         self._background = False  # pgvector maintains its HNSW index itself: nothing to rebuild
         self.data_dir = cfg.data_dir
-        self.site = site_id(st.site, cfg.data_dir)
+        self.site = site_id(st.site, cfg.data_dir, remember=not read_only)
         self.where = describe(st.dsn)
         self.lock = threading.Lock()
         self._site_lock: connect.SiteLock | None = None
         self._last_status: dict[str, Any] = {}
         self._reindex = reindex and not read_only
         self.identity_changed: str | None = None  # set when another site re-indexed with other settings
+        self.refused: str | None = None  # why this daemon writes nothing (found only once the database answered)
         self._follow_reset = False  # set by a matching re-index elsewhere; the daemon reconciles at once
         self.reset: tuple[int, int, int] | None = None  # (files, chunks, generation) dropped by ``reindex``
+        self._attach_lock = threading.RLock()  # the first call after a start without the database finishes it
+        self._attaching = False
+        self._attach_failed = -float("inf")
         timeout = st.connect_timeout_s
-        if not read_only:
-            connect.prepare(st.dsn, st.sslmode, timeout)
-        else:
-            connect.check_schema(st.dsn, st.sslmode, timeout)
+        away: StorageUnavailableError | None = None
+        try:
+            self._open_schema()
+        except StorageUnavailableError as exc:
+            if not background_rebuilds or read_only or reindex:
+                raise
+            away = exc
         self._own_pool = pool is None
         self.pool = pool or connect.open_pool(st.dsn, st.sslmode, timeout_s=timeout)
         try:
@@ -100,9 +114,10 @@ class PgMemoryIndex(MemoryIndex):
             self.cache = PgEmbeddingCache(self.pg, embedder.dimension, cfg.embedding.cache_entries)  # type: ignore[assignment]
             self.skipped: dict[str, str] = {}
             self.backlog = VectorBacklog()  # stays empty: this backend never defers vectors (index_files)
-            self._check_identity()
-            if not read_only:
-                self._lock_roots()
+            if away is None:
+                self._attach()
+            else:
+                self._start_away(away)
             self.pgvectors = PgVectors(self.pg, embedder.dimension)
             self.vectors = self.pgvectors  # type: ignore[assignment]
             self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
@@ -112,38 +127,112 @@ class PgMemoryIndex(MemoryIndex):
             self.close()
             raise
 
+    def _open_schema(self) -> None:
+        """Migrate the schema (a writer) or check it (a read-only open): one direct connection."""
+        st = self.cfg.storage
+        if self.read_only:
+            connect.check_schema(st.dsn, st.sslmode, st.connect_timeout_s)
+        else:
+            connect.prepare(st.dsn, st.sslmode, st.connect_timeout_s)
+
+    def _attach(self) -> None:
+        """What opening needs the database for once the schema is there: the identity, the locks."""
+        self._check_identity()
+        if not self.read_only:
+            self._lock_roots()
+
+    def _start_away(self, exc: StorageUnavailableError) -> None:
+        """The daemon starts without its database: files stay the truth, every call says the storage is
+        away, and the first call that reaches it finishes opening (:meth:`_attach_later`)."""
+        self._attach_failed = time.monotonic()
+        self.pg.health.record(False, str(exc))
+        self.pg.before_use = self._attach_later
+        log.error("storage.start_unreachable", database=self.where, site=self.site, error=str(exc),
+                  action="serving what needs no database; files written meanwhile are indexed when it answers")
+
+    def _attach_later(self) -> None:
+        """Run before every database call while opening is unfinished (:attr:`PgStore.before_use`).
+
+        Other threads wait for the one finishing it; that thread's own calls pass through. While the
+        database is still away this raises StorageUnavailableError at once (one direct connection per
+        ``connect_timeout_s`` at most). A refusal found only now (another process holds the site,
+        the database holds chunks made with other settings) cannot stop the daemon: it writes
+        nothing and says why in ``status`` (``storage.refused``)."""
+        with self._attach_lock:
+            if self.pg.before_use is None or self._attaching:
+                return
+            if time.monotonic() - self._attach_failed < self.cfg.storage.connect_timeout_s:
+                raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where)
+            self._attaching = True
+            try:
+                self._open_schema()
+                self._attach()
+            except StorageUnavailableError as exc:
+                self._attach_failed = time.monotonic()
+                self.pg.health.record(False, str(exc))
+                raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
+            except StoreError as exc:
+                self.refused = str(exc)
+                log.error("storage.refused", database=self.where, site=self.site, error=str(exc),
+                          action="this daemon writes nothing to the database until the cause is fixed and it restarts")
+            finally:
+                self._attaching = False
+            self.pg.before_use = None
+            self._follow_reset = True  # what changed while the database was away is reconciled now
+            log.info("storage.attached", database=self.where, site=self.site, refused=self.refused is not None)
+
     def index_files(self, items: Sequence[tuple[Path, str]], progress: Progress | None = None,
                     defer_at: int | None = None) -> IndexStats:
-        """As :meth:`MemoryIndex.index_files`, always embedding before committing.
+        """As :meth:`MemoryIndex.index_files`, always embedding before committing, and only for the roots
+        whose lock this process holds.
 
         Keyword-first indexing (``defer_at``) is an embedded-backend feature for now: its
         backlog lives in one process, while here other sites read the same rows and the
         shared cache already spares most of a cold start's embeddings."""
-        lost = self._verify_locks()
-        mine = [(root, rel) for root, rel in items if root not in lost]
+        self._verify_locks()
+        mine = [(root, rel) for root, rel in items if self.claim_root(root)]
         return super().index_files(mine, progress, defer_at=None)
 
     def remove_file(self, root: Path, rel: str) -> int:
-        """As :meth:`MemoryIndex.remove_file`, unless another daemon now indexes ``root``."""
-        return 0 if root in self._verify_locks() else super().remove_file(root, rel)
+        """As :meth:`MemoryIndex.remove_file`, only under ``root``'s lock."""
+        self._verify_locks()
+        return super().remove_file(root, rel) if self.claim_root(root) else 0
 
     def move_file(self, root: Path, rel: str, dest_root: Path, dest_rel: str) -> bool:
-        """As :meth:`MemoryIndex.move_file`, unless another daemon now indexes either root."""
-        lost = self._verify_locks()
-        return False if {root, dest_root} & lost.keys() else super().move_file(root, rel, dest_root, dest_rel)
+        """As :meth:`MemoryIndex.move_file`, only under both roots' locks."""
+        self._verify_locks()
+        return self.claim_root(root) and self.claim_root(dest_root) and super().move_file(root, rel, dest_root,
+                                                                                           dest_rel)
+
+    def claim_root(self, root: Path) -> bool:
+        """Whether this process may change ``root``'s rows (:func:`memoryd.indexer.reconcile.plan` asks
+        before removing a root no longer configured): it holds the (site, root) lock, or takes it
+        now. Never for a root lost to another process, nor while writes are refused."""
+        if self.read_only or self.identity_changed is not None or self.refused is not None:
+            return False
+        if self._site_lock is None:
+            self._verify_locks()  # opening unfinished (the database was away at start): finish it or raise
+        return self._site_lock is not None and self._site_lock.claim(self.site, root)
 
     def lost_roots(self) -> dict[Path, str]:
         """The roots this daemon no longer indexes (their lock went to another daemon), and why."""
-        return dict(self._site_lock.lost) if self._site_lock is not None else {}
+        lost = dict(self._site_lock.lost) if self._site_lock is not None else {}
+        if self.refused is not None:
+            lost.update(dict.fromkeys(self.cfg.effective_roots, self.refused))
+        return lost
 
     def _lock_roots(self) -> None:
         st = self.cfg.storage
         self._site_lock = connect.SiteLock(st.dsn, st.sslmode, st.connect_timeout_s)
+        self._site_lock.claim_site(self.site, {"host": socket.gethostname(), "pid": os.getpid(),
+                                               "data_dir": str(self.data_dir), "version": _version()})
         for root in self.cfg.effective_roots:
             self._site_lock.acquire(self.site, root)
 
     def _verify_locks(self) -> dict[Path, str]:
         """Before a write: re-take the locks a database restart dropped; the roots lost to another daemon."""
+        if self.pg.before_use is not None:
+            self.pg.before_use()  # the database was away at start: finish opening, or raise StorageUnavailableError
         if self._site_lock is None:
             return {}
         for root in self._site_lock.verify(take_back=self.identity_changed is None):
@@ -235,6 +324,9 @@ class PgMemoryIndex(MemoryIndex):
         self._verify_locks()  # a snapshot after a database restart takes the locks again, even if nothing changed
         self.store.set_meta({f"cache_hits:{self.site}": str(self.cache.hits),
                              f"cache_misses:{self.site}": str(self.cache.misses)})
+        if self._site_lock is not None and self.refused is None:
+            with self.pg.connection() as c:
+                sites.touch(c, self.site)  # `memoryd sites list`: when this site was last heard from
         return True
 
     def status(self) -> dict[str, Any]:
@@ -242,7 +334,7 @@ class PgMemoryIndex(MemoryIndex):
         try:
             st = self._status()
         except StorageUnavailableError:
-            last: dict[str, Any] = dict(self._last_status) if self._last_status else {"files": None, "chunks": None}
+            last: dict[str, Any] = dict(self._last_status) if self._last_status else self._never_read()
             storage = {**(last.get("storage") or {}), **self._storage_state()}
             return {**last, "storage": storage, "vectors": self.backlog.progress(),
                     "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())]}
@@ -256,7 +348,7 @@ class PgMemoryIndex(MemoryIndex):
         lost = [{"root": str(r), "why": why} for r, why in sorted(self.lost_roots().items())]
         return {"backend": "postgres", "where": self.where, "database": self.where, "site": self.site,
                 "error": self.pg.health.error if not self.pg.health.reachable else None,
-                "identity_changed": self.identity_changed,
+                "identity_changed": self.identity_changed, "refused": self.refused,
                 **self.pg.health.to_json(), "locks": {"held": held, "lost": lost}}
 
     def _status(self) -> dict[str, Any]:
@@ -266,6 +358,8 @@ class PgMemoryIndex(MemoryIndex):
                             " (SELECT count(DISTINCT site) FROM memoryd_roots)").fetchone()
         assert row is not None
         files, chunks = self.store.counts()
+        with self.pg.connection() as c:
+            all_sites = [info.to_json() for info in sites.list_sites(c)]
         return {
             "files": files, "chunks": chunks,
             "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
@@ -274,10 +368,20 @@ class PgMemoryIndex(MemoryIndex):
                       "capacity": self.cache.capacity},
             "index": {"type": "pgvector-hnsw", "vectors": int(row[1]), "tombstones": 0, "rebuilding": None},
             "storage": {"backend": "postgres", "database": self.where, "site": self.site, "reachable": True,
-                        "sites": int(row[3]), "all_files": int(row[0]), "all_chunks": int(row[1])},
+                        "sites": int(row[3]), "all_files": int(row[0]), "all_chunks": int(row[1]),
+                        "all_sites": all_sites},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
             "vectors": self.backlog.progress(),  # always empty here: vectors are never deferred
         }
+
+    def _never_read(self) -> dict[str, Any]:
+        """``status``'s figures before the database ever answered (the daemon started without it)."""
+        return {"files": None, "chunks": None,
+                "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
+                          "queries": getattr(self.embedder, "query_precision", "exact")},
+                "cache": {"entries": None, "hits": self.cache.hits, "misses": self.cache.misses,
+                          "capacity": self.cache.capacity},
+                "index": {"type": "pgvector-hnsw", "vectors": None, "tombstones": 0, "rebuilding": None}}
 
     def set_background_rebuilds(self, on: bool = True) -> None:
         """Nothing to switch: pgvector maintains its HNSW index in every write."""
@@ -289,7 +393,7 @@ class PgMemoryIndex(MemoryIndex):
         return {"cache_evicted": self.evict_cache()}
 
     def close(self) -> None:
-        if getattr(self, "pg", None) is not None and not self.read_only:
+        if getattr(self, "pg", None) is not None and not self.read_only and self.pg.before_use is None:
             with contextlib.suppress(StoreError):
                 self.save()
         if self._site_lock is not None:
@@ -304,3 +408,13 @@ def _differences(have: dict[str, Any], want: dict[str, str]) -> str:
     """The stored settings that differ from ``want``, as ``key=stored value`` (for messages; a key
     only one side has shows None on the other)."""
     return ", ".join(f"{k}={have.get(k)}" for k in sorted(have.keys() | want.keys()) if have.get(k) != want.get(k))
+
+
+def _version() -> str:
+    """This memoryd's version, for the site's record (``memoryd sites list``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memoryd")
+    except PackageNotFoundError:
+        return "unknown"

@@ -20,7 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.base import SchemaTooNewError
+
+
+class SchemaDamagedError(StoreError):
+    """memoryd_meta holds something no memoryd wrote (a schema version that is not a number)."""
 
 MIGRATION_LOCK = 0x6D656D6F7279  # "memory": serialises migrations across daemons
 GENERATION_KEY = "identity_generation"  # memoryd_meta: bumped each time every site's chunks are dropped
@@ -112,6 +117,16 @@ MIGRATIONS: tuple[str, ...] = (
         writes bigint NOT NULL);
     INSERT INTO memoryd_totals SELECT 1, count(*), coalesce(sum(n_terms), 0), 0 FROM memoryd_chunks;
     """,
+    # 4: who each site is (memoryd.indexer.storage.postgres.sites): the host, pid and data directory of
+    # the process that last claimed it, and when it was last heard from, so that `memoryd sites list`
+    # and `status` can tell a live site from a stale one and `memoryd sites drop` can remove the
+    # latter. Older daemons keep writing correctly (they only never fill it in).
+    """
+    CREATE TABLE IF NOT EXISTS memoryd_sites (
+        site text PRIMARY KEY, host text NOT NULL DEFAULT '', pid integer, data_dir text NOT NULL DEFAULT '',
+        version text NOT NULL DEFAULT '', started double precision, last_contact double precision);
+    INSERT INTO memoryd_sites (site) SELECT DISTINCT site FROM memoryd_roots ON CONFLICT DO NOTHING;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -125,7 +140,7 @@ def migrate(conn: Any) -> int:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("CREATE TABLE IF NOT EXISTS memoryd_meta (key text PRIMARY KEY, value text NOT NULL)")
         row = conn.execute("SELECT value FROM memoryd_meta WHERE key = 'schema_version'").fetchone()
-        found = int(row[0]) if row else 0
+        found = _number(row[0]) if row else 0
         if found > SCHEMA_VERSION:
             raise SchemaTooNewError(
                 f"database schema version {found} is newer than this memoryd's ({SCHEMA_VERSION}): "
@@ -145,7 +160,18 @@ def version(conn: Any) -> int:
     if not row or not row[0]:
         return 0
     row = conn.execute("SELECT value FROM memoryd_meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
+    return _number(row[0]) if row else 0
+
+
+def _number(value: Any) -> int:
+    """The stored schema version; a value that is no version number is a clear refusal, not a ValueError."""
+    text = str(value).strip()
+    if not text.isascii() or not text.isdigit():
+        raise SchemaDamagedError(
+            f"memoryd_meta.schema_version is {text[:40]!r}, not a version number: this database was not made by"
+            " memoryd, or its memoryd_meta table was edited; restore it from a backup or point memoryd at"
+            " another database")
+    return int(text)
 
 
 def hnsw_cast(dimension: int) -> str:

@@ -227,6 +227,7 @@ class PgSearcher(HybridSearcher):
         hits, reason, explanations = self._finish(
             hits, head, feats, k=k, min_score=min_score, idfs=idfs, vec=vec, kw=kw, rows=rows, cands=cands,
             mode=mode, has_vectors=qvec is not None, explain=explain)
+        hits = [replace(h, site=union.sites.get(h.chunk_id)) for h in hits]  # whose file: same paths, other sites
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
             keyword_plan=plan.describe() if explain and terms else None,

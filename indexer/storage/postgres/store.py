@@ -88,6 +88,9 @@ class PgStore:
         # The identity generation this site's chunks are made for: every file write checks it in its own
         # transaction (None: no check), so a daemon of older settings cannot commit after a re-index.
         self.generation: str | None = None
+        # Run before every call while opening is unfinished (the daemon started with the database away):
+        # it finishes opening, or raises StorageUnavailableError (memoryd...postgres.index._attach_later).
+        self.before_use: Callable[[], None] | None = None
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -97,6 +100,9 @@ class PgStore:
         and one direct connection decides: refused (the server is down) fails the call at once,
         as a query on the dead connection would have; accepted (it restarted), the next pooled
         connection serves the call."""
+        hook = self.before_use
+        if hook is not None:
+            hook()
         if not self.health.reachable:
             self._come_back()
         try:
