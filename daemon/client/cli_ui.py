@@ -2,8 +2,8 @@
 
 Import-light on purpose, like ``cli_mcp``: ``memoryd.daemon.cli`` imports this module for
 every command (editors run ``memoryd reindex`` on each save), so Starlette, uvicorn and Jinja2
-(the ``ui`` extra) are imported only inside :func:`cmd_ui`. Exit status: 0 after Ctrl-C, 2 for
-bad flags, 3 when the port is taken or the ``ui`` extra is missing.
+(the ``ui`` extra) are imported only inside :func:`cmd_ui`. Exit status: 130 after Ctrl-C (as for
+every command), 2 for bad flags, 3 when the port is taken or the ``ui`` extra is missing.
 """
 
 from __future__ import annotations

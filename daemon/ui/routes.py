@@ -65,6 +65,7 @@ def post(fn: Action) -> Callable[[Request], Awaitable[Response]]:
     ``back`` (a local path) overrides where to go.
     """
 
+    @functools.wraps(fn)
     async def endpoint(request: Request) -> Response:
         ui = _ui(request)
         form = await request.form()

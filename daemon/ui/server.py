@@ -3,7 +3,8 @@
 The listening socket is made here, on 127.0.0.1 and nowhere else — there is no option for
 another address — and handed to uvicorn, so ``--port 0`` knows its port (for the URL and the
 Host allow-list) before the first request. uvicorn's access log is off: it would write the
-token, which travels in the first URL, to the terminal's scrollback.
+token, which travels in the first URL, to the terminal's scrollback; what is logged (stderr) is
+memoryd's own events, such as ``ui.refused`` with the status, the reason and the path, never a query.
 
 A browser is opened only where one can show a window (``DISPLAY``, ``WAYLAND_DISPLAY``, or
 macOS): elsewhere Python's ``webbrowser`` may start a text browser in this very terminal.
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+import uvicorn
 
+from memoryd.daemon.ui.app import create_app
 from memoryd.daemon.ui.security import Keys
 
 log = structlog.get_logger(__name__)
@@ -65,10 +68,6 @@ def _open(url: str) -> None:
 
 def build(socket_path: Path, port: int) -> tuple[Any, socket.socket, str]:
     """The uvicorn server (not started), its bound socket and the URL to open."""
-    import uvicorn
-
-    from memoryd.daemon.ui.app import create_app
-
     try:
         sock = bind_loopback(port)
     except OSError as exc:
@@ -76,14 +75,18 @@ def build(socket_path: Path, port: int) -> tuple[Any, socket.socket, str]:
     port = sock.getsockname()[1]
     keys = Keys.fresh()
     app = create_app(socket_path, port, keys)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
-                            proxy_headers=False, http="h11", ws="none")
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+                            server_header=False, proxy_headers=False, http="h11", ws="none")
     return uvicorn.Server(config), sock, url_of(port, keys)
 
 
 def serve(socket_path: Path, port: int, open_browser: bool,
           say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
-    """Run until Ctrl-C (or SIGTERM); returns the exit status."""
+    """Run until Ctrl-C or SIGTERM. uvicorn stops gracefully, then hands the signal on: Ctrl-C ends
+    as ``KeyboardInterrupt`` (the CLI's exit 130, as for every command), SIGTERM as the signal."""
+    from memoryd.daemon.logs import configure_logging
+
+    configure_logging("info", "auto")  # stderr: refusals (ui.refused) and uvicorn's warnings; never a URL
     server, sock, url = build(socket_path, port)
     say(f"memoryd ui: {url}")
     say("  (a new token each start; Ctrl-C stops it)")
