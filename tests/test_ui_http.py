@@ -184,7 +184,7 @@ def test_every_answer_has_a_strict_csp_and_no_inline_script(ui: Ui, url: str) ->
     assert r.headers["content-security-policy"] == CSP
     assert "unsafe-inline" not in CSP and "script-src 'self'" in CSP and "default-src 'none'" in CSP
     assert r.headers["x-content-type-options"] == "nosniff"
-    assert r.headers["referrer-policy"] == "no-referrer"
+    assert r.headers["referrer-policy"] == "same-origin"
     assert r.headers["x-frame-options"] == "DENY"
     if r.headers["content-type"].startswith("text/html"):
         scripts = re.findall(r"<script\b([^>]*)>(.*?)</script>", r.text, re.S | re.I)

@@ -13,7 +13,8 @@ browser, another local user's browser or a DNS-rebinding host must reach none of
   token itself is checked by :func:`memoryd.daemon.ui.routes.post`, the only way a route takes a POST.
 * **Headers on every answer**, refusals included: a Content-Security-Policy without
   ``unsafe-inline`` (scripts and styles come from ``/static`` only; no inline handler can run),
-  ``nosniff``, no framing, no referrer (the URL may hold the token), ``no-store``, and
+  ``nosniff``, no framing, no referrer to other sites (the URL may hold the token; not
+  ``no-referrer``, under which Chromium sends ``Origin: null`` with the page's own form POSTs), ``no-store``, and
   ``Server-Timing: app;dur=MS`` (the server-side time, for ``bench/ui_latency.py``).
 """
 
@@ -49,7 +50,7 @@ HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
