@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup run index test test-fast lint bench smoke-wheel clean
+.PHONY: setup run ui index test test-fast lint bench smoke-wheel clean
 
 setup: $(VENV)/.installed
 
@@ -16,7 +16,13 @@ $(VENV)/.installed: pyproject.toml
 # The daemon in the foreground on the built-in defaults (default memory folder,
 # embedded index under ~/.local/state/memoryd).
 run: setup
+	@echo "memoryd: web page: run 'make ui' (or '$(BIN)/memoryd ui') in another terminal; it prints its URL"
 	$(BIN)/memoryd run
+
+# The local web page (docs/ui.md) for the daemon that `make run` started: prints its
+# http://127.0.0.1:PORT/?token=... URL (a new token each start) and opens a browser where it can.
+ui: setup
+	$(BIN)/memoryd ui
 
 lint: setup
 	$(BIN)/ruff check .
