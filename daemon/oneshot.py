@@ -37,7 +37,7 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
     return open_backend(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
 
 
-def run_index(cfg: Config) -> int:
+def run_index(cfg: Config, as_json: bool = False) -> int:
     """Reconcile every root once, with progress bars on a TTY, and print a summary line.
 
     Keyword first, as the daemon does on a cold folder: every file is read, chunked and
@@ -54,12 +54,12 @@ def run_index(cfg: Config) -> int:
     lock = DataDirLock(cfg.data_dir)
     lock.acquire()
     try:
-        return _index_locked(cfg, roots, t0)
+        return _index_locked(cfg, roots, t0, as_json)
     finally:
         lock.release()
 
 
-def _index_locked(cfg: Config, roots: list[Path], t0: float) -> int:
+def _index_locked(cfg: Config, roots: list[Path], t0: float, as_json: bool = False) -> int:
     from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.reconcile import reconcile
 
@@ -77,8 +77,19 @@ def _index_locked(cfg: Config, roots: list[Path], t0: float) -> int:
         totals = index.store.counts()
     finally:
         index.close()
-    print(summary_line(stats, time.perf_counter() - t0, totals))
+    seconds = time.perf_counter() - t0
+    print(summary_json(stats, seconds, totals) if as_json else summary_line(stats, seconds, totals))
     return 0
+
+
+def summary_json(stats: IndexStats, seconds: float, totals: tuple[int, int]) -> str:
+    """:func:`summary_line` for a script (``memoryd index --json``): the same figures, one JSON object."""
+    import dataclasses
+    import json
+
+    run = {k: v for k, v in dataclasses.asdict(stats).items() if k != "seconds"}
+    return json.dumps({"files": totals[0], "chunks": totals[1], "run": run, "seconds": round(seconds, 3)},
+                      ensure_ascii=False)
 
 
 def summary_line(stats: IndexStats, seconds: float, totals: tuple[int, int]) -> str:

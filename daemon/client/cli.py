@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from memoryd.daemon.client import (
     cli_history,
     cli_manage,
     cli_mcp,
+    cli_onboard,
     cli_setup,
     cli_storage,
     cli_ui,
@@ -58,6 +60,10 @@ from memoryd.indexer.paths import client_socket_path
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
 
+# memoryd.daemon.client.mcp_tools.NAMESPACE's rule, for --help (the daemon checks the value).
+NAMESPACE_HELP = ("only one namespace: default (outside agents/, peers/, groups/), agent:ID, peer:ID or group:ID "
+                  "(as the MCP tools' namespace)")
+
 # memoryd.indexer.config.SEARCH_MODES, spelled out: the CLI builds its parser on every run (editors'
 # on-save hooks included) and must not load the config machinery for it. A test keeps the two equal.
 SEARCH_MODES = ("hybrid", "vector", "keyword")
@@ -85,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(sub, "index", "index/reconcile the roots once, then exit",
                 "memoryd index --root ~/notes --data-dir /tmp/notes-index")
     _common(p, daemon_side=True)
+    p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
 
     p = command(sub, "search", "search the memory", 'memoryd search "which database did we choose"',
                 'memoryd search --mode keyword -k 3 -- "PostgreSQL"',
@@ -94,8 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=positive_int, default=None, help="number of hits (default from config: 8)")
     p.add_argument("--mode", default=None, choices=SEARCH_MODES, help="hybrid (default), vector or keyword")
     p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
+    p.add_argument("--namespace", default=None, help=NAMESPACE_HELP)
     p.add_argument("--min-score", type=unit_float, default=None,
                    help="leave out hits whose calibrated score (0-1) is below this; none left: abstain")
+    p.add_argument("--width", type=positive_int, default=None,
+                   help="cut lines to this many columns with '…' (default: the terminal's width; on a pipe, "
+                        "lines are never cut)")
     p.add_argument("--explain", action="store_true", help="show each hit's ranks and raw scores in both legs")
     p.add_argument("--site", action="append", dest="sites", default=None,
                    help="PostgreSQL backend: only this site's files (repeatable; 'self' = the daemon's own)")
@@ -115,13 +126,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
     p = command(sub, "context", "the best memories for a query as a Markdown block within a token budget",
-                'memoryd context --max-tokens 800 "how do we deploy"')
-    _common(p)
+                'memoryd context --max-tokens 800 "how do we deploy"',
+                'memoryd context --namespace default --path-prefix memory/ "what did we decide"')
+    _common(p, daemon_side=True)
     p.add_argument("query", nargs="+")
     p.add_argument("--max-tokens", type=positive_int, default=1000, help="token budget (model tokens; default 1000)")
     p.add_argument("-k", type=positive_int, default=None, help="hits considered (default 20)")
     p.add_argument("--min-score", type=unit_float, default=None,
                    help="leave out hits whose calibrated score (0-1) is below this (default: search.min_score)")
+    p.add_argument("--path-prefix", default=None, help="only files whose path starts with this")
+    p.add_argument("--namespace", default=None, help=NAMESPACE_HELP)
+    p.add_argument("--mode", default=None, choices=SEARCH_MODES,
+                   help="how the hits are searched: hybrid (default), vector or keyword (with --offline only, "
+                        "until the daemon's context method takes a mode)")
+    p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
     p = command(sub, "get", "print lines of a memory file: PATH[:START[-END]]", "memoryd get memory/2024-05-01.md:8-15")
@@ -135,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_manage.add_parsers(sub)
     cli_mcp.add_parsers(sub)
     cli_setup.add_parsers(sub)
+    cli_onboard.add_parsers(sub)
     cli_completion.add_parsers(sub)
     cli_storage.add_parsers(sub)
     cli_ui.add_parsers(sub)
@@ -170,7 +189,9 @@ def _silence_stdout() -> None:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported by the command's own parser: its usage, not the top-level one
+            _subparser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit:  # --help or a usage error: what argparse printed must reach the pipe here
         sys.stdout.flush()
         raise
@@ -197,6 +218,17 @@ def _main(argv: list[str] | None) -> int:
     finally:
         sys.stdout, sys.stderr = out, err
         out.flush()
+
+
+def _subparser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command ``args`` ran, down to the deepest ACTION level."""
+    current = parser
+    while True:
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subs[0].dest, None) if subs else None
+        if chosen is None or chosen not in subs[0].choices:
+            return current
+        current = subs[0].choices[chosen]
 
 
 def _run(handler: Any, args: argparse.Namespace) -> int:
@@ -251,7 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from memoryd.daemon.oneshot import run_index
 
-    return run_index(_load_config(args))
+    return run_index(_load_config(args), as_json=args.json)
 
 
 # -- client commands ----------------------------------------------------------
@@ -268,11 +300,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"query": query}
     if args.explain:
         params["explain"] = True
-    for key in ("k", "mode", "path_prefix", "min_score", "sites"):
+    for key in ("k", "mode", "path_prefix", "namespace", "min_score", "sites"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
     if args.offline:
-        from memoryd.daemon.oneshot import offline_search
+        from memoryd.daemon.offline_read import offline_search
 
         result = offline_search(_load_config(args), params)
     else:
@@ -283,10 +315,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         from memoryd.daemon.client.render import render_hits
 
-        highlight = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        tty = sys.stdout.isatty()
+        highlight = tty and not os.environ.get("NO_COLOR")
+        # A terminal's lines are cut to its width; a pipe's never are (a script or a model reads them whole).
+        width = args.width or (shutil.get_terminal_size((100, 20)).columns if tty else None)
         # Highlighted output carries its own escapes; render_hits escapes every untrusted part itself.
         out = getattr(sys.stdout, "inner", sys.stdout) if highlight else sys.stdout
-        print(render_hits(result, highlight=highlight), file=out)
+        print(render_hits(result, highlight=highlight, width=width, query=query), file=out)
     return 0
 
 
@@ -320,11 +355,20 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"query": " ".join(args.query), "max_tokens": args.max_tokens}
-    for key in ("k", "min_score"):
+    for key in ("k", "min_score", "path_prefix", "namespace", "mode"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
-    with _client(args) as client:
-        result = client.call("context", params)
+    if args.offline:
+        from memoryd.daemon.offline_read import offline_context
+
+        result = offline_context(_load_config(args), params)
+    elif params.pop("mode", "hybrid") != "hybrid":
+        print("memoryd: context --mode vector|keyword needs --offline (the daemon's context is hybrid)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    else:
+        with _client(args) as client:
+            result = client.call("context", params)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
@@ -334,15 +378,22 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from memoryd.daemon.client.render import parse_target
+    from memoryd.daemon.client.render import TargetError, parse_target
     from memoryd.daemon.client.rpc_client import RpcClientError
-    from memoryd.daemon.rpc.errors import AMBIGUOUS_PATH
+    from memoryd.daemon.rpc.errors import AMBIGUOUS_PATH, INVALID_PARAMS
 
-    params = parse_target(args.target)
+    try:
+        params = parse_target(args.target)
+    except TargetError as exc:
+        print(f"memoryd get: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         with _client(args) as client:
             result = client.call("get", params)
     except RpcClientError as exc:
+        if exc.code == INVALID_PARAMS:  # a line range past the end of the file: the caller's mistake
+            print(f"memoryd get: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
         if exc.code != AMBIGUOUS_PATH or not isinstance(exc.data, dict):
             raise
         print(f"memoryd: {params['path']} is in several memory roots; name one of:", file=sys.stderr)
@@ -384,6 +435,7 @@ _COMMANDS = {
 _COMMANDS.update(cli_bank.COMMANDS)
 _COMMANDS.update(cli_mcp.COMMANDS)
 _COMMANDS.update(cli_setup.COMMANDS)
+_COMMANDS.update(cli_onboard.COMMANDS)
 _COMMANDS.update(cli_history.COMMANDS)
 _COMMANDS.update(cli_manage.COMMANDS)
 _COMMANDS.update(cli_storage.COMMANDS)

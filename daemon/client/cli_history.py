@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,7 @@ def add_parsers(sub: Any) -> None:
                 "memoryd history", "memoryd history MEMORY.md --limit 10")
     _common(p)
     p.add_argument("path", nargs="?", help="only this file, or the files under this folder (relative to the root)")
-    p.add_argument("--limit", type=positive_int, default=50, help="number of records (default 50)")
+    p.add_argument("-n", "--limit", type=positive_int, default=50, help="number of records (default 50)")
 
     p = command(sub, "undo", "revert one history record: put a replaced or removed entry back",
                 "memoryd undo h-3f2a9c0d1e4b5a67   # an ID from `memoryd history`")
@@ -48,14 +49,15 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
         return 0
+    cut = 200 if sys.stdout.isatty() else 0  # a pipe gets the whole entry (a script must not lose text)
     for e in result.get("entries", []):
         done = f"  (undone by {_safe(e['undone_by'])})" if e.get("undone_by") else ""
         print(f"{_safe(e.get('id', '?'))}  {_safe(e.get('time', '?'))}  {_safe(e.get('action', '?')):<9} "
               f"{_safe(e.get('path', '-'))}:{_safe(e.get('line', '?'))}{done}")
         if e.get("old") is not None:
-            print(f"    old: {_safe(e['old'], 200)}")
+            print(f"    old: {_safe(e['old'], cut)}")
         if e.get("new") is not None:
-            print(f"    new: {_safe(e['new'], 200)}")
+            print(f"    new: {_safe(e['new'], cut)}")
     return 0
 
 

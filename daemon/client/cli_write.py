@@ -50,7 +50,7 @@ def add_parsers(sub: Any) -> None:
 
     p = command(sub, "audit", "show the write audit log", "memoryd audit --tail 5")
     _common(p)
-    p.add_argument("--tail", type=positive_int, default=20, help="number of records (default 20)")
+    p.add_argument("-n", "--tail", type=positive_int, default=20, help="number of records (default 20)")
 
 
 def _socket(args: argparse.Namespace) -> Path:

@@ -63,6 +63,7 @@ from memoryd.daemon.client.mcp_tools import (
     TOOLS,
     UPDATE_SECTION,
     ToolError,
+    centred_snippet,
     check_arguments,
 )
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
@@ -260,11 +261,13 @@ def _search(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
     results = []
     for h in res.get("hits", []):
         text = strip_markers(h.get("text", ""))  # importance/reinforcement markers: metadata, not memory text
-        snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rstrip() + " …"
+        matched = [int(n) for n in h.get("match_lines") or []]  # best first (memoryd.indexer.search.matchlines)
+        snippet = centred_snippet(text, h["start_line"], matched, SNIPPET_CHARS)
         cite = f"{h['path']}:{h['start_line']}-{h['end_line']}"
         results.append({"path": h["path"], "startLine": h["start_line"], "endLine": h["end_line"],
                         "score": round(float(h.get("score", 0.0)), 4), "snippet": snippet,
-                        "heading": h.get("heading") or "", "citation": cite, "root": h.get("root")})
+                        "heading": h.get("heading") or "", "citation": cite, "root": h.get("root"),
+                        "matchLines": matched})
     out = {"results": results, "mode": res.get("mode", args.get("mode", "hybrid")),
            "tookMs": round(float(res.get("took_ms") or 0.0), 1)}
     return _json(out), out

@@ -34,6 +34,40 @@ DEFAULT_K = 8  # search.k in the shipped config
 DEFAULT_CONTEXT_TOKENS = 800  # the budget the context quality target is measured at (docs/quality.md)
 
 
+def centred_snippet(text: str, start_line: int, match_lines: list[int], limit: int) -> str:
+    """``text`` (a hit's lines from ``start_line``) cut to about ``limit`` characters around its matched lines.
+
+    A hit spans a whole chunk while its evidence is one or two lines, often past the first ``limit``
+    characters: the window covers the matched lines (the best one first when they lie far apart), is
+    widened line by line on both sides while it fits, and says where it was cut with ``…``.
+    """
+    if len(text) <= limit:
+        return text
+    lines = text.split("\n")
+    inside = [n - start_line for n in match_lines if 0 <= n - start_line < len(lines)]
+    if not inside:
+        return text[:limit].rstrip() + " …"
+    lo = hi = inside[0]
+    for i in sorted(inside[1:], key=lambda i: abs(i - inside[0])):
+        if _span(lines, min(lo, i), max(hi, i)) <= limit:
+            lo, hi = min(lo, i), max(hi, i)
+    while True:
+        grown = False
+        for lo2, hi2 in ((lo - 1, hi), (lo, hi + 1)):
+            if lo2 >= 0 and hi2 < len(lines) and _span(lines, lo2, hi2) <= limit:
+                lo, hi, grown = lo2, hi2, True
+        if not grown:
+            break
+    body, cut_tail = "\n".join(lines[lo:hi + 1]), hi < len(lines) - 1
+    if len(body) > limit:  # one matched line longer than the limit: its head
+        body, cut_tail = body[:limit].rstrip(), True
+    return ("… " if lo > 0 else "") + body + (" …" if cut_tail else "")
+
+
+def _span(lines: list[str], lo: int, hi: int) -> int:
+    return sum(len(line) + 1 for line in lines[lo:hi + 1]) - 1
+
+
 class ToolError(Exception):
     """A tool call that cannot be answered; ``str()`` is the message the model reads."""
 
@@ -95,7 +129,8 @@ SEARCH = ToolSpec(
     "with hybrid semantic + keyword search. Call it before answering questions about prior work, decisions, "
     "dates, people, preferences or todos. The index is live: a file saved a few seconds ago is included. "
     "Returns the best snippets, best first, each with its file `path`, line span (`startLine`-`endLine`, "
-    "also as `citation` \"path:start-end\") and a relevance `score` (0-1, higher is better). To read more "
+    "also as `citation` \"path:start-end\"), `matchLines` (the line numbers that matched best, best first; "
+    "the snippet is centred on them) and a relevance `score` (0-1, higher is better). To read more "
     "around a hit, call memory_get with its path and from=startLine. No results means nothing relevant is "
     "stored.",
     _obj({
@@ -115,7 +150,8 @@ SEARCH = ToolSpec(
     }, ("query",)),
     _out({
         "results": {"type": "array", "items": _out({
-            **_CITED, "score": _NUM, "snippet": _STR, "heading": _STR, "citation": _STR})},
+            **_CITED, "score": _NUM, "snippet": _STR, "heading": _STR, "citation": _STR,
+            "matchLines": {"type": "array", "items": _INT}})},
         "mode": {"type": "string", "enum": list(MODES)},
         "tookMs": _NUM,
     }),

@@ -3,47 +3,94 @@
 from __future__ import annotations
 
 import re
-import shutil
+from functools import lru_cache
 from typing import Any
 
 from memoryd.daemon.client.termsafe import escape, escape_line
 from memoryd.indexer.entrymeta import strip as strip_markers
 
-_TARGET = re.compile(r"^(?P<path>.+?)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?$")
+_RANGE = re.compile(r"(?P<start>\d+)(?:-(?P<end>\d+))?")
+
+
+class TargetError(ValueError):
+    """A ``get`` target whose line range cannot be read: a usage error (exit 2), never a path to look up."""
 
 
 def parse_target(target: str) -> dict[str, Any]:
-    """``PATH[:START[-END]]`` → ``get`` params."""
-    m = _TARGET.match(target)
-    params: dict[str, Any] = {"path": target}
-    if m:
-        params["path"] = m["path"]
-        if m["start"]:
-            params["start_line"] = int(m["start"])
-            params["end_line"] = int(m["end"] or m["start"])
-    return params
+    """``PATH[:START[-END]]`` → ``get`` params; :class:`TargetError` for a range that is not one.
+
+    What follows the last ``:`` is a range when it holds no ``/`` and no ``.`` (a Markdown file's name
+    ends in ``.md``, so ``notes:v2/a.md`` and ``a:b.md`` stay paths): ``FILE:abc``, ``FILE:10-``,
+    ``FILE:0`` and ``FILE:9-3`` are refused here instead of being looked up as files named so.
+    """
+    path, colon, suffix = target.rpartition(":")
+    if not colon or not path or "/" in suffix or "." in suffix:
+        return {"path": target}
+    m = _RANGE.fullmatch(suffix)
+    if m is None:
+        raise TargetError(f"bad line range {suffix!r} in {target!r}: give PATH, PATH:START or PATH:START-END "
+                          "(lines are 1-based)")
+    start = int(m["start"])
+    end = int(m["end"] or m["start"])
+    if start < 1 or end < start:
+        raise TargetError(f"bad line range {suffix!r} in {target!r}: lines are 1-based and END >= START")
+    return {"path": path, "start_line": start, "end_line": end}
 
 
-def _snippet(text: str, width: int, lines: int = 3) -> list[str]:
+def _snippet(text: str, width: int | None, lines: int = 3) -> list[str]:
     out = []
     for line in strip_markers(text).splitlines():
         if line.strip():
-            out.append("    " + _clip(line, width - 4))
+            out.append("    " + _clip(line, None if width is None else width - 4))
         if len(out) == lines:
             break
     return out
 
 
-def _clip(line: str, width: int) -> str:
-    return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
+def _clip(line: str, width: int | None) -> str:
+    """``line`` cut to ``width`` columns with ``…``; ``None``: whole (a pipe, where a cut would lose text)."""
+    return line if width is None or len(line) <= width else line[: max(width - 1, 1)] + "…"
 
 
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
+TERM, TERM_END = "\x1b[33m", "\x1b[39m"  # a matched term: yellow inside the bold line (the bold stays)
+_WORD = re.compile(r"\w+")
 
 
-def _matched(hit: dict[str, Any], width: int, highlight: bool) -> list[str]:
-    """The hit's matched lines, numbered (``  12│ text``); bold on a terminal. Content is escaped here,
-    since highlighted output bypasses the escaping stream (see :mod:`memoryd.daemon.client.termsafe`)."""
+def _terms_marked(text: str, terms: frozenset[str]) -> str:
+    """``text`` escaped, each word whose analysed terms meet ``terms`` (the query's) coloured."""
+    if not terms:
+        return escape(text)
+    out, at = [], 0
+    for m in _WORD.finditer(text):
+        if terms.intersection(_word_terms(m.group())):
+            out += [escape(text[at:m.start()]), TERM, escape(m.group()), TERM_END]
+            at = m.end()
+    out.append(escape(text[at:]))
+    return "".join(out)
+
+
+@lru_cache(maxsize=4096)
+def _word_terms(word: str) -> frozenset[str]:
+    """A word's terms as the keyword index analyses them (stemmed, CJK bigrams): what the query matched."""
+    from memoryd.indexer.keyword import query_terms  # lazily: a terminal's highlighting only
+
+    return frozenset(query_terms(word))
+
+
+def query_terms_of(query: str | None) -> frozenset[str]:
+    """The analysed terms of ``query`` (empty for none): the words :func:`render_hits` highlights."""
+    if not query:
+        return frozenset()
+    from memoryd.indexer.keyword import query_terms
+
+    return frozenset(query_terms(query))
+
+
+def _matched(hit: dict[str, Any], width: int | None, highlight: bool, terms: frozenset[str]) -> list[str]:
+    """The hit's matched lines, numbered (``  12│ text``); bold on a terminal, the query's terms coloured.
+    Content is escaped here, since highlighted output bypasses the escaping stream (see
+    :mod:`memoryd.daemon.client.termsafe`)."""
     lines = hit.get("text", "").split("\n")
     out = []
     for n in sorted(hit["match_lines"]):
@@ -51,8 +98,9 @@ def _matched(hit: dict[str, Any], width: int, highlight: bool) -> list[str]:
         if not 0 <= offset < len(lines):
             continue
         number = f"{n:>6}│ "
-        text = escape(_clip(strip_markers(lines[offset]).strip(), width - len(number)))
-        out.append(f"{DIM}{number}{RESET}{BOLD}{text}{RESET}" if highlight else number + text)
+        raw = _clip(strip_markers(lines[offset]).strip(), None if width is None else width - len(number))
+        out.append(f"{DIM}{number}{RESET}{BOLD}{_terms_marked(raw, terms)}{RESET}" if highlight
+                   else number + escape(raw))
     return out
 
 
@@ -62,13 +110,16 @@ def _location(hit: dict[str, Any], show_root: bool) -> str:
     return f"{escape_line(path)}:{hit['start_line']}-{hit['end_line']}"
 
 
-def render_hits(result: dict[str, Any], highlight: bool = False) -> str:
+def render_hits(result: dict[str, Any], highlight: bool = False, width: int | None = None,
+                query: str | None = None) -> str:
     """Hits for a person: location, score, heading, then the lines that matched (the first lines for a
-    daemon that does not name them). ``highlight``: terminal bold for the matched lines."""
+    daemon that does not name them). ``highlight``: terminal bold for the matched lines, with the words
+    that carry ``query``'s terms coloured. ``width``: cut lines to that many columns with ``…`` (a
+    terminal's width); None keeps every line whole, so a script or a model reading a pipe loses nothing."""
     hits = result.get("hits", [])
     if not hits:
         return escape(result.get("reason") or f"no match ({result.get('took_ms', 0):.0f} ms)")
-    width = shutil.get_terminal_size((100, 20)).columns
+    terms = query_terms_of(query) if highlight else frozenset()
     show_root = result.get("roots", 1) > 1 or len({h.get("root") for h in hits}) > 1
     out = []
     for h in hits:
@@ -86,7 +137,7 @@ def render_hits(result: dict[str, Any], highlight: bool = False) -> str:
             out.extend(f"    + lines {m['start_line']}-{m['end_line']}: vector rank {m['vector_rank']} "
                        f"(cosine {m['cosine']:.3f}), keyword rank {m['keyword_rank']} (bm25 {m['bm25']})"
                        for m in e.get("merged", []))
-        shown = _matched(h, width, highlight) if h.get("match_lines") else []
+        shown = _matched(h, width, highlight, terms) if h.get("match_lines") else []
         out += shown or [escape(line) for line in _snippet(h.get("text", ""), width)]
     plan = result.get("keyword_plan")
     if plan and not plan.get("exact", True):
