@@ -5,23 +5,37 @@ BIN    := $(VENV)/bin
 
 .PHONY: setup run ui index test test-fast lint bench smoke-wheel clean
 
-setup: $(VENV)/.installed
+# pip without its notices (a newer pip exists, scripts not on PATH) and the build backend's warning walls
+# (setuptools' package-discovery and editable-install notices), which a newcomer reads as errors.
+PIP    := PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --disable-pip-version-check --no-warn-script-location
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+# Three installs, one stamp each: what running needs (`make run`), plus the web page's extra
+# (`make ui`), plus the test and lint tools (`make setup`, `make test`: a bigger venv, for developers).
+setup: $(VENV)/.dev
+
+$(VENV)/.runtime: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) -e .
+	@touch $@
+
+$(VENV)/.ui: $(VENV)/.runtime
+	$(PIP) -e '.[ui]'
+	@touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime
+	$(PIP) -e '.[dev]'
 	@touch $@
 
 # The daemon in the foreground on the built-in defaults (default memory folder,
-# embedded index under ~/.local/state/memoryd).
-run: setup
+# embedded index under ~/.local/state/memoryd); `memoryd init` writes a config first if you want others.
+run: $(VENV)/.runtime
 	@echo "memoryd: web page: run 'make ui' (or '$(BIN)/memoryd ui') in another terminal; it prints its URL"
 	$(BIN)/memoryd run
 
 # The local web page (docs/ui.md) for the daemon that `make run` started: prints its
 # http://127.0.0.1:PORT/?token=... URL (a new token each start) and opens a browser where it can.
-ui: setup
+ui: $(VENV)/.ui
 	$(BIN)/memoryd ui
 
 lint: setup
