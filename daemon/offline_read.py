@@ -22,7 +22,7 @@ def scope_kwargs(cfg: Config, params: dict[str, Any]) -> dict[str, Any] | None:
     from memoryd.daemon.api.requests import read_scope
     from memoryd.indexer.write.access import OWNER, Session
 
-    wanted = {k: params.pop(k) for k in ("path_prefix", "namespace") if k in params}
+    wanted: dict[str, Any] = {k: params.pop(k) for k in ("path_prefix", "namespace") if k in params}
     scope = read_scope(wanted, Session(OWNER), cfg.effective_roots[0])
     if scope is None:
         return None

@@ -245,3 +245,28 @@ def test_a_toml_table_defined_inline_is_refused(tmp_path: Path) -> None:
     text = 'mcp_servers = { memoryd = { command = "x", args = [] } }\n'
     with pytest.raises(SetupError, match=r"without a \[mcp_servers.memoryd\] header"):
         replace_toml_table(tmp_path / "c.toml", text, "mcp_servers.memoryd", '[mcp_servers.memoryd]\ncommand = "y"\n')
+
+
+@pytest.mark.slow
+def test_the_installed_hook_command_runs_as_claude_code_runs_it(tmp_path: Path, short_dir: Path) -> None:
+    """The command written into settings.json, run through a shell with no PATH, prints the context block."""
+    import subprocess
+
+    from tests.helpers import running_daemon
+
+    home = _home(tmp_path)
+    assert _run("install", "claude-code", "--home", str(home)) == 0
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    (command,) = [h["command"] for g in settings["hooks"]["UserPromptSubmit"] for h in g["hooks"]
+                  if HOOK_NAME in h["command"]]
+    files = {"memory/2026-01-02.md": "# 2026-01-02\n\n- The zebracorn migration ends in March.\n"}
+    with running_daemon(tmp_path, short_dir / "h.sock", files, timeout=20) as (d, _client, _root):
+        xdg = tmp_path / "xdg"
+        (xdg / "memoryd").mkdir(parents=True)
+        (xdg / "memoryd" / "memoryd.toml").write_text(f'[server]\nsocket = "{d.cfg.socket_path}"\n')
+        event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": "When does the zebracorn migration end?"})
+        done = subprocess.run(command, shell=True, input=event, capture_output=True, text=True, timeout=60,
+                              env={"HOME": str(home), "XDG_CONFIG_HOME": str(xdg), "PATH": "/nonexistent"},
+                              check=False)
+    assert done.returncode == 0 and done.stderr == ""
+    assert "zebracorn migration ends" in done.stdout and "memory/2026-01-02.md:" in done.stdout

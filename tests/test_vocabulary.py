@@ -180,3 +180,40 @@ def test_the_docs_count_the_tools_the_server_serves() -> None:
             assert _NUMBERS[word] == len(TOOLS), f"{doc} says {word} tools; the server serves {len(TOOLS)}"
     mcp_doc = (REPO / "docs/mcp.md").read_text()
     assert all(f"`{t.name}`" in mcp_doc for t in TOOLS)
+
+
+# -- index --json and the offline read flags --------------------------------------------------
+
+
+@pytest.mark.slow
+def test_index_json_then_offline_search_and_context_with_namespace_and_mode(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def memoryd(*argv: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent-memoryd-test"}
+        return subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", *argv], env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    conf = tmp_path / "c.toml"
+    conf.write_text('[embedding]\nprovider = "hash"\n')
+    root, data = tmp_path / "root", tmp_path / "data"
+    (root / "agents" / "bot").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Memory\n\n- The zebracorn shared note.\n")
+    (root / "agents" / "bot" / "MEMORY.md").write_text("# Bot\n\n- The zebracorn bot note.\n")
+    where = ("--config", str(conf), "--root", str(root), "--data-dir", str(data))
+    done = memoryd("index", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["files"], summary["run"]["files_indexed"]) == (2, 2) and summary["chunks"] >= 2
+    found = memoryd("search", "--offline", *where, "--json", "--min-score", "0", "--namespace", "agent:bot",
+                    "zebracorn")
+    assert found.returncode == 0, found.stderr
+    assert [h["path"] for h in json.loads(found.stdout)["hits"]] == ["agents/bot/MEMORY.md"]
+    block = memoryd("context", "--offline", *where, "--json", "--min-score", "0", "--mode", "keyword",
+                    "--namespace", "default", "zebracorn")
+    assert block.returncode == 0, block.stderr
+    text = json.loads(block.stdout)["text"]
+    assert "shared note" in text and "bot note" not in text
