@@ -12,18 +12,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memoryd.indexer.errors import MemorydError
+
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
+
+
+class OfflineParamsError(MemorydError):
+    """A ``namespace`` or ``path_prefix`` the daemon would refuse (its message, without the RPC wrapping)."""
 
 
 def scope_kwargs(cfg: Config, params: dict[str, Any]) -> dict[str, Any] | None:
     """``path_prefix`` and ``exclude_prefixes`` for ``index.search`` from the params' ``path_prefix`` and
     ``namespace`` (removed from ``params``); None when they select nothing."""
     from memoryd.daemon.api.requests import read_scope
+    from memoryd.daemon.rpc.errors import RpcError
     from memoryd.indexer.write.access import OWNER, Session
 
     wanted: dict[str, Any] = {k: params.pop(k) for k in ("path_prefix", "namespace") if k in params}
-    scope = read_scope(wanted, Session(OWNER), cfg.effective_roots[0])
+    try:
+        scope = read_scope(wanted, Session(OWNER), cfg.effective_roots[0])
+    except RpcError as exc:
+        raise OfflineParamsError(exc.message) from None
     if scope is None:
         return None
     return {"path_prefix": scope.path_prefix, "exclude_prefixes": scope.exclude_prefixes}
