@@ -36,7 +36,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--config", type=Path, default=None,
                    help="file to write (default: $XDG_CONFIG_HOME/memoryd/memoryd.toml)")
     p.add_argument("--force", action="store_true", help="replace an existing file (the old one is kept as .bak)")
-    p.add_argument("--home", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--home", type=Path, default=None, help="the home folder for the default paths (default: $HOME)")
 
     p = command(sub, "agents", "wire memoryd into an agent host: MCP server, context hook, instructions",
                 "memoryd agents install claude-code", "memoryd agents install codex --dry-run",
