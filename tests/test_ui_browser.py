@@ -92,7 +92,7 @@ def site(tmp_path: Path, short_dir: Path, browser: Any) -> Iterator[Site]:
         server.should_exit = True
         thread.join(timeout=20)
         sock.close()
-        server.config.app.state.ui.daemon.close()
+        server.config.app.state.ui.close()
         rpc.close()
         d.shutdown()
 

@@ -71,7 +71,7 @@ def ui(tmp_path: Path, short_dir: Path) -> Iterator[Ui]:
         with TestClient(app, base_url=BASE) as client:
             yield Ui(client, keys, root, d, app)
     finally:
-        app.state.ui.daemon.close()
+        app.state.ui.close()
         rpc.close()
         d.shutdown()
 
@@ -266,7 +266,7 @@ def test_dashboard_shows_roots_freshness_namespaces_and_skipped_files(tmp_path: 
         with TestClient(app, base_url=BASE) as client:
             html = client.get(f"/?token={keys.token}").text
     finally:
-        app.state.ui.daemon.close()
+        app.state.ui.close()
         rpc.close()
         d.shutdown()
     assert str(root) in html and "every change seen is searchable" in html

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from memoryd.daemon.ui.views import visible
 
 HERE = Path(__file__).resolve().parent
 MAX_FLASHES = 64
+NAMESPACES_TTL_S = 10.0
+QUICK_TIMEOUT_S = 10.0
 
 
 class Flashes:
@@ -56,19 +59,37 @@ class Flashes:
 
 @dataclass
 class Ui:
-    """What every route needs: the daemon, this start's keys, the templates, the flashes."""
+    """What every route needs: the daemon, this start's keys, the templates, the flashes. ``quick`` is the
+    daemon too, with a shorter timeout, for the one page answered on the event loop (search as you type)."""
 
     daemon: Daemon
+    quick: Daemon
     keys: Keys
     port: int
     env: jinja2.Environment
     flashes: Flashes = field(default_factory=Flashes)
+    _namespaces: tuple[float, list[str]] = (float("-inf"), [])
+
+    def stats(self) -> dict[str, Any]:
+        """The daemon's ``stats`` (it reads every memory file); its namespace names are kept a while."""
+        stats: dict[str, Any] = self.daemon.call("stats", {})
+        self._namespaces = (time.monotonic(), sorted(stats.get("namespaces", {})))
+        return stats
+
+    def namespaces(self) -> list[str]:
+        """The namespace names for a filter menu: from a ``stats`` at most ``NAMESPACES_TTL_S`` old."""
+        at, names = self._namespaces
+        return names if time.monotonic() - at < NAMESPACES_TTL_S else sorted(self.stats().get("namespaces", {}))
 
     def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         flash = self.flashes.pop(request.query_params.get("flash"))
         html = self.env.get_template(template).render(csrf=self.keys.csrf, flash=flash, path=request.url.path,
                                                         **context)
         return HTMLResponse(html, status_code=status)
+
+    def close(self) -> None:
+        self.daemon.close()
+        self.quick.close()
 
     def error(self, request: Request, status: int, message: str) -> HTMLResponse:
         return self.page(request, "error.html", status=status, status_code=status, message=message, nav="")
@@ -89,7 +110,8 @@ def create_app(socket: str | os.PathLike[str], port: int, keys: Keys | None = No
     """The app for one start on ``port`` (the Host allow-list names it), talking to the daemon on ``socket``."""
     from memoryd.daemon.ui.routes import ROUTES
 
-    ui = Ui(daemon=Daemon(socket), keys=keys or Keys.fresh(), port=port, env=environment())
+    ui = Ui(daemon=Daemon(socket), quick=Daemon(socket, timeout=QUICK_TIMEOUT_S), keys=keys or Keys.fresh(),
+            port=port, env=environment())
     app = Starlette(
         routes=[*ROUTES, Mount("/static", StaticFiles(directory=HERE / "static"), name="static")],
         middleware=[Middleware(Guard, keys=ui.keys, port=port)],

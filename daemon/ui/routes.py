@@ -24,6 +24,7 @@ from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, AMBIGUOUS_PATH
 from memoryd.daemon.ui import views
 from memoryd.daemon.ui.app import Ui
+from memoryd.daemon.ui.bridge import Daemon
 from memoryd.daemon.ui.security import CSRF_FIELD, CSRF_HEADER, TOKEN_PARAM
 from memoryd.indexer.errors import DaemonError, NotRunningError
 
@@ -40,20 +41,37 @@ def _ui(request: Request) -> Ui:
     return ui
 
 
+def _answer(fn: Page, request: Request) -> Response:
+    ui = _ui(request)
+    try:
+        return fn(request, ui)
+    except NotRunningError as exc:
+        return ui.error(request, 503, str(exc))
+    except RpcClientError as exc:
+        return ui.error(request, 403 if exc.code == ACCESS_DENIED else 400, f"{exc.message} ({exc.code})")
+    except DaemonError as exc:
+        return ui.error(request, 502, str(exc))
+
+
 def page(fn: Page) -> Callable[[Request], Response]:
-    """A GET page: the daemon's errors become an error page with a fitting status."""
+    """A GET page, run on Starlette's thread pool: the daemon's errors become an error page with a fitting
+    status (503 not running, 403 access refused, 400 other refusals, 502 a broken connection)."""
 
     @functools.wraps(fn)
     def endpoint(request: Request) -> Response:
-        ui = _ui(request)
-        try:
-            return fn(request, ui)
-        except NotRunningError as exc:
-            return ui.error(request, 503, str(exc))
-        except RpcClientError as exc:
-            return ui.error(request, 403 if exc.code == ACCESS_DENIED else 400, f"{exc.message} ({exc.code})")
-        except DaemonError as exc:
-            return ui.error(request, 502, str(exc))
+        return _answer(fn, request)
+
+    return endpoint
+
+
+def inline_page(fn: Page) -> Callable[[Request], Awaitable[Response]]:
+    """A GET page answered on the event loop itself, for search as you type: on a loaded 2-core machine
+    the thread pool's two extra wake-ups cost more than the page itself (docs/ui.md, "Speed"). Its
+    socket calls are bounded by ``Ui.quick``'s shorter timeout, which bounds the stall of other requests."""
+
+    @functools.wraps(fn)
+    async def endpoint(request: Request) -> Response:
+        return _answer(fn, request)
 
     return endpoint
 
@@ -115,11 +133,11 @@ def _int(text: str | None, default: int, lo: int, hi: int) -> int:
 @page
 def dashboard(request: Request, ui: Ui) -> Response:
     status = ui.daemon.call("status")
-    stats = ui.daemon.call("stats", {})
+    stats = ui.stats()
     return ui.page(request, "dashboard.html", nav="dashboard", d=views.dashboard(status, stats))
 
 
-def _search(request: Request, ui: Ui) -> dict[str, Any]:
+def _search(request: Request, ui: Ui, daemon: Daemon | None = None) -> dict[str, Any]:
     q = request.query_params.get("q", "").strip()
     mode = request.query_params.get("mode", "hybrid")
     mode = mode if mode in SEARCH_MODES else "hybrid"
@@ -130,7 +148,7 @@ def _search(request: Request, ui: Ui) -> dict[str, Any]:
         params: dict[str, Any] = {"query": q, "k": k, "mode": mode}
         if explain:
             params["explain"] = True
-        result = ui.daemon.call("search", params)
+        result = (daemon or ui.daemon).call("search", params)
         ctx.update(result=result, hits=views.hits(result, q), analysis=views.analysis_rows(result) if explain else [])
     return ctx
 
@@ -140,10 +158,10 @@ def search(request: Request, ui: Ui) -> Response:
     return ui.page(request, "search.html", nav="search", **_search(request, ui))
 
 
-@page
+@inline_page
 def search_hits(request: Request, ui: Ui) -> Response:
     """The hits alone, for search as you type (``static/ui.js`` puts them in the page)."""
-    return ui.page(request, "_hits.html", **_search(request, ui))
+    return ui.page(request, "_hits.html", **_search(request, ui, ui.quick))
 
 
 @page
@@ -169,11 +187,10 @@ def entries(request: Request, ui: Ui) -> Response:
     namespace, kind = q.get("namespace") or "", q.get("type") or ""
     wanted = {"namespace": namespace, "type": kind if kind in TYPES else "", "cursor": q.get("cursor") or ""}
     result = ui.daemon.call("list", {"limit": LIST_LIMIT, **{k: v for k, v in wanted.items() if v}})
-    stats = ui.daemon.call("stats", {})
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return ui.page(request, "entries.html", nav="entries", entries=result.get("entries", []),
                    next_cursor=result.get("next_cursor"), chosen_ns=namespace, chosen_type=kind, types=TYPES,
-                   namespaces=sorted(stats.get("namespaces", {})), here=here, file_href=views.file_href)
+                   namespaces=ui.namespaces(), here=here, file_href=views.file_href)
 
 
 @page
@@ -221,7 +238,7 @@ def _session_of(namespace: str) -> dict[str, str] | None:
 def access(request: Request, ui: Ui) -> Response:
     """For each peer and group: the files its confined session may read (the socket's ``files``, asked
     as that session). Agents run as owner sessions (``memoryd mcp``): they read everything."""
-    stats = ui.daemon.call("stats", {})
+    stats = ui.stats()
     rows = []
     for name, counts in sorted(stats.get("namespaces", {}).items()):
         session = _session_of(name)

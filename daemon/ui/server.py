@@ -36,8 +36,12 @@ class BindError(Exception):
 
 
 def bind_loopback(port: int) -> socket.socket:
-    """A listening TCP socket on 127.0.0.1:``port`` (0: a free port); ``OSError`` when taken."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """A listening TCP socket on 127.0.0.1:``port`` (0: a free port); ``OSError`` when taken.
+
+    ``IPPROTO_TCP`` is named: asyncio turns Nagle off (``TCP_NODELAY``) only on sockets whose ``proto``
+    says TCP, and without it every small page waited ~40 ms for the client's delayed ACK (uvicorn
+    writes the headers and the body separately)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((LOOPBACK, port))
@@ -67,7 +71,8 @@ def _open(url: str) -> None:
 
 
 def build(socket_path: Path, port: int) -> tuple[Any, socket.socket, str]:
-    """The uvicorn server (not started), its bound socket and the URL to open."""
+    """The uvicorn server (not started), its bound socket and the URL to open. ``http="auto"``: httptools
+    (in the ``ui`` extra) parses requests ~0.4 ms faster than h11, which stays the fallback."""
     try:
         sock = bind_loopback(port)
     except OSError as exc:
@@ -76,7 +81,7 @@ def build(socket_path: Path, port: int) -> tuple[Any, socket.socket, str]:
     keys = Keys.fresh()
     app = create_app(socket_path, port, keys)
     config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
-                            server_header=False, proxy_headers=False, http="h11", ws="none")
+                            server_header=False, proxy_headers=False, http="auto", ws="none")
     return uvicorn.Server(config), sock, url_of(port, keys)
 
 
@@ -100,5 +105,5 @@ def serve(socket_path: Path, port: int, open_browser: bool,
         server.run(sockets=[sock])
     finally:
         sock.close()
-        server.config.app.state.ui.daemon.close()
+        server.config.app.state.ui.close()
     return 0

@@ -24,6 +24,13 @@ CONTEXT_LINES = 1  # lines shown around a matched line of a long hit
 SHORT_HIT = 8  # a hit of at most this many lines is shown whole
 _WORD = re.compile(r"\w{2,}", re.UNICODE)
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# What memoryd.daemon.client.termsafe.escape rewrites (C0 but newline and tab, DEL, C1, bidi controls):
+# one search finds the lines that need it, so the common line costs one regex, not three.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(text: str) -> str:
+    return visible_controls(text) if _CONTROLS.search(text) else text
 
 
 def visible(value: object) -> object:
@@ -31,7 +38,7 @@ def visible(value: object) -> object:
     ``Markup`` built here is kept as it is; anything else is left for autoescape."""
     if isinstance(value, Markup) or not isinstance(value, str):
         return value
-    return visible_controls(value)
+    return _shown(value)
 
 
 def query_pattern(query: str) -> re.Pattern[str] | None:
@@ -43,15 +50,15 @@ def query_pattern(query: str) -> re.Pattern[str] | None:
 
 
 def highlight(line: str, pattern: re.Pattern[str] | None) -> Markup:
-    """``line`` escaped, with the query's words in ``<mark>``."""
+    """``line`` escaped (controls made visible first), with the query's words in ``<mark>``."""
+    line = _shown(line)
     if pattern is None:
-        return Markup(escape(visible_controls(line)))
+        return escape(line)
     out, last = [], 0
     for m in pattern.finditer(line):
-        out.append(escape(visible_controls(line[last:m.start()])))
-        out.append(Markup("<mark>") + escape(visible_controls(m.group())) + Markup("</mark>"))
+        out += [escape(line[last:m.start()]), Markup("<mark>"), escape(m.group()), Markup("</mark>")]
         last = m.end()
-    out.append(escape(visible_controls(line[last:])))
+    out.append(escape(line[last:]))
     return Markup("").join(out)
 
 
@@ -93,6 +100,7 @@ def hits(result: dict[str, Any], query: str) -> list[Hit]:
 
 
 def _hit(h: dict[str, Any], pattern: re.Pattern[str] | None, several_roots: bool) -> Hit:
+    """One hit; its explain rows only when the daemon sent ``explain`` (the page asked for it)."""
     start, end = int(h.get("start_line", 1)), int(h.get("end_line", 1))
     matched = [n for n in h.get("match_lines") or [] if start <= n <= end]
     path = f"{h.get('root', '').rstrip('/')}/{h['path']}" if several_roots and h.get("root") else h["path"]
@@ -102,7 +110,7 @@ def _hit(h: dict[str, Any], pattern: re.Pattern[str] | None, several_roots: bool
     return Hit(href=file_href(path, start, end, min(matched) if matched else start, lines=matched),
                where=f"{path}:{start}-{end}",
                heading=h.get("heading") or "", score=float(h.get("score") or 0.0), lines=lines,
-               explain=_explain_rows(h), extra=extra)
+               explain=_explain_rows(h) if "explain" in h else [], extra=extra)
 
 
 def _hit_lines(texts: Sequence[str], start: int, matched: set[int], pattern: re.Pattern[str] | None) -> list[HitLine]:
@@ -117,9 +125,9 @@ def _hit_lines(texts: Sequence[str], start: int, matched: set[int], pattern: re.
     for n in sorted(shown):
         if previous is not None and n != previous + 1:
             out.append(HitLine(None, Markup("…")))
-        text = strip_markers(texts[n - start])
-        out.append(HitLine(n, highlight(text, pattern) if n in matched else Markup(escape(visible_controls(text))),
-                           matched=n in matched))
+        text = texts[n - start]
+        text = strip_markers(text) if "<!--" in text else text
+        out.append(HitLine(n, highlight(text, pattern if n in matched else None), matched=n in matched))
         previous = n
     return out
 
