@@ -6,7 +6,9 @@ One reviewed table, :data:`RULES`, built from three parts:
   ``sk-…``, AWS, GitHub, GitLab, Slack, Google, Stripe, Hugging Face, Groq, xAI,
   npm, SendGrid, Twilio, …), each also matched when split by spaces;
 * credentials in context: ``password=``/``token:`` assignments, passwords and
-  PINs in English, Chinese and Japanese prose, passwords on command lines,
+  PINs in English, Chinese and Japanese prose, password/PIN key words in 38 languages
+  followed by a value shaped like a credential (:mod:`memoryd.indexer.write.secret_keywords`),
+  password columns of Markdown tables, ``user:secret@host``, passwords on command lines,
   credentials in URLs, an AWS secret key near the word "secret", PEM private
   keys, JWTs, and base64 text that decodes to any of these;
 * personal data with a checksum or a strict shape: payment cards (Luhn and
@@ -42,12 +44,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memoryd.indexer.write import secret_checks as checks
+from memoryd.indexer.write import secret_keywords as keywords
 from memoryd.indexer.write.confusables import fold_lookalikes
 from memoryd.indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
 
 SECRET, NETWORK = "secret", "network"
 #: Bump when RULES change what is redacted: part of the index identity, so existing indexes re-redact.
-REDACT_VERSION = "4"
+REDACT_VERSION = "5"
 
 #: Every format character (Unicode category Cf: zero-width, soft hyphen, bidi marks and embeddings, word
 #: joiner, ...) plus the combining grapheme joiner: none is visible, so any of them can split a key unseen.
@@ -80,6 +83,11 @@ class SecretRule:
     #: For encoded runs: the readable text the match decodes to (or None); a match counts when that text,
     #: scanned again (at most :data:`_MAX_DECODE_DEPTH` levels deep), holds a secret.
     decode: Callable[[str], str | None] | None = None
+    #: Instead of ``pattern.finditer``: the spans of every secret in the text (already checked). For rules
+    #: that are not one regex: key words in many languages, Markdown table columns.
+    locate: Callable[[str, str], list[tuple[int, int]]] | None = None
+    #: Instead of ``needles``/``gate``: a cheap test on the lowercased text (for hundreds of needles).
+    when: Callable[[str], bool] | None = None
     gate: re.Pattern[str] | None = None
     lower: bool = False  # an IGNORECASE pattern written in lowercase: run case-sensitively on the lowercased text
 
@@ -165,16 +173,20 @@ _DIGIT_RUN = re.compile(r"[0-9]{3}")
 #: AWS secret keys (40) and base64 worth decoding (24+) both need a long base64 run; one scan answers for both.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24}")
 _HEX_RUN = re.compile(r"[0-9A-Fa-f]{32}")
+#: ``user:secret@host`` without a scheme needs a ``:`` and an ``@`` close together.
+_AT_PAIR = re.compile(r":[^\s:@/]{3,64}@")
 #: Cards, ID, mobile and social security numbers all hold 11+ digits and separators in a row.
 _NUMBER_RUN = re.compile(r"[0-9][0-9 .\-/_\u00a0]{9,}[0-9]")
-_CJK_PASSWORD_WORDS = r"密码|口令|密钥|秘钥|私钥|令牌|验证码|支付密码|PIN码|pin码"
+_CJK_PASSWORD_WORDS = (r"密码|口令|密钥|秘钥|私钥|令牌|验证码|支付密码|PIN码|pin码"
+                       r"|密碼|密鑰|秘鑰|祕鑰|私鑰|權杖|驗證碼|支付密碼|PIN碼|pin碼|通行碼")
 _JA_PASSWORD_WORDS = (r"パスワード|暗証番号|パスコード|合言葉|PINコード|ピン番号|秘密鍵|シークレットキー|シークレット"
                       r"|アクセスキー|APIキー|トークン")
 #: 是/为/叫做/改成了…: "is", "is called", "was changed to" (``token`` is followed only by these: ``token = …`` is code).
-_CJK_IS = r"是|为|叫做|叫作|叫|(?:设为|设置为|设成|改成|改为|换成|变成)了?"
+_CJK_IS = r"是|为|為|叫做|叫作|叫|(?:设为|设置为|设成|改成|改为|换成|变成|設為|設定為|設成|改為|換成|變成)了?"
 _ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*_+\-~?.=/]{4,64}+"
 #: After the value: a counter (8 位, 4 桁) or a particle saying where/how (KeePassで, ~/.ssh/id_rsa に) is no password.
-_COUNTERS = r"(?![年月日号位個个次天时時分秒字文桁回%])(?!\s*(?:で(?!す|し)|に(?!変|設|し|な)|を|から|へ|中|里|上|内))"
+_COUNTERS = (r"(?!\s*[年月日号位個个次天时時分秒字文桁回%])"
+             r"(?!\s*(?:で(?!す|し)|に(?!変|設|し|な)|を|から|へ|中|里|上|内))")
 
 _CONTEXT_RULES: tuple[SecretRule, ...] = (
     SecretRule("private_key", SECRET, re.compile(
@@ -182,8 +194,8 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)", re.DOTALL),
         "contains a PEM private key", needles=("private key",)),
     SecretRule("url_credentials", SECRET, re.compile(
-        r"(?<![A-Za-z0-9])[a-z][a-z0-9+.-]{0,31}://(?P<value>[^\s/:@]+:[^\s/@]+|[A-Za-z0-9_-]{20,})@", re.IGNORECASE),
-        "contains credentials inside a URL or connection string", checks.value_not_placeholder, needles=("://",),
+        r"(?<![A-Za-z0-9])[a-z][a-z0-9+.-]{0,31}://(?P<value>[^\s/:@]*:[^\s/@]+|[A-Za-z0-9_-]{20,})@", re.IGNORECASE),
+        "contains credentials inside a URL or connection string", checks.url_password_given, needles=("://",),
         lower=True),
     SecretRule("credential_assignment", SECRET, re.compile(
         rf"(?P<name>password|passwd|secret|token|(?<![A-Za-z0-9])(?:{_KEY_NAMES}))[\"']?\s*"
@@ -199,11 +211,13 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         rf"(?:(?:{_CJK_PASSWORD_WORDS})(?:都|也|还|就)?\s*(?:{_CJK_IS}|[:：=])|token\s*(?:{_CJK_IS}))\s*"
         rf"[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}", re.IGNORECASE),
         "contains a password/token/key (密码/密钥)", checks.value_given,
-        needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码", "token")),
+        needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码", "token", "密碼", "密鑰", "秘鑰",
+                 "祕鑰", "私鑰", "權杖", "驗證碼", "pin碼", "通行碼")),
     SecretRule("credential_assignment", SECRET, re.compile(
         rf"(?:{_CJK_PASSWORD_WORDS})\s*[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}"),
         "contains a password/token/key (密码/密钥)", checks.value_secret_looking,
-        needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码")),
+        needles=("密码", "口令", "密钥", "秘钥", "私钥", "令牌", "验证码", "pin码", "密碼", "密鑰", "秘鑰", "祕鑰",
+                 "私鑰", "權杖", "驗證碼", "pin碼", "通行碼")),
     SecretRule("credential_assignment", SECRET, re.compile(
         rf"(?:{_JA_PASSWORD_WORDS})\s*(?:は|が|を|も|：|:|=)?\s*[「『“\"'‘]?(?P<value>{_ASCII_VALUE}){_COUNTERS}"),
         "contains a password/token/key (パスワード)", checks.value_secret_looking,
@@ -225,8 +239,18 @@ _CONTEXT_RULES: tuple[SecretRule, ...] = (
         r"\s*(?:is|was|[:=：#]|是|为|は)?\s*(?P<value>[0-9]{4,8})(?![0-9]|[.,][0-9])"),
         "contains a PIN", needles=("pin",)),
     SecretRule("credential_assignment", SECRET, re.compile(
-        r"(?:暗証番号|PINコード|取款密码|支付密码|银行卡密码)\s*(?:は|が|：|:|是|为)?\s*(?P<value>[0-9]{4,8})(?![0-9])"),
-        "contains a PIN", needles=("暗証番号", "pinコード", "取款密码", "支付密码", "银行卡密码")),
+        r"(?:暗証番号|PINコード|取款密码|支付密码|银行卡密码|提款密碼|支付密碼|提款卡密碼|金融卡密碼)\s*"
+        r"(?:は|が|：|:|是|为|為)?\s*(?P<value>[0-9]{4,8})(?![0-9])"),
+        "contains a PIN", needles=("暗証番号", "pinコード", "取款密码", "支付密码", "银行卡密码", "提款密碼",
+                                   "支付密碼", "提款卡密碼", "金融卡密碼")),
+    SecretRule("url_credentials", SECRET, re.compile(
+        r"(?<![\w/:.@%+-])(?P<user>[A-Za-z0-9._-]{1,64}):(?P<value>[^\s:@/]{3,64})@"
+        r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\[?[0-9a-f:]+\]?)", re.IGNORECASE),
+        "contains credentials inside a URL or connection string", checks.user_password_pair, gate=_AT_PAIR),
+    SecretRule("credential_words", SECRET, keywords.KEYED, "contains a password or PIN (key word and value)",
+               locate=keywords.keyed_values, when=keywords.present),
+    SecretRule("credential_table", SECRET, re.compile(keywords.TABLE_GATE.pattern),
+               "contains a password or PIN in a table column", gate=keywords.TABLE_GATE, locate=keywords.table_values),
     SecretRule("aws_secret_key", SECRET, re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])"),
                "contains an AWS secret access key", checks.aws_secret, gate=_BASE64_RUN),
     SecretRule("encoded_secret", SECRET, re.compile(
@@ -303,6 +327,8 @@ def _fold_with_origin(text: str) -> tuple[str, list[int]]:
 
 
 def _wanted(rule: SecretRule, text: str, low: str, gates: dict[re.Pattern[str], bool]) -> bool:
+    if rule.when is not None:
+        return rule.when(low)
     if rule.gate is not None:
         if rule.gate not in gates:
             gates[rule.gate] = rule.gate.search(text) is not None
@@ -320,6 +346,9 @@ def find(text: str, kinds: tuple[str, ...] = (SECRET, NETWORK), _depth: int = 0)
             continue
         if rule.decode is not None and _depth >= _MAX_DECODE_DEPTH:
             continue
+        if rule.locate is not None:
+            hits.extend(Finding(rule.name, rule.kind, s, e) for s, e in _located(rule, text, low) if e > s)
+            continue
         hits.extend(Finding(rule.name, rule.kind, *_span(m)) for m in _matches(rule, text, low, _depth))
     hits.sort(key=lambda f: (f.start, -f.end))
     out: list[Finding] = []
@@ -335,6 +364,17 @@ def _matches(rule: SecretRule, text: str, low: str, depth: int = 0) -> list[re.M
     if rule.lower and len(low) == len(text):  # str.lower() keeps offsets except for a few letters (İ)
         pattern, text = _CASED[rule.pattern], low
     return [m for m in pattern.finditer(text) if m.end() > m.start() and _accepted(rule, m, depth)]
+
+
+def _located(rule: SecretRule, text: str, low: str) -> list[tuple[int, int]]:
+    """A ``locate`` rule's spans; it gets the text and its lowercased form with the same offsets (failing closed)."""
+    assert rule.locate is not None
+    if len(low) != len(text):
+        low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)  # keep offsets (İ lowers to 2)
+    try:
+        return rule.locate(text, low)
+    except Exception:  # see _accepted
+        return [(0, len(text))]
 
 
 def _accepted(rule: SecretRule, m: re.Match[str], depth: int) -> bool:

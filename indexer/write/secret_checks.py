@@ -46,6 +46,7 @@ TECH_TERMS = words("""
 md5 sha1 sha-1 sha256 sha-256 sha512 sha-512 sha3 bcrypt scrypt argon2 argon2id pbkdf2 aes aes128 aes256 aes-128
 aes-256 aes-gcm rsa rsa2048 rsa4096 ecdsa ed25519 hmac hmac-sha256 base64 utf-8 utf8 ascii unicode totp hotp otp 2fa mfa
 sso ldap oauth oauth2 saml kerberos ntlm radius vault 1password bitwarden keepass lastpass keychain env json yaml
+pkcs#1 pkcs#8 pkcs#12 pkcs1 pkcs8 pkcs12 pkcs#11 pkcs11 wpa wpa2 wpa3 wpa2-psk wpa3-sae
 """)
 
 
@@ -67,9 +68,21 @@ def is_prose_word(v: str) -> bool:
     return w in PROSE_WORDS or (len(w) > 4 and w.endswith(PROSE_SUFFIXES))
 
 
+_QUOTES = frozenset("\"'`“”‘’「」『』«»„")
+#: Another word after the value, on the same line: "Password: minimo 8 caratteri" starts a phrase.
+_PHRASE_GOES_ON = re.compile(r"[ \t]+[^\W_]")
+
+
 def value_given(m: re.Match[str]) -> bool:
-    """``password is X`` / ``password: X`` gives a password unless X is a placeholder or a prose word."""
+    """``password is X`` / ``password: X`` gives a password unless X is a placeholder or a prose word.
+
+    A bare word (letters only) counts only when it ends the clause ("the password is swordfish."):
+    followed by more words it is the start of a sentence in some language, not a password.
+    """
     v = value(m)
+    quoted = m.string[m.start("value") - 1:m.start("value")] in _QUOTES
+    if v.isalpha() and not quoted and _PHRASE_GOES_ON.match(m.string, m.end()):
+        return False
     return (not PLACEHOLDER.match(v) and not INDIRECT.match(v) and not is_prose_word(v)
             and v.lower().strip(".,;:") not in TECH_TERMS)
 
@@ -216,3 +229,87 @@ def hex_text(run: str) -> str | None:
         return None
     printable = sum(c.isprintable() or c in "\n\t" for c in text)
     return text if text and printable >= 0.9 * len(text) else None
+
+
+# --- "key word + value" in any language: is the value a credential? -------------------------------------------
+
+NONE, DIGITS, MIXED, STRONG = 0, 1, 2, 3
+_EDGE = "\"'`“”‘’„«»‹›「」『』()[]{}<>.,;:!?。，、！？；：*_~"  # quotes, brackets, punctuation, Markdown emphasis
+#: Dates, times, versions, sizes, percentages and ranges (numbers a policy or a log line gives after a key
+#: word); words joined by ``-``, ``.`` or ``_`` (e-mail, Oma-Laptop, parsing_context, MYSQL_NATIVE_PASSWORD);
+#: addresses, paths (a/b/c), code (v8::Object, async_req=True, module.Class), command-line flags (--client-id) and anything
+#: holding a space (a phrase, not a credential).
+NOT_A_VALUE = re.compile(
+    r"^(?:\d{4}[-/.]\d{1,2}(?:[-/.]\d{1,2})?|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}|\d{4}/\d{2}|\d{1,2}:\d{2}(?::\d{2})?"
+    r"|v?(?:\d+:)?\d+(?:\.\d+)+[\w.+~-]*|\d+(?:[.,]\d+)?\s?(?:%|[kmgt]i?b|ms|s|h|px)|\d{1,3}\s?[-–~]\s?\d{1,3}|\d{1,3}\+"
+    r"|\d{1,3}[-‐]?[^\W\d_]{2,}|[^\W\d_]+(?:[-'’._/]+[^\W\d_]+)+|(?:[a-z][a-z0-9+.-]*://|www\.|@)\S*"
+    r"|\S+@\S+\.\S+|\S*\s.*|(?:[\w.-]*/){2,}[\w.-]*|\S*::\S*|--?[a-z][\w:.-]*(?:=\S*)?|[\w.-]+/[\w.-]+\.[a-z]{1,5}|[a-z_]\w*(?:\.[a-z_]\w*)+|[a-z_][\w.]*=.*)$",
+    re.IGNORECASE | re.DOTALL)
+
+
+_DIGIT = re.compile(r"\d")
+_LETTER = re.compile(r"[^\W\d_]")
+#: Combining marks (and whole blocks of scripts built on them: Indic, Thai, Lao, Myanmar, Khmer): a vowel sign
+#: inside पासवर्ड or รหัสผ่าน is no letter to ``re``'s ``\w``, but it is part of the word, not a symbol.
+COMBINING = ("\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
+             "\u0900-\u0dff\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3099\u309a")
+#: Neither a letter, a digit nor a combining mark.
+_SYMBOL = re.compile(f"[^\\w{COMBINING}]|_")
+_JOINERS = str.maketrans("", "", "-._")
+
+
+def credential_shape(raw: str) -> int:
+    """How much a value after a password/PIN key word looks like a credential, whatever the language.
+
+    ``STRONG``: three of lower case, upper case, digits and symbols (``Bank$2024``, ``Xk9#mP2q``).
+    ``MIXED``: letters with digits or symbols (``kotik2020``, ``admin@print``). ``DIGITS``: 4-12 digits,
+    with or without symbols (``4821``, ``#8023``, ``7-3-9-1``). ``NONE``: a word of a sentence
+    (``vergessen``, ``stored``), a placeholder, a date, a time, a version, a count with its unit
+    (``12``, ``4-stellig``, ``8+``), an algorithm name, a mail address or a URL.
+    The shape, not a per-language word list, is what tells "Passwort: Sonnen#Blume24" from
+    "Passwort: liegt im Tresor"; what the caller accepts depends on how clearly the text said
+    that a value follows (a ``:`` or an "is" is clearer than a bare neighbour).
+    """
+    quoted = raw.strip("\"'`“”‘’„«»‹›「」『』 ")
+    if PLACEHOLDER.match(quoted) or INDIRECT.match(quoted):
+        return NONE  # ${DB_PASSWORD}, <your-password>, self._get(…), os.environ[…]
+    v = raw.strip(_EDGE)
+    if not 4 <= len(v) <= 64 or v.isalpha():
+        return NONE  # too short or long, or a word (capitalised or camel-cased: KeePass, WiFi)
+    if PLACEHOLDER.match(v) or INDIRECT.match(v) or v.lower() in TECH_TERMS or NOT_A_VALUE.match(v):
+        return NONE
+    digits = len(_DIGIT.findall(v))
+    symbol = _SYMBOL.search(v) is not None
+    if _LETTER.search(v) is None:
+        return DIGITS if 4 <= digits <= 12 else NONE
+    if digits == 0 and not symbol:
+        return NONE  # letters and vowel signs only: a word of an Indic or Thai script
+    # For STRONG, "-", "." and "_" do not count: they join the parts of names (scram-sha-256, us-west-2).
+    classes = (v != v.upper()) + (v != v.lower()) + (digits > 0) + (_SYMBOL.search(v.translate(_JOINERS)) is not None)
+    return STRONG if classes >= 3 else MIXED
+
+
+#: ``name:value@host`` that is an address, not a login: ``mailto:bob@x``, ``sip:alice@pbx``.
+NOT_A_USER = frozenset(("mailto", "sip", "sips", "tel", "xmpp", "im", "news", "http", "https", "ftp", "ssh", "git",
+                        "re", "fw", "fwd", "cc", "to", "from", "by", "note", "notes", "email", "mail", "contact",
+                        "user", "group", "member", "domain", "serviceaccount", "principal", "role", "deleted"))
+
+
+def user_password_pair(m: re.Match[str]) -> bool:
+    """``user:secret@host`` without a scheme: a strong secret part (``jenkins:J3nk1ns#Build@…``).
+
+    Without a scheme the same shape is an address in many notations (``user:alice1@example.com`` in
+    IAM policies, ``sip:…``), so the bar is a value with three character classes."""
+    return m.group("user").lower() not in NOT_A_USER and credential_shape(m.group("value")) >= STRONG
+
+
+#: What documentation writes where a URL's password goes: ``redis://:pass@localhost``, ``user:password@host``.
+URL_PLACEHOLDERS = frozenset(("pass", "password", "passwd", "pwd", "pw", "secret", "token", "key", "apikey"))
+
+
+def url_password_given(m: re.Match[str]) -> bool:
+    """``scheme://user:secret@`` (or ``scheme://:secret@``): the secret is no placeholder (``:TOKEN``, ``<pw>``)."""
+    whole = value(m)
+    secret = whole.split(":", 1)[-1]
+    return (not any(PLACEHOLDER.match(v) for v in (whole, secret)) and not (secret.isalpha() and secret.isupper())
+            and secret.lower() not in URL_PLACEHOLDERS)
