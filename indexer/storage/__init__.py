@@ -62,11 +62,12 @@ def open_index(cfg: Config, embedder: Embedder, read_only: bool = False,
     """The :class:`~memoryd.indexer.engine.MemoryIndex` for ``cfg.storage.backend``.
 
     The PostgreSQL backend is imported only when chosen (its drivers are an extra).
+    ``background_rebuilds`` (the daemon) also lets it start while its database is away.
     """
     if cfg.storage.backend == "postgres":
         from memoryd.indexer.storage.postgres.index import PgMemoryIndex
 
-        return PgMemoryIndex(cfg, embedder, read_only=read_only)
+        return PgMemoryIndex(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
     from memoryd.indexer.engine import MemoryIndex
 
     return MemoryIndex(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)

@@ -148,6 +148,9 @@ def embed_entries(index: MemoryIndex, texts: Sequence[str], *, write_cache: bool
         new = dict(zip(todo, mat, strict=True))
         have.update(new)
         if write_cache and not index.read_only:
-            with index.lock, index.store.transaction() as t:
-                index.cache.put_many(t, new)
+            try:
+                with index.lock, index.store.transaction() as t:
+                    index.cache.put_many(t, new)
+            except StorageUnavailableError:  # the shared cache out of reach: the vectors only go unsaved
+                pass
     return np.stack([have[k] for k in keys])

@@ -49,7 +49,7 @@ from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.search import PgSearcher, PgVectors
-from memoryd.indexer.storage.postgres.store import PgStore
+from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectorfill import VectorFill
 
@@ -93,6 +93,7 @@ class PgMemoryIndex(MemoryIndex):
         self._attach_lock = threading.RLock()  # the first call after a start without the database finishes it
         self._attaching = False
         self._attach_failed = -float("inf")
+        self._attach_window = st.connect_timeout_s  # how long a failed try stands (PgStore's probe, likewise)
         timeout = st.connect_timeout_s
         away: StorageUnavailableError | None = None
         try:
@@ -161,14 +162,17 @@ class PgMemoryIndex(MemoryIndex):
         with self._attach_lock:
             if self.pg.before_use is None or self._attaching:
                 return
-            if time.monotonic() - self._attach_failed < self.cfg.storage.connect_timeout_s:
+            if time.monotonic() - self._attach_failed < self._attach_window:
                 raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where)
             self._attaching = True
+            t0 = time.monotonic()
             try:
                 self._open_schema()
                 self._attach()
             except StorageUnavailableError as exc:
                 self._attach_failed = time.monotonic()
+                slow = self._attach_failed - t0 >= FAST_REFUSAL_S  # a silent host, not a stopped server
+                self._attach_window = self.cfg.storage.connect_timeout_s if slow else FAST_REFUSAL_S
                 self.pg.health.record(False, str(exc))
                 raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
             except StoreError as exc:

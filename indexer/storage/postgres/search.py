@@ -307,7 +307,8 @@ class PgSearcher(HybridSearcher):
         kplan = keyword_plan.plan(tokens, df, max_id, keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
         stmts: list[tuple[str, list[Any]]] = []
         for p in kplan.passes:
-            idfs = [max(math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in p.terms]
+            # N never below a term's df (figures read a moment apart while others write)
+            idfs = [max(math.log((max(n_docs, df[t]) - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in p.terms]
             # Unfiltered: an index-only scan of each term's postings. Filtered: the same, joined to
             # the chunk's file and root for the conditions.
             join = "" if where[0] == "TRUE" else f" JOIN memoryd_chunks c ON c.id = p.chunk_id{_JOIN}"
@@ -385,6 +386,12 @@ class StatsCache:
         missing = [t for t in dict.fromkeys(tokens) if t not in df]
         if missing:
             df.update(corpus.document_frequencies(conn, missing))
+            table = self._table
+            if table is not None and any(df[t] > table[0] for t in missing):
+                # read after a write the remembered totals predate (N < df makes BM25's IDF a log of a
+                # negative number): read the totals again now rather than at the end of the ttl
+                self._checked = float("-inf")
+                self._check(conn)
         return {t: df[t] for t in tokens}
 
 

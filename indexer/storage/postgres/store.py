@@ -39,6 +39,7 @@ from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
 from memoryd.indexer.store import FileChange, FileRow, NewChunk
 
 _FILE_COLS = "id, root_id, path, size, mtime_ns, sha256"
+FAST_REFUSAL_S = 0.5  # a probe refused this fast (a stopped server) is tried again after this long
 
 
 class IdentityChangedError(StoreError):
@@ -84,6 +85,7 @@ class PgStore:
         self._probe = probe
         self._swap = threading.Lock()
         self._failed_probe = -float("inf")  # monotonic time of the last probe that found the database away
+        self._probe_window = timeout_s  # how long that answer stands (short when the refusal came at once)
         self._roots: dict[Path, int] = {}
         # The identity generation this site's chunks are made for: every file write checks it in its own
         # transaction (None: no check), so a daemon of older settings cannot commit after a re-index.
@@ -132,10 +134,15 @@ class PgStore:
     def _probe_or_raise(self) -> None:
         """One direct connection; when it fails, record why and raise StorageUnavailableError."""
         assert self._probe is not None
+        t0 = time.monotonic()
         try:
             self._probe().close()
         except StorageUnavailableError as exc:
             self._failed_probe = time.monotonic()
+            # A silent host's probe costs the timeout: the calls behind it take its answer for that long.
+            # A stopped server refuses at once: its answer stands half a second, so the writes made just
+            # after it starts again are indexed (not answered "indexed: false" for the whole timeout).
+            self._probe_window = self.timeout_s if self._failed_probe - t0 >= FAST_REFUSAL_S else FAST_REFUSAL_S
             self.health.record(False, str(exc))  # the detail; the error says it as every outage does
             raise StorageUnavailableError(f"database {self.where} is unreachable", where=self.where) from None
 
@@ -151,7 +158,7 @@ class PgStore:
         with self._swap:
             if self.health.reachable:  # another thread brought it back meanwhile
                 return
-            if time.monotonic() - self._failed_probe < self.timeout_s:  # just tried: callers queued behind a
+            if time.monotonic() - self._failed_probe < self._probe_window:  # just tried: callers queued behind a
                 raise StorageUnavailableError(  # silent host's probe must not each wait in turn
                     f"database {self.where} is unreachable", where=self.where)
             self._probe_or_raise()
