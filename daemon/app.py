@@ -303,7 +303,7 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
         index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
         max_file_bytes=cfg.watch.max_file_bytes, count_tokens=d.index.embedder.count_tokens,
         query_vector=query_vector_of(d.query_embeddings), embedder=d.index.embedder,
-        line_cache=line_cache,
+        line_cache=line_cache, redact_level=cfg.write.redact_index,
     )
     if line_cache is not None:
         d.on_shutdown.append(line_cache.close)

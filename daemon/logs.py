@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from memoryd.daemon.log_redaction import redact_event
 from memoryd.indexer.config import LOG_FORMATS, LOG_LEVELS
 from memoryd.indexer.errors import ConfigError
 
@@ -115,6 +116,7 @@ def _shared_processors() -> list[Any]:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
+        redact_event,  # no secret in any value (memoryd.daemon.log_redaction)
     ]
 
 
@@ -124,6 +126,7 @@ def _render_processors(json_lines: bool, colors: bool) -> list[Any]:
         return [
             meta,
             structlog.processors.format_exc_info,  # exc_info -> "exception": traceback string
+            redact_event,  # the traceback's messages too
             _fixed_keys_first,
             structlog.processors.JSONRenderer(ensure_ascii=False, default=str),
         ]

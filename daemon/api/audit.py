@@ -5,7 +5,10 @@
 ``max_bytes`` it is rotated (``audit.jsonl`` → ``.1`` → … → ``.backups``, the
 oldest dropped). Records name who (uid, session), what (action, namespace,
 path, line, bytes) and the outcome (decision, reason, rule, error code) —
-never the content: a rejected secret must not reach the disk here either.
+never the content: a rejected secret must not reach the disk here either. The
+fields themselves come from the client (a namespace, a path, a section title, a
+peer id) or quote it (a refusal's message), so every value is passed through the
+secret detector before it is written (:func:`scrub`).
 
 A failure to write the log is logged and does not fail the request (the
 write itself already happened or was refused).
@@ -48,6 +51,7 @@ import structlog
 
 from memoryd.daemon.rpc.errors import RpcError
 from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes, remove_stale_temps
+from memoryd.indexer.write import privacy
 
 log = structlog.get_logger(__name__)
 
@@ -133,7 +137,7 @@ class AuditLog:
         if now < self._next_save:
             return
         self._next_save = now + PENDING_SAVE_S
-        owed = [_summary(rep) for rep in self._repeats.values() if rep.count]
+        owed = [scrub(_summary(rep)) for rep in self._repeats.values() if rep.count]
         data = json.dumps(owed, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
         try:
             atomic_write_bytes(self.pending_path, data, keep_mode=False, temp_suffix=DATA_TEMP_SUFFIX)
@@ -191,8 +195,8 @@ class AuditLog:
         self._drop_pending()
 
     def _append(self, entry: dict[str, Any]) -> None:
-        """Write one line (lock held)."""
-        line = (json.dumps({k: entry[k] for k in FIELDS if entry.get(k) is not None}, ensure_ascii=False,
+        """Write one line (lock held), every value through the secret detector (:func:`scrub`)."""
+        line = (json.dumps({k: scrub(entry[k]) for k in FIELDS if entry.get(k) is not None}, ensure_ascii=False,
                            separators=(",", ":")) + "\n").encode("utf-8", "replace")
         try:
             self._rotate_if_needed(len(line))
@@ -242,6 +246,23 @@ class AuditLog:
                     if len(out) >= n:
                         return out[::-1]
         return out[::-1]
+
+
+def scrub(value: Any) -> Any:
+    """``value`` with every secret in its strings redacted (``[REDACTED:rule]``), as log lines are.
+
+    Records hold what the client sent — a namespace, a path, a section title, a peer id —
+    and refusal messages that quote it; any of them may hold a secret, and the audit log is
+    kept for months. Numbers and the rest of each string are kept, so the record still says
+    who did what.
+    """
+    if isinstance(value, str):
+        return privacy.redact(value, "all")
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
 
 
 def _now() -> str:

@@ -34,6 +34,7 @@ from memoryd.daemon.api.manage_requests import (
     parse_section,
     parse_stats,
 )
+from memoryd.daemon.api.redaction import files_for
 from memoryd.daemon.api.session import SessionClaim, owner_only
 from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
@@ -126,7 +127,7 @@ class ManageMethods:
         first = roots.roots[0]
         check = path_check(session, roots)
         accept = (lambda rel: True) if check is None else (lambda rel: check(str(first), rel))
-        return memory_files(first, ns, accept, self._max_file_bytes)
+        return files_for(session, memory_files(first, ns, accept, self._max_file_bytes), self._cfg.redact_index)
 
     # -- writes ---------------------------------------------------------------------
 

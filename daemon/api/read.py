@@ -20,6 +20,7 @@ import structlog
 
 from memoryd.daemon.api.access import path_check, resolve_for_read
 from memoryd.daemon.api.ports import SearchIndex, WorkQueue, worker_result
+from memoryd.daemon.api.redaction import text_for
 from memoryd.daemon.api.requests import (
     ContextRequest,
     SearchRequest,
@@ -66,6 +67,7 @@ class ReadMethods:
         self, *, index: SearchIndex, roots: Callable[[], RootMap], worker: WorkQueue, search: SearchConfig,
         path_filter: PathFilter, max_file_bytes: int, count_tokens: Callable[[list[str]], list[int]],
         query_vector: QueryVector, embedder: Embedder | None = None, line_cache: LineCache | None = None,
+        redact_level: str = "secrets",
     ) -> None:
         self._index = index
         self._roots = roots
@@ -75,6 +77,7 @@ class ReadMethods:
         self._max_file_bytes = max_file_bytes
         self._count_tokens = count_tokens
         self._query_vector = query_vector
+        self._redact_level = redact_level  # write.redact_index: what a confined session's get hides, as search does
         # context excerpts: lines ranked by the model (None, or search.context_line_model off: by matched lines)
         self._embedder = embedder if search.context_line_model else None
         self._line_vectors = (LineVectors(embedder.embed_passages, store=line_cache)
@@ -161,7 +164,7 @@ class ReadMethods:
         except FileSkipped as exc:
             detail = f" ({exc.detail})" if exc.detail else ""
             raise RpcError(NOT_INDEXED, f"cannot read {raw}: {exc.reason}{detail}") from None
-        lines = content.text.split("\n")
+        lines = text_for(req.session, content.text, self._redact_level).split("\n")  # confined: as search redacts
         if lines and lines[-1] == "":
             lines.pop()
         start = req.start_line
