@@ -92,6 +92,8 @@ class StorageConfig:
     sslmode: SslMode = "prefer"
     site: str = ""  # "": host name + data dir (see memoryd.indexer.storage.site_id)
     connect_timeout_s: float = 3.0  # bounds a connect and a pool wait: a search fails this fast while the DB is down
+    # A confined session (a peer, a group) sees only this site's rows; true: the same namespace on every site
+    share_peers_across_sites: bool = False
 
 
 @dataclass(frozen=True)

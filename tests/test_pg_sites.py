@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.reconcile import reconcile
@@ -158,3 +159,51 @@ def test_the_default_site_id_survives_a_moved_data_dir(tmp_path: Path) -> None:
     assert site_id("mine", moved) == "mine"
     (moved / "site").write_text("bad\x00id\n")
     assert site_id("", moved, hostname="box") == f"box:{moved}"  # unusable: the computed default
+
+
+ALICE = {"kind": "direct", "peer": "alice"}
+
+
+@pytest.mark.slow
+def test_a_confined_session_sees_only_its_own_site_s_rows(pg_dsn: str, tmp_path: Path, short_dir: Path) -> None:
+    """Site C indexed the same root path as site A (the default root is the same path for the same user
+    on every machine): A's peer alice must not get C's peers/alice files, by any mode, nor by context."""
+    root = tmp_path / "root"
+    c_files = {"peers/alice/c-only.md": "# C\n\n- Alice's locker code on site C is walrus.\n",
+               "peers/bob/b.md": "# Bob\n\n- Bob's locker code is walrus too.\n"}
+    for rel, text in c_files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    c = open_index(storage_config("postgres", root, tmp_path / "c-data", pg_dsn, site="c"), HashEmbedder(64))
+    try:
+        reconcile(c, [root], FILTER)
+    finally:
+        c.close()
+    for rel in c_files:
+        (root / rel).unlink()
+    a_files = {"MEMORY.md": "# Memory\n\n- The office is in Lisbon.\n",
+               "peers/alice/a.md": "# A\n\n- Alice's locker code on site A is heron, not walrus.\n"}
+    with running_daemon(tmp_path, short_dir / "a.sock", a_files, timeout=20, tweak=on_site(pg_dsn, "a")) as (
+        _a, client, _root,
+    ):
+        assert _root == root
+        for mode in ("keyword", "vector", "hybrid"):
+            hits = client.call("search", {"query": "locker code walrus", "mode": mode, "k": 20, "session": ALICE})
+            assert {(h["site"], h["path"]) for h in hits["hits"]} <= {("a", "peers/alice/a.md")}, mode
+            asked = client.call("search", {"query": "locker code walrus", "mode": mode, "sites": ["c"],
+                                           "session": ALICE})
+            assert asked["hits"] == []  # naming the other site does not widen it
+        ctx = client.call("context", {"query": "Alice locker code walrus", "max_tokens": 400, "session": ALICE})
+        assert "c-only.md" not in ctx["text"] and "site C" not in ctx["text"]
+        owner = client.call("search", {"query": "locker code walrus", "mode": "keyword", "k": 20})
+        assert {(h["site"], h["path"]) for h in owner["hits"]} >= {("c", "peers/alice/c-only.md"),
+                                                                   ("c", "peers/bob/b.md")}  # the owner sees all
+        # a get or forget of a hit from site C says so, instead of acting on A's file of the same path
+        (root / "peers/bob/b.md").parent.mkdir(parents=True, exist_ok=True)
+        (root / "peers/bob/b.md").write_text("# Bob here\n\n- Site A's own bob file.\n", encoding="utf-8")
+        with pytest.raises(RpcClientError, match="from site 'c', not this daemon's"):
+            client.call("get", {"path": "peers/bob/b.md", "site": "c"})
+        with pytest.raises(RpcClientError, match="from site 'c', not this daemon's"):
+            client.call("forget", {"path": "peers/bob/b.md", "line": 3, "site": "c"})
+        assert "Site A's own bob file" in (root / "peers/bob/b.md").read_text(encoding="utf-8")
+        assert "Site A's own" in client.call("get", {"path": "peers/bob/b.md", "site": "a"})["text"]

@@ -40,6 +40,7 @@ from memoryd.indexer.errors import FileSkipped, MemorydError
 from memoryd.indexer.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.storage import foreign_site
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.types import Embedder
 
@@ -153,6 +154,9 @@ class ReadMethods:
         where it leads, and the resolved file is what is read.
         """
         req = parse_get(params, peer)
+        refusal = foreign_site(req.site, getattr(self._index, "site", None))
+        if refusal is not None:
+            raise InvalidParams(refusal)
         raw = req.path
         resolved = resolve_for_read(req.session, self._roots(), raw)
         if resolved is None:

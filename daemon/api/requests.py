@@ -66,6 +66,7 @@ class GetRequest:
     start_line: int
     end_line: int | None
     session: Session
+    site: str | None = None  # the search hit's site (PostgreSQL): another site's hit is refused, not read here
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class ForgetRequest:
     line: int
     text: str | None
     claim: SessionClaim
+    site: str | None = None  # as GetRequest.site
 
 
 @dataclass(frozen=True)
@@ -179,13 +181,13 @@ def parse_context(params: Params, peer: Peer, first_root: Path, min_score: float
 
 
 def parse_get(params: Params, peer: Peer) -> GetRequest:
-    reject_unknown(params, {"path", "start_line", "end_line", SESSION_PARAM})
+    reject_unknown(params, {"path", "start_line", "end_line", "site", SESSION_PARAM})
     raw = param(params, "path", str)
     start = param(params, "start_line", int, 1)
     end = param(params, "end_line", int, None)
     if start < 1 or (end is not None and end < start):
         raise InvalidParams(f"bad line range {start}-{end}: lines are 1-based and end >= start")
-    return GetRequest(raw, start, end, SessionClaim.of(params, peer).resolve())
+    return GetRequest(raw, start, end, SessionClaim.of(params, peer).resolve(), param(params, "site", str, None))
 
 
 def parse_reindex(params: Params) -> ReindexRequest:
@@ -205,13 +207,13 @@ def parse_remember(params: Params, peer: Peer) -> RememberRequest:
 
 
 def parse_forget(params: Params, peer: Peer) -> ForgetRequest:
-    reject_unknown(params, {"path", "line", "text", SESSION_PARAM})
+    reject_unknown(params, {"path", "line", "text", "site", SESSION_PARAM})
     raw = param(params, "path", str)
     line = param(params, "line", int)
     expect = param(params, "text", str, None)
     if line < 1:
         raise InvalidParams(f"param 'line' must be >= 1, got {line}")
-    return ForgetRequest(raw, line, expect, SessionClaim.of(params, peer))
+    return ForgetRequest(raw, line, expect, SessionClaim.of(params, peer), param(params, "site", str, None))
 
 
 def parse_audit(params: Params, peer: Peer) -> AuditRequest:

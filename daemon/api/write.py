@@ -50,6 +50,7 @@ from memoryd.daemon.rpc.errors import (
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.pathguard import normalize
+from memoryd.indexer.storage import foreign_site
 from memoryd.indexer.write import privacy
 from memoryd.indexer.write.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
 from memoryd.indexer.write.intake import Rejected, has_bank, prepare
@@ -131,6 +132,9 @@ class WriteMethods:
 
     def forget(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_forget(params, peer)
+        refusal = foreign_site(req.site, getattr(self.new_writer().index, "site", None)) if req.site else None
+        if refusal is not None:
+            raise InvalidParams(refusal)
         rec: dict[str, Any] = {"action": "forget", "uid": peer.uid, "pid": peer.pid, "line": req.line}
         with self.audited(rec):
             session = self.admit(req.claim, rec)

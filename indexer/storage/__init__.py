@@ -57,6 +57,19 @@ def _kept_site(path: Path) -> str:
     return text if text and text.isprintable() and len(text) <= 1024 else ""
 
 
+def foreign_site(requested: str | None, own: str | None) -> str | None:
+    """Why a ``get``/``forget`` naming a search hit's ``site`` must not act here (None: it may).
+
+    A hit of another site names a file on that site's machine; a file of the same path here is
+    another file, so reading or forgetting it would answer about the wrong memory."""
+    if requested is None or requested == "self" or requested == own:
+        return None
+    if own is None:
+        return "param 'site' needs storage.backend = 'postgres' (the embedded index has one site)"
+    return (f"that hit is from site {requested!r}, not this daemon's ({own!r}): its file is on that site's"
+            f" machine; a file of the same path here is another file (ask site {requested!r}'s daemon)")
+
+
 def open_index(cfg: Config, embedder: Embedder, read_only: bool = False,
                background_rebuilds: bool = False) -> MemoryIndex:
     """The :class:`~memoryd.indexer.engine.MemoryIndex` for ``cfg.storage.backend``.

@@ -308,8 +308,15 @@ class PgMemoryIndex(MemoryIndex):
         exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
         path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
     ) -> SearchResult:
-        """One query over every site's chunks, or those of ``sites``."""
+        """One query over every site's chunks, or those of ``sites``.
+
+        A confined session (``path_check`` given: a peer or group) sees only this site's rows unless
+        ``storage.share_peers_across_sites``: the same namespace path on another machine is another
+        machine's peer (the default root is the same path for the same user everywhere), and its
+        files are not this daemon's to check or to serve."""
         assert isinstance(self.searcher, PgSearcher)
+        if path_check is not None and not self.cfg.storage.share_peers_across_sites:
+            sites = [s for s in (sites if sites is not None else [self.site]) if s == self.site]
         return self.searcher.search(
             query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
             exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check, sites=sites)
