@@ -207,3 +207,44 @@ def test_a_confined_session_sees_only_its_own_site_s_rows(pg_dsn: str, tmp_path:
             client.call("forget", {"path": "peers/bob/b.md", "line": 3, "site": "c"})
         assert "Site A's own bob file" in (root / "peers/bob/b.md").read_text(encoding="utf-8")
         assert "Site A's own" in client.call("get", {"path": "peers/bob/b.md", "site": "a"})["text"]
+
+
+@pytest.mark.slow
+def test_sites_list_shows_holders_and_drop_removes_a_stopped_site(pg_dsn: str, tmp_path: Path,
+                                                                  short_dir: Path) -> None:
+    old = write_corpus(tmp_path / "old-root")
+    idx = open_index(storage_config("postgres", old, tmp_path / "old-data", pg_dsn, site="old-vps"), HashEmbedder(64))
+    try:
+        reconcile(idx, [old], FILTER)
+    finally:
+        idx.close()  # a site whose daemon stopped: its rows stay searchable
+    conf = config_file(tmp_path, pg_dsn, site="old-vps")
+    with running_daemon(tmp_path / "a", short_dir / "a.sock", FILES, timeout=20, tweak=on_site(pg_dsn)) as (
+        _a, client, root,
+    ):
+        st = client.call("status")["storage"]
+        by_site = {s["site"]: s for s in st["all_sites"]}
+        assert by_site[SITE]["live"] is True and by_site[SITE]["pid"] == os.getpid()
+        assert by_site[SITE]["roots"] == [{"path": str(root), "files": len(FILES)}]
+        assert by_site["old-vps"]["live"] is False and by_site["old-vps"]["last_contact"] is not None
+        assert by_site["old-vps"]["files"] == len(CORPUS)
+
+        listed = memoryd("sites", "--config", str(conf), "list")
+        assert listed.returncode == 0, listed.stderr
+        assert "old-vps  stopped  (this config's site)" in listed.stdout and f"{SITE}  live" in listed.stdout
+        assert f"pid {os.getpid()}" in listed.stdout and f"root {old}: {len(CORPUS)} files" in listed.stdout
+
+        busy = memoryd("sites", "--config", str(conf), "drop", SITE)
+        assert busy.returncode == 1 and "in use by a running memoryd" in busy.stderr
+        assert site_files(pg_dsn, SITE) == {str(root): len(FILES)}
+        dry = memoryd("sites", "--config", str(conf), "drop", "old-vps", "--dry-run")
+        assert dry.returncode == 0 and f"would remove site 'old-vps': 1 roots, {len(CORPUS)} files" in dry.stderr
+        assert site_files(pg_dsn, "old-vps") == {str(old): len(CORPUS)}
+        before = client.call("search", {"query": "Neovim", "mode": "keyword"})["hits"]
+        assert any(h["site"] == "old-vps" for h in before)
+        gone = memoryd("sites", "--config", str(conf), "drop", "old-vps")
+        assert gone.returncode == 0 and "removed site 'old-vps'" in gone.stderr
+        assert site_files(pg_dsn, "old-vps") == {}
+        hits = client.call("search", {"query": "Neovim", "mode": "keyword", "k": 20})["hits"]
+        assert hits == [] or {h["site"] for h in hits} == {SITE}
+        assert [s["site"] for s in client.call("status")["storage"]["all_sites"]] == [SITE]

@@ -20,6 +20,9 @@ from memoryd.daemon.client.cli_help import command
 
 
 def add_parsers(sub: Any) -> None:
+    from memoryd.daemon.client import cli_sites
+
+    cli_sites.add_parsers(sub)  # `memoryd sites`: registered here, beside the other storage commands
     p = command(sub, "migrate-storage",
                 "copy the embedded index (SQLite + FAISS) into PostgreSQL: vectors and cache too, no re-embedding",
                 "memoryd migrate-storage   # storage.dsn (or $MEMORYD_PG_DSN) names the database",
@@ -89,4 +92,10 @@ def _reindex(cfg: Any) -> int:
     return 0
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"migrate-storage": cmd_migrate_storage}
+def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
+    from memoryd.daemon.client.cli_sites import COMMANDS as SITES
+
+    return {"migrate-storage": cmd_migrate_storage, **SITES}
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = _commands()

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.postgres import corpus
 
 
@@ -59,7 +60,7 @@ class DropResult:
                 "dry_run": self.dry_run}
 
 
-class SiteBusyError(Exception):
+class SiteBusyError(StoreError):
     """The site is held by a running process: it cannot be dropped (its daemon would index it again)."""
 
 
