@@ -80,3 +80,10 @@ def test_audit_summary_counts_per_session_with_repeats() -> None:
         ("direct:bob", [("remember denied", 4), ("remember appended", 1)]),
         ("owner", [("forget removed", 1)]),
     ]
+
+
+def test_highlight_matches_latin_words_where_a_word_starts_and_cjk_anywhere() -> None:
+    assert str(views.highlight("we undo the deploys", views.query_pattern("do we deploy"))) == \
+        "we undo the <mark>deploy</mark>s"
+    cjk = views.highlight("我们周四部署生产环境", views.query_pattern("部署"))
+    assert str(cjk) == "我们周四<mark>部署</mark>生产环境"

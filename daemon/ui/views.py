@@ -23,6 +23,7 @@ from memoryd.indexer.entrymeta import strip as strip_markers
 CONTEXT_LINES = 1  # lines shown around a matched line of a long hit
 SHORT_HIT = 8  # a hit of at most this many lines is shown whole
 _WORD = re.compile(r"\w{2,}", re.UNICODE)
+_ASCII_WORD = re.compile(r"[a-z0-9_]+")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 # What memoryd.daemon.client.termsafe.escape rewrites (C0 but newline and tab, DEL, C1, bidi controls):
 # one search finds the lines that need it, so the common line costs one regex, not three.
@@ -42,11 +43,13 @@ def visible(value: object) -> object:
 
 
 def query_pattern(query: str) -> re.Pattern[str] | None:
-    """The query's words (2+ letters), longest first, as one case-insensitive pattern; None if none."""
-    words = sorted({w.lower() for w in _WORD.findall(query)}, key=len, reverse=True)
-    if not words:
-        return None
-    return re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
+    """The query's words, longest first, as one case-insensitive pattern; None if none. A Latin word
+    (3+ letters) matches where a word starts (``deploy`` in "deploys", not ``do`` in "undo"); other
+    scripts (2+ letters, CJK has no spaces) match anywhere."""
+    words = {w.lower() for w in _WORD.findall(query)}
+    parts = [rf"\b{re.escape(w)}" if _ASCII_WORD.fullmatch(w) else re.escape(w)
+             for w in sorted(words, key=len, reverse=True) if len(w) >= 3 or not _ASCII_WORD.fullmatch(w)]
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
 
 
 def highlight(line: str, pattern: re.Pattern[str] | None) -> Markup:
