@@ -149,7 +149,9 @@ def _sites(params: Params) -> tuple[str, ...] | None:
     if raw is None:
         return None
     if not raw or not all(isinstance(s, str) and s for s in raw):
-        raise InvalidParams(f"param 'sites' must be a non-empty list of site ids, got {raw!r}")
+        raise InvalidParams(f"param 'sites' must be a non-empty list of site ids, got {raw!r:.200}")
+    if not all(s.isprintable() and len(s) <= 1024 for s in raw):  # NUL or a control character: no site has one
+        raise InvalidParams("param 'sites' must hold printable site ids of at most 1024 characters")
     return tuple(raw)
 
 

@@ -82,13 +82,18 @@ def default_config_text() -> str:
     return files("memoryd.config").joinpath("memoryd.toml").read_text(encoding="utf-8")
 
 
+# Optional ("-": a missing file is fine): MEMORYD_PG_DSN and such, kept out of the unit (docs/postgres.md).
+ENV_FILE = ("# Optional variables, e.g. MEMORYD_PG_DSN=... (a file of mode 0600; docs/postgres.md)\n"
+            "EnvironmentFile=-%E/memoryd/env")
+
+
 def unit_text(name: str, exe: str) -> str:
     """A shipped unit, with ExecStart pointing at ``exe`` (an absolute path) instead of ~/.local/bin."""
     text = files("memoryd.systemd").joinpath(name).read_text(encoding="utf-8")
     if name == "memoryd.service":
         if SHIPPED_EXEC not in text:  # pragma: no cover - guarded by a test on the shipped unit
             raise ServiceError(f"shipped {name} has no line {SHIPPED_EXEC!r}")
-        text = text.replace(SHIPPED_EXEC, f"ExecStart={exec_word(exe)} run")
+        text = text.replace(SHIPPED_EXEC, f"{ENV_FILE}\nExecStart={exec_word(exe)} run")
     return text
 
 

@@ -122,7 +122,8 @@ def merge_consecutive(hits: Sequence[Hit], max_chunks: int = MAX_MERGED_CHUNKS) 
 
 
 def _joins(a: Hit, b: Hit) -> bool:
-    return (a.root, a.path) == (b.root, b.path) and b.start_line <= a.end_line + 1 and b.end_line >= a.start_line - 1
+    return (a.site, a.root, a.path) == (b.site, b.root, b.path) and b.start_line <= a.end_line + 1 \
+        and b.end_line >= a.start_line - 1  # the same path on two sites is two files
 
 
 def add_lines(lines: dict[int, str], start_line: int, text: str) -> None:

@@ -47,9 +47,38 @@ def connect(dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> psy
 
 
 def prepare(dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> int:
-    """Create or migrate the schema; returns the version found before (0: a new database)."""
+    """Create or migrate the schema; returns the version found before (0: a new database).
+
+    A refusal by the server (a read-only role or replica, no pgvector) is a :class:`StoreError`
+    in words, never a traceback quoting SQL."""
     with connect(dsn, sslmode, timeout_s) as conn:
-        return schema.migrate(conn)
+        try:
+            return schema.migrate(conn)
+        except READ_ONLY as exc:
+            raise read_only_error(exc, describe(dsn)) from None
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailableError(f"database {describe(dsn)} failed: {describe_error(exc, dsn)}",
+                                          where=describe(dsn)) from None
+        except psycopg.Error as exc:
+            raise StoreError(f"database {describe(dsn)} refused memoryd's schema: {describe_error(exc, dsn)}"
+                             " (memoryd needs PostgreSQL 14+ with the pgvector extension: docs/postgres.md)") from None
+
+
+READ_ONLY = (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction)
+
+
+class ReadOnlyRoleError(StoreError):
+    """The server refused a change: a read-only role, or a read-only server (a replica)."""
+
+
+def read_only_error(exc: psycopg.Error, where: str) -> ReadOnlyRoleError:
+    """What to say when the server refuses a change (its first line names the table, never our SQL)."""
+    why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ReadOnlyRoleError(
+        f"database {where} refused a change ({why}): this role (or server) is read-only. A daemon and"
+        " `memoryd index` need a role that may create and write memoryd's tables (their owner, or CREATE on"
+        " the schema and SELECT, INSERT, UPDATE, DELETE on memoryd_*) on the primary; a read-only role serves"
+        " `memoryd search --offline` only")
 
 
 def check_schema(dsn: str, sslmode: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
@@ -170,7 +199,10 @@ class SiteLock:
             row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (site_key(site),)).fetchone()
             if not (row and row[0]):
                 raise SiteInUseError(_in_use(self._conn, site, self._where))
-            sites.record_claim(self._conn, site, about)
+            try:
+                sites.record_claim(self._conn, site, about)
+            except READ_ONLY as exc:
+                raise read_only_error(exc, self._where) from None
 
     def acquire(self, site: str, root: Path) -> None:
         with self._mutex:

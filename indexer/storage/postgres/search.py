@@ -65,7 +65,7 @@ def row_filter(prefix: str | None, exclude: Sequence[str], sites: Sequence[str] 
         args.append(ex)
     if sites is not None:
         conds.append("r.site = ANY(%s)")
-        args.append(list(sites))
+        args.append([s for s in sites if "\x00" not in s])  # PostgreSQL text holds no NUL: no such site
     return " AND ".join(conds), args
 
 
@@ -212,6 +212,8 @@ class PgSearcher(HybridSearcher):
             ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query, intents), rows, k,
                                   qvec is not None)
             head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
+            # whose file each is: the same root and path on two sites are two files, never merged into one hit
+            head = [replace(h, site=union.sites.get(h.chunk_id)) for h in head]
             fitted = qvec is not None and self._embedder is not None \
                 and calibration.fitted_for(self._embedder.model_id)
             feats = self._pg_features(conn, head, feature_terms, vec if fitted else None, union)
@@ -227,7 +229,6 @@ class PgSearcher(HybridSearcher):
         hits, reason, explanations = self._finish(
             hits, head, feats, k=k, min_score=min_score, idfs=idfs, vec=vec, kw=kw, rows=rows, cands=cands,
             mode=mode, has_vectors=qvec is not None, explain=explain)
-        hits = [replace(h, site=union.sites.get(h.chunk_id)) for h in hits]  # whose file: same paths, other sites
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
             keyword_plan=plan.describe() if explain and terms else None,

@@ -33,7 +33,7 @@ import psycopg_pool
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.postgres import corpus
-from memoryd.indexer.storage.postgres.connect import closed_by_server
+from memoryd.indexer.storage.postgres.connect import READ_ONLY, closed_by_server, read_only_error
 from memoryd.indexer.storage.postgres.schema import GENERATION_KEY, MIGRATION_LOCK
 from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
 from memoryd.indexer.store import FileChange, FileRow, NewChunk
@@ -122,6 +122,8 @@ class PgStore:
             raise self._down(f"database {self.where} is unreachable") from None
         except psycopg.errors.TransactionRollback:  # a deadlock or serialisation failure: this call's, not an outage
             raise
+        except READ_ONLY as exc:  # a role (or server) that may not write: say so, not a traceback with SQL
+            raise read_only_error(exc, self.where) from None
         except psycopg.OperationalError as exc:
             raise self._down(f"database {self.where} failed: {type(exc).__name__}") from None
         self.health.record(True)
