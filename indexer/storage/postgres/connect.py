@@ -7,7 +7,6 @@ in autocommit mode (a write opens its own transaction) and know pgvector's type.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import select
@@ -24,6 +23,7 @@ from memoryd.indexer.errors import StoreError
 from memoryd.indexer.storage.base import SchemaTooNewError, SiteLockedError, StorageUnavailableError
 from memoryd.indexer.storage.postgres import schema, sites
 from memoryd.indexer.storage.postgres.dsn import conninfo, describe, describe_error
+from memoryd.indexer.storage.postgres.sites import site_key
 
 log = structlog.get_logger(__name__)
 
@@ -151,16 +151,9 @@ def closed_by_server(conn: psycopg.Connection[Any]) -> bool:
 def lock_key(site: str, root: Path) -> int:
     """The advisory-lock key of (site, root): 63 bits of the SHA-256 of the site and the root's *real* path,
     so a symlink to a locked root (or the root spelt another way) is the same lock."""
-    return _key(f"{site}\x00{os.path.realpath(root)}")
+    return sites.key(f"{site}\x00{os.path.realpath(root)}")
 
 
-def site_key(site: str) -> int:
-    """The advisory-lock key of a whole site: held by the one process that writes that site's rows."""
-    return _key(f"memoryd-site\x00{site}")
-
-
-def _key(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
 
 
 class SiteLock:

@@ -10,6 +10,7 @@ whose rows every other daemon still searches until :func:`drop_site` removes the
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,16 @@ class SiteBusyError(StoreError):
     """The site is held by a running process: it cannot be dropped (its daemon would index it again)."""
 
 
+def key(text: str) -> int:
+    """An advisory-lock key: 63 bits of the text's SHA-256."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+def site_key(site: str) -> int:
+    """The advisory-lock key of a whole site: held by the one process that writes that site's rows."""
+    return key(f"memoryd-site\x00{site}")
+
+
 def record_claim(conn: Any, site: str, about: dict[str, Any]) -> None:
     """The site's row, as the process that just took its lock describes itself."""
     now = time.time()
@@ -101,8 +112,6 @@ def granted_locks(conn: Any) -> dict[int, int]:
 
 def list_sites(conn: Any) -> list[SiteInfo]:
     """Every site the database knows (recorded, or owning roots), with its roots and who holds what."""
-    from memoryd.indexer.storage.postgres.connect import site_key
-
     locks = granted_locks(conn)
     found: dict[str, SiteInfo] = {}
     for row in conn.execute("SELECT site, host, pid, data_dir, version, started, last_contact FROM memoryd_sites"):
@@ -124,8 +133,6 @@ def drop_site(conn: Any, site: str, dry_run: bool = False) -> DropResult:
     it all again. The lock is taken for the transaction, so no daemon claims the site meanwhile.
     The shared embedding cache stays (other sites' chunks may use the same vectors).
     """
-    from memoryd.indexer.storage.postgres.connect import site_key
-
     with conn.transaction():
         row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (site_key(site),)).fetchone()
         if not (row and row[0]):
