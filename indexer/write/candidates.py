@@ -21,6 +21,7 @@ Runs on the index's writer thread (it writes the cache).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,11 +55,12 @@ def read_text(path: Path) -> str | None:
 
 
 def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
-           write_cache: bool = True) -> list[Candidate]:
+           memo: dict[str, FloatArray] | None = None) -> list[Candidate]:
     """Candidates for ``plan``, each scored against it (cosine of passage embeddings).
 
-    ``write_cache=False`` is for a caller off the writer thread (a dry-run import): new vectors are
-    computed but not stored."""
+    ``memo`` is for a caller off the writer thread (a dry-run import): new vectors are kept there,
+    for the next plans of the same call, instead of in the index's cache (which only the writer
+    thread writes)."""
     found: dict[tuple[str, int], str] = {}
     texts: dict[str, str | None] = {}
 
@@ -79,7 +81,7 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
     target = texts.get(plan.target)
     scoped = in_route(target, plan.route.section) if target else frozenset()
     keys = list(found)
-    vecs = embed_entries(index, [plan.content, *(found[k] for k in keys)], write_cache=write_cache)
+    vecs = embed_entries(index, [plan.content, *(found[k] for k in keys)], memo=memo)
     scores = vecs[1:] @ vecs[0]
     return [Candidate(p, ln, found[(p, ln)], float(s), scoped=p == plan.target and ln in scoped)
             for (p, ln), s in zip(keys, scores, strict=True)]
@@ -133,21 +135,24 @@ def _writable(root: Path, rel: str) -> bool:
     return True
 
 
-def embed_entries(index: MemoryIndex, texts: Sequence[str], *, write_cache: bool = True) -> FloatArray:
-    """Passage vectors for entry texts, through the index's embedding cache (rows in ``texts`` order)."""
+def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
+                  memo: dict[str, FloatArray] | None = None) -> FloatArray:
+    """Passage vectors for entry texts, through the index's embedding cache (rows in ``texts`` order);
+    with ``memo``, new vectors go there instead of into the cache (see :func:`gather`)."""
     embedder = index.embedder
     etexts = [clean_line(t) or t for t in texts]
     keys = [cache_key(embedder.model_id, t) for t in etexts]
-    try:
-        have = index.cache.get_many(keys, count=False)
-    except StorageUnavailableError:  # a shared cache out of reach: the model gives the same vectors
-        have = {}
+    have = {k: memo[k] for k in keys if memo is not None and k in memo}
+    with contextlib.suppress(StorageUnavailableError):  # a shared cache out of reach: the model gives them
+        have |= index.cache.get_many([k for k in keys if k not in have], count=False)
     todo = {k: t for k, t in zip(keys, etexts, strict=True) if k not in have}
     if todo:
         mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
         new = dict(zip(todo, mat, strict=True))
         have.update(new)
-        if write_cache and not index.read_only:
+        if memo is not None:
+            memo.update(new)
+        elif not index.read_only:
             try:
                 with index.lock, index.store.transaction() as t:
                     index.cache.put_many(t, new)
