@@ -23,9 +23,9 @@ from memoryd.daemon.client.cli_write import TYPES
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, AMBIGUOUS_PATH
 from memoryd.daemon.ui import views
-from memoryd.daemon.ui.app import Ui
 from memoryd.daemon.ui.bridge import Daemon
 from memoryd.daemon.ui.security import CSRF_FIELD, CSRF_HEADER, TOKEN_PARAM
+from memoryd.daemon.ui.state import Ui
 from memoryd.indexer.errors import DaemonError, NotRunningError
 
 SEARCH_MODES = ("hybrid", "vector", "keyword")
