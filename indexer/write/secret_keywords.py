@@ -5,14 +5,20 @@ a key word (``Passwort``, ``contraseña``, ``пароль``, ``비밀번호``, `
 text then says that a value follows, and the value's shape
 (:func:`memoryd.indexer.write.secret_checks.credential_shape`):
 
-* **separator** — a ``:``, ``=``, ``|``, a spaced dash, or a copula ("ist", "est", "là", "هي",
-  a particle such as 는/是/は ending the key word), possibly after a few qualifying words
-  ("Passwort für das WLAN:", "mot de passe de ma boîte mail est"): letters with digits or
-  symbols, 4-12 digits, or a quoted value are a credential;
+* **separator** — a ``:``, ``=``, ``|`` between spaces, a spaced dash, or a copula of the key
+  word's own language ("ist", "est", "là", "هي"; a particle such as 는/是/は ending the key word),
+  possibly after up to six qualifying words ("Passwort für das WLAN:", "mot de passe de ma boîte
+  mail est"): letters with digits or symbols, 4-12 digits, or a quoted word are a credential;
 * **direct** — the value right after the key word ("Kennwort Nas!Haus88", "şifrem Mail@5573"):
   letters with digits or symbols; digits only after a PIN word ("PIN 1397");
-* **one word between** ("Mudei a senha para Banco$9902", "Сменил пароль на Bank$4410"): only
-  a value with three character classes.
+* **one or two words between** ("Mudei a senha para Banco$9902", "Сменил пароль на Bank$4410"):
+  only a value with three character classes; after a PIN word, a number ending the clause
+  ("PIN der Karte 4721") that is not a year.
+
+Short Latin key words (``pin``, ``pw``, ``pass``, ``mdp``) are whole words only and verbs too
+("pass it to the parser", "pin numpy to 1.26"): they need a separator, and a strong value when
+words stand between; ``PIN``/``PUK`` in capitals are the noun, ``PASS:`` a test verdict. A value
+followed by ``(``, ``[`` or ``.`` is code (``password = self._get(url)``).
 
 A value shaped like a word of a sentence, a date, a count with its unit, a version or a
 placeholder is never a credential, which is what lets "I forgot my password", "change the
