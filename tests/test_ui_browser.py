@@ -73,7 +73,7 @@ class Site:
 @pytest.fixture
 def site(tmp_path: Path, short_dir: Path, browser: Any) -> Iterator[Site]:
     def tweak(cfg: Any) -> Any:
-        return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
+        return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))
 
     d, rpc, root = start_daemon(tmp_path, short_dir / "m.sock", FILES, timeout=20, tweak=tweak)
     server, sock, url = build(short_dir / "m.sock", 0)
@@ -155,7 +155,11 @@ def test_forget_then_undo_by_clicking(site: Site) -> None:
                                   "/search?q=Zebras"])
 def test_markup_in_a_note_or_a_file_name_is_shown_never_run(site: Site, path: str) -> None:
     dialogs: list[str] = []
-    site.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    def on_dialog(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    site.page.on("dialog", on_dialog)
     site.page.goto(site.url)
     site.page.goto(site.base + path)
     site.page.wait_for_load_state("load")

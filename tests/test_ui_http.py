@@ -62,7 +62,7 @@ class Ui:
 @pytest.fixture
 def ui(tmp_path: Path, short_dir: Path) -> Iterator[Ui]:
     def tweak(cfg: Any) -> Any:
-        return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
+        return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))
 
     d, rpc, root = start_daemon(tmp_path, short_dir / "m.sock", FILES, timeout=20, tweak=tweak)
     keys = Keys.fresh()
