@@ -237,8 +237,8 @@ NONE, DIGITS, MIXED, STRONG = 0, 1, 2, 3
 _EDGE = "\"'`“”‘’„«»‹›「」『』()[]{}<>.,;:!?。，、！？；：*_~"  # quotes, brackets, punctuation, Markdown emphasis
 #: Dates, times, versions, sizes, percentages and ranges (numbers a policy or a log line gives after a key
 #: word); words joined by ``-``, ``.`` or ``_`` (e-mail, Oma-Laptop, parsing_context, MYSQL_NATIVE_PASSWORD);
-#: addresses, paths (a/b/c), code (v8::Object, async_req=True, module.Class), command-line flags (--client-id) and anything
-#: holding a space (a phrase, not a credential).
+#: addresses, paths (a/b/c), code (v8::Object, async_req=True, module.Class), command-line flags (--client-id)
+#: and anything holding a space (a phrase, not a credential).
 NOT_A_VALUE = re.compile(
     r"^(?:\d{4}[-/.]\d{1,2}(?:[-/.]\d{1,2})?|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}|\d{4}/\d{2}|\d{1,2}:\d{2}(?::\d{2})?"
     r"|v?(?:\d+:)?\d+(?:\.\d+)+[\w.+~-]*|\d+(?:[.,]\d+)?\s?(?:%|[kmgt]i?b|ms|s|h|px)|\d{1,3}\s?[-–~]\s?\d{1,3}|\d{1,3}\+"
