@@ -55,7 +55,7 @@ def read_text(path: Path) -> str | None:
 
 
 def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
-           memo: dict[str, FloatArray] | None = None) -> list[Candidate]:
+           memo: dict[bytes, FloatArray] | None = None) -> list[Candidate]:
     """Candidates for ``plan``, each scored against it (cosine of passage embeddings).
 
     ``memo`` is for a caller off the writer thread (a dry-run import): new vectors are kept there,
@@ -136,7 +136,7 @@ def _writable(root: Path, rel: str) -> bool:
 
 
 def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
-                  memo: dict[str, FloatArray] | None = None) -> FloatArray:
+                  memo: dict[bytes, FloatArray] | None = None) -> FloatArray:
     """Passage vectors for entry texts, through the index's embedding cache (rows in ``texts`` order);
     with ``memo``, new vectors go there instead of into the cache (see :func:`gather`)."""
     embedder = index.embedder

@@ -194,7 +194,7 @@ class MemoryEditor(MemoryWriter):
         """What dedup would decide for each line against what is stored now. Reads only (the index's read
         side, no cache writes), so it runs off the writer thread and takes no write lock."""
         out = []
-        memo: dict[str, Any] = {}  # entry vectors computed for earlier lines: the files do not change meanwhile
+        memo: dict[bytes, Any] = {}  # entry vectors computed for earlier lines: the files do not change meanwhile
         for done, (n, plan) in enumerate(plans, start=1):
             v = decide(plan.content, gather(self.index, self.root, plan, self.cfg, memo=memo), self.thresholds)
             out.append(_would(n, plan, v))
