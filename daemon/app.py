@@ -43,6 +43,7 @@ from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage import ManageMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
+from memoryd.daemon.api.read_audit import audit_reads, open_read_audit
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.datalock import DataDirLock
 from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
@@ -314,8 +315,10 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
                            new_editor=new_writer, jobs=d.jobs)
     files = FileMethods(roots=roots, path_filter=d.path_filter)
-    return (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-            | manage.handlers() | files.handlers())
+    writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
+    d.on_shutdown.append(read_log.flush)
+    return audit_reads(AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
+                       | manage.handlers() | files.handlers(), read_log)
 
 
 def recover_edits(history: History, roots: RootMap) -> dict[str, int]:

@@ -56,7 +56,7 @@ from memoryd.indexer.write import privacy
 log = structlog.get_logger(__name__)
 
 FIELDS = ("time", "uid", "pid", "session", "action", "namespace", "path", "line", "bytes", "decision", "reason",
-          "rule", "code", "count", "since")
+          "rule", "code", "count", "since", "hits", "paths")  # hits, paths: the read audit (read_audit.py)
 AGGREGATED = frozenset({"denied", "rejected"})  # refusals: repeats are counted, not written one by one
 DENIAL_WINDOW_S = 60.0
 MAX_DENIAL_KEYS = 32

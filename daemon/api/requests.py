@@ -96,6 +96,7 @@ class ForgetRequest:
 class AuditRequest:
     tail: int
     session: Session
+    log: str = "writes"  # "writes" (audit.jsonl) or "reads" (audit-reads.jsonl)
 
 
 @dataclass(frozen=True)
@@ -219,11 +220,14 @@ def parse_forget(params: Params, peer: Peer) -> ForgetRequest:
 
 
 def parse_audit(params: Params, peer: Peer) -> AuditRequest:
-    reject_unknown(params, {"tail", SESSION_PARAM})
+    reject_unknown(params, {"tail", "log", SESSION_PARAM})
     n = param(params, "tail", int, 20)
     if not 1 <= n <= MAX_AUDIT_TAIL:
         raise InvalidParams(f"param 'tail' must be in 1..{MAX_AUDIT_TAIL}, got {n}")
-    return AuditRequest(n, SessionClaim.of(params, peer).resolve())
+    which = param(params, "log", str, "writes")
+    if which not in ("writes", "reads"):
+        raise InvalidParams(f"param 'log' must be 'writes' or 'reads', got {which[:40]!r}")
+    return AuditRequest(n, SessionClaim.of(params, peer).resolve(), which)
 
 
 def parse_history(params: Params, peer: Peer) -> HistoryRequest:

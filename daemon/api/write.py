@@ -99,6 +99,7 @@ class WriteMethods:
         self._cfg = cfg
         self.limiter = WriteLimiter(cfg.max_per_turn, cfg.max_per_minute)
         self.audit_log = audit_log
+        self.read_audit_log: AuditLog | None = None  # the read audit (read_audit.py), set by whoever assembles
         self.new_writer = new_writer
         self._open: dict[int, list[Ticket]] = {}  # id(rec) of each audited block → its reserved places
         self._open_lock = threading.Lock()
@@ -149,7 +150,8 @@ class WriteMethods:
     def audit(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_audit(params, peer)
         _write_error(lambda: authorize(req.session, AUDIT))
-        return {"entries": self.audit_log.tail(req.tail), "path": str(self.audit_log.path)}
+        log = self.read_audit_log if req.log == "reads" and self.read_audit_log is not None else self.audit_log
+        return {"entries": log.tail(req.tail), "path": str(log.path), "log": req.log}
 
     # -- steps --------------------------------------------------------------------
 

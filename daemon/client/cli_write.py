@@ -48,9 +48,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("target", help="PATH:LINE, as printed by `memoryd remember`")
     p.add_argument("--text", help="only if the entry on that line has this text")
 
-    p = command(sub, "audit", "show the write audit log", "memoryd audit --tail 5")
+    p = command(sub, "audit", "show the audit log of writes (or of reads, --reads)", "memoryd audit --tail 5",
+                "memoryd audit --reads -n 50   # who searched, read and listed what (never the query)")
     _common(p)
     p.add_argument("-n", "--tail", type=positive_int, default=20, help="number of records (default 20)")
+    p.add_argument("--reads", action="store_true", help="the read audit: search, context, get, list, export, files")
 
 
 def _socket(args: argparse.Namespace) -> Path:
@@ -107,7 +109,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    result = _call(args, "audit", {"tail": args.tail})
+    result = _call(args, "audit", {"tail": args.tail, **({"log": "reads"} if args.reads else {})})
     if args.json:
         _print_json(result)
         return 0
@@ -115,9 +117,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         session = e.get("session", {})
         who = session.get("kind", "?") + (f":{session.get('peer') or session.get('group')}"
                                           if session.get("peer") or session.get("group") else "")
-        where = f"{e.get('path', '-')}" + (f":{e['line']}" if e.get("line") else "")
+        where = f"{e.get('path') or e.get('namespace') or '-'}" + (f":{e['line']}" if e.get("line") else "")
+        size = f"{e['hits']} hits" if "hits" in e else f"{e.get('bytes', '-')}B"
         print(f"{e.get('time', '?')}  uid={e.get('uid', '?')} {who:<16} {e.get('action', '?'):<8} "
-              f"{e.get('decision', '?'):<10} {where}  {e.get('bytes', '-')}B  {e.get('reason', '')}")
+              f"{e.get('decision', '?'):<10} {where}  {size}  {e.get('reason', '')}")
     return 0
 
 
