@@ -89,3 +89,11 @@ def test_the_cli_shows_the_read_audit(daemon, capsys: pytest.CaptureFixture[str]
     assert cli.main(["audit", "--socket", str(d.cfg.socket_path), "--reads", "-n", "5"]) == 0
     out = capsys.readouterr().out
     assert "direct:alice" in out and "search" in out and "1 hits" in out and QUERY not in out
+
+
+def test_context_takes_a_mode_over_the_socket(daemon) -> None:
+    _d, client, _root = daemon
+    kw = client.call("context", {"query": QUERY, "max_tokens": 400, "mode": "keyword"})
+    assert "quokkamigrationplan" in kw["text"]
+    with pytest.raises(RpcClientError):
+        client.call("context", {"query": QUERY, "max_tokens": 400, "mode": "telepathy"})

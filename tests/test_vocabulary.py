@@ -49,9 +49,23 @@ def test_an_unknown_flag_is_reported_with_the_commands_own_usage(capsys: pytest.
     assert err.startswith("usage: memoryd history") and "unrecognized arguments: --bogus" in err
 
 
-def test_context_mode_other_than_hybrid_needs_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["context", "--socket", str(tmp_path / "none.sock"), "--mode", "keyword", "q"]) == EXIT_USAGE
-    assert "--offline" in capsys.readouterr().err
+def test_context_mode_goes_to_the_daemon(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    sent: dict[str, Any] = {}
+
+    class FakeClient:
+        def __enter__(self) -> FakeClient:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            sent.update(method=method, **params)
+            return {"text": "x\n"}
+
+    monkeypatch.setattr(cli, "_client", lambda args: FakeClient())
+    assert cli.main(["context", "--socket", str(tmp_path / "s.sock"), "--mode", "keyword", "q"]) == 0
+    assert sent["method"] == "context" and sent["mode"] == "keyword"
 
 
 def test_search_and_context_send_namespace_and_path_prefix_to_the_daemon(

@@ -126,11 +126,11 @@ class ReadMethods:
         from memoryd.indexer.search.context import build_context
 
         scope = req.scope
-        vector = self._query_vector(req.query)
+        vector = self._query_vector(req.query) if req.mode != "keyword" else None
         found = self._index.search(
-            req.query, k=req.k, path_prefix=scope.path_prefix, exclude_prefixes=scope.exclude_prefixes,
-            path_check=path_check(req.session, self._roots()), query_vector=vector,
-            min_score=req.min_score,
+            req.query, k=req.k, mode=req.mode, path_prefix=scope.path_prefix,
+            exclude_prefixes=scope.exclude_prefixes, path_check=path_check(req.session, self._roots()),
+            query_vector=vector, min_score=req.min_score,
         ).to_json() if scope else {"hits": []}
         block = build_context(req.query, found["hits"], req.max_tokens, self._count_tokens,
                               self._line_scorer(req.query, vector) if found["hits"] else None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, BAD_TARGET, InvalidParams, RpcError
@@ -58,6 +58,7 @@ class ContextRequest:
     session: Session
     scope: Scope | None
     min_score: float | None = None
+    mode: SearchMode | None = None  # None: the configured search.mode
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,12 @@ def min_score_of(params: Params, absent: float | None, configured: float) -> flo
 
 def parse_context(params: Params, peer: Peer, first_root: Path, min_score: float = 0.0) -> ContextRequest:
     """``min_score`` is the configured threshold, used when the params name none."""
-    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "min_score", "namespace", SESSION_PARAM})
+    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "min_score", "namespace", "mode",
+                            SESSION_PARAM})
     query = _query(params)
+    mode = param(params, "mode", str, None)
+    if mode is not None and not is_search_mode(mode):
+        raise InvalidParams(f"param 'mode' must be one of {list(SEARCH_MODES)}, got {mode[:40]!r}")
     budget = param(params, "max_tokens", int)
     if not 16 <= budget <= 100_000:
         raise InvalidParams(f"param 'max_tokens' must be in 16..100000, got {budget}")
@@ -180,7 +185,8 @@ def parse_context(params: Params, peer: Peer, first_root: Path, min_score: float
         raise InvalidParams(f"param 'k' must be in 1..200, got {k}")
     threshold = min_score_of(params, min_score, min_score)
     session = SessionClaim.of(params, peer).resolve()
-    return ContextRequest(query, budget, k, session, read_scope(params, session, first_root), threshold)
+    return ContextRequest(query, budget, k, session, read_scope(params, session, first_root), threshold,
+                          cast("SearchMode | None", mode))
 
 
 def parse_get(params: Params, peer: Peer) -> GetRequest:

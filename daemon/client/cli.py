@@ -362,10 +362,6 @@ def cmd_context(args: argparse.Namespace) -> int:
         from memoryd.daemon.offline_read import offline_context
 
         result = offline_context(_load_config(args), params)
-    elif params.pop("mode", "hybrid") != "hybrid":
-        print("memoryd: context --mode vector|keyword needs --offline (the daemon's context is hybrid)",
-              file=sys.stderr)
-        return EXIT_USAGE
     else:
         with _client(args) as client:
             result = client.call("context", params)
