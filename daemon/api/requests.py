@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, BAD_TARGET, InvalidParams, RpcError
@@ -186,7 +186,7 @@ def parse_context(params: Params, peer: Peer, first_root: Path, min_score: float
     threshold = min_score_of(params, min_score, min_score)
     session = SessionClaim.of(params, peer).resolve()
     return ContextRequest(query, budget, k, session, read_scope(params, session, first_root), threshold,
-                          cast("SearchMode | None", mode))
+                          mode)
 
 
 def parse_get(params: Params, peer: Peer) -> GetRequest:
