@@ -66,7 +66,7 @@ def test_no_message_built_from_a_dsn_shows_its_password(template: str, password:
         assert not leaks(text, password), (template, text)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(template=st.sampled_from([t for t in TEMPLATES if NO_SERVER in t or "%2F" in t]), password=PASSWORD)
 def test_a_failed_connection_never_shows_the_password(template: str, password: str) -> None:
     dsn = template.format(pw=password)

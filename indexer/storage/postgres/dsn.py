@@ -141,4 +141,5 @@ def _secrets(dsn: str) -> set[str]:
         for form in (secret, unquote(secret), secret.strip("'\"")):
             out.add(form)
             out.update(piece for piece in re.split(r"[\s'\"\\]+", form) if len(piece) >= 3)
+            out.update(piece for piece in re.split(r"[^0-9A-Za-z]+", form) if len(piece) >= 4)
     return {s for s in out if s}
