@@ -213,8 +213,13 @@ def _zh_number(s: str) -> int:
 
 def seq_tokens(text: str) -> list[str]:
     """Latin words (possessive dropped), numbers and single CJK characters, in order, lowercase."""
+    return list(_seq_tokens(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _seq_tokens(text: str) -> tuple[str, ...]:
     text = re.sub(r"['’]s\b", "", unicodedata.normalize("NFKC", text))
-    return [t.lower() for t in _SEQ_TOKEN.findall(text)]
+    return tuple(t.lower() for t in _SEQ_TOKEN.findall(text))
 
 
 def _light(tokens: list[str]) -> bool:
@@ -314,6 +319,7 @@ _CJK_RUN = re.compile(f"[{CJK}]+")
 _SUFFIXES = ("ing", "ed", "es", "s")
 
 
+@functools.lru_cache(maxsize=16384)
 def _stem(word: str) -> str:
     """A crude suffix strip, enough for "deploys"/"deployed"/"deploying" to meet."""
     for suffix in _SUFFIXES:

@@ -24,6 +24,7 @@ Pure and deterministic.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -162,8 +163,14 @@ def sense(tokens: Sequence[str], stop: frozenset[str] = frozenset()) -> tuple[st
     words, or single CJK characters), or None when it is not one word of the table.
 
     Stop words in ``stop`` and degree adverbs are set aside first; what is left must be one
-    English word or one Chinese word of a group.
+    English word or one Chinese word of a group. Cached: dedup asks about the same few slots for
+    every candidate of every line of an import.
     """
+    return _sense(tuple(tokens), stop)
+
+
+@functools.lru_cache(maxsize=16384)
+def _sense(tokens: tuple[str, ...], stop: frozenset[str]) -> tuple[str, int, str] | None:
     if tokens and all(_LATIN.match(t) for t in tokens):
         rest = [t for t in tokens if t not in stop and t not in _DEGREE_EN]
         found = _lemma(rest[0]) if len(rest) == 1 else None
