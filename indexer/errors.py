@@ -32,6 +32,11 @@ class ModelError(MemorydError):
     """The embedding model cannot be loaded, built or verified."""
 
 
+class ProviderUnavailable(ModelError):
+    """A remote embedding server (``embedding.provider = "openai"``) did not answer; vectors wait, keyword
+    search goes on (indexer/embedding/openai_embedder.py)."""
+
+
 class StoreError(MemorydError):
     """The on-disk index cannot be opened, read or written."""
 

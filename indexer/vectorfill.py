@@ -22,6 +22,7 @@ import structlog
 from memoryd.indexer import deferred
 from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.cache import EmbeddingCache
+from memoryd.indexer.errors import ProviderUnavailable
 from memoryd.indexer.indexstats import IndexStats
 from memoryd.indexer.ingest import EmbedResult, PreparedFile, embed_missing
 from memoryd.indexer.store import Store
@@ -59,7 +60,13 @@ class VectorFill:
             found = self.cache.get_many(keys)
             if deferring or len(keys) - len(found) >= defer_at:
                 return EmbedResult(found, embedded=0, cache_hits=len(found)), True
-        emb = embed_missing(group, self.passages, self.cache, persist=self.persist, slice_size=self.slice_size)
+        try:
+            emb = embed_missing(group, self.passages, self.cache, persist=self.persist, slice_size=self.slice_size)
+        except ProviderUnavailable as exc:  # the embedding server is down: keyword first, vectors wait
+            log.warning("vectors.provider_down", error=str(exc), action="committed keyword first; vectors pending")
+            keys = list(dict.fromkeys(c.embed_key for f in group for c in f.chunks))
+            found = self.cache.get_many(keys)
+            return EmbedResult(found, embedded=0, cache_hits=len(found)), True
         return emb, deferring
 
     def fill(self, limit: int = EMBED_GROUP, should_yield: Callable[[], bool] | None = None) -> int:

@@ -49,12 +49,20 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def e5(data_dir: Path) -> Embedder:
-    return load_embedder(EmbeddingConfig(threads=2, batch_size=4), data_dir)
+    """Int8 queries, passages on the exact graph (``passage_precision = "exact"``)."""
+    return load_embedder(EmbeddingConfig(threads=2, batch_size=4, passage_precision="exact"), data_dir)
 
 
 @pytest.fixture(scope="module")
 def exact(data_dir: Path, e5: Embedder) -> Embedder:
-    return load_embedder(EmbeddingConfig(threads=2, batch_size=4, query_precision="exact"), data_dir)
+    return load_embedder(EmbeddingConfig(threads=2, batch_size=4, query_precision="exact",
+                                         passage_precision="exact"), data_dir)
+
+
+@pytest.fixture(scope="module")
+def default(data_dir: Path, e5: Embedder) -> Embedder:
+    """The default: queries and passages on the int8 twin."""
+    return load_embedder(EmbeddingConfig(threads=2, batch_size=4), data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +105,22 @@ def test_int8_queries_stay_in_the_exact_vector_space(data_dir: Path, e5: Embedde
     assert twin.stat().st_ino == inode  # verified and reused, not rebuilt
 
 
+def test_int8_passages_are_a_model_of_their_own_near_the_exact_one(default: Embedder, e5: Embedder) -> None:
+    """Int8 passages: another model id (cache keys and the index identity differ, so switching re-embeds),
+    the same vector space (cosine to the exact graph's passages within the probe bound), one session."""
+    assert default.model_id == f"{e5.model_id};passages=int8-{e5m.INT8_VERSION}"
+    assert (default.query_precision, default.passage_precision) == ("int8", "int8")  # type: ignore[attr-defined]
+    assert e5.passage_precision == "exact"  # type: ignore[attr-defined]
+    ours, exact = default.embed_passages(TEXTS), e5.embed_passages(TEXTS)
+    cos = (ours * exact).sum(axis=1)
+    assert cos.min() >= e5m.QUERY_PROBE_MIN_COSINE and not np.array_equal(ours, exact), cos
+    np.testing.assert_array_equal(default.embed_query(TEXTS[0]), e5.embed_query(TEXTS[0]))  # the same twin
+
+
 def test_exact_precision_builds_no_int8_twin(tmp_path: Path, data_dir: Path) -> None:
     for f in data_dir.glob("e5-small-q4-*"):
         shutil.copyfile(f, tmp_path / f.name)
-    load_embedder(EmbeddingConfig(threads=2, query_precision="exact"), tmp_path)
+    load_embedder(EmbeddingConfig(threads=2, query_precision="exact", passage_precision="exact"), tmp_path)
     assert not list(tmp_path.glob("*int8*"))
 
 
@@ -123,6 +143,7 @@ def test_int8_twin_failure_falls_back_to_exact_queries(
     assert "simulated calibration failure" in event["reason"]
     np.testing.assert_allclose(emb.embed_query(TEXTS[0]), exact.embed_query(TEXTS[0]), atol=1e-6)
     assert emb.query_precision == "exact"  # type: ignore[attr-defined]  # what status shows
+    assert emb.passage_precision == "exact" and emb.model_id == exact.model_id  # type: ignore[attr-defined]
     assert not list(tmp_path.glob("*int8*"))
 
 

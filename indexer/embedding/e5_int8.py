@@ -1,11 +1,14 @@
-"""An int8 twin of the e5 graph for embedding queries: about twice as fast, same vector space.
+"""An int8 twin of the e5 graph for queries and (by default) passages: about twice as fast, same vector space.
 
 Why: a hybrid search spends more than half its time in the model (~9 of ~15 ms
 on 2 cores), and the 4-bit ``MatMulNBits`` kernel is slow for the ~20-token
 rows a query has. ``com.microsoft.DynamicQuantizeMatMul`` (uint8 activations
 quantised per call, int8 weights per output column) is ~2x faster there.
-Passages stay on the exact 4-bit graph: the index and the embedding cache do
-not depend on this model, only query vectors do.
+Passages use it too unless ``embedding.passage_precision = "exact"``: the model id then
+names the twin's recipe, so the index and the embedding cache never mix its vectors with
+the exact graph's. On passages (300-token chunks, 2 cores) the twin is ~2.5x faster than
+the 4-bit graph, cosine 0.998 mean to it (docs/scaling.md, "Embedding speed"); the
+calibration texts hold passages as well as queries, so its ranges cover both.
 
 Quantising activations with one scale per tensor loses accuracy on BERT-like
 models, whose hidden states have a few input channels far larger than the rest

@@ -9,7 +9,11 @@ are L2-normalised float32.
 
 Texts are embedded in batches grouped by token length (sorted, batched, then
 put back in the caller's order), which cuts padding; results do not depend on
-how texts are grouped. An instance holds no mutable state after construction
+how texts are grouped. A batch holds at most ``batch_size`` texts and about
+:data:`BATCH_TOKENS` tokens (padded width x rows): measured on 2 cores (docs/scaling.md,
+"Embedding speed"), a 300-token chunk runs 1.45x faster alone than in a batch of 16 (no
+padding, activations that stay in cache), while 20-token lines still gain from
+batches of 16. An instance holds no mutable state after construction
 and may be shared between threads.
 
 :meth:`OnnxEmbedder.with_own_session` makes a twin on a new session. Why:
@@ -39,6 +43,10 @@ if TYPE_CHECKING:
 
 _INT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+#: Tokens per model run (rows x padded width) that a batch grows to at most (a longer text runs alone).
+#: Measured per CPU-second on e5-small int8: 20-token texts best at 16 a run, 80-160-token texts at 4,
+#: 300-token texts alone (docs/scaling.md, "Embedding speed").
+BATCH_TOKENS = 512
 
 
 def make_session(model: Path, threads: int, shared: Mapping[str, ort.OrtValue] | None = None) -> ort.InferenceSession:
@@ -77,6 +85,7 @@ class EmbedderSettings:
     passage_prefix: str = ""
     max_tokens: int = 512  # including special tokens
     batch_size: int = 16
+    batch_tokens: int = BATCH_TOKENS  # rows x padded width per run at most (one longer text runs alone); 0: no cap
 
 
 class OnnxEmbedder:
@@ -85,7 +94,8 @@ class OnnxEmbedder:
     def __init__(self, session: ort.InferenceSession, tokenizer: TokenizerAdapter, *, model_id: str,
                  settings: EmbedderSettings, source: str = "",
                  new_session: Callable[[], ort.InferenceSession] | None = None,
-                 query_session: ort.InferenceSession | None = None) -> None:
+                 query_session: ort.InferenceSession | None = None,
+                 precision: tuple[str, str] | None = None) -> None:
         self.model_id = model_id
         self._session = session
         # Queries only: a faster graph of the same weights (the int8 e5 twin). It must give the
@@ -95,6 +105,8 @@ class OnnxEmbedder:
         self._settings = settings
         self._source = source
         self._new_session = new_session  # makes another session of the same file and thread count
+        # (queries, passages): "int8" or "exact", for status; None: as the sessions given say
+        self._precision = precision or ("int8" if query_session is not None else "exact", "exact")
         # Hand the activation arena back after each run: a 16 x 512 batch peaks at ~250 MB that
         # would otherwise stay resident in a long-lived daemon; measured at no throughput cost.
         self._run_options = ort.RunOptions()
@@ -107,7 +119,12 @@ class OnnxEmbedder:
     @property
     def query_precision(self) -> str:
         """"int8" when queries run on a faster twin graph (shown by ``status``), else "exact"."""
-        return "int8" if self._query_session is not None else "exact"
+        return self._precision[0]
+
+    @property
+    def passage_precision(self) -> str:
+        """"int8" when passages run on the int8 twin (part of the model id), else "exact"."""
+        return self._precision[1]
 
     def with_own_session(self) -> OnnxEmbedder:
         """A twin (same model id, tokenizer, settings) on a new session created by the calling thread.
@@ -118,7 +135,8 @@ class OnnxEmbedder:
         if self._new_session is None:
             raise ModelError(f"embedding model {self.model_id}: no session factory, cannot open a second session")
         return OnnxEmbedder(self._new_session(), self._tok, model_id=self.model_id, settings=self._settings,
-                            source=self._source, new_session=self._new_session, query_session=self._query_session)
+                            source=self._source, new_session=self._new_session, query_session=self._query_session,
+                            precision=self._precision)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Model tokens per text, without special tokens or prefixes (never truncated)."""
@@ -138,9 +156,9 @@ class OnnxEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         ids = self._tok.encode(texts)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        size = self._settings.batch_size
-        parts = [self._run([ids[i] for i in order[s : s + size]], session or self._session)
-                 for s in range(0, len(order), size)]
+        parts = [self._run([ids[i] for i in batch], session or self._session)
+                 for batch in length_batches(order, [len(r) for r in ids], self._settings.batch_size,
+                                             self._settings.batch_tokens or 1 << 62)]
         out = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
         out[order] = np.concatenate(parts)
         return out
@@ -163,6 +181,21 @@ class OnnxEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: FloatArray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
         return unit
+
+
+def length_batches(order: Sequence[int], lengths: Sequence[int], max_rows: int, max_tokens: int) -> list[list[int]]:
+    """``order`` (indices sorted by ascending ``lengths``) cut into runs of at most ``max_rows`` texts whose
+    padded size (rows x the widest, which is the last) stays within ``max_tokens``; a longer text runs alone."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) >= max_rows or (len(current) + 1) * lengths[i] > max_tokens):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
 
 
 def _feed(name: str, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

