@@ -69,10 +69,17 @@ def _index_locked(cfg: Config, roots: list[Path], t0: float, as_json: bool = Fal
     try:
         with _Bar("reading", "file", tty) as bar:
             stats = reconcile(index, roots, path_filter, path_filter.accept_dir, progress=bar.files, defer_at=0)
-        with _Bar("embedding", "chunk", tty, total=len(index.backlog)) as bar:
+        t_embed, waiting = time.perf_counter(), len(index.backlog)
+        with _Bar("embedding", "chunk", tty, total=waiting) as bar:
+            meter = _Meter(index, tty)
             while index.backlog:
-                stats.embedded += index.fill_vectors(should_yield=lambda: bar.chunks(len(index.backlog)))
+                stats.embedded += index.fill_vectors(
+                    should_yield=lambda: bar.chunks(len(index.backlog)) or meter.tick())
                 bar.chunks(len(index.backlog))
+        if waiting:
+            seconds = time.perf_counter() - t_embed
+            _log_vectors_done(provider=cfg.embedding.provider, vectors=waiting - len(index.backlog),
+                         seconds=round(seconds, 1), per_s=round((waiting - len(index.backlog)) / max(seconds, 1e-9), 2))
         index.save()
         totals = index.store.counts()
     finally:
@@ -98,6 +105,34 @@ def summary_line(stats: IndexStats, seconds: float, totals: tuple[int, int]) -> 
             f"indexed {stats.files_indexed} files ({stats.chunks_added} new chunks), "
             f"{stats.files_unchanged} unchanged, {stats.files_removed} removed, {stats.files_skipped} skipped; "
             f"embedded {stats.embedded}, cache hits {stats.cache_hits}; {seconds:.1f} s")
+
+
+PROGRESS_EVERY_S = 10.0  # without a terminal (no bar), how often `memoryd index` logs its progress
+
+
+def _log_vectors_done(**fields: Any) -> None:
+    import structlog
+
+    structlog.get_logger(__name__).info("index.vectors_done", **fields)
+
+
+class _Meter:
+    """Without a terminal: ``index.progress`` (vectors pending, chunks/s, time left, whichever provider
+    embeds) every :data:`PROGRESS_EVERY_S`; on a terminal the bar shows the same. ``tick`` returns False
+    (a backlog step's "go on")."""
+
+    def __init__(self, index: MemoryIndex, tty: bool) -> None:
+        self._index, self._tty = index, tty
+        self._next = time.monotonic() + PROGRESS_EVERY_S
+
+    def tick(self) -> bool:
+        if not self._tty and time.monotonic() >= self._next:
+            import structlog
+
+            self._next = time.monotonic() + PROGRESS_EVERY_S
+            structlog.get_logger(__name__).info("index.progress", provider=self._index.cfg.embedding.provider,
+                                                **self._index.backlog.progress())
+        return False
 
 
 class _Bar:

@@ -247,3 +247,15 @@ def test_config_requires_url_and_model_for_openai(tmp_path: Path) -> None:
 class _FakeTok:
     def count(self, texts: Any) -> list[int]:
         return [len(t.split()) for t in texts]
+
+
+def test_status_table_names_the_provider_and_the_server_s_last_error() -> None:
+    from memoryd.daemon.client.render import render_status
+
+    st = {"model": {"id": "openai:m@8", "dim": 8, "queries": "server", "passages": "server", "provider": "openai",
+                    "server": {"url": "http://127.0.0.1:9/v1/embeddings", "server_model": "m", "reachable": False,
+                               "last_error": "ConnectError: refused"}},
+          "index": {"type": "flat", "vectors": 3}, "cache": {"entries": 3, "hits": 0, "misses": 3}}
+    text = render_status(st)
+    assert "openai:m@8 (8 d, server queries, server passages, provider openai)" in text
+    assert "http://127.0.0.1:9/v1/embeddings (m): unreachable — ConnectError: refused" in text

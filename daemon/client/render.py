@@ -207,7 +207,10 @@ def render_status(st: dict[str, Any]) -> str:
         ("pending", str(st.get("pending", 0))),
         ("vectors pending", _backlog(st.get("vectors") or {})),
         ("reconciling", _reconciling(st)),
-        ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries)"),
+        ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries"
+                  + (f", {model['passages']} passages" if model.get("passages") else "")
+                  + (f", provider {model['provider']}" if model.get("provider") else "") + ")"),
+        *_server_row(model.get("server")),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
         ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
         ("last reconcile", str(st.get("last_reconcile") or "not yet")),
@@ -228,6 +231,14 @@ def render_status(st: dict[str, Any]) -> str:
     rows += [("skipped", escape_line(f"{sk['path']}: {sk['reason']}")) for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _server_row(server: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """An embedding server (provider "openai"): where, and whether it answers (else its last error)."""
+    if not server:
+        return []
+    state = "reachable" if server.get("reachable") else f"unreachable — {server.get('last_error') or 'no answer'}"
+    return [("embedding server", escape_line(f"{server.get('url')} ({server.get('server_model')}): {state}"))]
 
 
 def _storage_rows(sto: dict[str, Any] | None) -> list[tuple[str, str]]:
