@@ -350,3 +350,14 @@ def test_search_snippets_leave_out_entry_markers() -> None:
     _text, out = _search({"query": "tea"}, {"hits": [hit], "mode": "hybrid", "took_ms": 1.0})
     assert out["results"][0]["snippet"] == "- Prefers tea."
     Draft202012Validator(BY_NAME["memory_search"].output).validate(out)
+
+
+@pytest.mark.slow
+def test_a_confined_session_is_not_offered_the_owners_tools(short_dir: Path, tmp_path: Path) -> None:
+    """Seed 003: update_* and promote are the owner's; a direct session's host never sees them listed."""
+
+    async def body(s: Any) -> set[str]:
+        return {t.name for t in (await s.list_tools()).tools}
+
+    names = run_session(short_dir / "absent.sock", tmp_path / "mcp.log", body, "--session", "direct", "--peer", "alice")
+    assert names == NAMES - {"memory_update_section", "memory_promote"}

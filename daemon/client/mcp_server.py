@@ -56,6 +56,7 @@ from memoryd.daemon.client.mcp_tools import (
     DEFAULT_CONTEXT_TOKENS,
     GET,
     LIST,
+    OWNER_TOOLS,
     PROMOTE,
     REMEMBER,
     SEARCH,
@@ -339,7 +340,7 @@ def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:
                         annotations=types.ToolAnnotations(title=t.title, readOnlyHint=t.read_only,
                                                           destructiveHint=t.destructive,
                                                           idempotentHint=t.idempotent, openWorldHint=False))
-             for t in TOOLS]
+             for t in TOOLS if t.name not in OWNER_TOOLS or bridge.session.get("kind") == "owner"]
 
     async def list_tools() -> list[types.Tool]:
         return tools

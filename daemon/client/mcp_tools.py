@@ -324,6 +324,8 @@ PROMOTE = ToolSpec(
 )
 
 TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE)
+OWNER_TOOLS = frozenset({UPDATE_SECTION.name, PROMOTE.name})
+"""Tools only the owner may use (seed 003: update_* and promote): not listed to a confined session."""
 BY_NAME = {t.name: t for t in TOOLS}
 _NOT_BLANK = {"query", "content", "path"}
 
