@@ -57,7 +57,9 @@ from memoryd.indexer.ingest import (
     stage,
 )
 from memoryd.indexer.search.hits import SearchResult
-from memoryd.indexer.search.hybrid import HybridSearcher, ReaderPool
+from memoryd.indexer.search.hybrid import EmbeddedLegs, ReaderPool
+from memoryd.indexer.search.pipeline import SearchPipeline
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.store import Store
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectorfill import EMBED_GROUP, VectorFill
@@ -73,6 +75,8 @@ __all__ = ["DB_NAME", "EMBED_GROUP", "VECTORS_NAME", "MemoryIndex"]
 
 class MemoryIndex:
     """The whole index: store, cache, vectors, searcher, under one lock."""
+
+    site: str | None = None  # this daemon's site in a shared database (None: the embedded index, one site)
 
     def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
                  background_rebuilds: bool = False) -> None:
@@ -103,7 +107,7 @@ class MemoryIndex:
         self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
                                       cfg.embedding.batch_size, read_only)
         self.readers = ReaderPool(self.store.reader)
-        self.searcher = HybridSearcher(self.readers, self.vectors, embedder, self.lock, cfg.search)
+        self.searcher = SearchPipeline(EmbeddedLegs(self.readers, self.vectors, self.lock), embedder, cfg.search)
 
     def _open_store(self) -> Store:
         """Open the database; a corrupt one is moved aside (kept for inspection) and rebuilt.
@@ -371,23 +375,23 @@ class MemoryIndex:
         self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
         path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
         exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
-        path_check: Callable[[str, str], bool] | None = None,
+        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
     ) -> SearchResult:
-        """One query (:meth:`memoryd.indexer.search.hybrid.HybridSearcher.search` says what each argument does).
+        """One query; :class:`~memoryd.indexer.search.query.Query` says what each argument does."""
+        return self.query(Query(query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
+                                exclude_prefixes=tuple(exclude_prefixes), query_vector=query_vector,
+                                path_check=path_check, sites=None if sites is None else tuple(sites)))
 
-        While the embedding server is down (:class:`ProviderUnavailable`), the keyword leg answers
-        alone and the result says so (``degraded``)."""
+    def query(self, query: Query) -> SearchResult:
+        """Run ``query`` (:mod:`memoryd.indexer.search.pipeline`). The embedded index is one site:
+        ``sites`` does not narrow it."""
         try:
-            return self.searcher.search(
-                query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
-                exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check,
-            )
-        except ProviderUnavailable as exc:
-            if mode == "keyword":
+            return self.searcher.search(query)
+        except ProviderUnavailable as exc:  # the embedding server is down: the keyword leg still answers
+            if query.mode == "keyword":
                 raise
             log.warning("search.keyword_only", reason=str(exc))
-            result = self.searcher.search(query, k=k, mode="keyword", path_prefix=path_prefix, min_score=min_score,
-                                          explain=explain, exclude_prefixes=exclude_prefixes, path_check=path_check)
+            result = self.searcher.search(dataclasses.replace(query, mode="keyword", query_vector=None))
             return dataclasses.replace(result, degraded=f"keyword results only: {exc}")
 
     def save(self, force: bool = False) -> bool:
@@ -497,6 +501,7 @@ class MemoryIndex:
         self.store.conn.execute(f"PRAGMA wal_checkpoint({mode})")
         self.store.conn.execute("PRAGMA optimize")
         return {"cache_evicted": evicted, "checkpoint": mode.lower()}
+
 
 def _same_server_model_other_width(have: dict[str, str], want: dict[str, str], data_dir: Path) -> None:
     """Refuse to start when an embedding server's model now gives vectors of another width than the

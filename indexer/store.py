@@ -18,13 +18,15 @@ import errno
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from memoryd.indexer.errors import DiskFullError, StoreClosedError, StoreCorruptError, StoreError
+from memoryd.indexer.rows import ChunkRow, FileChange, FileRow, NewChunk
+
+__all__ = ["ChunkRow", "FileChange", "FileRow", "NewChunk", "Store", "connect", "fetch_chunks", "select_in"]
 
 SCHEMA_VERSION = "1"
 CLEAN_CLOSE_KEY = "closed_cleanly"  # "1" only between a clean close and the next open
@@ -62,50 +64,6 @@ CREATE TABLE IF NOT EXISTS embed_cache (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS embed_cache_lru ON embed_cache(last_used);
 """
-
-
-@dataclass(frozen=True)
-class FileRow:
-    id: int
-    root_id: int
-    path: str
-    size: int
-    mtime_ns: int
-    sha256: str
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    id: int
-    root: str
-    path: str
-    start_line: int
-    end_line: int
-    heading: str
-    text: str
-    mtime_ns: int = 0
-
-
-@dataclass(frozen=True)
-class NewChunk:
-    """A chunk about to be stored: its place, text, hash and cache key, and FTS terms."""
-
-    start_line: int
-    end_line: int
-    heading: str
-    text: str
-    sha256: str
-    embed_key: bytes
-    terms: str
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """What a file replacement did to the chunk set (for the vector index)."""
-
-    added: list[tuple[int, bytes]]  # (chunk id, embed key)
-    removed: list[int]
-    kept: int
 
 
 def create_private(path: Path) -> None:

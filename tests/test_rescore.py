@@ -12,6 +12,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.reconcile import reconcile
 from memoryd.indexer.search.calibration import features_for
+from memoryd.indexer.search.hybrid import SqliteTerms
 from memoryd.indexer.search.keyword_plan import DocFrequencies
 from memoryd.indexer.search.rescore import date_boost, keyword_with_proximity
 from tests.helpers import make_config
@@ -37,19 +38,20 @@ def conn() -> sqlite3.Connection:
 
 def test_proximity_lifts_the_chunk_holding_the_words_together(conn: sqlite3.Connection) -> None:
     kw = {1: 5.0, 2: 5.0, 3: 0.5}
-    out = keyword_with_proximity(conn, DocFrequencies(), ["lgbtq", "support", "group"], kw, weight=2.0)
+    out = keyword_with_proximity(SqliteTerms(conn, DocFrequencies()), ["lgbtq", "support", "group"], kw, weight=2.0)
     assert out[1] > out[2] == 5.0 and out[3] == 0.5
     assert kw == {1: 5.0, 2: 5.0, 3: 0.5}  # the caller's BM25 is left as it was
     assert 4 not in out  # a chunk without BM25 does not gain one
-    assert keyword_with_proximity(conn, DocFrequencies(), ["lgbtq", "support"], kw, weight=0.0) == kw
-    assert keyword_with_proximity(conn, DocFrequencies(), ["support"], kw) == kw  # nothing to pair
+    assert keyword_with_proximity(SqliteTerms(conn, DocFrequencies()), ["lgbtq", "support"], kw, weight=0.0) == kw
+    assert keyword_with_proximity(SqliteTerms(conn, DocFrequencies()), ["support"], kw) == kw  # nothing to pair
 
 
 def test_stored_terms_are_read_once_per_query(conn: sqlite3.Connection) -> None:
     # A memo entry that differs from the table shows which source was used.
-    stored = {2: "lgbtq support group"}
-    out = keyword_with_proximity(conn, DocFrequencies(), ["lgbtq", "support", "group"], {1: 5.0, 2: 5.0, 3: 0.5},
-                                 weight=2.0, stored=stored)
+    source = SqliteTerms(conn, DocFrequencies())
+    stored = source._stored
+    stored[2] = "lgbtq support group"
+    out = keyword_with_proximity(source, ["lgbtq", "support", "group"], {1: 5.0, 2: 5.0, 3: 0.5}, weight=2.0)
     assert out[2] == out[1] > 5.0  # chunk 2's words are together in the memo, apart in the table
     assert stored == {2: "lgbtq support group", 1: "carolin went lgbtq support group yesterday",
                       3: "carolin paint sunset"}

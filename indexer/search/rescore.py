@@ -6,9 +6,8 @@ two legs × ``search.candidates`` chunks), never the corpus:
 
 - **Proximity** (:mod:`memoryd.indexer.search.proximity`): a candidate's BM25 gets a bonus
   when the query's words occur close together in it. It needs each
-  candidate's analysed terms (stored in ``chunks_fts``) and the terms'
-  document frequencies (``fts5vocab``, cached by
-  :class:`~memoryd.indexer.search.keyword_plan.DocFrequencies`).
+  candidate's analysed terms and the terms' document frequencies, which the
+  backend's legs read (:mod:`memoryd.indexer.search.legs`).
 - **Named dates** (:mod:`memoryd.indexer.search.querydates`): when the query names a date,
   chunks of files dated then gain ``DATE_BOOST`` standard deviations of the
   fused scores — strong evidence, yet not a filter: a better match from
@@ -19,13 +18,11 @@ two legs × ``search.candidates`` chunks), never the corpus:
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from memoryd.indexer.search.proximity import PROXIMITY_WEIGHT, idf, pair_terms, proximity_scores, word_terms
 from memoryd.indexer.search.querydates import matching_paths, query_dates
-from memoryd.indexer.store import select_in
 
 __all__ = ["DATE_BOOST", "PROXIMITY_WEIGHT", "date_boost", "keyword_with_proximity"]
 
@@ -33,35 +30,35 @@ DATE_BOOST = 2.0
 """Default boost, in standard deviations of the fused scores, for chunks of a file dated as the query says."""
 
 
-class DocFrequencyLookup(Protocol):
-    def lookup(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]: ...
+class TermSource(Protocol):
+    """Where proximity reads the corpus figures and the candidates' terms (a backend's
+    :class:`~memoryd.indexer.search.legs.LegSession` is one)."""
+
+    def n_docs(self) -> int: ...
+    def doc_frequencies(self, terms: Sequence[str]) -> dict[str, int]: ...
+    def chunk_terms(self, ids: Sequence[int]) -> dict[int, str]: ...
 
 
 def keyword_with_proximity(
-    conn: sqlite3.Connection, dfs: DocFrequencyLookup, terms: Sequence[str], kw: Mapping[int, float],
-    weight: float = PROXIMITY_WEIGHT, stored: dict[int, str] | None = None,
+    source: TermSource, terms: Sequence[str], kw: Mapping[int, float], weight: float = PROXIMITY_WEIGHT,
 ) -> dict[int, float]:
     """``kw`` (chunk id → BM25, higher is better) plus ``weight`` × proximity, for the same ids.
 
     Chunks without a BM25 score stay without one. Returns a copy of ``kw``
-    when ``weight`` is 0 or fewer than two query terms can pair. ``stored``, when given, is
-    the query's memo of chunks' indexed terms: read from it, and filled with what had to be read
-    (the calibration needs the terms of the hits again).
+    when ``weight`` is 0 or fewer than two query terms can pair; only then are the
+    candidates' terms read (``source`` may keep them for the calibration, which needs
+    the terms of the hits again).
     """
     out = dict(kw)
     words = word_terms(terms)
     if weight <= 0 or not kw or len(words) < 2:
         return out
-    n_docs = int(conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
-    df = dfs.lookup(conn, words)
+    n_docs = source.n_docs()
+    df = source.doc_frequencies(words)
     idfs = {t: idf(df.get(t, 0), n_docs) for t in words}
     if len(pair_terms(words, idfs)) < 2:
         return out
-    if stored is None:
-        docs = _stored_terms(conn, list(kw))
-    else:
-        stored.update(_stored_terms(conn, [i for i in kw if i not in stored]))
-        docs = {i: stored[i] for i in kw if i in stored}
+    docs = source.chunk_terms(list(kw))
     for cid, bonus in proximity_scores(words, idfs, docs).items():
         if bonus > 0:
             out[cid] += weight * bonus
@@ -92,8 +89,3 @@ def date_boost(
     for i in hits:
         out[i] += strength * sd
     return out
-
-
-def _stored_terms(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
-    """The indexed terms of each chunk (ids that vanished meanwhile are absent)."""
-    return {int(i): str(t) for i, t in select_in(conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", ids)}

@@ -26,7 +26,7 @@ from memoryd.indexer.errors import StoreError
 if TYPE_CHECKING:
     import numpy as np
 
-    from memoryd.indexer.store import FileChange, FileRow, NewChunk
+    from memoryd.indexer.rows import FileChange, FileRow, NewChunk
     from memoryd.indexer.types import FloatArray
 
 

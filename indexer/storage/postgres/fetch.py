@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.storage.postgres.terms import fts_tokens
-from memoryd.indexer.store import ChunkRow
 
 JOIN = " JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
 _ROW = "c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"
@@ -29,7 +29,6 @@ class Candidates:
     rows: dict[int, ChunkRow] = field(default_factory=dict)
     terms: dict[int, str] = field(default_factory=dict)
     cosines: dict[int, float] = field(default_factory=dict)
-    sites: dict[int, str] = field(default_factory=dict)  # the site whose file each chunk is
 
     def held(self, ids: Sequence[int], tokens: Sequence[str]) -> dict[int, set[str]]:
         """Which of the query's postings ``tokens`` each of ``ids`` holds: read from its terms, which
@@ -53,9 +52,9 @@ def fetch_candidates(conn: psycopg.Connection[Any], ids: Sequence[int], qvec: An
     sql = f"SELECT {_ROW}, c.terms, {cos}, r.site FROM memoryd_chunks c{JOIN} WHERE c.id = ANY(%s)"
     for r in conn.execute(sql, [*args, list(ids)]).fetchall():
         cid = int(r[0])
-        out.rows[cid] = ChunkRow(*r[:8])
+        # whose file each is: the same root and path on two sites are two files, never merged into one hit
+        out.rows[cid] = ChunkRow(cid, r[1], r[2], r[3], r[4], r[5], r[6], r[7], site=str(r[10]))
         out.terms[cid] = str(r[8])
-        out.sites[cid] = str(r[10])
         if r[9] is not None:
             out.cosines[cid] = float(r[9])
     return out

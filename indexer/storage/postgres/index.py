@@ -30,7 +30,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +39,20 @@ import psycopg_pool
 import structlog
 
 from memoryd.indexer.backlog import VectorBacklog
-from memoryd.indexer.config import Config, SearchMode
+from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.indexstats import IndexStats, Progress
 from memoryd.indexer.search.hits import SearchResult
-from memoryd.indexer.storage import site_id
+from memoryd.indexer.search.pipeline import SearchPipeline
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
-from memoryd.indexer.storage.postgres.search import PgSearcher, PgVectors
+from memoryd.indexer.storage.postgres.search import PgLegs, PgVectors
 from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
+from memoryd.indexer.storage.site import site_id
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectorfill import VectorFill
 
@@ -63,6 +66,8 @@ class IdentityMismatchError(StoreError):
 
 
 class PgMemoryIndex(MemoryIndex):
+    site: str  # always one: this daemon's, in the shared database
+
     def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
                  background_rebuilds: bool = False, pool: psycopg_pool.ConnectionPool | None = None,
                  reindex: bool = False) -> None:
@@ -123,7 +128,7 @@ class PgMemoryIndex(MemoryIndex):
             self.vectors = self.pgvectors  # type: ignore[assignment]
             self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
                                           cfg.embedding.batch_size, read_only)
-            self.searcher = PgSearcher(self.pg, self.pgvectors, embedder, self.lock, cfg.search)
+            self.searcher = SearchPipeline(PgLegs(self.pg, self.pgvectors), embedder, cfg.search)
         except BaseException:
             self.close()
             raise
@@ -302,24 +307,17 @@ class PgMemoryIndex(MemoryIndex):
             with self.pg.connection() as c:
                 schema.ensure_hnsw(c, self.embedder.dimension)
 
-    def search(
-        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
-        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
-        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
-        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
-    ) -> SearchResult:
-        """One query over every site's chunks, or those of ``sites``.
+    def query(self, query: Query) -> SearchResult:
+        """One query over every site's chunks, or those of ``query.sites``.
 
         A confined session (``path_check`` given: a peer or group) sees only this site's rows unless
         ``storage.share_peers_across_sites``: the same namespace path on another machine is another
         machine's peer (the default root is the same path for the same user everywhere), and its
         files are not this daemon's to check or to serve."""
-        assert isinstance(self.searcher, PgSearcher)
-        if path_check is not None and not self.cfg.storage.share_peers_across_sites:
-            sites = [s for s in (sites if sites is not None else [self.site]) if s == self.site]
-        return self.searcher.search(
-            query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
-            exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check, sites=sites)
+        if query.path_check is not None and not self.cfg.storage.share_peers_across_sites:
+            sites = query.sites if query.sites is not None else (self.site,)
+            query = replace(query, sites=tuple(s for s in sites if s == self.site))
+        return self.searcher.search(query)
 
     def take_reconcile_wanted(self) -> bool:
         """True once after another site re-indexed the database with our settings, or a root lost to

@@ -1,4 +1,4 @@
-"""Hybrid search on PostgreSQL: the same legs, scores and fusion as the embedded backend.
+"""The PostgreSQL backend's legs for the one query path: the same scores as the embedded backend.
 
 * Keyword leg: BM25 computed in SQL exactly as FTS5's ``bm25()`` does (k1 = 1.2,
   b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, N and the average
@@ -6,8 +6,9 @@
   same proximity bonus (:mod:`memoryd.indexer.search.proximity`).
 * Vector leg: pgvector's HNSW index (cosine); a filtered query (path prefix,
   excluded folders, chosen sites) uses pgvector's iterative index scan.
-* Fusion, date boost, recency, MMR, abstention and merging: inherited unchanged
-  from :class:`memoryd.indexer.search.hybrid.HybridSearcher`.
+* Fusion, date boost, recency, MMR, calibration, abstention and merging: the one query
+  path, :mod:`memoryd.indexer.search.pipeline`, as on the embedded backend (this module
+  answers its legs, :mod:`memoryd.indexer.search.legs`).
 
 Searches see every site's chunks unless ``sites`` names some.
 
@@ -23,30 +24,24 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import psycopg
 
-from memoryd.indexer import keyword
-from memoryd.indexer.config import SearchConfig, SearchMode
-from memoryd.indexer.search import calibration, fallback, intent, keyword_plan
-from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult
-from memoryd.indexer.search.hybrid import HybridSearcher
-from memoryd.indexer.search.proximity import idf as proximity_idf
-from memoryd.indexer.search.proximity import pair_terms, proximity_scores, word_terms
-from memoryd.indexer.search.querytext import clean_query
-from memoryd.indexer.search.shaping import calibrated, checked
+from memoryd.indexer.rows import ChunkRow
+from memoryd.indexer.search import calibration, keyword_plan
+from memoryd.indexer.search.legs import Found, QueryVector, Terms
+from memoryd.indexer.search.proximity import word_terms
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.postgres import corpus
 from memoryd.indexer.storage.postgres.fetch import JOIN, Candidates, fetch_candidates
 from memoryd.indexer.storage.postgres.schema import EF_SEARCH, EF_SEARCH_MAX, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.storage.postgres.terms import fts_tokens
-from memoryd.indexer.types import Embedder
 
 K1, B = 1.2, 0.75
 _JOIN = JOIN
@@ -148,163 +143,118 @@ class PgVectors:
         return np.stack([np.asarray(rows[i].to_numpy(), dtype=np.float32) for i in ids])
 
 
-class PgSearcher(HybridSearcher):
-    """:class:`HybridSearcher` with both legs answered by PostgreSQL."""
+class PgLegs:
+    """The query side of the PostgreSQL backend: :class:`PgSession` per query."""
 
-    def __init__(self, store: PgStore, vectors: PgVectors, embedder: Embedder | None,
-                 lock: threading.Lock, cfg: SearchConfig) -> None:
-        super().__init__(None, vectors, embedder, lock, cfg)  # type: ignore[arg-type]  # no SQLite readers
+    def __init__(self, store: PgStore, vectors: PgVectors) -> None:
         self._store = store
-        self._pgvectors = vectors
+        self._vectors = vectors
         self._stats = StatsCache()
 
-    def search(
-        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
-        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
-        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
-        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
-    ) -> SearchResult:
-        """One query, as :meth:`HybridSearcher.search`; ``sites`` limits it to those sites' files."""
-        return self._pg_search(query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
-                               exclude_prefixes=exclude_prefixes, query_vector=query_vector, path_check=path_check,
-                               sites=sites)
-
-    def _pg_search(
-        self, query: str, *, k: int | None, mode: SearchMode | None, path_prefix: str | None,
-        min_score: float | None, explain: bool, exclude_prefixes: Sequence[str],
-        query_vector: Callable[[], Any] | None, path_check: Callable[[str, str], bool] | None,
-        sites: Sequence[str] | None, candidates: int | None = None, widened: dict[str, Any] | None = None,
-    ) -> SearchResult:
-        """:meth:`search`, with ``candidates`` per leg when given (then ``widened`` says why: the
-        weak-result fallback, :mod:`memoryd.indexer.search.fallback`, as the embedded backend runs it)."""
-        t0 = time.perf_counter()
-        raw_query, query = query, clean_query(query)
-        k = k or self._cfg.k
-        mode = self._mode(mode)
-        terms = keyword.query_terms(query) if mode != "vector" else []
-        n_cand = max(candidates or self._cfg.candidates, k)
-        expanded, added = self._synonyms.expand(query, terms) if terms else (terms, {})
-        intents = intent.classify(query) if mode != "vector" else ()
-        where = row_filter(path_prefix, exclude_prefixes, sites)
-        feature_terms = terms or keyword.query_terms(query)
+    @contextmanager
+    def session(self, query: Query, terms: Terms) -> Iterator[PgSession]:
+        """One pooled connection for the query. The corpus figures and every document frequency the
+        query reads are fetched first (later reads hit the cache), while the query's embedding, when
+        the caller computes it on another thread, is still being computed."""
         with self._store.connection() as conn:
-            # The corpus figures and every document frequency this query reads (later reads hit the
-            # cache), fetched while the query's embedding, when started by the caller, is computed.
             self._stats.table(conn)
-            self._stats.doc_frequencies(conn, [*_tokens(expanded), *word_terms(terms), *_tokens(feature_terms),
-                                               *terms])
-            qvec: Any = None
-            if mode != "keyword" and self._embedder is not None:
-                qvec = query_vector if query_vector is not None else self._embedder.embed_query(query)
-            (kw_deep, plan), vec, qvec = self._legs(conn, expanded, 4 * n_cand, n_cand, where, qvec)
-            kw = dict(list(kw_deep.items())[:n_cand])
-            cands = list(dict.fromkeys([*vec, *kw]))
-            union = fetch_candidates(conn, cands, qvec if mode == "hybrid" else None, self._pgvectors.cast)
-            kw_ranked = self._proximity(conn, terms, kw, union)
-            if mode == "hybrid" and qvec is not None:
-                vec.update({i: s for i, s in union.cosines.items() if i not in vec})
-                deeper = {i: kw_deep[i] for i in cands if i not in kw and i in kw_deep}
-                kw.update(deeper)
-                kw_ranked.update(self._proximity(conn, terms, deeper, union))
-            rows = union.rows
-            if path_check is not None:
-                rows = checked(rows, path_check)
-            ranked = self._rerank(self._fuse(mode, cands, vec, kw_ranked, rows, query, intents), rows, k,
-                                  qvec is not None)
-            head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
-            # whose file each is: the same root and path on two sites are two files, never merged into one hit
-            head = [replace(h, site=union.sites.get(h.chunk_id)) for h in head]
-            fitted = qvec is not None and self._embedder is not None \
-                and calibration.fitted_for(self._embedder.model_id)
-            feats = self._pg_features(conn, head, feature_terms, vec if fitted else None, union)
-            idfs = self._pg_idfs(conn, terms)
-        hits = calibrated(head, feats)
-        weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, min_score)) \
-            if candidates is None and mode == "hybrid" and qvec is not None else None
-        if weak is not None:
-            wide = self._pg_search(raw_query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score,
-                                   explain=explain, exclude_prefixes=exclude_prefixes, query_vector=lambda: qvec,
-                                   path_check=path_check, sites=sites, candidates=weak["candidates"], widened=weak)
-            return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
-        hits, reason, explanations = self._finish(
-            hits, head, feats, k=k, min_score=min_score, idfs=idfs, vec=vec, kw=kw, rows=rows, cands=cands,
-            mode=mode, has_vectors=qvec is not None, explain=explain)
-        return SearchResult(
-            mode=mode, hits=hits, abstained=reason is not None, reason=reason,
-            keyword_plan=plan.describe() if explain and terms else None,
-            query_searched=query if explain and query != raw_query else None,
-            explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
-            query_analysis={"intent": list(intents), "synonyms": added, "fallback": widened} if explain else None,
-        )
+            self._stats.doc_frequencies(conn, [*_tokens(terms.expanded), *word_terms(terms.terms),
+                                               *_tokens(terms.features), *terms.terms])
+            yield PgSession(conn, self._stats, self._vectors,
+                            row_filter(query.path_prefix, query.exclude_prefixes, query.sites))
 
-    def _legs(self, conn: psycopg.Connection[Any], terms: Sequence[str], n_kw: int, n_vec: int, where: Filter,
-              qvec: Any) -> tuple[tuple[dict[int, float], keyword_plan.KeywordPlan], dict[int, float], Any]:
-        """The keyword leg (``n_kw`` deep) and the vector leg (``n_vec``); also returns the query vector.
 
-        ``qvec`` is the query vector, None (no vector leg) or a callable that waits for it (the
-        caller computes it on another thread): then the keyword passes run first, while it is
-        computed, and the vector leg after; at 100k chunks the keyword leg's server time is as
-        long as the embedding. Otherwise all go out together in a psycopg pipeline: the
-        statements leave back to back and their results come back together, one round trip.
-        A vector leg deeper than the session's ``ef_search`` needs its own transaction, and a
-        libpq without pipelines runs them one by one; the results are the same.
+class PgSession:
+    """One query's legs on PostgreSQL (:class:`memoryd.indexer.search.legs.LegSession`).
+
+    :meth:`chunks` reads everything about the candidates in one statement
+    (:mod:`memoryd.indexer.storage.postgres.fetch`); the cosines and stored terms asked for
+    afterwards come from that read."""
+
+    def __init__(self, conn: psycopg.Connection[Any], stats: StatsCache, vectors: PgVectors, where: Filter) -> None:
+        self._conn = conn
+        self._stats = stats
+        self._vectors = vectors
+        self._where = where
+        self._union = Candidates()
+
+    def snapshot(self) -> contextlib.nullcontext[None]:
+        """Nothing to hold: each statement reads one committed state of the database."""
+        return contextlib.nullcontext()
+
+    def candidates(self, terms: Terms, n_keyword: int, n_vector: int, vector: QueryVector,
+                   early: Callable[[dict[int, float]], None]) -> Found:
+        """The keyword leg (``n_keyword`` deep) and the vector leg (``n_vector``).
+
+        A pending query vector (the caller computes it on another thread) makes the keyword passes
+        run first, while it is computed, and the vector leg after; at 100k chunks the keyword leg's
+        server time is as long as the embedding. Otherwise all go out together in a psycopg
+        pipeline: the statements leave back to back and their results come back together, one
+        round trip. A vector leg deeper than the session's ``ef_search`` needs its own transaction,
+        and a libpq without pipelines runs them one by one; the results are the same.
         """
-        stmts, kplan = self._keyword_statements(conn, terms, n_kw, where)
+        conn, where = self._conn, self._where
+        stmts, kplan = self._keyword_statements(terms.expanded, n_keyword)
         kw_rows: list[list[Any]] | None = None
-        if callable(qvec):
+        qvec = vector.ready
+        if qvec is None and vector.pending is not None:
             kw_rows = _run(conn, stmts) if stmts else []
-            stmts, qvec = [], qvec()
-        pipelined = qvec is None or 2 * n_vec <= EF_SEARCH
+            stmts, qvec = [], vector.pending()
+        pipelined = qvec is None or 2 * n_vector <= EF_SEARCH
         if pipelined and qvec is not None:
-            stmts.append(self._pgvectors.search_sql(qvec, n_vec, where))
+            stmts.append(self._vectors.search_sql(qvec, n_vector, where))
         results = _run(conn, stmts)
         vec: dict[int, float] = {}
         if qvec is not None:
             vec = dict(ranked_by_score(results.pop()) if pipelined
-                       else self._pgvectors.search(qvec, n_vec, where, conn))
-        return (_best_of(results if kw_rows is None else kw_rows, n_kw), kplan), vec, qvec
+                       else self._vectors.search(qvec, n_vector, where, conn))
+        return Found(_best_of(results if kw_rows is None else kw_rows, n_keyword), kplan, vec, qvec)
 
-    def _pg_features(self, conn: psycopg.Connection[Any], hits: Sequence[Hit], terms: Sequence[str],
-                     cosines: dict[int, float] | None, union: Candidates) -> dict[int, calibration.Features]:
-        """The calibration features of ``hits``, from the query tokens each holds in the postings
-        table (read with the candidates; the embedded backend reads FTS5's stored terms, and both
-        hold the same analyser terms)."""
-        ids = [h.chunk_id for h in hits]
-        if not ids:
-            return {}
+    def chunks(self, ids: Sequence[int], qvec: Any) -> dict[int, ChunkRow]:
+        self._union = fetch_candidates(self._conn, ids, qvec, self._vectors.cast)
+        return self._union.rows
+
+    def cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
+        """From :meth:`chunks`' read, which computed every candidate's cosine with the leg's expression."""
+        wanted = set(ids)
+        return {i: s for i, s in self._union.cosines.items() if i in wanted}
+
+    def chunk_terms(self, ids: Sequence[int]) -> dict[int, str]:
+        terms = self._union.terms
+        return {i: terms[i] for i in ids if i in terms}
+
+    def doc_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        return self._stats.doc_frequencies(self._conn, list(terms))
+
+    def n_docs(self) -> int:
+        return self._stats.table(self._conn)[2]  # max(id), as the embedded backend counts documents
+
+    def features(self, ids: Sequence[int], terms: Sequence[str],
+                 cosines: dict[int, float] | None) -> dict[int, calibration.Features]:
+        """From the query tokens each hit holds in its terms (read with the candidates; the embedded
+        backend reads FTS5's stored terms, and both hold the same analyser terms)."""
         tokens = _tokens(terms)
-        df = self._stats.doc_frequencies(conn, tokens) if tokens else {}
-        return calibration.features_from(ids, tokens, df, self._stats.table(conn)[2], union.held(ids, tokens),
-                                         cosines)
+        df = self._stats.doc_frequencies(self._conn, tokens) if tokens else {}
+        return calibration.features_from(ids, tokens, df, self._stats.table(self._conn)[2],
+                                         self._union.held(ids, tokens), cosines)
 
-    def _pg_idfs(self, conn: psycopg.Connection[Any], terms: Sequence[str]) -> dict[str, float]:
-        """Each query term's IDF, for naming the lines that matched (as the embedded backend does)."""
-        if not terms:
-            return {}
-        df = self._stats.doc_frequencies(conn, list(terms))
-        n_docs = self._stats.table(conn)[2]
-        return {t: proximity_idf(n, n_docs) for t, n in df.items()}
+    def vectors_of(self, ids: Sequence[int]) -> Any:
+        return self._vectors.vectors_of(ids)
 
-    def keyword_scores(self, conn: psycopg.Connection[Any], terms: Sequence[str], n: int,
-                       where: Filter = ("TRUE", [])) -> tuple[dict[int, float], keyword_plan.KeywordPlan]:
-        """The ``n`` best chunks by BM25 (FTS5's formula, positive), best first, and the plan that bounded it.
+    def _keyword_statements(self, terms: Sequence[str], n: int,
+                            ) -> tuple[list[tuple[str, list[Any]]], keyword_plan.KeywordPlan]:
+        """One BM25 statement per pass of the keyword plan (rows: chunk id, score; best first).
 
         The work is bounded exactly as the embedded leg bounds it
         (:func:`memoryd.indexer.search.keyword_plan.plan`): one exact pass when few rows can
         match, else a pass over the rare terms and one over the newest chunks, each a lower
-        bound of the exact score; a chunk found by both keeps its better score.
-        """
-        stmts, kplan = self._keyword_statements(conn, terms, n, where)
-        return _best_of([conn.execute(sql, args).fetchall() for sql, args in stmts], n), kplan
-
-    def _keyword_statements(self, conn: psycopg.Connection[Any], terms: Sequence[str], n: int,
-                            where: Filter) -> tuple[list[tuple[str, list[Any]]], keyword_plan.KeywordPlan]:
-        """One BM25 statement per pass of the keyword plan (rows: chunk id, score; best first)."""
+        bound of the exact score; a chunk found by both keeps its better score."""
         tokens = _tokens(terms)
         if not tokens:
             return [], keyword_plan.KeywordPlan((), exact=True)
-        n_docs, avgdl, max_id = self._stats.table(conn)
-        df = self._stats.doc_frequencies(conn, tokens)
+        where = self._where
+        n_docs, avgdl, max_id = self._stats.table(self._conn)
+        df = self._stats.doc_frequencies(self._conn, tokens)
         kplan = keyword_plan.plan(tokens, df, max_id, keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
         stmts: list[tuple[str, list[Any]]] = []
         for p in kplan.passes:
@@ -321,26 +271,6 @@ class PgSearcher(HybridSearcher):
                 [K1 + 1, K1, B, B, avgdl, list(p.terms), idfs, list(p.terms), p.min_rowid, *where[1]],
             ))
         return stmts, kplan
-
-    def _proximity(self, conn: psycopg.Connection[Any], terms: list[str], kw: dict[int, float],
-                   union: Candidates) -> dict[int, float]:
-        """``kw`` plus the proximity bonus, as :func:`memoryd.indexer.search.rescore.keyword_with_proximity`
-        (the chunks' terms come from ``union``, which holds every candidate)."""
-        out = dict(kw)
-        weight = self._cfg.proximity_weight
-        words = word_terms(terms)
-        if weight <= 0 or not kw or len(words) < 2:
-            return out
-        _, _, n_docs = self._stats.table(conn)  # max(id), as the embedded rescoring counts documents
-        df = self._stats.doc_frequencies(conn, words)
-        idfs = {t: proximity_idf(df.get(t, 0), n_docs) for t in words}
-        if len(pair_terms(words, idfs)) < 2:
-            return out
-        docs = {i: union.terms[i] for i in kw if i in union.terms}
-        for cid, bonus in proximity_scores(words, idfs, docs).items():
-            if bonus > 0:
-                out[cid] += weight * bonus
-        return out
 
 
 class StatsCache:
