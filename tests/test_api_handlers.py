@@ -30,22 +30,26 @@ from memoryd.daemon.rpc.errors import (
 )
 from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.daemon.work.worker import TaskStopped
+from memoryd.daemon.work.tasks import TaskStopped
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.search.query import Query
 
 OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
 ALICE = {"kind": "direct", "peer": "alice"}
 
 
 class FakeIndex:
+    site: str | None = None
+
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    def search(self, query: str, **kw: Any) -> SearchResult:
-        self.calls.append({"query": query, **kw})
-        return SearchResult(mode=kw.get("mode") or "hybrid", hits=[], took_ms=0.5)
+    def query(self, query: Query) -> SearchResult:
+        self.calls.append({"query": query.text, **{f.name: getattr(query, f.name) for f in dataclasses.fields(query)
+                                                    if f.name != "text"}})
+        return SearchResult(mode=query.mode or "hybrid", hits=[], took_ms=0.5)
 
 
 class FakeWorker:

@@ -1,7 +1,8 @@
 """The daemon's architecture, checked statically from the source's imports (``ast``, nothing imported).
 
-- ``daemon/`` has no import cycles: every import counts, those inside functions too (a late
-  import is no way to break a cycle), except ``if TYPE_CHECKING:`` blocks, which never run;
+- ``daemon/`` and ``indexer/`` have no import cycle: every import counts, those inside functions
+  and under ``if TYPE_CHECKING:`` too (a late or type-only import is no way to break a cycle);
+- ``daemon/api`` and ``daemon/rpc`` load neither numpy, FAISS nor onnxruntime at import time;
 - ``indexer/`` never imports ``daemon/`` (the library knows nothing of processes and sockets);
 - only the entry point imports ``memoryd.daemon.app`` (which assembles everything);
 - the client side (``daemon/client/``, the ``memoryd.daemon.cli`` entry point) stays light: what
@@ -52,15 +53,21 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
 
 
-def _walk(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.AST, bool]]:
+def _walk(node: ast.AST, in_function: bool, type_checking: bool = False) -> Iterator[tuple[ast.AST, bool]]:
+    """Every node with whether it runs later than import time (inside a function); ``if TYPE_CHECKING:``
+    blocks only with ``type_checking`` (they never run, but a cycle through them is still one)."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.If) and _is_type_checking(child):
+            for other in child.body if type_checking else ():
+                yield other, True
+                yield from _walk(other, True, type_checking)
             for other in child.orelse:
-                yield from _walk(other, in_function)
+                yield other, in_function
+                yield from _walk(other, in_function, type_checking)
             continue
         inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
         yield child, inner
-        yield from _walk(child, inner)
+        yield from _walk(child, inner, type_checking)
 
 
 def _resolve(name: str) -> str:
@@ -73,12 +80,13 @@ def _resolve(name: str) -> str:
     return name
 
 
-def imports_of(module: str) -> list[Import]:
+def imports_of(module: str, type_checking: bool = False) -> list[Import]:
+    """What ``module`` imports; a ``TYPE_CHECKING`` import (with ``type_checking``) counts as not top-level."""
     path = MODULES[module]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     out: list[Import] = []
-    for node, in_function in _walk(tree, False):
+    for node, in_function in _walk(tree, False, type_checking):
         if isinstance(node, ast.Import):
             out += [Import(_resolve(a.name), not in_function) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -143,6 +151,77 @@ def test_no_import_cycles_in_the_daemon() -> None:
     daemon = [m for m in MODULES if m.startswith("memoryd.daemon")]
     graph = {m: _internal(imports_of(m), "memoryd.daemon") for m in daemon}
     assert _cycles(graph) == []
+
+
+def test_no_import_cycle_anywhere_counting_late_and_type_checking_imports() -> None:
+    """Across ``daemon/`` and ``indexer/`` together, every import an edge: function-level ones and
+    ``if TYPE_CHECKING:`` ones included (a type-only cycle still ties two modules together: neither
+    can be read, tested or moved without the other). Importing a name from a package counts as an
+    edge to that package, also from inside it (``from memoryd.indexer.storage import x`` in
+    ``storage/postgres/index.py`` runs ``storage/__init__``)."""
+    graph = {m: _internal(imports_of(m, type_checking=True), "memoryd.") - {m} for m in MODULES}
+    found = _cycles(graph)
+    assert found == [], "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_sees_type_checking_and_package_edges(tmp_path: Path) -> None:
+    """A guard on the check itself: both kinds of edge the older checks missed are found."""
+    browse = {i.target for i in imports_of("memoryd.daemon.client.mcp_server", type_checking=True)}
+    assert "memoryd.daemon.client.mcp_browse" in browse  # a function-level import
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x.y\nelse:\n    import z\n")
+    seen = [(getattr(n, "names", [None])[0].name, late) for n, late in _walk(tree, False, True)
+            if isinstance(n, ast.Import)]
+    assert ("x.y", True) in seen and ("z", False) in seen
+    assert [n for n, _ in _walk(tree, False) if isinstance(n, ast.Import) and n.names[0].name == "x.y"] == []
+
+
+LIGHT_PACKAGES = ("memoryd.daemon.api", "memoryd.daemon.rpc")
+NUMERIC = ("numpy", "faiss", "onnxruntime")
+# The library modules under the write and context handlers that hold vectors as numpy arrays (the
+# embedding cache, dedup's candidates, the context line vectors). Pinned: a new one fails the test.
+# faiss and onnxruntime are allowed nowhere.
+NUMPY_USERS = {"memoryd.daemon.work.line_vectors", "memoryd.indexer.cache", "memoryd.indexer.store",
+               "memoryd.indexer.write.candidates"}
+
+
+def _top_level_closure(roots: tuple[str, ...]) -> dict[str, str]:
+    """Every module that importing ``roots`` loads (module-level imports, followed), with who brought it in."""
+    seen: dict[str, str] = {}
+    todo = [m for m in MODULES if m.startswith(roots)]
+    for m in todo:
+        seen.setdefault(m, "(root)")
+    while todo:
+        m = todo.pop()
+        for imp in imports_of(m):
+            if imp.top_level and imp.target not in seen:
+                seen[imp.target] = m
+                if imp.target in MODULES:
+                    todo.append(imp.target)
+    return seen
+
+
+def _chain(closure: dict[str, str], module: str) -> str:
+    out = [module]
+    while closure.get(out[-1], "(root)") != "(root)":
+        out.append(closure[out[-1]])
+    return " <- ".join(out)
+
+
+def test_the_socket_methods_and_the_wire_load_no_numerical_stack() -> None:
+    """``daemon/api`` (the handlers and their ports) and ``daemon/rpc`` import neither numpy, FAISS
+    nor onnxruntime at module level, and what they load reaches neither FAISS nor onnxruntime (a
+    handler test builds them from fakes, without the index or the model); numpy only through the
+    pinned library modules that keep vectors (``NUMPY_USERS``)."""
+    closure = _top_level_closure(LIGHT_PACKAGES)
+    modules = [m for m in closure if m in MODULES]
+    assert "memoryd.daemon.api.read" in modules and "memoryd.daemon.rpc.server" in modules  # the scan saw them
+    direct = {m: sorted(i.target for i in imports_of(m) if i.top_level and i.target.split(".")[0] in NUMERIC)
+              for m in modules}
+    direct = {m: t for m, t in direct.items() if t}
+    assert not any(m.startswith(LIGHT_PACKAGES) for m in direct), direct
+    assert sorted(_chain(closure, m) for m in closure if m.split(".")[0] in ("faiss", "onnxruntime")) == []
+    assert {m for m, t in direct.items() if t != ["numpy"]} == set(), direct
+    assert set(direct) <= NUMPY_USERS, sorted(_chain(closure, m) for m in set(direct) - NUMPY_USERS)
 
 
 def test_the_indexer_never_imports_the_daemon() -> None:

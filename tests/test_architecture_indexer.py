@@ -11,10 +11,13 @@ Rules:
 
 How an import becomes edges: ``import a.b.c`` and ``from a.b.c import x`` point
 at ``a.b.c``, or at ``a.b.c.x`` when that is a module (``from pkg import mod``),
-and at the packages above it, whose ``__init__`` Python runs first. Edges to the
-importing module's *own* ancestor packages are left out: they are initialised
-before it anyway, and every submodule of a package whose ``__init__`` re-exports
-it would otherwise be a cycle.
+and at the packages above it, whose ``__init__`` Python runs first. Those implicit
+edges to the importing module's *own* ancestor packages are left out: they are
+initialised before it anyway, and every submodule of a package whose ``__init__``
+re-exports it would otherwise be a cycle. A name taken *from* an ancestor package
+(``from memoryd.indexer.storage import site_id`` inside ``storage/postgres/index.py``)
+is an edge like any other: that module needs what the ``__init__`` defines, so an
+``__init__`` that imports the module back (even inside a function) closes a cycle.
 """
 
 from __future__ import annotations
@@ -41,10 +44,17 @@ def _modules(folder: Path, package: str) -> dict[str, Path]:
 
 def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
     """``(dotted name, line)`` of everything ``tree`` imports, at any depth (relative imports resolved)."""
+    for name, line, _explicit in _imports(tree, module, is_package):
+        yield name, line
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int, bool]]:
+    """:func:`_imported_names`, each also saying whether it names what is imported (``explicit``)
+    or only the package a ``from`` import runs first."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name, node.lineno
+                yield alias.name, node.lineno, True
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".")
@@ -53,8 +63,8 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tu
             else:
                 origin = node.module or ""
             for alias in node.names:
-                yield f"{origin}.{alias.name}", node.lineno
-            yield origin, node.lineno
+                yield f"{origin}.{alias.name}", node.lineno, True
+            yield origin, node.lineno, False
 
 
 def _target(name: str, modules: Set[str]) -> str | None:
@@ -72,8 +82,10 @@ def import_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         edges = set()
-        for name, _line in _imported_names(tree, module, path.name == "__init__.py"):
+        for name, _line, explicit in _imports(tree, module, path.name == "__init__.py"):
             target = _target(name, set(modules))
+            if explicit and target is not None and target != module and module.startswith(target + "."):
+                edges.add(target)  # a name defined in an ancestor's __init__ (see the module's docstring)
             while target is not None:
                 if target != module and not module.startswith(target + "."):
                     edges.add(target)
@@ -148,6 +160,20 @@ def test_a_package_init_counts_but_not_for_its_own_submodules(tmp_path: Path) ->
     assert graph["pkg.other"] == {"pkg.sub.mod", "pkg.sub"}  # pkg.sub's __init__ runs first; pkg is its own
     assert graph["pkg"] == {"pkg.sub", "pkg.sub.mod"}
     assert graph["pkg.sub"] == set()
+
+
+def test_a_name_from_an_ancestor_package_is_an_edge(tmp_path: Path) -> None:
+    """``storage/__init__`` <-> ``storage/postgres/index.py`` went unseen: the module took a name from
+    its own ancestor package, whose ``__init__`` imports the module back inside a function."""
+    pkg = tmp_path / "pkg"
+    (pkg / "back").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def site():\n    return 1\n\ndef open_it():\n    from pkg.back import mod\n")
+    (pkg / "back" / "__init__.py").write_text("")
+    (pkg / "back" / "mod.py").write_text("from pkg import site\nfrom pkg.back import other\n")
+    (pkg / "back" / "other.py").write_text("")
+    graph = import_graph(_modules(pkg, "pkg"))
+    assert graph["pkg.back.mod"] == {"pkg", "pkg.back.other"}  # the name from pkg counts; pkg.back's runs first
+    assert cycles(graph) == [["pkg", "pkg.back.mod"]]
 
 
 def test_indexer_has_no_import_cycles() -> None:

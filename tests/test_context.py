@@ -16,6 +16,7 @@ from memoryd.indexer.config import Config
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.search.context import MAX_SCORED_TOKENS, build_context, cosine_scorer, merge_hits
 from memoryd.indexer.search.hits import Hit, SearchResult
+from memoryd.indexer.search.query import Query
 
 OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
 
@@ -167,8 +168,10 @@ class OneHitIndex:
         self.root = root
         self.vectors: list[object] = []
 
-    def search(self, query: str, **kw: object) -> SearchResult:
-        self.vectors.append(kw["query_vector"])
+    site: str | None = None
+
+    def query(self, query: Query) -> SearchResult:
+        self.vectors.append(query.query_vector)
         text = "\n".join(f"note {n} about the weekly shopping list" if n != 25 else "sunrise painting by the lake"
                          for n in range(1, 41))
         return SearchResult(mode="hybrid", took_ms=0.1, hits=[Hit(

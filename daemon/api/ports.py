@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from memoryd.daemon.rpc.errors import SHUTTING_DOWN, RpcError
-from memoryd.daemon.work.worker import NOT_RUN, TaskStopped
-from memoryd.indexer.config import SearchMode
+from memoryd.daemon.work.tasks import NOT_RUN, TaskStopped
 from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.search.query import Query
 
 T = TypeVar("T")
 
@@ -24,11 +24,12 @@ T = TypeVar("T")
 class SearchIndex(Protocol):
     """The read side of the index the read methods use (``MemoryIndex`` is one)."""
 
-    def search(
-        self, query: str, *, k: int, mode: SearchMode | None = None, path_prefix: str | None = None,
-        exclude_prefixes: tuple[str, ...] = (), min_score: float | None = None, explain: bool = False,
-        path_check: Callable[[str, str], bool] | None = None, query_vector: Callable[[], Any] | None = None,
-    ) -> SearchResult: ...
+    @property
+    def site(self) -> str | None:
+        """This daemon's site in a shared database; None for a backend without sites (the embedded index)."""
+        ...
+
+    def query(self, query: Query) -> SearchResult: ...
 
 
 class WorkQueue(Protocol):

@@ -39,9 +39,10 @@ from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError
 from memoryd.indexer.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
-from memoryd.indexer.storage import foreign_site
 from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.site import foreign_site
 from memoryd.indexer.types import Embedder
 
 if TYPE_CHECKING:
@@ -94,13 +95,13 @@ class ReadMethods:
     def run_search(self, req: SearchRequest) -> dict[str, Any]:
         if req.scope is None:
             return {"hits": [], "took_ms": 0.0, "mode": req.mode}
-        result = self._index.search(
+        result = self._index.query(Query(
             req.query, k=req.k, mode=req.mode, path_prefix=req.scope.path_prefix,
-            exclude_prefixes=req.scope.exclude_prefixes, min_score=req.min_score, explain=req.explain,
+            exclude_prefixes=tuple(req.scope.exclude_prefixes), min_score=req.min_score, explain=req.explain,
             path_check=path_check(req.session, self._roots()),
             query_vector=self._query_vector(req.query) if req.mode != "keyword" else None,
-            **self._sites(req.sites),
-        )
+            sites=self._sites(req.sites),
+        ))
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
         out = result.to_json()
         roots = len(self._roots().roots)
@@ -108,14 +109,14 @@ class ReadMethods:
             out["roots"] = roots
         return out
 
-    def _sites(self, sites: tuple[str, ...] | None) -> dict[str, Any]:
-        """``sites=`` for a backend with sites (PostgreSQL), ``"self"`` resolved; nothing when not asked."""
+    def _sites(self, sites: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The sites asked for on a backend with sites (PostgreSQL), ``"self"`` resolved; None when not asked."""
         if sites is None:
-            return {}
-        mine = getattr(self._index, "site", None)
+            return None
+        mine = self._index.site
         if mine is None:
             raise InvalidParams("param 'sites' needs storage.backend = 'postgres' (the embedded index has one site)")
-        return {"sites": [mine if s == "self" else s for s in sites]}
+        return tuple(mine if s == "self" else s for s in sites)
 
     def context(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
@@ -127,11 +128,11 @@ class ReadMethods:
 
         scope = req.scope
         vector = self._query_vector(req.query) if req.mode != "keyword" else None
-        found = self._index.search(
+        found = self._index.query(Query(
             req.query, k=req.k, mode=req.mode, path_prefix=scope.path_prefix,
-            exclude_prefixes=scope.exclude_prefixes, path_check=path_check(req.session, self._roots()),
+            exclude_prefixes=tuple(scope.exclude_prefixes), path_check=path_check(req.session, self._roots()),
             query_vector=vector, min_score=req.min_score,
-        ).to_json() if scope else {"hits": []}
+        )).to_json() if scope else {"hits": []}
         block = build_context(req.query, found["hits"], req.max_tokens, self._count_tokens,
                               self._line_scorer(req.query, vector) if found["hits"] else None)
         if found.get("abstained"):  # nothing confident: say so rather than hand back noise
@@ -154,7 +155,7 @@ class ReadMethods:
         where it leads, and the resolved file is what is read.
         """
         req = parse_get(params, peer)
-        refusal = foreign_site(req.site, getattr(self._index, "site", None))
+        refusal = foreign_site(req.site, self._index.site)
         if refusal is not None:
             raise InvalidParams(refusal)
         raw = req.path

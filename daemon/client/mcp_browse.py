@@ -9,7 +9,7 @@ so the SDK stays out of every other command.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -22,12 +22,19 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.lowlevel.helper_types import ReadResourceContents
 
-    from memoryd.daemon.client.mcp_server import DaemonBridge
-
 log = structlog.get_logger(__name__)
 
 
-def add_resources(server: Server[Any, Any], bridge: DaemonBridge) -> None:
+class Bridge(Protocol):
+    """What resources and prompts ask of the daemon (:class:`memoryd.daemon.client.mcp_server.DaemonBridge`
+    is one); named here so that this module needs nothing of the server module that imports it."""
+
+    def list_resources(self, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
+    def read_resource(self, uri: str) -> str: ...
+    def recall(self, arguments: dict[str, str] | None) -> str: ...
+
+
+def add_resources(server: Server[Any, Any], bridge: Bridge) -> None:
     """resources/list and resources/read: the memory files, through the daemon (which scope-checks them).
 
     A failure is a JSON-RPC error (resources have no ``isError``) carrying the bridge's message.
@@ -64,7 +71,7 @@ def add_resources(server: Server[Any, Any], bridge: DaemonBridge) -> None:
     on_read()(read_resource)
 
 
-def add_prompts(server: Server[Any, Any], bridge: DaemonBridge) -> None:
+def add_prompts(server: Server[Any, Any], bridge: Bridge) -> None:
     """prompts/list and prompts/get (:mod:`memoryd.daemon.client.mcp_prompts`); failures are JSON-RPC errors."""
     import anyio.to_thread
     from mcp import types

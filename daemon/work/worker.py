@@ -45,7 +45,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,12 +54,15 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
 from memoryd.daemon.work.polite import PoliteEmbedder
 from memoryd.daemon.work.rebuilder import Rebuilder
+from memoryd.daemon.work.tasks import NOT_RUN, Task, TaskStopped
 from memoryd.daemon.work.vector_steps import VectorSteps
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.indexstats import IndexStats
 from memoryd.indexer.reconcile import reconcile
 from memoryd.indexer.storage.base import StorageUnavailableError
+
+__all__ = ["HANDFUL", "NOT_RUN", "IndexWorker", "Task", "TaskStopped"]
 
 log = structlog.get_logger(__name__)
 
@@ -72,23 +74,6 @@ STATUS_EVERY_S = 1.0  # the systemd status line follows a sweep's progress at mo
 
 
 T = TypeVar("T")
-
-
-@dataclass
-class Task:
-    kind: str  # "changes" | "reconcile" | "index" | "call" (and the stop sentinel)
-    changes: list[Change] = field(default_factory=list)
-    files: list[tuple[Path, str]] = field(default_factory=list)
-    reason: str = ""
-    fn: Callable[[], Any] | None = None
-    future: Future[Any] = field(default_factory=Future)  # its answer, for whoever waits
-
-
-NOT_RUN = "this request was not run (nothing was changed)"
-
-
-class TaskStopped(Exception):
-    """A task the shutdown stopped part-way (a reconcile sweep); the message says what happens next."""
 
 
 _STOP = Task("stop")
