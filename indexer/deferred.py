@@ -3,7 +3,7 @@
 The work runs on the index's writing thread, a bounded step at a time, so that the
 owner can put user-touched work (a save, ``reindex``) in between: each step takes
 the most urgent entries of the :class:`~memoryd.indexer.backlog.VectorBacklog`,
-reads their text from SQLite, takes what the embedding cache already holds, embeds
+reads their text from the store, takes what the embedding cache already holds, embeds
 the rest in length-sorted slices (urgent ones first), and makes each slice durable (cache) and visible
 (vector index) before the next. A step asked to yield stops between slices and puts
 the rest back, so a crash or a yield never loses a finished slice.
@@ -18,21 +18,19 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.indexer.backend import CacheStore, ChunkStore, VectorStore
 from memoryd.indexer.backlog import Priority, VectorBacklog
-from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.embedtext import embedding_text
-from memoryd.indexer.store import Store, fetch_chunks
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.vectors import VectorIndex
 
 
 @dataclass
 class Parts:
     """The pieces of a :class:`~memoryd.indexer.engine.MemoryIndex` a backlog step uses."""
 
-    store: Store
-    cache: EmbeddingCache
-    vectors: VectorIndex
+    store: ChunkStore
+    cache: CacheStore
+    vectors: VectorStore
     lock: threading.Lock
     backlog: VectorBacklog
     persist: Callable[[dict[bytes, Any]], None]
@@ -67,7 +65,7 @@ def _step(parts: Parts, entries: Sequence[Priority], embedder: Embedder, slice_s
     if not todo:
         parts.backlog.finish(gone, embedded=False)
         return result
-    rows = fetch_chunks(parts.store.conn, [e[2] for e in todo])
+    rows = parts.store.chunks([e[2] for e in todo])
     texts = {e[2]: embedding_text(rows[e[2]].heading, rows[e[2]].text) for e in todo if e[2] in rows}
     gone += [unfinished.pop(e[2])[2] for e in todo if e[2] not in texts]
     parts.backlog.finish(gone, embedded=False)

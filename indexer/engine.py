@@ -38,6 +38,7 @@ import numpy as np
 import structlog
 
 from memoryd.indexer import ann, keyword, vector_sync
+from memoryd.indexer.backend import EMBEDDED, Backend, CacheStore, ChunkStore, VectorStore
 from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.cache import EmbeddingCache, open_machine_cache
 from memoryd.indexer.chunker import CHUNKER_VERSION
@@ -78,6 +79,10 @@ class MemoryIndex:
 
     site: str | None = None  # this daemon's site in a shared database (None: the embedded index, one site)
 
+    store: ChunkStore
+    cache: CacheStore
+    vectors: VectorStore
+
     def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
                  background_rebuilds: bool = False) -> None:
         self.cfg = cfg
@@ -85,29 +90,41 @@ class MemoryIndex:
         self.read_only = read_only
         self._background = background_rebuilds
         self.data_dir = cfg.data_dir
+        self.lock = threading.Lock()
+        self.skipped: dict[str, str] = {}
+        self.backlog = VectorBacklog()
+        backend = self._open_backend()
+        self.store, self.cache, self.vectors = backend.store, backend.cache, backend.vectors
+        self.capabilities = backend.capabilities
+        self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
+                                      cfg.embedding.batch_size, read_only)
+        self.searcher = SearchPipeline(backend.legs, embedder, cfg.search)
+
+    def _open_backend(self) -> Backend:
+        """The embedded backend: SQLite + FTS5 and the FAISS snapshot in the data directory, checked
+        against this index's identity. A subclass opens another backend here (the attributes set
+        before this call, ``lock`` and ``backlog`` among them, are there to use)."""
+        cfg, embedder, read_only = self.cfg, self.embedder, self.read_only
         if not read_only:
             self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         elif not (self.data_dir / DB_NAME).exists():
             raise StoreError(f"no index in {self.data_dir} (run `memoryd index` first)")
-        self.lock = threading.Lock()
-        self.store = self._open_store()
+        self.sqlite = self._open_store()
+        self.store = self.sqlite
         # The machine-wide layer (never for the toy "hash" provider: it computes faster than it looks up)
         machine = None if read_only or cfg.embedding.provider == "hash" else \
             open_machine_cache(cfg.embedding_cache_dir, cfg.embedding.machine_cache_entries)
-        self.cache = EmbeddingCache(self.store.conn, embedder.dimension, cfg.embedding.cache_entries, machine)
-        if machine is not None and self.store.meta("machine_cache") != str(machine.path):  # once per data dir
-            log.info("machine_cache.seeded", path=str(machine.path), vectors=machine.seed(self.store.conn))
-            self.store.set_meta({"machine_cache": str(machine.path)})
-        self.cache.hits = int(self.store.meta("cache_hits") or 0)
-        self.cache.misses = int(self.store.meta("cache_misses") or 0)
-        self.skipped: dict[str, str] = {}
-        self.backlog = VectorBacklog()
+        self.local_cache = EmbeddingCache(self.sqlite.conn, embedder.dimension, cfg.embedding.cache_entries, machine)
+        if machine is not None and self.sqlite.meta("machine_cache") != str(machine.path):  # once per data dir
+            log.info("machine_cache.seeded", path=str(machine.path), vectors=machine.seed(self.sqlite.conn))
+            self.sqlite.set_meta({"machine_cache": str(machine.path)})
+        self.local_cache.hits = int(self.sqlite.meta("cache_hits") or 0)
+        self.local_cache.misses = int(self.sqlite.meta("cache_misses") or 0)
         self._check_identity()
-        self.vectors = self._load_vectors()
-        self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
-                                      cfg.embedding.batch_size, read_only)
-        self.readers = ReaderPool(self.store.reader)
-        self.searcher = SearchPipeline(EmbeddedLegs(self.readers, self.vectors, self.lock), embedder, cfg.search)
+        self.faiss = self._load_vectors()
+        self.readers = ReaderPool(self.sqlite.reader)
+        return Backend(self.sqlite, self.local_cache, self.faiss, EmbeddedLegs(self.readers, self.faiss, self.lock),
+                       EMBEDDED)
 
     def _open_store(self) -> Store:
         """Open the database; a corrupt one is moved aside (kept for inspection) and rebuilt.
@@ -163,9 +180,9 @@ class MemoryIndex:
     def _load_vectors(self) -> VectorIndex:
         vectors = vector_sync.open_vectors(self.data_dir / VECTORS_NAME, self.embedder.dimension, self.cfg.search,
                                            background=self._background, read_only=self.read_only)
-        lost = vector_sync.sync_with_chunks(vectors, self.store, self.cache, self.embedder.embed_passages,
+        lost = vector_sync.sync_with_chunks(vectors, self.sqlite, self.local_cache, self.embedder.embed_passages,
                                             read_only=self.read_only, defer=self._background or self.read_only)
-        for i, mtime_ns in self.store.chunk_mtimes(lost).items():
+        for i, mtime_ns in self.sqlite.chunk_mtimes(lost).items():
             self.backlog.add([i], mtime_ns)
         return vectors
 
@@ -187,6 +204,8 @@ class MemoryIndex:
         A file that cannot be indexed is skipped, never the batch: it is counted and named in the
         returned stats and in ``status()["skipped"]`` (with the reason) until it is indexed or removed.
         """
+        if not self.capabilities.keyword_first:
+            defer_at = None  # a backend without a vector backlog commits chunks with their vectors only
         stats = IndexStats()
         t0 = time.perf_counter()
         group: list[PreparedFile] = []
@@ -399,9 +418,9 @@ class MemoryIndex:
         if self.read_only:
             return False
         with self.lock:
-            if not (self.vectors.dirty or force):
+            if not (self.faiss.dirty or force):
                 return False
-            self.vectors.save(self.data_dir / VECTORS_NAME)
+            self.faiss.save(self.data_dir / VECTORS_NAME)
         self.store.set_meta({"cache_hits": str(self.cache.hits), "cache_misses": str(self.cache.misses)})
         return True
 
@@ -429,7 +448,7 @@ class MemoryIndex:
         """Switch to (or from) background rebuilds, e.g. when a daemon takes over an open index."""
         with self.lock:
             self._background = on
-            self.vectors.auto_rebuild = not on
+            self.faiss.auto_rebuild = not on
 
     def take_reconcile_wanted(self) -> bool:
         """True once when the storage dropped this site's rows under it (a shared database re-indexed)."""
@@ -437,7 +456,7 @@ class MemoryIndex:
 
     def rebuild_wanted(self) -> bool:
         """True when the vector structure is due a rebuild (switch or compaction) and none is planned."""
-        return self._background and self.vectors.rebuilding is None and self.vectors.wanted() is not None
+        return self._background and self.faiss.rebuilding is None and self.faiss.wanted() is not None
 
     def start_rebuild(self) -> ann.Rebuild | None:
         """Plan the due rebuild (under the lock, ~1 ms): its source is a read snapshot of chunks x cache.
@@ -448,17 +467,17 @@ class MemoryIndex:
         with self.lock:
             if not self.rebuild_wanted():
                 return None
-            source, close = vector_sync.rebuild_source(self.store, self.embedder.dimension)
-            return self.vectors.plan_rebuild(source, close)
+            source, close = vector_sync.rebuild_source(self.sqlite, self.embedder.dimension)
+            return self.faiss.plan_rebuild(source, close)
 
     def finish_rebuild(self, job: ann.Rebuild) -> bool:
         """Swap a built rebuild in, with every write made meanwhile (under the lock, milliseconds)."""
         with self.lock:
-            return self.vectors.adopt(job)
+            return self.faiss.adopt(job)
 
     def cancel_rebuild(self, job: ann.Rebuild) -> None:
         with self.lock:
-            self.vectors.cancel(job)
+            self.faiss.cancel(job)
 
     def status(self) -> dict[str, Any]:
         """The index's figures. Safe from any thread: the counts are read through the reader pool
@@ -474,9 +493,9 @@ class MemoryIndex:
                       "provider": self.cfg.embedding.provider, **_server_health(self.embedder)},
             "cache": {"entries": entries, "hits": self.cache.hits, "misses": self.cache.misses,
                       "capacity": self.cache.capacity,
-                      "machine": str(self.cache.machine.path) if self.cache.machine is not None else None},
-            "index": {"type": self.vectors.kind, "vectors": self.vectors.size,
-                      "tombstones": self.vectors.tombstones, "rebuilding": self.vectors.rebuilding},
+                      "machine": str(self.local_cache.machine.path) if self.local_cache.machine is not None else None},
+            "index": {"type": self.faiss.kind, "vectors": self.vectors.size,
+                      "tombstones": self.faiss.tombstones, "rebuilding": self.faiss.rebuilding},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
             "vectors": self.backlog.progress(),
             # the same block as the PostgreSQL backend's, so a client can tell which one answers
@@ -488,8 +507,8 @@ class MemoryIndex:
             self.save()
         self.readers.close()
         self.store.close()
-        if self.cache.machine is not None:
-            self.cache.machine.close()
+        if self.local_cache.machine is not None:
+            self.local_cache.machine.close()
 
     def maintain(self) -> dict[str, Any]:
         """The periodic upkeep, on the writing thread: trim the embedding cache, checkpoint the WAL,
@@ -497,9 +516,9 @@ class MemoryIndex:
         evicted = self.evict_cache()
         # A background rebuild reads a snapshot in one long read transaction: TRUNCATE would
         # wait for it (up to the busy timeout, on the worker); PASSIVE copies what it can.
-        mode = "PASSIVE" if self.vectors.rebuilding else "TRUNCATE"
-        self.store.conn.execute(f"PRAGMA wal_checkpoint({mode})")
-        self.store.conn.execute("PRAGMA optimize")
+        mode = "PASSIVE" if self.faiss.rebuilding else "TRUNCATE"
+        self.sqlite.conn.execute(f"PRAGMA wal_checkpoint({mode})")
+        self.sqlite.conn.execute("PRAGMA optimize")
         return {"cache_evicted": evicted, "checkpoint": mode.lower()}
 
 

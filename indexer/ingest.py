@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memoryd.indexer import keyword
-from memoryd.indexer.cache import EmbeddingCache, cache_key
+from memoryd.indexer.backend import CacheStore
+from memoryd.indexer.cache import cache_key
 from memoryd.indexer.chunker import chunk_markdown
 from memoryd.indexer.config import ChunkingConfig
 from memoryd.indexer.embedtext import embedding_text, keyword_text
@@ -133,7 +134,7 @@ def describe_error(exc: BaseException) -> str:
 
 
 def embed_missing(
-    files: Sequence[PreparedFile], embedder: Embedder, cache: EmbeddingCache,
+    files: Sequence[PreparedFile], embedder: Embedder, cache: CacheStore,
     persist: Callable[[dict[bytes, FloatArray]], None] | None = None, slice_size: int = 32,
 ) -> EmbedResult:
     """Vectors for every chunk key of ``files``: from the cache, else from the model.

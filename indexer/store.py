@@ -313,6 +313,10 @@ class Store:
         sql = "SELECT c.id, f.mtime_ns FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({})"
         return {int(i): int(m) for i, m in select_in(self.conn, sql, ids)}
 
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """The rows of ``ids`` on the writer's connection (ids that vanished are absent)."""
+        return fetch_chunks(self.conn, ids)
+
     def chunk_ids_of(self, root_id: int, rel: str) -> list[int]:
         """The chunk ids of one file (empty if it is not indexed)."""
         rows = self.conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id"

@@ -20,14 +20,12 @@ from typing import Any
 import structlog
 
 from memoryd.indexer import deferred
+from memoryd.indexer.backend import CacheStore, ChunkStore, VectorStore
 from memoryd.indexer.backlog import VectorBacklog
-from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.errors import ProviderUnavailable
 from memoryd.indexer.indexstats import IndexStats
 from memoryd.indexer.ingest import EmbedResult, PreparedFile, embed_missing
-from memoryd.indexer.store import Store
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
 
@@ -37,7 +35,7 @@ EMBED_GROUP = 256  # new chunks gathered before one embedding pass
 class VectorFill:
     """Embeds (or defers) the chunks an index commits, and keeps the embedding cache bounded."""
 
-    def __init__(self, store: Store, cache: EmbeddingCache, vectors: VectorIndex, lock: threading.Lock,
+    def __init__(self, store: ChunkStore, cache: CacheStore, vectors: VectorStore, lock: threading.Lock,
                  backlog: VectorBacklog, passages: Embedder, batch_size: int, read_only: bool) -> None:
         self.store = store
         self.cache = cache

@@ -1,33 +1,17 @@
-"""The storage interface: what the index above storage uses, whatever the backend.
+"""The storage errors every backend raises, and the storage interface re-exported.
 
-Three parts, each a :class:`typing.Protocol` so that the embedded backend's
-classes implement it as they are (no adapter, no behaviour change) and a type
-checker proves it (``tests/test_storage_interface.py``):
-
-* :class:`ChunkStore`: meta and identity, roots, files, chunks and their
-  keyword terms, and transactions (every file update is one transaction);
-* :class:`CacheStore`: the embedding cache (text hash → vector), written in the
-  store's transaction so that a chunk never exists without its vector;
-* :class:`VectorStore`: nearest-neighbour search over the chunks' vectors.
-
-Connections are typed ``Any`` on purpose: a transaction's connection is only
-handed from the store to the cache of the *same* backend.
+The interface itself (the Protocols, :class:`Capabilities`, :class:`Backend`) lives in
+:mod:`memoryd.indexer.backend`, outside this package, so that the index can name it
+without running this package's ``__init__`` (whose ``open_index`` imports the index).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
+from memoryd.indexer.backend import EMBEDDED, Backend, CacheStore, Capabilities, ChunkStore, VectorStore
 from memoryd.indexer.errors import StoreError
 
-if TYPE_CHECKING:
-    import numpy as np
-
-    from memoryd.indexer.rows import FileChange, FileRow, NewChunk
-    from memoryd.indexer.types import FloatArray
+__all__ = ["EMBEDDED", "Backend", "CacheStore", "Capabilities", "ChunkStore", "SchemaTooNewError", "SiteLockedError",
+           "StorageUnavailableError", "VectorStore"]
 
 
 class StorageUnavailableError(StoreError):
@@ -54,51 +38,3 @@ class SiteLockedError(StoreError):
 
 class SchemaTooNewError(StoreError):
     """The database was migrated by a newer memoryd: this one refuses to touch it."""
-
-
-class ChunkStore(Protocol):
-    """Meta/identity, roots, files, chunks, transactions."""
-
-    def meta(self, key: str) -> str | None: ...
-    def set_meta(self, values: dict[str, str]) -> None: ...
-    def transaction(self) -> AbstractContextManager[Any]: ...
-    def root_id(self, root: Path) -> int: ...
-    def roots(self) -> dict[int, Path]: ...
-    def files(self, root_id: int) -> dict[str, FileRow]: ...
-    def file(self, root_id: int, rel: str) -> FileRow | None: ...
-    def touch_file(self, file_id: int, size: int, mtime_ns: int) -> None: ...
-
-    def replace_file(
-        self, root_id: int, rel: str, size: int, mtime_ns: int, sha256: str, front_matter: str,
-        chunks: Sequence[NewChunk], in_transaction: Callable[[Any], None] | None = None,
-    ) -> FileChange: ...
-
-    def delete_file(self, root_id: int, rel: str) -> list[int]: ...
-    def move_file(self, root_id: int, rel: str, dest_root_id: int, dest_rel: str) -> bool: ...
-    def forget_everything(self) -> None: ...
-    def chunk_ids(self) -> np.ndarray: ...
-    def embed_keys(self, ids: Sequence[int]) -> dict[int, bytes]: ...
-    def counts(self) -> tuple[int, int]: ...
-    def close(self, clean: bool = True) -> None: ...
-
-
-class CacheStore(Protocol):
-    """The embedding cache; ``put_many``/``evict`` run in a :meth:`ChunkStore.transaction`."""
-
-    hits: int
-    misses: int
-    capacity: int
-
-    def get_many(self, keys: Sequence[bytes], count: bool = True) -> dict[bytes, FloatArray]: ...
-    def put_many(self, conn: Any, vectors: Mapping[bytes, FloatArray]) -> None: ...
-    def entries(self) -> int: ...
-    def evict(self, conn: Any) -> int: ...
-
-
-class VectorStore(Protocol):
-    """Nearest neighbours by cosine (vectors are L2-normalised), and scores of given chunks."""
-
-    def search(self, query: FloatArray, k: int) -> list[tuple[int, float]]: ...
-    def scores_for(self, query: FloatArray, ids: Iterable[int]) -> dict[int, float]: ...
-    def add(self, ids: Iterable[int], vectors: FloatArray) -> None: ...
-    def remove(self, ids: Iterable[int]) -> int: ...

@@ -38,15 +38,13 @@ from typing import Any
 import psycopg_pool
 import structlog
 
-from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.indexstats import IndexStats, Progress
 from memoryd.indexer.search.hits import SearchResult
-from memoryd.indexer.search.pipeline import SearchPipeline
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.base import Backend, Capabilities, StorageUnavailableError
 from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
@@ -54,9 +52,10 @@ from memoryd.indexer.storage.postgres.search import PgLegs, PgVectors
 from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
 from memoryd.indexer.storage.site import site_id
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.vectorfill import VectorFill
 
 log = structlog.get_logger(__name__)
+
+POSTGRES = Capabilities(sites=True, keyword_first=False, vector_rebuilds=False, line_cache=False)
 
 REINDEX_COMMAND = "memoryd migrate-storage --reindex"
 
@@ -80,16 +79,11 @@ class PgMemoryIndex(MemoryIndex):
         first call that reaches it finishes opening: :meth:`_attach_later`); a one-shot command
         fails at once instead."""
         st = cfg.storage
-        self.cfg = cfg
-        self.embedder = embedder
-        self.read_only = read_only
-        self._background = False  # pgvector maintains its HNSW index itself: nothing to rebuild
-        self.data_dir = cfg.data_dir
         self.site = site_id(st.site, cfg.data_dir, remember=not read_only)
         self.where = describe(st.dsn)
-        self.lock = threading.Lock()
         self._site_lock: connect.SiteLock | None = None
         self._last_status: dict[str, Any] = {}
+        self._may_start_away = background_rebuilds and not read_only and not reindex  # the daemon only
         self._reindex = reindex and not read_only
         self.identity_changed: str | None = None  # set when another site re-indexed with other settings
         self.refused: str | None = None  # why this daemon writes nothing (found only once the database answered)
@@ -99,36 +93,37 @@ class PgMemoryIndex(MemoryIndex):
         self._attaching = False
         self._attach_failed = -float("inf")
         self._attach_window = st.connect_timeout_s  # how long a failed try stands (PgStore's probe, likewise)
+        self._own_pool = pool is None
+        self._given_pool = pool
+        # pgvector maintains its HNSW index itself: nothing to rebuild in the background
+        super().__init__(cfg, embedder, read_only, background_rebuilds=False)
+
+    def _open_backend(self) -> Backend:
+        """The database: schema migrated (or checked), the pool, the identity and the (site, root) locks;
+        or, for the daemon while the database is away, the parts that finish opening on first contact."""
+        st = self.cfg.storage
         timeout = st.connect_timeout_s
         away: StorageUnavailableError | None = None
         try:
             self._open_schema()
         except StorageUnavailableError as exc:
-            if not background_rebuilds or read_only or reindex:
+            if not self._may_start_away:
                 raise
             away = exc
-        self._own_pool = pool is None
-        self.pool = pool or connect.open_pool(st.dsn, st.sslmode, timeout_s=timeout)
+        self.pool = self._given_pool or connect.open_pool(st.dsn, st.sslmode, timeout_s=timeout)
         try:
-            # The inherited methods use these through the storage interface only (MemoryIndex's
-            # annotations name the embedded classes, hence the ignores).
             self.pg = PgStore(self.pool, self.site, self.where, timeout,
                               reopen=(lambda: connect.open_pool(st.dsn, st.sslmode, timeout_s=timeout))
                               if self._own_pool else None,
                               probe=lambda: connect.connect(st.dsn, st.sslmode, timeout))
-            self.store = self.pg  # type: ignore[assignment]
-            self.cache = PgEmbeddingCache(self.pg, embedder.dimension, cfg.embedding.cache_entries)  # type: ignore[assignment]
-            self.skipped: dict[str, str] = {}
-            self.backlog = VectorBacklog()  # stays empty: this backend never defers vectors (index_files)
+            self.store = self.pg  # opening reads the identity through the interface
+            self.cache = PgEmbeddingCache(self.pg, self.embedder.dimension, self.cfg.embedding.cache_entries)
             if away is None:
                 self._attach()
             else:
                 self._start_away(away)
-            self.pgvectors = PgVectors(self.pg, embedder.dimension)
-            self.vectors = self.pgvectors  # type: ignore[assignment]
-            self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
-                                          cfg.embedding.batch_size, read_only)
-            self.searcher = SearchPipeline(PgLegs(self.pg, self.pgvectors), embedder, cfg.search)
+            self.pgvectors = PgVectors(self.pg, self.embedder.dimension)
+            return Backend(self.pg, self.cache, self.pgvectors, PgLegs(self.pg, self.pgvectors), POSTGRES)
         except BaseException:
             self.close()
             raise
@@ -192,15 +187,15 @@ class PgMemoryIndex(MemoryIndex):
 
     def index_files(self, items: Sequence[tuple[Path, str]], progress: Progress | None = None,
                     defer_at: int | None = None) -> IndexStats:
-        """As :meth:`MemoryIndex.index_files`, always embedding before committing, and only for the roots
-        whose lock this process holds.
+        """As :meth:`MemoryIndex.index_files`, only for the roots whose lock this process holds.
 
-        Keyword-first indexing (``defer_at``) is an embedded-backend feature for now: its
-        backlog lives in one process, while here other sites read the same rows and the
-        shared cache already spares most of a cold start's embeddings."""
+        Always embedding before committing (:data:`POSTGRES` declares no ``keyword_first``): the
+        backlog lives in one process, while here other sites read the same rows (a chunk without
+        its vector would be missing from their vector leg), and the shared cache already spares
+        most of a cold start's embeddings."""
         self._verify_locks()
         mine = [(root, rel) for root, rel in items if self.claim_root(root)]
-        return super().index_files(mine, progress, defer_at=None)
+        return super().index_files(mine, progress, defer_at)
 
     def remove_file(self, root: Path, rel: str) -> int:
         """As :meth:`MemoryIndex.remove_file`, only under ``root``'s lock."""

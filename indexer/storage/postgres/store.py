@@ -31,7 +31,7 @@ import psycopg
 import psycopg_pool
 
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.rows import FileChange, FileRow, NewChunk
+from memoryd.indexer.rows import ChunkRow, FileChange, FileRow, NewChunk
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.postgres import corpus
 from memoryd.indexer.storage.postgres.connect import READ_ONLY, closed_by_server, read_only_error
@@ -343,6 +343,28 @@ class PgStore:
                 "SELECT c.id FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id"
                 " JOIN memoryd_roots r ON r.id = f.root_id WHERE r.site = %s ORDER BY c.id", (self.site,)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """The rows of ``ids`` (ids that vanished are absent), each with its site."""
+        with self.connection() as c:
+            rows = c.execute("SELECT c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns,"
+                             " r.site FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id"
+                             " JOIN memoryd_roots r ON r.id = f.root_id WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
+        return {int(r[0]): ChunkRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], site=r[8]) for r in rows}
+
+    def chunk_ids_of(self, root_id: int, rel: str) -> list[int]:
+        """The chunk ids of one file (empty if it is not indexed)."""
+        with self.connection() as c:
+            rows = c.execute("SELECT c.id FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id"
+                             " WHERE f.root_id = %s AND f.path = %s", (root_id, rel)).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def chunk_mtimes(self, ids: Sequence[int]) -> dict[int, int]:
+        """chunk id → its file's mtime (ns), for ``ids`` (ids that vanished are absent)."""
+        with self.connection() as c:
+            rows = c.execute("SELECT c.id, f.mtime_ns FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id"
+                             " WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
+        return {int(i): int(m) for i, m in rows}
 
     def embed_keys(self, ids: Sequence[int]) -> dict[int, bytes]:
         with self.connection() as c:
