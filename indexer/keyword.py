@@ -174,16 +174,6 @@ def query_terms(query: str) -> list[str]:
     return [term for term in distinct if term in latest]
 
 
-def fts_match_expression(query: str) -> str | None:
-    """A safe FTS5 ``MATCH`` expression for ``query``: the OR of its quoted terms.
-
-    Returns ``None`` when the query holds no searchable term (empty, only
-    punctuation or only stop words); never raises for any ``str``.
-    """
-    terms = query_terms(query)
-    return match_any(terms) if terms else None
-
-
 def match_any(terms: Sequence[str]) -> str:
     """The FTS5 ``MATCH`` expression for the OR of ``terms``, each quoted so no input forms FTS5 syntax."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)

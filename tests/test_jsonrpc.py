@@ -19,9 +19,9 @@ from memoryd.daemon.rpc.errors import (
 )
 from memoryd.daemon.rpc.jsonrpc import (
     Peer,
+    dispatch,
     encode_error,
     encode_result,
-    handle_line,
     param,
     parse_request,
     reject_unknown,
@@ -59,6 +59,15 @@ HANDLERS = {
     "nan": lambda params, peer: float("nan"),
     "unserialisable": lambda params, peer: threading.Lock(),
 }
+
+
+def handle_line(line: bytes, handlers: dict[str, Any], peer: Peer) -> bytes | None:
+    """One request line as a connection handles it (memoryd.daemon.rpc.connection): parsed, then dispatched."""
+    try:
+        request = parse_request(line)
+    except RpcError as exc:
+        return encode_error(None, exc.code, exc.message)
+    return dispatch(request, handlers, peer)
 
 
 def ask(obj: Any) -> dict[str, Any]:

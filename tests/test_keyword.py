@@ -11,7 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from memoryd.indexer import keyword as kw
-from memoryd.indexer.keyword import MAX_QUERY_TERMS, document_terms, fts_match_expression, query_terms
+from memoryd.indexer.keyword import MAX_QUERY_TERMS, document_terms, match_any, query_terms
+
+
+def fts_match_expression(query: str) -> str | None:
+    """What the keyword leg searches for ``query``: the OR of its quoted terms (None: no term)."""
+    terms = query_terms(query)
+    return match_any(terms) if terms else None
 
 
 class Fts:

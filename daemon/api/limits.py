@@ -120,12 +120,6 @@ class WriteLimiter:
         """Count one write at once (:meth:`reserve` and keep it), or raise :class:`RateLimited`."""
         self.reserve(session_key, turn).charge()
 
-    @property
-    def sessions_kept(self) -> int:
-        """How many per-minute windows are held (for tests and status)."""
-        with self._lock:
-            return len(self._recent)
-
     def _give_back(self, ticket: Ticket) -> None:
         """Undo :meth:`reserve`'s counting; a window or turn forgotten meanwhile has nothing to give back."""
         with self._lock:

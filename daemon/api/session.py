@@ -53,11 +53,6 @@ class SessionClaim:
             raise RpcError(ACCESS_DENIED, str(exc)) from None
 
 
-def session_for(params: dict[str, object], peer: Peer) -> Session:
-    """The request's session (``params["session"]``; absent = owner for the daemon's own uid)."""
-    return SessionClaim.of(params, peer).resolve()
-
-
 def held_to_limits(session: Session) -> bool:
     """Whether a write of ``session`` counts against the rate limits (README, "Write limits").
 

@@ -160,15 +160,6 @@ def dispatch(request: Request, handlers: Mapping[str, Handler], peer: Peer) -> b
     return None if request.is_notification else line
 
 
-def handle_line(line: bytes, handlers: Mapping[str, Handler], peer: Peer) -> bytes | None:
-    """Parse and dispatch one request line; the response line, or None when nothing is due."""
-    try:
-        request = parse_request(line)
-    except RpcError as exc:
-        return encode_error(None, exc.code, exc.message)
-    return dispatch(request, handlers, peer)
-
-
 _MISSING: Any = object()
 
 
