@@ -6,7 +6,7 @@
 
 Embeds both sides of every pair exactly as the writer does (``passage:`` prefix,
 Markdown decoration stripped), picks per-kind thresholds on the ``tune`` split
-(lowest cost, see ``memoryd.indexer.write.calibration``) and prints the confusion
+(lowest cost, see ``bench/dedup_tuning.py``) and prints the confusion
 matrices of the tune and held-out splits, per kind and overall, as Markdown
 tables; then one JSON line. ``--check`` skips the search and evaluates the
 thresholds of the default config instead.
@@ -23,10 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import dedup_tuning as cal  # beside this script in bench/
+
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.embedtext import clean_line
-from memoryd.indexer.write import calibration as cal
 from memoryd.indexer.write.dedup import KINDS, Thresholds
 
 REPO = Path(__file__).resolve().parent.parent

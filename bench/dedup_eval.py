@@ -33,10 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import dedup_tuning as cal  # beside this script in bench/
+
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.embedtext import clean_line
-from memoryd.indexer.write import calibration as cal
 from memoryd.indexer.write import lexical
 from memoryd.indexer.write.dedup import Thresholds
 

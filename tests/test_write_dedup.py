@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.write import calibration as cal
 from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Candidate, Thresholds, decide, judge
 from memoryd.indexer.write.lexical import features, negated, pair_kind, swapped, update_cue, values
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the tuning is bench-only code
+import dedup_tuning as cal
 
 DATA = Path(__file__).parent / "data" / "calibration.jsonl"
 TH = Thresholds({"latin": 0.90, "cjk": 0.935, "cross": 0.83}, {"latin": 0.90, "cjk": 0.94, "cross": 0.805})

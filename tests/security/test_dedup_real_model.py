@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -16,13 +17,15 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.embedtext import clean_line
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write import calibration as cal
 from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.dedup import Thresholds
 from memoryd.indexer.write.history import History
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config, running_daemon
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the tuning is bench-only code
+import dedup_tuning as cal
 
 DATA = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.write import calibration as cal
 from memoryd.indexer.write.dedup import (
     APPEND,
     POSSIBLE_DUPLICATE,
@@ -22,6 +22,9 @@ from memoryd.indexer.write.dedup import (
     judge,
 )
 from memoryd.indexer.write.lexical import features, overlap
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the tuning is bench-only code
+import dedup_tuning as cal
 
 DATA = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
 TH = Thresholds.from_config(WriteConfig())

@@ -1,4 +1,7 @@
-"""Calibrating the dedup thresholds on a labelled set of memory pairs.
+"""Calibrating the dedup thresholds on a labelled set of memory pairs (benchmark-only tuning).
+
+Used by ``bench/calibrate_dedup.py`` and ``bench/dedup_eval.py`` (and their tests), never by
+the daemon: the thresholds it finds are written into :mod:`memoryd.indexer.write.dedup`.
 
 The set (``tests/data/calibration.jsonl``) holds (existing, new) pairs in five
 classes; each class has one right action for the writer:
