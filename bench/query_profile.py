@@ -5,7 +5,7 @@
 
 Opens the per-folder indexes that ``bench/eval_retrieval.py --work DIR`` built
 (MADial's own folder; LoCoMo ``conv-26`` for the English series) and times, per
-query, the parts of :class:`memoryd.indexer.search.hybrid.HybridSearcher` with
+query, the parts of the query pipeline (:mod:`memoryd.indexer.search.pipeline`, its embedded legs) with
 ``perf_counter`` spans (the functions are wrapped, not sampled). Three series:
 the 76 MADial dev questions (Chinese dialogues, ~115 model tokens), 60 English
 queries of 5–10 lines (consecutive LoCoMo questions) and the one-line LoCoMo
@@ -37,9 +37,9 @@ from typing import Any
 
 import _common  # noqa: F401  (puts the repository on sys.path)
 
-SPANS = ("_keyword_plan", "_idfs", "_keyword_leg", "_with_proximity", "_vector_leg", "fetch_chunks", "_fuse",
-         "_features", "calibrated", "_finish", "to_json")
-AFTER_LEGS = ("_fuse", "_features", "calibrated", "_finish", "to_json")
+SPANS = ("_keyword_plan", "_idfs", "_keyword_leg", "keyword_with_proximity", "_vector_leg", "fetch_chunks", "_fuse",
+         "features", "calibrated", "_finish", "to_json")
+AFTER_LEGS = ("_fuse", "features", "calibrated", "_finish", "to_json")
 """The Python work once both legs are back (shared by both storage backends): summed as ``after legs``."""
 
 spans: dict[str, float] = {}
@@ -85,14 +85,16 @@ def main() -> None:
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.engine import MemoryIndex
-    from memoryd.indexer.search import hits, hybrid, shaping
+    from memoryd.indexer.search import hits, hybrid, pipeline, rescore, shaping
 
     configure_logging("warning", "console")
     faiss.omp_set_num_threads(1)  # as the daemon runs queries (daemon/app.py)
-    for name in SPANS:
-        owner: Any = hybrid if name in ("_keyword_leg", "fetch_chunks") else \
-            shaping if name == "calibrated" else hits.SearchResult if name == "to_json" else hybrid.HybridSearcher
-        timed(owner, name)
+    owners: dict[str, Any] = {"_keyword_leg": hybrid, "fetch_chunks": hybrid, "calibrated": shaping,
+                              "keyword_with_proximity": rescore, "to_json": hits.SearchResult,
+                              "_idfs": pipeline.SearchPipeline, "_fuse": pipeline.SearchPipeline,
+                              "_finish": pipeline.SearchPipeline}
+    for name in SPANS:  # the embedded legs' own steps are EmbeddedSession's
+        timed(owners.get(name, hybrid.EmbeddedSession), name)
     cfg = dataclasses.replace(Config(), embedding=EmbeddingConfig())
     embedder = load_embedder(cfg.embedding, args.work / "model")
     english = questions(args.eval_dir / "locomo-conv-26")

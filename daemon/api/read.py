@@ -204,7 +204,7 @@ class ReadMethods:
             raise RpcError(APPLICATION_ERROR, str(exc)) from None
         return {"done": True, "took_ms": round((time.monotonic() - t0) * 1000, 1), **stats}
 
-    def _files_for(self, paths: list[Any]) -> tuple[list[tuple[Path, str]], list[str]]:
+    def _files_for(self, paths: tuple[str, ...]) -> tuple[list[tuple[Path, str]], list[str]]:
         """(root, rel) of every file to index for ``paths``; and the paths that lie outside every root.
 
         Each path goes through the resolver: malformed ones (NUL, ``..``, over-long) are refused with
@@ -215,8 +215,6 @@ class ReadMethods:
         files: list[tuple[Path, str]] = []
         unknown: list[str] = []
         for p in paths:
-            if not isinstance(p, str) or not p:
-                raise InvalidParams("param 'paths' must be a list of non-empty strings")
             try:
                 cands = guard.candidates(p, "param 'paths' entry")
             except PathRefused as exc:

@@ -72,7 +72,7 @@ class GetRequest:
 
 @dataclass(frozen=True)
 class ReindexRequest:
-    paths: list[Any] | None  # None: everything
+    paths: tuple[str, ...] | None  # None: everything; each a non-empty string (checked when parsed)
     wait: bool
 
 
@@ -202,7 +202,10 @@ def parse_get(params: Params, peer: Peer) -> GetRequest:
 def parse_reindex(params: Params) -> ReindexRequest:
     reject_unknown(params, {"paths", "wait"})
     wait = param(params, "wait", bool, False)
-    return ReindexRequest(param(params, "paths", list, None), wait)
+    paths = param(params, "paths", list, None)
+    if paths is not None and not all(isinstance(p, str) and p for p in paths):
+        raise InvalidParams("param 'paths' must be a list of non-empty strings")
+    return ReindexRequest(None if paths is None else tuple(paths), wait)
 
 
 def parse_remember(params: Params, peer: Peer) -> RememberRequest:

@@ -177,8 +177,7 @@ class SearchPipeline:
             rows = shaping.checked(rows, p.query.path_check)
         return _Legs(cands, vec, kw, kw_ranked, rows, qvec, idfs), found.plan
 
-    @staticmethod
-    def _idfs(s: LegSession, terms: list[str]) -> dict[str, float]:
+    def _idfs(self, s: LegSession, terms: list[str]) -> dict[str, float]:
         """Each query term's IDF, for naming the lines that matched."""
         if not terms:
             return {}
