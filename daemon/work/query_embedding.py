@@ -3,8 +3,8 @@
 A hybrid search spends ~9 ms in the model and ~2-4 ms in SQLite (the keyword
 leg, which releases the GIL). :class:`QueryEmbeddings` starts the embedding on
 one of its threads as soon as a request arrives and hands
-:meth:`~memoryd.indexer.search.hybrid.HybridSearcher.search` a ``query_vector`` callable that
-waits for it; the searcher calls it only after the keyword leg. The model
+:class:`~memoryd.indexer.search.query.Query` a ``query_vector`` callable that
+waits for it; the query pipeline calls it only after the keyword leg. The model
 session is shared and thread-safe; these threads never touch the index.
 """
 

@@ -1,8 +1,7 @@
-"""What both storage backends' searchers do to ranked hits: calibrate, cut, name lines, explain.
+"""What the query pipeline does to ranked hits: calibrate, cut, name lines, explain.
 
-Backend-neutral (no SQL): :class:`memoryd.indexer.search.hybrid.HybridSearcher` and the
-PostgreSQL searcher produce the same candidates, fused ranking and chunk rows, then shape
-the answer with these functions, so a hit means the same whatever stores it.
+Backend-neutral (no SQL): :mod:`memoryd.indexer.search.pipeline` shapes every backend's
+answer with these functions, so a hit means the same whatever stores it.
 """
 
 from __future__ import annotations
