@@ -2,7 +2,8 @@
 
 Every test must leave no thread behind (watchdog observers, APScheduler and
 timers all start threads): the autouse ``no_leaked_threads`` fixture fails a
-test that does. Socket paths must stay short (a Unix socket path is limited to
+test that does; and no logging configuration (``no_leaked_logging_config``).
+Socket paths must stay short (a Unix socket path is limited to
 ~104 bytes and ``tmp_path`` can exceed it): use ``short_dir``.
 
 The whole session shares one model cache in a temporary ``XDG_CACHE_HOME``
@@ -24,6 +25,16 @@ from typing import Any
 import pytest
 
 from tests.pgfixture import pg_dsn, pg_server, restartable_pg  # noqa: F401  (a real PostgreSQL + pgvector)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_logging_config(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that configures memoryd's logging (a CLI command run in-process does) leaves it as it was:
+    its handler stays on the root logger otherwise, and a later test sees another test's level."""
+    yield
+    from memoryd.daemon.logs import reset_logging
+
+    reset_logging()
 
 
 @pytest.fixture(scope="session", autouse=True)

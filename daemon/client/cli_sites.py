@@ -30,9 +30,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--config", type=Path, help="config file (default: $XDG_CONFIG_HOME/memoryd/memoryd.toml)")
     p.add_argument("--data-dir", type=Path, help="this daemon's data directory (names this config's own site)")
     actions = p.add_subparsers(dest="sites_action", metavar="ACTION", required=True)
-    ls = actions.add_parser("list", help="every site with its roots, holder and last contact")
+    ls = command(actions, "list", "every site with its roots, holder and last contact", "memoryd sites list --json")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
-    drop = actions.add_parser("drop", help="remove every row of a stopped site (its files stay on its machine)")
+    drop = command(actions, "drop", "remove every row of a stopped site (its files stay on its machine)",
+                   "memoryd sites drop old-vps --dry-run")
     drop.add_argument("site", help="the site id, as `memoryd sites list` shows it")
     drop.add_argument("--dry-run", action="store_true", help="count what would be removed; change nothing")
     drop.add_argument("--json", action="store_true", help="machine-readable output")
