@@ -117,7 +117,7 @@ class EmbeddingConfig:
     machine_cache_entries: int = 200_000  # its LRU bound; 0 = off (each data dir keeps only its own)
     background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off
     query_precision: QueryPrecision = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
-    # e5-small: passages (the index) on the int8 twin too (~2.5x faster bulk embedding), or "exact" (the
+    # e5-small: passages (the index) on an int8 twin (~1.8x faster bulk embedding), or "exact" (the
     # 4-bit graph). Part of the model id: switching re-embeds every chunk once (cache keys differ).
     passage_precision: QueryPrecision = "int8"
     # provider "openai": an OpenAI-compatible /v1/embeddings server (indexer/embedding/openai_embedder.py)

@@ -22,6 +22,7 @@ from memoryd.indexer.embedding import e5_model as e5m
 from memoryd.indexer.embedding import ensure_e5_model, load_embedder
 from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder
 from memoryd.indexer.embedding.word_table import table_path
+from memoryd.indexer.search import calibration
 from memoryd.indexer.types import Embedder
 
 pytestmark = pytest.mark.slow
@@ -108,13 +109,18 @@ def test_int8_queries_stay_in_the_exact_vector_space(data_dir: Path, e5: Embedde
 def test_int8_passages_are_a_model_of_their_own_near_the_exact_one(default: Embedder, e5: Embedder) -> None:
     """Int8 passages: another model id (cache keys and the index identity differ, so switching re-embeds),
     the same vector space (cosine to the exact graph's passages within the probe bound), one session."""
-    assert default.model_id == f"{e5.model_id};passages=int8-{e5m.INT8_VERSION}"
+    assert default.model_id == f"{e5.model_id}/passages=int8-{e5m.INT8_VERSION}p{e5m.INT8_PASSAGE_VERSION}"
+    assert calibration.fitted_for(default.model_id)  # its cosines are the exact graph's within 0.003
     assert (default.query_precision, default.passage_precision) == ("int8", "int8")  # type: ignore[attr-defined]
     assert e5.passage_precision == "exact"  # type: ignore[attr-defined]
     ours, exact = default.embed_passages(TEXTS), e5.embed_passages(TEXTS)
     cos = (ours * exact).sum(axis=1)
-    assert cos.min() >= e5m.QUERY_PROBE_MIN_COSINE and not np.array_equal(ours, exact), cos
-    np.testing.assert_array_equal(default.embed_query(TEXTS[0]), e5.embed_query(TEXTS[0]))  # the same twin
+    assert cos.min() >= e5m.PASSAGE_PROBE_MIN_COSINE and not np.array_equal(ours, exact), cos
+    np.testing.assert_array_equal(default.embed_query(TEXTS[0]), e5.embed_query(TEXTS[0]))  # the query twin
+    background = default.with_own_session()  # type: ignore[attr-defined]  # the polite bulk session: same twin
+    np.testing.assert_array_equal(background.embed_passages(TEXTS[:2]), ours[:2])
+    # a text's vector does not depend on what else is embedded with it (per-tensor int8 scales: one per run)
+    np.testing.assert_array_equal(np.stack([default.embed_passages([t])[0] for t in TEXTS]), ours)
 
 
 def test_exact_precision_builds_no_int8_twin(tmp_path: Path, data_dir: Path) -> None:
@@ -137,10 +143,12 @@ def test_int8_twin_failure_falls_back_to_exact_queries(
         raise RuntimeError("simulated calibration failure")
 
     monkeypatch.setattr(e5_int8, "build_query_model", broken)
+    monkeypatch.setattr(e5_int8, "build_passage_model", broken)
     with capture_logs() as logs:
         emb = load_embedder(EmbeddingConfig(threads=2), tmp_path)
-    (event,) = [e for e in logs if e["event"] == "model.query_fallback"]
-    assert "simulated calibration failure" in event["reason"]
+    events = [e for e in logs if e["event"] == "model.query_fallback"]
+    assert sorted(e["twin"] for e in events) == ["open_e5_passage_model", "open_e5_query_model"]
+    assert all("simulated calibration failure" in e["reason"] for e in events)
     np.testing.assert_allclose(emb.embed_query(TEXTS[0]), exact.embed_query(TEXTS[0]), atol=1e-6)
     assert emb.query_precision == "exact"  # type: ignore[attr-defined]  # what status shows
     assert emb.passage_precision == "exact" and emb.model_id == exact.model_id  # type: ignore[attr-defined]

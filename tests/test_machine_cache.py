@@ -113,7 +113,7 @@ def test_the_hash_provider_and_read_only_indexes_never_open_it(tmp_path: Path) -
 
 
 def test_keys_differ_by_model_id_so_a_precision_switch_re_embeds() -> None:
-    assert cache_key("e5:abc", "x") != cache_key("e5:abc;passages=int8-1", "x")
+    assert cache_key("e5:abc", "x") != cache_key("e5:abc/passages=int8-1", "x")
 
 
 def test_lru_bound_kept(tmp_path: Path) -> None:

