@@ -29,7 +29,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,7 @@ from memoryd.indexer.embedding import model_cache
 from memoryd.indexer.errors import DiskFullError, ModelError
 
 if TYPE_CHECKING:
+    import onnx
     import onnxruntime as ort
 
 log = structlog.get_logger(__name__)
@@ -307,9 +308,11 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
         write_table(files["table"], src)
         sizes["table"] = files["table"].stat().st_size
     probe = base64.b64encode(reference_embedding(src, PROBE_IDS).astype("<f4").tobytes()).decode("ascii")
-    builders = {"model": lambda meta: build_e5_model(src, meta),
-                "query": lambda meta: build_query_model(src, meta, e5_tokenizer_path()),
-                "passage": lambda meta: build_passage_model(src, meta, e5_tokenizer_path())}
+    builders: dict[str, Callable[[dict[str, str]], onnx.ModelProto]] = {
+        "model": lambda meta: build_e5_model(src, meta),
+        "query": lambda meta: build_query_model(src, meta, e5_tokenizer_path()),
+        "passage": lambda meta: build_passage_model(src, meta, e5_tokenizer_path()),
+    }
     for kind, build in builders.items():
         if kind not in files:
             continue
