@@ -48,7 +48,7 @@ def test_index_of_a_folder_embedded_under_another_data_dir_asks_the_model_nothin
     _notes(root)
     embedders: list[CountingEmbedder] = []
 
-    def load(cfg: EmbeddingConfig, model_dir: Path) -> CountingEmbedder:
+    def load(cfg: EmbeddingConfig, model_dir: Path, api_key: str = "") -> CountingEmbedder:
         embedders.append(CountingEmbedder(HashEmbedder()))
         return embedders[-1]
 
