@@ -76,7 +76,7 @@ def _reindex(cfg: Any) -> int:
     configure_logging(cfg.log.level, cfg.log.format)
     t0 = time.perf_counter()
     roots = ensure_roots(cfg)
-    index = PgMemoryIndex(cfg, load_embedder(cfg.embedding, cfg.model_cache_dir), reindex=True)
+    index = PgMemoryIndex(cfg, load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key), reindex=True)
     try:
         if index.reset is not None:
             files, chunks, generation = index.reset

@@ -220,7 +220,7 @@ def _model(cfg: Config, inp: Inputs) -> list[Check]:
 
     t0 = time.perf_counter()
     try:
-        embedder = load_embedder(cfg.embedding, cfg.model_cache_dir)
+        embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
         dim = len(embedder.embed_query("memoryd doctor"))
     except (ModelError, ConfigError, OSError) as exc:
         return [*out, Check("provider", FAIL, f"{provider}: {exc}",
