@@ -148,7 +148,7 @@ def test_every_data_dir_shares_one_build(tmp_path: Path) -> None:
             ids.append(index.embedder.model_id)
             index.close()
     built = [e for e in logs if e["event"] == "model.built"]
-    assert len(built) == 1 and len(built[0]["files"]) == 3  # model, table and int8 twin: once, in one child
+    assert len(built) == 1 and len(built[0]["files"]) == 4  # model, table, the int8 query and passage twins: once
     building = [e for e in logs if e["event"] == "model.building"]  # said before the build starts
     assert len(building) == 1 and logs.index(building[0]) < logs.index(built[0]) and "once" in building[0]["note"]
     assert all(Path(f).parent == cfg.model_cache_dir for e in built for f in e["files"])
