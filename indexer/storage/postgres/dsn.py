@@ -60,9 +60,9 @@ def _redact(dsn: str) -> tuple[str, list[str]]:
     if _URI.match(dsn):
         scheme_end = dsn.index("://") + 3
         rest = dsn[scheme_end:]
-        # the last '@' before the query (a password may hold an un-encoded '@'), else the last one at all
-        at = rest.split("?", 1)[0].rfind("@")
-        at = at if at >= 0 else rest.rfind("@")
+        # The last '@' of all: a password may hold an un-encoded '@', '?' or '/', and no parser can tell
+        # where it ends, so more is masked, never less (an '@' in a query value masks the host too).
+        at = rest.rfind("@")
         if at >= 0:
             user, colon, secret = rest[:at].partition(":")
             if colon and secret:
