@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.pgfixture import pg_dsn, pg_server, restartable_pg  # noqa: F401  (a real PostgreSQL + pgvector)
+
+# Property tests explore the same examples on every run (a red CI is a bug anyone can replay, never a dice roll)
+# and have no per-example deadline (the machines are shared; timing is not what they test). Explore further
+# with `pytest --hypothesis-seed=N` or a test's own settings.
+settings.register_profile("memoryd", derandomize=True, deadline=None, print_blob=True)
+settings.load_profile("memoryd")
 
 
 @pytest.fixture(autouse=True)
