@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A newcomer's first folder: from the socket answering to every file keyword-searchable.
 
-    python bench/first_search.py [--sizes locomo,2000] [--runs 3] [--eval-dir /work/shared/eval]
+    python bench/first_search.py [--sizes locomo,2000] [--runs 3] [--eval-dir EVAL_DIR]
 
 For each size and run, a folder memoryd has never seen is built, every file (at most
 ``--probes`` of them) gets one extra line holding a word found nowhere else, and
@@ -183,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--probes", type=int, default=31, help="files that get a probe word (all, if fewer)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--eval-dir", default="/work/shared/eval")
+    ap.add_argument("--eval-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "eval"),
+                    help="the dev data (kept outside the repository; default: ../shared/eval beside it)")
     ap.add_argument("--conversation", default="locomo-conv-41")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     ap.add_argument("--no-save", dest="save", action="store_false", help="skip the save during the backlog")
