@@ -130,6 +130,20 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
     return time.perf_counter() - t0
 
 
+def wait_ping(d: Daemon, timeout: float = 60.0) -> None:
+    """Until this instance answers ``ping`` (a stale socket file from a killed one may still exist)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d.check_alive()
+        try:
+            with Client(d.socket, timeout=5) as c:
+                c.call("ping")
+            return
+        except (DaemonError, OSError):
+            time.sleep(0.05)
+    raise TimeoutError(f"memoryd did not answer ping within {timeout:g} s")
+
+
 def is_idle(status: dict[str, Any]) -> bool:
     """Nothing queued, no sweep, and no chunk still waiting for its vector (keyword-first indexing)."""
     return status.get("pending") == 0 and not status.get("reconciling") and \

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, Daemon, bench_tmp, memoryd_argv, run_oneshot, write_config
+from _common import REPO, Daemon, bench_tmp, memoryd_argv, run_oneshot, wait_ping, write_config
 
 from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.errors import DaemonError
@@ -163,7 +163,7 @@ def chaos_round(i: int, mode: str, d: Daemon, drv: Driver, rng: random.Random, a
         if mode == "startup":
             time.sleep(rng.uniform(0.2, 1.5))  # lands during imports, model load or the start-up reconcile
             return
-        _wait_ping(d)
+        wait_ping(d)
         if mode == "burst":
             for _ in range(rng.randrange(20, 80)):
                 drv.step()
@@ -181,20 +181,6 @@ def chaos_round(i: int, mode: str, d: Daemon, drv: Driver, rng: random.Random, a
             t.join(15)
     finally:
         _kill(d)
-
-
-def _wait_ping(d: Daemon, timeout: float = 60.0) -> None:
-    """Until this instance answers (a stale socket file from the killed one may still exist)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        d.check_alive()
-        try:
-            with Client(d.socket, timeout=5) as c:
-                c.call("ping")
-            return
-        except (DaemonError, OSError):
-            time.sleep(0.05)
-    raise TimeoutError(f"memoryd did not answer ping within {timeout:g} s")
 
 
 def _kill(d: Daemon) -> None:

@@ -34,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import Daemon, bench_tmp, write_config
+from _common import Daemon, bench_tmp, wait_ping, write_config
 
 from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.errors import DaemonError
@@ -102,19 +102,6 @@ def last_clear(recs: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _ping(d: Daemon, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        d.check_alive()
-        try:
-            with Client(d.socket, timeout=5) as c:
-                c.call("ping")
-            return
-        except (DaemonError, OSError):
-            time.sleep(0.05)
-    raise TimeoutError(f"memoryd did not answer ping within {timeout:g} s")
-
-
 def request(d: Daemon, op: str, data: Path, n: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
     """The socket call for one round: (method, params)."""
     if op == "clear":
@@ -143,7 +130,7 @@ def run(kills: int, seed_: int, per_file: int = 500, files: int = 3, keep: bool 
     d = Daemon(tmp, [root], data, cfg, name="w")
     try:
         d.start()
-        _ping(d)
+        wait_ping(d)
         for i in range(kills):
             op = OPS[i] if i < len(OPS) else rng.choice(OPS)
             method, params = request(d, op, data, i, rng)
@@ -168,7 +155,7 @@ def run(kills: int, seed_: int, per_file: int = 500, files: int = 3, keep: bool 
             res["kills"] += 1
             t.join(10)
             d.start()
-            _ping(d)
+            wait_ping(d)
             now, recs = entries(root), history(data)
             counts = Counter(now)
             res["duplicated"] += sum(c - 1 for c in counts.values() if c > 1)
