@@ -97,3 +97,4 @@ def test_context_takes_a_mode_over_the_socket(daemon) -> None:
     assert "quokkamigrationplan" in kw["text"]
     with pytest.raises(RpcClientError):
         client.call("context", {"query": QUERY, "max_tokens": 400, "mode": "telepathy"})
+

@@ -243,3 +243,15 @@ def test_offline_scope_is_the_daemons_and_a_bad_namespace_is_a_clean_error(tmp_p
     assert params == {"query": "q"}  # consumed: index.search never sees a namespace
     with pytest.raises(OfflineParamsError, match="namespace 'bogus'"):
         scope_kwargs(cfg, {"namespace": "bogus"})
+
+
+def test_the_cli_says_when_a_write_is_not_searchable_yet(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+    from memoryd.daemon.client import cli_write
+
+    answer = {"decision": "appended", "path": "memory-bank/MEMORY.md", "line": 9, "reason": "added",
+              "also": [{"path": "memory-bank/details/patterns.md", "line": 4}], "indexed": False,
+              "index_note": "StorageUnavailableError: database unreachable"}
+    monkeypatch.setattr(cli_write, "_call", lambda args, method, params: answer)
+    assert cli.main(["remember", "--socket", "/nonexistent.sock", "We", "chose", "SQLite."]) == 0
+    out = capsys.readouterr().out
+    assert "also: memory-bank/details/patterns.md:4" in out and "not indexed yet: StorageUnavailableError" in out

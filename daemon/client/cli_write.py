@@ -89,6 +89,10 @@ def cmd_remember(args: argparse.Namespace) -> int:
         if result.get("related"):  # appended next to an entry it may update or restate: say which
             r = result["related"]
             print(f"  {r.get('flag', 'related')}: {r.get('path')}:{r.get('line')}")
+        for also in result.get("also") or ():  # a Memory Bank decision is written in two places
+            print(f"  also: {also.get('path')}:{also.get('line')}")
+        if result.get("indexed") is False:  # written, but not searchable yet: say why
+            print(f"  not indexed yet: {result.get('index_note', '')}")
     return EXIT_REJECTED if result.get("decision") == "rejected" else 0
 
 
