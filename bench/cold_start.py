@@ -40,15 +40,17 @@ from gen_corpus import generate
 from memoryd.indexer.errors import DaemonError
 
 
-def plant_probes(root: Path, n: int, seed: int) -> list[str]:
-    """Append a section with a unique word to ``n`` random files; returns the words."""
+def plant_probes(root: Path, n: int, seed: int, as_section: bool = True) -> list[str]:
+    """Append a unique word to ``n`` random files (all of them if fewer) — in a section of its own, or
+    with ``as_section=False`` as one plain line (bench/first_search.py); returns the words."""
     rnd = random.Random(seed)
     files = sorted(root.rglob("*.md"))
     words = []
     for path in rnd.sample(files, min(n, len(files))):
         word = "probe" + "".join(rnd.choice(string.ascii_lowercase) for _ in range(10))
         with path.open("a", encoding="utf-8") as f:
-            f.write(f"\n## Probe\n\nThe code word for this note is {word}, remember it.\n")
+            f.write(f"\n## Probe\n\nThe code word for this note is {word}, remember it.\n" if as_section
+                    else f"\nThe code word for this note is {word}.\n")
         words.append(word)
     return words
 

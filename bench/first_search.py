@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import Daemon, bench_tmp, fmt, loadavg, print_table, remove_tree
+from cold_start import found, plant_probes
 from gen_corpus import generate
 
 from memoryd.daemon.client.rpc_client import Client
@@ -57,24 +58,6 @@ def locomo_folder(root: Path, eval_dir: Path, conversation: str) -> int:
     for f in files:
         (root / "memory" / f.name).write_bytes(f.read_bytes())
     return len(files)
-
-
-def plant_probes(root: Path, n: int, seed: int) -> list[str]:
-    """Append a line with a unique word to ``n`` random files (all of them if fewer); returns the words."""
-    rnd = random.Random(seed)
-    files = sorted(root.rglob("*.md"))
-    words = []
-    for path in rnd.sample(files, min(n, len(files))):
-        word = "probe" + "".join(rnd.choice(string.ascii_lowercase) for _ in range(10))
-        with path.open("a", encoding="utf-8") as f:
-            f.write(f"\nThe code word for this note is {word}.\n")
-        words.append(word)
-    return words
-
-
-def _found(c: Client, word: str) -> bool:
-    hits = c.call("search", {"query": word, "k": 1, "mode": "keyword"})["hits"]
-    return bool(hits) and word in hits[0]["text"]
 
 
 def _ping(d: Daemon, c: Client, timeout: float) -> float:
@@ -112,7 +95,7 @@ def save_during_backlog(c: Client, root: Path, timeout: float) -> dict[str, Any]
     t0 = time.perf_counter()
     with target.open("a", encoding="utf-8") as f:
         f.write(f"\n## Saved\n\n{sentence}\n")
-    keyword_s = _poll(lambda: _found(c, word), timeout, "the save by keyword")
+    keyword_s = _poll(lambda: found(c, word), timeout, "the save by keyword")
 
     def vector_top() -> bool:
         hits = c.call("search", {"query": sentence, "k": 1, "mode": "vector"})["hits"]
@@ -146,7 +129,7 @@ def observe(d: Daemon, words: list[str], timeout: float, root: Path | None = Non
             if out["progress_s"] is None and prog[1]:
                 out["progress_s"], out["progress_seen"] = round(now, 2), f"{prog[0]}/{prog[1]}"
             for w in sorted(missing):
-                if _found(c, w):
+                if found(c, w):
                     missing.discard(w)
                     if out["first_file_s"] is None:
                         out["first_file_s"] = round(time.perf_counter() - t0, 2)
@@ -169,7 +152,7 @@ def run_once(size: str, run: int, args: argparse.Namespace) -> dict[str, Any]:
             locomo_folder(root, Path(args.eval_dir), args.conversation)
         else:
             generate(root, int(size), args.seed + run)
-        words = plant_probes(root, args.probes, args.seed + run)
+        words = plant_probes(root, args.probes, args.seed + run, as_section=False)
         with Daemon(tmp, [root], tmp / "data", name="first") as d:
             out = observe(d, words, args.timeout, root if args.save else None)
         return {"size": size, "run": run + 1, "probes": len(words), **out, "loadavg": loadavg()}
