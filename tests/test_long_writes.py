@@ -105,3 +105,19 @@ def test_the_cli_call_gives_up_only_when_progress_stops(daemon) -> None:
         release.set()
     res = call_with_progress(d.cfg.socket_path, "import", {"data": _jsonl(5), "dry_run": True}, "import")
     assert res["dry_run"] is True and len(res["entries"]) == 5
+
+
+def test_the_progress_bar_writes_its_carriage_returns_to_the_real_terminal(monkeypatch) -> None:
+    """The CLI escapes control characters on stderr (termsafe); the bar must bypass that wrapper, or a
+    terminal shows "\\x0d" between its frames (seen in tmux)."""
+    import io
+    import sys
+
+    from memoryd.daemon.client import long_call
+    from memoryd.daemon.client.termsafe import SafeStream
+
+    raw = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", SafeStream(raw))
+    assert long_call._terminal() is raw
+    monkeypatch.setattr(sys, "stderr", raw)
+    assert long_call._terminal() is raw

@@ -61,7 +61,7 @@ def _watch(worker: threading.Thread, socket_path: str | os.PathLike[str], kind: 
             job = _job(status, kind)
             if job is not None:
                 if bar is None:
-                    bar = tqdm(total=job["total"], unit="entry", desc=kind, file=sys.stderr, leave=False,
+                    bar = tqdm(total=job["total"], unit="entry", desc=kind, file=_terminal(), leave=False,
                                disable=not sys.stderr.isatty())
                 bar.update(job["done"] - bar.n)
                 if job["done"] != last:
@@ -71,6 +71,13 @@ def _watch(worker: threading.Thread, socket_path: str | os.PathLike[str], kind: 
                                   "and the daemon's log")
     if bar is not None:
         bar.close()
+
+
+def _terminal() -> Any:
+    """The real stderr for the bar: the CLI wraps stderr so that untrusted text cannot send escapes
+    (:mod:`memoryd.daemon.client.termsafe`), which would print the bar's own carriage returns as ``\\x0d``;
+    the bar writes only its label and counts."""
+    return getattr(sys.stderr, "inner", sys.stderr)
 
 
 def _job(status: Any, kind: str) -> dict[str, Any] | None:
