@@ -450,6 +450,12 @@ class MemoryIndex:
             self._background = on
             self.faiss.auto_rebuild = not on
 
+    def claim_root(self, root: Path) -> bool:
+        """Whether this process may change ``root``'s rows (:func:`memoryd.indexer.reconcile.plan` asks
+        before removing a root no longer configured). Always: the embedded index is its rows' only writer;
+        a shared database answers with the root's lock (``PgMemoryIndex.claim_root``)."""
+        return True
+
     def take_reconcile_wanted(self) -> bool:
         """True once when the storage dropped this site's rows under it (a shared database re-indexed)."""
         return False

@@ -69,11 +69,10 @@ def plan(
             log.warning("root.missing", root=str(root))
         result.to_remove += [(root, rel) for rel in known if rel not in seen]
     wanted = {str(r) for r in roots}
-    claim = getattr(index, "claim_root", None)  # a shared database: only under the root's lock
     for root_id, root in index.store.roots().items():
         if str(root) in wanted:
             continue
-        if claim is not None and not claim(root):
+        if not index.claim_root(root):  # a shared database: only under the root's lock
             log.warning("reconcile.root_kept", root=str(root), reason="another process holds its lock",
                         action="its rows are that process's to keep or remove")
             continue
