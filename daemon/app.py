@@ -44,6 +44,7 @@ from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage import ManageMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.read_audit import audit_reads, open_read_audit
+from memoryd.daemon.api.status import DaemonStatus, RootStatus, WatchState, ring_sizes
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.datalock import DataDirLock
 from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
@@ -220,32 +221,25 @@ class Daemon:
 
     # -- status -----------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> DaemonStatus:
         st = self.index.status()
         watch = self.watcher.status() if self.watcher else {}
-        roots = [{"path": str(r), **watch.get(str(r), {"alive": False})} for r in self.roots.roots]
+        roots = tuple(RootStatus(str(r), WatchState.from_watcher(w) if (w := watch.get(str(r))) else None)
+                      for r in self.roots.roots)
         pending = self.worker.pending + (self.debouncer.pending_count if self.debouncer else 0)
-        last_events = [r["last_event"] for r in roots if r.get("last_event")]
         # Keyword first: a sweep is not over while its chunks still wait for vectors (whoever waits
         # for "not reconciling" gets full hybrid quality; keyword search already covers them).
         reconciling = self.worker.reconciling or bool((st.get("vectors") or {}).get("pending"))
-        return {
-            "version": self.version, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 3),
-            **st, "pending": pending, "reconciling": reconciling,
-            "reconcile_progress": list(self.worker.reconcile_progress), "roots": roots,
-            "reconcile": self.worker.reconcile_status(),  # the sweep's state and files done / to index
-            "last_event": max(last_events) if last_events else None,
-            "last_reconcile": _iso(self.worker.last_reconcile),
-            "last_error": self.worker.last_error, "last_watch_failure": self.last_failure,
-            "socket": str(self.cfg.socket_path), "data_dir": str(self.cfg.data_dir),
-            # Which window released each group of watched changes: a finished write's settle_ms
-            # ("settled"), the full debounce_ms ("quiet"), max_delay_ms, or a shutdown flush.
-            "debounced": self.debouncer.ready_counts if self.debouncer else {},
-            "fresh": pending == 0 and not reconciling,  # every change seen so far is searchable
-            "data_dir_bytes": tree_bytes(self.cfg.data_dir), "rss_bytes": rss_bytes(),
-            "jobs": self.jobs.snapshot(),  # long writes under way: kind, done, total
-            "history": self.history.sizes(),  # each ring's bytes and bound (memoryd.indexer.write.history)
-        }
+        return DaemonStatus(
+            version=self.version, pid=os.getpid(), uptime_s=round(time.monotonic() - self.started, 3), index=st,
+            pending=pending, reconciling=reconciling, reconcile_progress=self.worker.reconcile_progress, roots=roots,
+            reconcile=self.worker.reconcile_status(), last_reconcile=_iso(self.worker.last_reconcile),
+            last_error=self.worker.last_error, last_watch_failure=self.last_failure,
+            socket=str(self.cfg.socket_path), data_dir=str(self.cfg.data_dir),
+            debounced=self.debouncer.ready_counts if self.debouncer else {},
+            data_dir_bytes=tree_bytes(self.cfg.data_dir), rss_bytes=rss_bytes(),
+            jobs=self.jobs.snapshot(), history=ring_sizes(self.history.sizes()),
+        )
 
     # -- shutdown ---------------------------------------------------------------
 
@@ -310,7 +304,8 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
         d.on_shutdown.append(line_cache.close)
     audit_log = open_audit_log(cfg.write, cfg.data_dir)
     d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
-    writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer)
+    writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer,
+                          index=d.index)
     history = HistoryMethods(writes=writes, history=d.history, roots=roots)
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
                            new_editor=new_writer, jobs=d.jobs)

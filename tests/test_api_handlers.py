@@ -8,6 +8,7 @@ completes, and real roots on ``tmp_path``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -17,7 +18,9 @@ from typing import Any
 import pytest
 
 from memoryd.daemon.api.admin import AdminMethods
+from memoryd.daemon.api.jobs import JobState
 from memoryd.daemon.api.read import ReadMethods
+from memoryd.daemon.api.status import DaemonStatus, RingSize, RootStatus, WatchState
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
@@ -30,7 +33,7 @@ from memoryd.daemon.rpc.errors import (
 )
 from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.daemon.work.tasks import TaskStopped
+from memoryd.daemon.work.tasks import ReconcileState, TaskStopped
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.search.hits import SearchResult
@@ -145,7 +148,7 @@ def test_reindex_answers_the_workers_stats_or_its_shutdown(tmp_path: Path) -> No
     assert (exc.value.code, exc.value.message) == (APPLICATION_ERROR, "disk full")
 
 
-def _writes(tmp_path: Path, worker: FakeWorker, **write: Any) -> WriteMethods:
+def _writes(tmp_path: Path, worker: FakeWorker, index: FakeIndex | None = None, **write: Any) -> WriteMethods:
     cfg = dataclasses.replace(Config().write, **write)
     roots = RootMap([tmp_path / "root"])
 
@@ -153,7 +156,7 @@ def _writes(tmp_path: Path, worker: FakeWorker, **write: Any) -> WriteMethods:
         raise AssertionError("nothing may be written")
 
     return WriteMethods(worker=worker, roots=lambda: roots, cfg=cfg, audit_log=open_audit_log(cfg, tmp_path),
-                        new_writer=no_writer)
+                        new_writer=no_writer, index=index or FakeIndex())
 
 
 def test_a_write_the_worker_never_starts_is_cancelled_and_audited(tmp_path: Path) -> None:
@@ -172,16 +175,58 @@ def test_a_confined_session_may_not_read_the_audit_log(tmp_path: Path) -> None:
     assert exc.value.code == ACCESS_DENIED
 
 
+def test_forget_of_another_sites_hit_is_refused_by_the_indexs_site_before_any_write(tmp_path: Path) -> None:
+    embedded, shared = FakeIndex(), FakeIndex()
+    shared.site = "laptop"
+    target = {"path": "MEMORY.md", "line": 3, "site": "desktop"}
+    with pytest.raises(InvalidParams, match=r"needs storage\.backend = 'postgres'"):
+        _writes(tmp_path, FakeWorker(), embedded).forget(target, OWNER)
+    with pytest.raises(InvalidParams, match=r"not this daemon's \('laptop'\)"):
+        _writes(tmp_path, FakeWorker(), shared).forget(target, OWNER)
+
+
+def _status(**changes: Any) -> DaemonStatus:
+    base = DaemonStatus(
+        version="9.9", pid=42, uptime_s=1.5, index={"files": 7, "chunks": 9, "vectors": {"pending": 0}},
+        pending=0, reconciling=False, reconcile_progress=(2, 2),
+        roots=(RootStatus("/r/a", WatchState(True, "inotify", "2026-01-02T00:00:00+00:00", None)),
+               RootStatus("/r/b", WatchState(True, "polling", "2026-01-03T00:00:00+00:00", None)), RootStatus("/r/c")),
+        reconcile=ReconcileState("idle", 2, 2), last_reconcile=None, last_error=None, last_watch_failure=None,
+        socket="/s", data_dir="/d", debounced={"settled": 1, "quiet": 0}, data_dir_bytes=10, rss_bytes=None,
+        jobs=(JobState(1, "import", False, 3, 8, 0.4),), history={"owner": RingSize(5, 100, 1)},
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def test_status_on_the_wire_keeps_its_keys_their_order_and_the_derived_fields() -> None:
+    out = _status().to_json()
+    assert list(out) == ["version", "pid", "uptime_s", "files", "chunks", "vectors", "pending", "reconciling",
+                         "reconcile_progress", "roots", "reconcile", "last_event", "last_reconcile", "last_error",
+                         "last_watch_failure", "socket", "data_dir", "debounced", "fresh", "data_dir_bytes",
+                         "rss_bytes", "jobs", "history"]
+    assert out["roots"][0] == {"path": "/r/a", "alive": True, "backend": "inotify",
+                               "last_event": "2026-01-02T00:00:00+00:00", "error": None}
+    assert out["roots"][2] == {"path": "/r/c", "alive": False}  # not watched (yet): no watcher fields
+    assert out["last_event"] == "2026-01-03T00:00:00+00:00" and out["fresh"] is True
+    assert out["reconcile_progress"] == [2, 2] and out["reconcile"] == {"state": "idle", "files_done": 2,
+                                                                          "files_total": 2}
+    assert out["jobs"] == [{"id": 1, "kind": "import", "dry_run": False, "done": 3, "total": 8, "running_s": 0.4}]
+    assert out["history"] == {"owner": {"bytes": 5, "max_bytes": 100, "records": 1}}
+    assert json.loads(json.dumps(out)) == out  # plain JSON, nothing typed left in it
+    assert _status(pending=1).to_json()["fresh"] is False and _status(reconciling=True).to_json()["fresh"] is False
+    assert _status(roots=(RootStatus("/r/c"),)).to_json()["last_event"] is None
+
+
 def test_ping_and_status_read_the_status_provider() -> None:
     class Provider:
         version = "9.9"
         started = 0.0
 
-        def status(self) -> dict[str, Any]:
-            return {"files": 7}
+        def status(self) -> DaemonStatus:
+            return _status()
 
     admin = AdminMethods(Provider())
-    assert admin.ping({}, OWNER)["version"] == "9.9" and admin.status({}, OWNER) == {"files": 7}
+    assert admin.ping({}, OWNER)["version"] == "9.9" and admin.status({}, OWNER) == _status().to_json()
     with pytest.raises(InvalidParams, match="extra"):
         admin.status({"extra": 1}, OWNER)
 

@@ -25,4 +25,4 @@ class AdminMethods:
 
     def status(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         no_params(params)
-        return self._daemon.status()
+        return self._daemon.status().to_json()

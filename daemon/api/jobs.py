@@ -33,9 +33,26 @@ class Job:
     def advance_to(self, done: int) -> None:
         self.done = done
 
-    def describe(self) -> dict[str, Any]:
+    def state(self) -> JobState:
+        """How far it has got, now."""
+        return JobState(self.id, self.kind, self.dry_run, self.done, self.total,
+                        round(time.monotonic() - self.started, 1))
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One long write as ``status`` shows it (``jobs``): its kind, ``done`` of ``total``, seconds running."""
+
+    id: int
+    kind: str
+    dry_run: bool
+    done: int
+    total: int
+    running_s: float
+
+    def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "dry_run": self.dry_run, "done": self.done, "total": self.total,
-                "running_s": round(time.monotonic() - self.started, 1)}
+                "running_s": self.running_s}
 
 
 class Jobs:
@@ -58,6 +75,6 @@ class Jobs:
             with self._lock:
                 self._running.pop(job.id, None)
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> tuple[JobState, ...]:
         with self._lock:
-            return [j.describe() for j in self._running.values()]
+            return tuple(j.state() for j in self._running.values())

@@ -12,6 +12,7 @@ from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from memoryd.daemon.api.status import DaemonStatus
 from memoryd.daemon.rpc.errors import SHUTTING_DOWN, RpcError
 from memoryd.daemon.work.tasks import NOT_RUN, TaskStopped
 from memoryd.indexer.search.hits import SearchResult
@@ -20,14 +21,17 @@ from memoryd.indexer.search.query import Query
 T = TypeVar("T")
 
 
-
-class SearchIndex(Protocol):
-    """The read side of the index the read methods use (``MemoryIndex`` is one)."""
+class Sited(Protocol):
+    """The index as a method that checks a hit's ``site`` sees it (``get``, ``forget``; ``MemoryIndex`` is one)."""
 
     @property
     def site(self) -> str | None:
         """This daemon's site in a shared database; None for a backend without sites (the embedded index)."""
         ...
+
+
+class SearchIndex(Sited, Protocol):
+    """The read side of the index the read methods use (``MemoryIndex`` is one)."""
 
     def query(self, query: Query) -> SearchResult: ...
 
@@ -48,7 +52,7 @@ class StatusProvider(Protocol):
     version: str
     started: float  # time.monotonic() at start
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> DaemonStatus: ...
 
 
 def worker_result(future: Future[T], timeout: float) -> T:

@@ -29,7 +29,7 @@ import structlog
 
 from memoryd.daemon.api.audit import Audited, AuditLog
 from memoryd.daemon.api.limits import TURN_LIMIT_KEY, RateLimited, Ticket, WriteLimiter
-from memoryd.daemon.api.ports import WorkQueue, worker_result
+from memoryd.daemon.api.ports import Sited, WorkQueue, worker_result
 from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
 from memoryd.daemon.api.session import SessionClaim, held_to_limits
 from memoryd.daemon.roots import RootMap
@@ -50,7 +50,7 @@ from memoryd.daemon.rpc.errors import (
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.pathguard import normalize
-from memoryd.indexer.storage import foreign_site
+from memoryd.indexer.storage.site import foreign_site
 from memoryd.indexer.write import privacy
 from memoryd.indexer.write.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
 from memoryd.indexer.write.intake import Rejected, has_bank, prepare
@@ -87,14 +87,16 @@ def open_audit_log(cfg: WriteConfig, data_dir: Path) -> AuditLog:
 class WriteMethods:
     """The write methods and what they share: the rate limiter and the audit log. Thread-safe.
 
-    ``new_writer`` makes the :class:`MemoryWriter` a write runs with (on the worker thread).
+    ``new_writer`` makes the :class:`MemoryWriter` a write runs with (on the worker thread); ``index``
+    says which site this daemon is, for a ``forget`` that names a hit's ``site``.
     """
 
     def __init__(
         self, *, worker: WorkQueue, roots: Callable[[], RootMap], cfg: WriteConfig, audit_log: AuditLog,
-        new_writer: Callable[[], MemoryWriter],
+        new_writer: Callable[[], MemoryWriter], index: Sited,
     ) -> None:
         self._worker = worker
+        self._index = index
         self._roots = roots
         self._cfg = cfg
         self.limiter = WriteLimiter(cfg.max_per_turn, cfg.max_per_minute)
@@ -133,7 +135,7 @@ class WriteMethods:
 
     def forget(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_forget(params, peer)
-        refusal = foreign_site(req.site, getattr(self.new_writer().index, "site", None)) if req.site else None
+        refusal = foreign_site(req.site, self._index.site) if req.site else None
         if refusal is not None:
             raise InvalidParams(refusal)
         rec: dict[str, Any] = {"action": "forget", "uid": peer.uid, "pid": peer.pid, "line": req.line}

@@ -1,4 +1,4 @@
-"""The index worker's tasks and how a task ends without running: no dependencies.
+"""The index worker's tasks, how a task ends without running, and where its sweep is: no dependencies.
 
 A socket handler waits on a task's future (:func:`memoryd.daemon.api.ports.worker_result`)
 and needs to tell "not run" and "stopped part-way" from a failure, without importing the
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from memoryd.daemon.watch.debouncer import Change
 
 TaskKind = Literal["changes", "reconcile", "index", "call", "stop"]
+ReconcilePhase = Literal["idle", "queued", "listing", "indexing"]
 
 NOT_RUN = "this request was not run (nothing was changed)"
 
@@ -36,3 +37,17 @@ class Task:
 
 class TaskStopped(Exception):
     """A task the shutdown stopped part-way (a reconcile sweep); the message says what happens next."""
+
+
+@dataclass(frozen=True)
+class ReconcileState:
+    """Where the reconcile sweep is, for ``status`` (``reconcile``): ``idle``, ``queued``, ``listing``
+    (walking the roots) or ``indexing`` (``files_done`` of ``files_total`` changed files read and
+    committed: each is keyword-searchable from then on)."""
+
+    state: ReconcilePhase
+    files_done: int
+    files_total: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "files_done": self.files_done, "files_total": self.files_total}

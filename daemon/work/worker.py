@@ -54,7 +54,7 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
 from memoryd.daemon.work.polite import PoliteEmbedder
 from memoryd.daemon.work.rebuilder import Rebuilder
-from memoryd.daemon.work.tasks import NOT_RUN, Task, TaskStopped
+from memoryd.daemon.work.tasks import NOT_RUN, ReconcileState, Task, TaskStopped
 from memoryd.daemon.work.vector_steps import VectorSteps
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
@@ -163,17 +163,14 @@ class IndexWorker:
         """Files (or changes) queued and not yet indexed."""
         return self._queued_files
 
-    def reconcile_status(self) -> dict[str, Any]:
-        """Where the sweep is, for ``status``: ``state`` is ``idle``, ``queued``, ``listing`` (walking
-        the roots) or ``indexing`` (``files_done`` of ``files_total`` changed files read and committed:
-        each is keyword-searchable from then on)."""
+    def reconcile_status(self) -> ReconcileState:
+        """Where the sweep is, for ``status`` (:class:`~memoryd.daemon.work.tasks.ReconcileState`)."""
         done, total = self.reconcile_progress
         if self.sweeping:
-            state = "indexing" if total else "listing"
-        else:
-            state = "queued" if self.reconciling else "idle"
-            done, total = (0, 0) if self.reconciling else (done, total)
-        return {"state": state, "files_done": done, "files_total": total}
+            return ReconcileState("indexing" if total else "listing", done, total)
+        if self.reconciling:
+            return ReconcileState("queued", 0, 0)
+        return ReconcileState("idle", done, total)
 
     def defer_at(self) -> int:
         """New vectors from which a batch is committed keyword first: what the synchronous path embeds
