@@ -71,13 +71,12 @@ def offline_context(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
     index = open_index(cfg, read_only=True)
     try:
         query, budget = params["query"], params["max_tokens"]
-        found: dict[str, Any] = {"hits": []}
-        if scope is not None:
-            found = index.search(query, k=params.get("k", 20), mode=params.get("mode", cfg.search.mode),
-                                 min_score=params.get("min_score", cfg.search.min_score), **scope).to_json()
-        block = build_context(query, found["hits"], budget, index.embedder.count_tokens)
+        found = None if scope is None else index.search(
+            query, k=params.get("k", 20), mode=params.get("mode", cfg.search.mode),
+            min_score=params.get("min_score", cfg.search.min_score), **scope)
+        block = build_context(query, found.hits if found is not None else [], budget, index.embedder.count_tokens)
     finally:
         index.close()
-    if found.get("abstained"):
-        block.update(abstained=True, reason=found["reason"])
-    return {**block, "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+    if found is not None and found.abstained:
+        block = block.abstaining(found.reason)
+    return {**block.to_json(), "max_tokens": budget, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}

@@ -4,6 +4,7 @@ import dataclasses
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,12 +22,18 @@ from memoryd.indexer.search.query import Query
 OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
 
 
-def hit(path: str, start: int, end: int, score: float, root: str = "/r") -> dict:
+def hit(path: str, start: int, end: int, score: float, root: str = "/r", match: tuple[int, ...] = ()) -> Hit:
     text = "\n".join(f"line {n} of {path} about topic {n % 7}" for n in range(start, end + 1))
-    return {"root": root, "path": path, "start_line": start, "end_line": end, "score": score, "text": text}
+    return Hit(chunk_id=start, root=root, path=path, start_line=start, end_line=end, heading="", text=text,
+               score=score, vector_score=0.0, text_score=0.0, match_lines=match)
 
 
 COUNT = HashEmbedder().count_tokens
+
+
+def block(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`build_context`'s block as the ``context`` method sends it."""
+    return build_context(*args, **kwargs).to_json()
 
 
 def test_overlapping_and_adjacent_hits_of_one_file_merge() -> None:
@@ -39,7 +46,7 @@ def test_overlapping_and_adjacent_hits_of_one_file_merge() -> None:
 
 
 def test_block_is_ordered_cited_and_has_a_header() -> None:
-    out = build_context("what about topic 3", [hit("a.md", 1, 4, 0.9), hit("b.md", 5, 6, 0.8)], 500, COUNT)
+    out = block("what about topic 3", [hit("a.md", 1, 4, 0.9), hit("b.md", 5, 6, 0.8)], 500, COUNT)
     text = out["text"]
     assert text.startswith("## Relevant memories") and "what about topic 3" in text
     assert text.index("### a.md:1-4") < text.index("### b.md:5-6")
@@ -56,16 +63,16 @@ def test_budget_is_never_exceeded_for_random_budgets_and_hits() -> None:
             hits.append(hit(rng.choice(["a.md", "b.md", "memory/2024-01-01.md"]), start,
                             start + rng.randint(0, 12), rng.random()))
         budget = rng.randint(1, 400)
-        out = build_context("q " * rng.randint(1, 30), hits, budget, COUNT)
+        out = block("q " * rng.randint(1, 30), hits, budget, COUNT)
         assert COUNT([out["text"]])[0] <= budget if out["text"] else out["tokens"] == 0
         assert out["tokens"] <= budget
         assert len(out["sources"]) + out["omitted"] <= len(merge_hits(hits))
 
 
 def test_a_span_too_big_for_its_share_goes_in_as_an_excerpt_of_its_matched_lines() -> None:
-    big = {**hit("a.md", 1, 60, 0.99), "match_lines": [40, 12]}
+    big = hit("a.md", 1, 60, 0.99, match=(40, 12))
     small = hit("b.md", 1, 1, 0.5)
-    out = build_context("x", [big, small], 120, COUNT)
+    out = block("x", [big, small], 120, COUNT)
     assert [s["path"] for s in out["sources"]] == ["a.md", "b.md"] and out["omitted"] == 0
     excerpt = out["sources"][0]
     assert {12, 40} <= set(excerpt["lines"]) and len(excerpt["lines"]) < 60
@@ -76,14 +83,27 @@ def test_a_span_too_big_for_its_share_goes_in_as_an_excerpt_of_its_matched_lines
 
 
 def test_a_span_whose_best_line_does_not_fit_is_omitted() -> None:
-    long_line = {"root": "/r", "path": "a.md", "start_line": 1, "end_line": 1, "score": 0.9,
-                 "text": "word " * 200, "match_lines": [1]}
-    out = build_context("x", [long_line, hit("b.md", 1, 1, 0.5)], 60, COUNT)
+    long_line = dataclasses.replace(hit("a.md", 1, 1, 0.9, match=(1,)), text="word " * 200)
+    out = block("x", [long_line, hit("b.md", 1, 1, 0.5)], 60, COUNT)
     assert [s["path"] for s in out["sources"]] == ["b.md"] and out["omitted"] == 1
 
 
 def test_no_hits_gives_an_empty_block(tmp_path: Path) -> None:
-    assert build_context("x", [], 100, COUNT) == {"text": "", "tokens": 0, "sources": [], "omitted": 0}
+    assert block("x", [], 100, COUNT) == {"text": "", "tokens": 0, "sources": [], "omitted": 0}
+
+
+def test_the_block_is_typed_until_the_wire_and_its_sources_keep_their_shape() -> None:
+    out = build_context("x", [hit("a.md", 1, 60, 0.987654321, match=(40,)), hit("b.md", 1, 1, 0.5)], 120, COUNT)
+    excerpt, whole = out.sources
+    assert isinstance(excerpt.lines, tuple) and 40 in excerpt.lines and whole.lines is None
+    wire = out.to_json()
+    assert list(wire) == ["text", "tokens", "sources", "omitted"]
+    assert list(wire["sources"][0]) == ["root", "path", "start_line", "end_line", "score", "lines"]
+    assert wire["sources"][0]["score"] == 0.987654 and wire["sources"][0]["lines"] == list(excerpt.lines)
+    assert wire["sources"][1] == {"root": "/r", "path": "b.md", "start_line": 1, "end_line": 1, "score": 0.5}
+    said = out.abstaining("nothing above 0.5").to_json()
+    assert (said["abstained"], said["reason"]) == (True, "nothing above 0.5") and list(said)[-2:] == ["abstained",
+                                                                                                    "reason"]
 
 
 class RecordingScorer:
@@ -99,10 +119,10 @@ class RecordingScorer:
 
 
 def test_a_scored_excerpt_takes_the_lines_closest_to_the_query_not_the_matched_ones() -> None:
-    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30, 12]}
+    big = hit("a.md", 1, 40, 0.99, match=(30, 12))
     scorer = RecordingScorer("line 25 of")
-    plain = build_context("x", [big], 60, COUNT)
-    scored = build_context("x", [big], 60, COUNT, scorer)
+    plain = block("x", [big], 60, COUNT)
+    scored = block("x", [big], 60, COUNT, scorer)
     assert 25 not in plain["sources"][0]["lines"] and 30 in plain["sources"][0]["lines"]
     assert 25 in scored["sources"][0]["lines"] and "line 25 of a.md" in scored["text"]
     assert scored["tokens"] == COUNT([scored["text"]])[0] <= 60
@@ -111,30 +131,30 @@ def test_a_scored_excerpt_takes_the_lines_closest_to_the_query_not_the_matched_o
 
 
 def test_lines_beyond_the_scored_tokens_keep_the_matched_lines_order() -> None:
-    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30]}
+    big = hit("a.md", 1, 40, 0.99, match=(30,))
     far = RecordingScorer("line 5 of")  # the line the model likes is far from line 30
     cap = sum(COUNT([f"line {n} of a.md about topic {n % 7}" for n in (30, 29, 31)]))  # the three nearest
-    out = build_context("x", [big], 60, COUNT, far, scored_tokens=cap)
-    assert out == build_context("x", [big], 60, COUNT)  # line 5 lies beyond the cap: never scored, never shown
+    out = block("x", [big], 60, COUNT, far, scored_tokens=cap)
+    assert out == block("x", [big], 60, COUNT)  # line 5 lies beyond the cap: never scored, never shown
     assert len(far.batches) == 1 and sum(COUNT(far.batches[0])) <= cap and "line 5 of a.md" not in far.batches[0]
-    assert build_context("x", [big], 60, COUNT, far, scored_tokens=0) == out and len(far.batches) == 1
+    assert block("x", [big], 60, COUNT, far, scored_tokens=0) == out and len(far.batches) == 1
 
 
 def test_ties_in_the_scores_keep_the_matched_lines_first() -> None:
-    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30, 12]}
-    same = build_context("x", [big], 60, COUNT, lambda lines: [0.5] * len(lines))
-    assert same == build_context("x", [big], 60, COUNT)
+    big = hit("a.md", 1, 40, 0.99, match=(30, 12))
+    same = block("x", [big], 60, COUNT, lambda lines: [0.5] * len(lines))
+    assert same == block("x", [big], 60, COUNT)
 
 
 def test_spans_that_fit_whole_are_not_scored_and_scored_lines_are_bounded() -> None:
     scorer = RecordingScorer("nothing")
-    build_context("x", [hit("a.md", 1, 3, 0.9), hit("b.md", 1, 2, 0.8)], 500, COUNT, scorer)
+    block("x", [hit("a.md", 1, 3, 0.9), hit("b.md", 1, 2, 0.8)], 500, COUNT, scorer)
     assert scorer.batches == []  # nothing to trim: the model is not asked
-    spans = [{**hit(f"{n}.md", 1, 30, 1 - n / 100), "match_lines": [1]} for n in range(10)]
-    build_context("x", spans, 400, COUNT, scorer)
+    spans = [hit(f"{n}.md", 1, 30, 1 - n / 100, match=(1,)) for n in range(10)]
+    block("x", spans, 400, COUNT, scorer)
     assert scorer.batches and sum(COUNT([x for b in scorer.batches for x in b])) <= MAX_SCORED_TOKENS
     with pytest.raises(ValueError, match="scored_tokens must be >= 0, got -1"):
-        build_context("x", spans, 400, COUNT, scorer, scored_tokens=-1)
+        block("x", spans, 400, COUNT, scorer, scored_tokens=-1)
 
 
 def test_scored_blocks_stay_within_budget_for_random_budgets_hits_and_scores() -> None:
@@ -143,15 +163,15 @@ def test_scored_blocks_stay_within_budget_for_random_budgets_hits_and_scores() -
         hits = [hit(rng.choice(["a.md", "b.md"]), start, start + rng.randint(0, 20), rng.random())
                 for start in (rng.randint(1, 80) for _ in range(rng.randint(0, 8)))]
         budget = rng.randint(1, 300)
-        out = build_context("q", hits, budget, COUNT, lambda lines: [rng.random() for _ in lines])
+        out = block("q", hits, budget, COUNT, lambda lines: [rng.random() for _ in lines])
         assert out["tokens"] <= budget and (not out["text"] or COUNT([out["text"]])[0] <= budget)
         assert len(out["sources"]) + out["omitted"] == len(merge_hits(hits))
 
 
 def test_a_scorer_answering_the_wrong_number_of_scores_is_refused() -> None:
-    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30]}
+    big = hit("a.md", 1, 40, 0.99, match=(30,))
     with pytest.raises(ValueError, match="1 scores for 40 lines"):
-        build_context("x", [big], 60, COUNT, lambda lines: [0.0], scored_tokens=10_000)
+        block("x", [big], 60, COUNT, lambda lines: [0.0], scored_tokens=10_000)
 
 
 def test_the_cosine_scorer_ranks_the_line_that_says_what_the_query_says_first() -> None:
@@ -208,9 +228,9 @@ def test_the_context_method_ranks_excerpt_lines_with_the_searched_query_vector(t
 
 
 def test_a_lone_span_that_must_be_trimmed_always_shows_its_best_lines() -> None:
-    big = {**hit("a.md", 1, 40, 0.99), "match_lines": [30]}
+    big = hit("a.md", 1, 40, 0.99, match=(30,))
     for budget in range(30, 160):  # an excerpt filling its share to the last token once left the block empty
-        out = build_context("when did she paint at dawn", [big], budget, COUNT)
+        out = block("when did she paint at dawn", [big], budget, COUNT)
         assert out["sources"] and 30 in out["sources"][0]["lines"] and out["tokens"] <= budget
 
 
@@ -229,3 +249,14 @@ def test_line_vectors_embed_each_unseen_line_once_and_forget_the_oldest() -> Non
     vectors(["a"])
     assert batches == [["a", "b"], ["c"], ["a"]]
     assert (vectors(["c", "a"]) == emb.embed_passages(["c", "a"])).all() and len(batches) == 3
+
+
+class AbstainingIndex(OneHitIndex):
+    def query(self, query: Query) -> SearchResult:
+        return SearchResult(mode="hybrid", hits=[], took_ms=0.1, abstained=True, reason="no hit reached 0.5")
+
+
+def test_the_context_method_says_when_the_search_abstained(tmp_path: Path) -> None:
+    out = _reads(tmp_path, AbstainingIndex(tmp_path), None, None).context({"query": "q", "max_tokens": 80}, OWNER)
+    assert list(out) == ["text", "tokens", "sources", "omitted", "abstained", "reason", "max_tokens", "took_ms"]
+    assert (out["text"], out["sources"], out["abstained"], out["reason"]) == ("", [], True, "no hit reached 0.5")

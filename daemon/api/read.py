@@ -132,12 +132,14 @@ class ReadMethods:
             req.query, k=req.k, mode=req.mode, path_prefix=scope.path_prefix,
             exclude_prefixes=tuple(scope.exclude_prefixes), path_check=path_check(req.session, self._roots()),
             query_vector=vector, min_score=req.min_score,
-        )).to_json() if scope else {"hits": []}
-        block = build_context(req.query, found["hits"], req.max_tokens, self._count_tokens,
-                              self._line_scorer(req.query, vector) if found["hits"] else None)
-        if found.get("abstained"):  # nothing confident: say so rather than hand back noise
-            block.update(abstained=True, reason=found["reason"])
-        return {**block, "max_tokens": req.max_tokens, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+        )) if scope else None
+        hits = found.hits if found is not None else []
+        block = build_context(req.query, hits, req.max_tokens, self._count_tokens,
+                              self._line_scorer(req.query, vector) if hits else None)
+        if found is not None and found.abstained:  # nothing confident: say so rather than hand back noise
+            block = block.abstaining(found.reason)
+        return {**block.to_json(), "max_tokens": req.max_tokens,
+                "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
     def _line_scorer(self, query: str, vector: Callable[[], Any] | None) -> LineScorer | None:
         """Excerpt lines scored against the query's vector — the one the search used, or the model's."""

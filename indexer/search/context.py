@@ -26,10 +26,10 @@ extra work on a block never seen before is bounded by tokens, not time
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memoryd.indexer.search.hits import add_lines, span_text
+from memoryd.indexer.search.hits import Hit, add_lines, span_text
 
 HEADER = "## Relevant memories\n\nRetrieved by memoryd for: {query}\n"
 GAP = "…"
@@ -58,12 +58,12 @@ class Span:
     lines: dict[int, str] = field(default_factory=dict)
     matched: list[tuple[float, int]] = field(default_factory=list)  # (-hit score, line): the hits' match_lines
 
-    def absorb(self, hit: dict[str, Any]) -> None:
-        add_lines(self.lines, hit["start_line"], hit["text"])
-        self.matched += [(-hit["score"], n) for n in hit.get("match_lines", ())]
-        self.start_line = min(self.start_line, hit["start_line"])
-        self.end_line = max(self.end_line, hit["end_line"])
-        self.score = max(self.score, hit["score"])
+    def absorb(self, hit: Hit) -> None:
+        add_lines(self.lines, hit.start_line, hit.text)
+        self.matched += [(-hit.score, n) for n in hit.match_lines]
+        self.start_line = min(self.start_line, hit.start_line)
+        self.end_line = max(self.end_line, hit.end_line)
+        self.score = max(self.score, hit.score)
 
     def matched_lines(self) -> list[int]:
         """The hits' matched lines, the best hit's first (each hit names its own best first)."""
@@ -86,31 +86,77 @@ def cosine_scorer(embed_passages: Callable[[list[str]], Any], query_vector: Any)
     return score
 
 
-def merge_hits(hits: Sequence[dict[str, Any]]) -> list[Span]:
+@dataclass(frozen=True)
+class ContextSource:
+    """One span the block shows: where it is, its best hit's score, and (an excerpt) the lines it shows."""
+
+    root: str
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    lines: tuple[int, ...] | None = None  # None: shown whole
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"root": self.root, "path": self.path, "start_line": self.start_line,
+                               "end_line": self.end_line, "score": round(self.score, 6)}
+        if self.lines is not None:
+            out["lines"] = list(self.lines)
+        return out
+
+
+@dataclass(frozen=True)
+class ContextBlock:
+    """What :func:`build_context` made: the Markdown ``text``, its size in model ``tokens``, its
+    ``sources`` in block order and how many spans were ``omitted``. ``abstained``/``reason``: the
+    search found nothing confident (set by whoever searched, :meth:`abstaining`).
+
+    :meth:`to_json` is the ``context`` method's block on the socket, field for field and in that order.
+    """
+
+    text: str
+    tokens: int
+    sources: tuple[ContextSource, ...]
+    omitted: int
+    abstained: bool = False
+    reason: str | None = None
+
+    def abstaining(self, reason: str | None) -> ContextBlock:
+        return replace(self, abstained=True, reason=reason)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text, "tokens": self.tokens,
+                               "sources": [s.to_json() for s in self.sources], "omitted": self.omitted}
+        if self.abstained:
+            out.update(abstained=True, reason=self.reason)
+        return out
+
+
+def merge_hits(hits: Sequence[Hit]) -> list[Span]:
     """Group hits per file and merge those that overlap or are adjacent; best span first.
 
     A sweep over each file's hits sorted by start line, so the result does not
     depend on hit order (a hit bridging two others joins all three). When
     several hits hold pieces of one long line, the line keeps the first piece.
     """
-    by_file: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by_file: dict[tuple[str, str], list[Hit]] = {}
     for h in hits:
-        by_file.setdefault((h["root"], h["path"]), []).append(h)
+        by_file.setdefault((h.root, h.path), []).append(h)
     spans: list[Span] = []
     for (root, path), group in by_file.items():
         current: Span | None = None
-        for h in sorted(group, key=lambda h: (h["start_line"], h["end_line"])):
-            if current is None or h["start_line"] > current.end_line + 1:
-                current = Span(root, path, h["start_line"], h["end_line"], h["score"])
+        for h in sorted(group, key=lambda h: (h.start_line, h.end_line)):
+            if current is None or h.start_line > current.end_line + 1:
+                current = Span(root, path, h.start_line, h.end_line, h.score)
                 spans.append(current)
             current.absorb(h)
     return sorted(spans, key=lambda s: -s.score)
 
 
 def build_context(
-    query: str, hits: Sequence[dict[str, Any]], max_tokens: int, count_tokens: Callable[[list[str]], list[int]],
+    query: str, hits: Sequence[Hit], max_tokens: int, count_tokens: Callable[[list[str]], list[int]],
     score_lines: LineScorer | None = None, scored_tokens: int = MAX_SCORED_TOKENS,
-) -> dict[str, Any]:
+) -> ContextBlock:
     """Fit the best spans into ``max_tokens``, whole or as excerpts; returns the block, its size and its sources.
 
     The returned ``tokens`` is the model-token count of the whole block
@@ -127,8 +173,8 @@ def build_context(
     used = count_tokens(["\n".join(parts)])[0]
     spans = merge_hits(hits)
     if used > max_tokens:
-        return {"text": "", "tokens": 0, "sources": [], "omitted": len(spans)}
-    sources: list[dict[str, Any]] = []
+        return ContextBlock("", 0, (), len(spans))
+    sources: list[ContextSource] = []
     omitted = 0
     ranker = _LineRanker(score_lines, count_tokens, scored_tokens)
     for n, span in enumerate(spans):
@@ -139,11 +185,8 @@ def build_context(
             continue
         parts.append(item)
         used += size + 1  # the joining newline
-        source = {"root": span.root, "path": span.path, "start_line": span.start_line,
-                  "end_line": span.end_line, "score": round(span.score, 6)}
-        if shown is not None:
-            source["lines"] = shown
-        sources.append(source)
+        sources.append(ContextSource(span.root, span.path, span.start_line, span.end_line, span.score,
+                                     None if shown is None else tuple(shown)))
     # Sizes were summed per item (one tokenisation of each line, not of the growing block); the
     # block is counted once, and should tokens merge across a join, the last items give way.
     used = count_tokens(["\n".join(parts)])[0]
@@ -153,7 +196,7 @@ def build_context(
         omitted += 1
         used = count_tokens(["\n".join(parts)])[0]
     text = "\n".join(parts) if sources else ""
-    return {"text": text, "tokens": used if sources else 0, "sources": sources, "omitted": omitted}
+    return ContextBlock(text, used if sources else 0, tuple(sources), omitted)
 
 
 def _item(span: Span, body: str, excerpt: bool) -> str:
