@@ -101,15 +101,20 @@ class Capabilities:
     a cold start). ``vector_rebuilds``: the vector structure is rebuilt by the owner
     (FAISS: the flat -> HNSW switch, compaction); pgvector maintains its index itself.
     ``line_cache``: the context excerpts' line vectors may be kept beside the index.
+    ``vectors_in_rows``: a chunk row carries its vector, taken from the cache in the row's own
+    commit (pgvector): :meth:`VectorStore.add` is then needed only for the chunks committed
+    without one (keyword first), not for every chunk committed (FAISS).
     """
 
     sites: bool
     keyword_first: bool
     vector_rebuilds: bool
     line_cache: bool
+    vectors_in_rows: bool
 
 
-EMBEDDED = Capabilities(sites=False, keyword_first=True, vector_rebuilds=True, line_cache=True)
+EMBEDDED = Capabilities(sites=False, keyword_first=True, vector_rebuilds=True, line_cache=True,
+                        vectors_in_rows=False)
 
 
 @dataclass(frozen=True)

@@ -307,7 +307,7 @@ class MemoryIndex:
                 )
                 self.vectors.remove(change.removed)
                 ready = [(i, k) for i, k in change.added if k in emb.vectors]
-                if ready:
+                if ready and not self.capabilities.vectors_in_rows:  # else the rows took them from the cache
                     self.vectors.add([i for i, _ in ready], np.stack([emb.vectors[k] for _, k in ready]))
             self.skipped.pop(f"{f.root}/{f.rel}", None)
             self.backlog.discard(change.removed)

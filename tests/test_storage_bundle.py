@@ -51,9 +51,9 @@ def test_every_backend_runs_the_index_constructor_once(opened: Any) -> None:
 def test_a_backend_declares_what_it_can_do(opened: Any) -> None:
     backend, root, idx, _ = opened
     caps = idx.capabilities
-    assert caps == EMBEDDED if backend == "embedded" else (caps.sites and not caps.keyword_first)
+    assert caps == EMBEDDED if backend == "embedded" else (caps.sites and caps.keyword_first)
     assert (idx.site is not None) == caps.sites
-    # a backend without keyword first commits every chunk with its vector, even when asked to defer
+    # keyword first on both: asked to defer, chunks are committed first and their vectors queued
     stats = idx.index_files([(root, rel) for rel in sorted(CORPUS)], defer_at=1)
     assert stats.files_indexed == len(CORPUS)
     assert (len(idx.backlog) > 0) == caps.keyword_first

@@ -55,7 +55,8 @@ from memoryd.indexer.types import Embedder
 
 log = structlog.get_logger(__name__)
 
-POSTGRES = Capabilities(sites=True, keyword_first=False, vector_rebuilds=False, line_cache=False)
+POSTGRES = Capabilities(sites=True, keyword_first=True, vector_rebuilds=False, line_cache=False,
+                        vectors_in_rows=True)
 
 REINDEX_COMMAND = "memoryd migrate-storage --reindex"
 
@@ -137,10 +138,14 @@ class PgMemoryIndex(MemoryIndex):
             connect.prepare(st.dsn, st.sslmode, st.connect_timeout_s)
 
     def _attach(self) -> None:
-        """What opening needs the database for once the schema is there: the identity, the locks."""
+        """What opening needs the database for once the schema is there: the identity, the locks, and
+        the vector backlog an earlier process left (its chunks committed keyword first, still without
+        a vector: the daemon's idle steps give them one, newest files first)."""
         self._check_identity()
         if not self.read_only:
             self._lock_roots()
+            for i, mtime_ns in self.pg.chunks_without_vectors().items():
+                self.backlog.add([i], mtime_ns)
 
     def _start_away(self, exc: StorageUnavailableError) -> None:
         """The daemon starts without its database: files stay the truth, every call says the storage is
@@ -189,10 +194,9 @@ class PgMemoryIndex(MemoryIndex):
                     defer_at: int | None = None) -> IndexStats:
         """As :meth:`MemoryIndex.index_files`, only for the roots whose lock this process holds.
 
-        Always embedding before committing (:data:`POSTGRES` declares no ``keyword_first``): the
-        backlog lives in one process, while here other sites read the same rows (a chunk without
-        its vector would be missing from their vector leg), and the shared cache already spares
-        most of a cold start's embeddings."""
+        Keyword first works as on the embedded backend (``defer_at``): chunks are committed with a NULL
+        embedding and the vector backlog writes it later. Meanwhile other sites read those rows too: a
+        pending chunk is found by their keyword leg and given the neutral cosine in their fusion, as here."""
         self._verify_locks()
         mine = [(root, rel) for root, rel in items if self.claim_root(root)]
         return super().index_files(mine, progress, defer_at)
@@ -359,7 +363,8 @@ class PgMemoryIndex(MemoryIndex):
         with self.pg.connection() as c:
             row = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks),"
                             " (SELECT count(*) FROM memoryd_embed_cache),"
-                            " (SELECT count(DISTINCT site) FROM memoryd_roots)").fetchone()
+                            " (SELECT count(DISTINCT site) FROM memoryd_roots),"
+                            " (SELECT count(*) FROM memoryd_chunks WHERE embedding IS NULL)").fetchone()
         assert row is not None
         files, chunks = self.store.counts()
         with self.pg.connection() as c:
@@ -370,12 +375,14 @@ class PgMemoryIndex(MemoryIndex):
                       "queries": getattr(self.embedder, "query_precision", "exact")},
             "cache": {"entries": int(row[2]), "hits": self.cache.hits, "misses": self.cache.misses,
                       "capacity": self.cache.capacity},
-            "index": {"type": "pgvector-hnsw", "vectors": int(row[1]), "tombstones": 0, "rebuilding": None},
+            # every site's chunks with a vector (a chunk committed keyword first has none yet)
+            "index": {"type": "pgvector-hnsw", "vectors": int(row[1]) - int(row[4]), "tombstones": 0,
+                      "rebuilding": None},
             "storage": {"backend": "postgres", "database": self.where, "site": self.site, "reachable": True,
                         "sites": int(row[3]), "all_files": int(row[0]), "all_chunks": int(row[1]),
                         "all_sites": all_sites},
             "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
-            "vectors": self.backlog.progress(),  # always empty here: vectors are never deferred
+            "vectors": self.backlog.progress(),  # this process's backlog (keyword-first indexing)
         }
 
     def _never_read(self) -> dict[str, Any]:

@@ -127,6 +127,16 @@ MIGRATIONS: tuple[str, ...] = (
         version text NOT NULL DEFAULT '', started double precision, last_contact double precision);
     INSERT INTO memoryd_sites (site) SELECT DISTINCT site FROM memoryd_roots ON CONFLICT DO NOTHING;
     """,
+    # 5: keyword first (memoryd.indexer.deferred): a chunk may be committed before its vector (NULL until the
+    # vector backlog writes it), so a large first index is keyword-searchable at once. The partial index holds
+    # only those rows: a restart finds this site's backlog, and ``status`` counts it, without a table scan.
+    # The vector leg skips them (the HNSW index holds no NULL anyway). Daemons older than this schema refuse
+    # to start on it; one still running reads a vectorless chunk only through an exact (non-HNSW) vector scan
+    # asking for more rows than have a vector: upgrade every daemon before the first keyword-first index.
+    """
+    ALTER TABLE memoryd_chunks ALTER COLUMN embedding DROP NOT NULL;
+    CREATE INDEX memoryd_chunks_vectorless ON memoryd_chunks (id) WHERE embedding IS NULL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

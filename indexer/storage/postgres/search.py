@@ -65,7 +65,11 @@ def row_filter(prefix: str | None, exclude: Sequence[str], sites: Sequence[str] 
 
 
 class PgVectors:
-    """The vector side of the interface on pgvector: vectors live in the chunk rows, so writes are no-ops."""
+    """The vector side of the interface on pgvector: vectors live in the chunk rows.
+
+    A chunk row takes its vector in its own transaction when the cache holds it; one committed
+    before its vector (keyword first) has a NULL embedding, which :meth:`add` writes, and which
+    every read here skips (such a chunk is "pending": the query path gives it a neutral cosine)."""
 
     kind = "pgvector-hnsw"
     tombstones = 0
@@ -79,16 +83,30 @@ class PgVectors:
 
     def __init__(self, store: PgStore, dimension: int) -> None:
         self._store = store
+        self.dimension = dimension
         self._cast = hnsw_cast(dimension)
 
     @property
     def size(self) -> int:
+        """Chunks with a vector, every site's (the vectorless ones are read through their partial index)."""
         with self._store.connection() as c:
-            row = c.execute("SELECT count(*) FROM memoryd_chunks").fetchone()
+            row = c.execute("SELECT (SELECT count(*) FROM memoryd_chunks)"
+                            " - (SELECT count(*) FROM memoryd_chunks WHERE embedding IS NULL)").fetchone()
         return int(row[0]) if row else 0
 
     def add(self, ids: Iterable[int], vectors: Any) -> None:
-        """Nothing to do: a chunk row got its vector in its own transaction."""
+        """Write the vectors of chunks committed without one (keyword first: the vector backlog's steps).
+
+        A row that has its vector already is left alone, and a chunk deleted meanwhile is simply not
+        updated. The engine does not call this for the chunks it commits with their vector
+        (``Capabilities.vectors_in_rows``): those rows took it from the cache in their own transaction."""
+        wanted = [int(i) for i in ids]
+        if not wanted:
+            return
+        mat = np.asarray(vectors, dtype=np.float32)
+        with self._store.transaction() as c, c.cursor() as cur:
+            cur.executemany("UPDATE memoryd_chunks SET embedding = %s WHERE id = %s AND embedding IS NULL",
+                            [(np.ascontiguousarray(mat[n]), i) for n, i in enumerate(wanted)])
 
     def remove(self, ids: Iterable[int]) -> int:
         """Nothing to do: deleting a chunk row deleted its vector."""
@@ -106,8 +124,9 @@ class PgVectors:
         join = "" if where[0] == "TRUE" else _JOIN
         # LIMIT is written into the statement: as a parameter the planner cannot see that it is
         # small, and prefers a sequential scan and a sort to the HNSW index (40x slower at 3k rows).
-        sql = (f"SELECT c.id, 1 - ({dist}) AS s FROM memoryd_chunks c{join} WHERE {where[0]}"
-               f" ORDER BY {dist} LIMIT {int(k)}")
+        # (the HNSW index holds no NULL; an exact scan must skip the chunks still waiting for their vector)
+        sql = (f"SELECT c.id, 1 - ({dist}) AS s FROM memoryd_chunks c{join}"
+               f" WHERE c.embedding IS NOT NULL AND {where[0]} ORDER BY {dist} LIMIT {int(k)}")
         return sql, [q, *where[1], q]
 
     def search(self, query: Any, k: int, where: Filter = ("TRUE", []),
@@ -133,14 +152,16 @@ class PgVectors:
         q = np.asarray(query, dtype=np.float32)
         with self._store.connection() as c:
             rows = c.execute(f"SELECT id, 1 - (embedding::{self._cast} <=> %s::{self._cast}) FROM memoryd_chunks"
-                             " WHERE id = ANY(%s)", (q, wanted)).fetchall()
+                             " WHERE id = ANY(%s) AND embedding IS NOT NULL", (q, wanted)).fetchall()
         return {int(i): float(s) for i, s in rows}
 
     def vectors_of(self, ids: Sequence[int]) -> Any:
+        """The stored vectors of ``ids`` as rows (a zero row for a chunk without one, as the FAISS index gives)."""
         with self._store.connection() as c:
-            rows = dict(c.execute("SELECT id, embedding FROM memoryd_chunks WHERE id = ANY(%s)",
-                                  (list(ids),)).fetchall())
-        return np.stack([np.asarray(rows[i].to_numpy(), dtype=np.float32) for i in ids])
+            rows = dict(c.execute("SELECT id, embedding FROM memoryd_chunks WHERE id = ANY(%s)"
+                                  " AND embedding IS NOT NULL", (list(ids),)).fetchall())
+        zero = np.zeros(self.dimension, dtype=np.float32)
+        return np.stack([np.asarray(rows[i].to_numpy(), dtype=np.float32) if i in rows else zero for i in ids])
 
 
 class PgLegs:

@@ -4,8 +4,11 @@ Implements :class:`memoryd.indexer.storage.base.ChunkStore` for one site. Roots
 are keyed by (site, path), so files are keyed by (site, root, path). A chunk row
 carries its keyword terms (with postings rows, see :mod:`.terms`) and its vector: the vector
 comes from the shared embedding cache *inside the same transaction* (the engine's
-``in_transaction`` hook writes the cache first), so a chunk never exists without
-its vector and nothing else has to be kept in step with the table.
+``in_transaction`` hook writes the cache first), so nothing else has to be kept in step
+with the table. A chunk whose vector the cache lacks (keyword-first indexing: the engine
+queued it on its vector backlog) is committed with a NULL embedding, which
+:meth:`~memoryd.indexer.storage.postgres.search.PgVectors.add` writes later;
+:meth:`PgStore.chunks_without_vectors` finds them again after a restart.
 
 Every call borrows a connection from the pool for its own duration, and every
 change is one transaction. An unreachable database raises
@@ -366,6 +369,15 @@ class PgStore:
                              " WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
         return {int(i): int(m) for i, m in rows}
 
+    def chunks_without_vectors(self) -> dict[int, int]:
+        """This site's chunks committed before their vector (keyword first): chunk id → its file's mtime (ns),
+        so that a restart resumes the vector backlog in its order (newest files first)."""
+        with self.connection() as c:
+            rows = c.execute("SELECT c.id, f.mtime_ns FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id"
+                             " JOIN memoryd_roots r ON r.id = f.root_id WHERE c.embedding IS NULL AND r.site = %s",
+                             (self.site,)).fetchall()
+        return {int(i): int(m) for i, m in rows}
+
     def embed_keys(self, ids: Sequence[int]) -> dict[int, bytes]:
         with self.connection() as c:
             rows = c.execute("SELECT id, embed_key FROM memoryd_chunks WHERE id = ANY(%s)", (list(ids),)).fetchall()
@@ -413,20 +425,19 @@ def _replace_chunks(c: psycopg.Connection[Any], file_id: int, chunks: Sequence[N
 def _insert_chunks(cur: psycopg.Cursor[Any], file_id: int, chunks: Sequence[NewChunk],
                    delta: corpus.CorpusDelta) -> list[tuple[int, bytes]]:
     """Insert the chunk rows (pipelined) and then all their postings (one statement); ``delta`` gets what
-    they add to the corpus counts."""
+    they add to the corpus counts. Each row takes its vector from the cache; one the cache lacks (its
+    chunk is on the engine's vector backlog) is NULL until :meth:`PgVectors.add` writes it."""
     tokens = [fts_tokens(ch.terms) for ch in chunks]
     cur.executemany(
         "INSERT INTO memoryd_chunks (file_id, start_line, end_line, heading, text, sha256, embed_key,"
-        " terms, n_terms, embedding) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, e.vector"
-        " FROM memoryd_embed_cache e WHERE e.key = %s RETURNING id",
+        " terms, n_terms, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
+        " (SELECT e.vector FROM memoryd_embed_cache e WHERE e.key = %s)) RETURNING id",
         [(file_id, ch.start_line, ch.end_line, ch.heading, ch.text, ch.sha256, ch.embed_key, ch.terms, len(tok),
           ch.embed_key) for ch, tok in zip(chunks, tokens, strict=True)], returning=True)
     added: list[tuple[int, bytes]] = []
     for ch in chunks:
         row = cur.fetchone()
-        if row is None:
-            raise ValueError(f"no cached vector for chunk {ch.sha256[:12]} (lines {ch.start_line}-{ch.end_line}): "
-                             "the cache must be written in the same transaction first")
+        assert row is not None  # an INSERT ... VALUES returns its row
         added.append((int(row[0]), ch.embed_key))
         cur.nextset()
     terms: list[str] = []
