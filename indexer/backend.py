@@ -35,7 +35,12 @@ if TYPE_CHECKING:
     from memoryd.indexer.search.legs import SearchLegs
     from memoryd.indexer.types import FloatArray
 
-__all__ = ["EMBEDDED", "Backend", "CacheStore", "Capabilities", "ChunkStore", "VectorStore"]
+__all__ = ["EMBEDDED", "LINE_WAIT_MS", "Backend", "CacheStore", "Capabilities", "ChunkStore", "LineStore",
+           "VectorStore"]
+
+LINE_WAIT_MS = 50
+"""How long storing line vectors waits for the indexer's write: a line not stored now is embedded again
+later, which is cheaper than holding a ``context`` answer behind a long indexing write."""
 
 
 class ChunkStore(Protocol):
@@ -92,6 +97,20 @@ class VectorStore(Protocol):
     def remove(self, ids: Iterable[int]) -> int: ...
 
 
+class LineStore(Protocol):
+    """The embedding cache as the context excerpts' line vectors use it, from a request's thread.
+
+    Keys are :func:`memoryd.indexer.cache.cache_key` s, as for chunks (a line's vector is the vector
+    of a chunk of that text). Best effort, never in the indexer's way: a read that cannot be made is
+    a miss; a write the indexer holds up for more than :data:`LINE_WAIT_MS`, or that cannot be made
+    at all, is dropped and ``put_many`` says why (None: stored). Thread-safe. Lines stored are not
+    live chunks: the cache's LRU bound may evict them like any unused vector."""
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, FloatArray]: ...
+    def put_many(self, vectors: Mapping[bytes, FloatArray]) -> str | None: ...
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do, declared by it (callers ask this, never probe attributes).
@@ -100,7 +119,8 @@ class Capabilities:
     ``keyword_first``: chunks may be committed before their vectors (the vector backlog of
     a cold start). ``vector_rebuilds``: the vector structure is rebuilt by the owner
     (FAISS: the flat -> HNSW switch, compaction); pgvector maintains its index itself.
-    ``line_cache``: the context excerpts' line vectors may be kept beside the index.
+    ``line_cache``: the context excerpts' line vectors may be kept in the index's embedding
+    cache (``MemoryIndex.open_line_store``).
     ``vectors_in_rows``: a chunk row carries its vector, taken from the cache in the row's own
     commit (pgvector): :meth:`VectorStore.add` is then needed only for the chunks committed
     without one (keyword first), not for every chunk committed (FAISS).

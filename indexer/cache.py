@@ -143,6 +143,43 @@ class EmbeddingCache:
         return int(cur.rowcount)
 
 
+class SqliteLineStore:
+    """The embedded index's cache table as a :class:`~memoryd.indexer.backend.LineStore`, through a
+    connection of its own.
+
+    The indexer writes the same table through the store's connection, inside its own transactions;
+    this connection is separate (SQLite's WAL lets them take turns: a read never waits) and serialised
+    by a lock. A write waits ``wait_ms`` for the indexer's transaction, then is dropped."""
+
+    def __init__(self, db_path: Path, dimension: int, wait_ms: int) -> None:
+        from memoryd.indexer.store import connect
+
+        self._conn = connect(db_path)
+        self._conn.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
+        self._cache = EmbeddingCache(self._conn, dimension, capacity=0)  # the bound is the indexer's job
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, FloatArray]:
+        with self._lock:
+            return self._cache.get_many(keys, count=False)  # hit/miss counters are the indexer's
+
+    def put_many(self, vectors: Mapping[bytes, FloatArray]) -> str | None:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._cache.put_many(self._conn, vectors)
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                return str(exc)
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
 MACHINE_DB = "embeddings.sqlite3"
 BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another process's write, then drops its own
 _MACHINE_SCHEMA = """

@@ -38,9 +38,9 @@ import numpy as np
 import structlog
 
 from memoryd.indexer import ann, keyword, vector_sync
-from memoryd.indexer.backend import EMBEDDED, Backend, CacheStore, ChunkStore, VectorStore
+from memoryd.indexer.backend import EMBEDDED, LINE_WAIT_MS, Backend, CacheStore, ChunkStore, LineStore, VectorStore
 from memoryd.indexer.backlog import VectorBacklog
-from memoryd.indexer.cache import EmbeddingCache, open_machine_cache
+from memoryd.indexer.cache import EmbeddingCache, SqliteLineStore, open_machine_cache
 from memoryd.indexer.chunker import CHUNKER_VERSION
 from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
@@ -430,6 +430,15 @@ class MemoryIndex:
         Call it from the writing thread. It takes no search lock: searches never read the cache.
         """
         return self.vector_fill.evict_cache()
+
+    def open_line_store(self) -> LineStore | None:
+        """The embedding cache for the context excerpts' line vectors (:class:`~memoryd.indexer.backend.LineStore`),
+        on a connection of its own: it serves requests' threads, never the writer's. None when read-only
+        (line vectors then live in memory only) or when the backend keeps none (``Capabilities.line_cache``).
+        The caller closes it."""
+        if self.read_only or not self.capabilities.line_cache:
+            return None
+        return SqliteLineStore(self.sqlite.path, self.embedder.dimension, LINE_WAIT_MS)
 
     def set_passage_embedder(self, embedder: Embedder) -> None:
         """Embed passages (indexing) with ``embedder`` from now on; queries keep the constructor's.

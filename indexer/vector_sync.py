@@ -22,7 +22,7 @@ from memoryd.indexer.atomic import remove_stale_temps
 from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.embedtext import embedding_text
-from memoryd.indexer.store import Store, fetch_chunks
+from memoryd.indexer.store import Store
 from memoryd.indexer.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
@@ -86,7 +86,7 @@ def sync_with_chunks(vectors: VectorIndex, store: Store, cache: EmbeddingCache, 
 
 def _reembed(vectors: VectorIndex, store: Store, cache: EmbeddingCache, embed: EmbedPassages,
              keys: dict[int, bytes], read_only: bool) -> None:
-    rows = fetch_chunks(store.conn, list(keys))
+    rows = store.chunks(list(keys))
     present = [i for i in keys if i in rows]
     if not present:
         return

@@ -1,16 +1,22 @@
-"""Line vectors for ``context`` excerpts kept in the index's embedding cache: embedded once, across restarts."""
+"""Line vectors for ``context`` excerpts kept in the index's embedding cache: embedded once, across restarts,
+on both backends (PostgreSQL: the shared cache table, so across sites too)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memoryd.daemon.work.line_vectors import LineCache, LineVectors, line_cache_of
 from memoryd.indexer.cache import cache_key
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from tests.helpers import make_config
+from memoryd.indexer.storage import open_index
+from tests.test_storage_backends import BACKENDS, storage_config
+
+Opener = Callable[..., MemoryIndex]
 
 
 class CountingEmbed:
@@ -25,9 +31,23 @@ class CountingEmbed:
         return self.emb.embed_passages(lines)
 
 
-def _index(tmp_path: Path, emb: HashEmbedder) -> MemoryIndex:
+class Rollback(Exception):
+    """Ends the test's stand-in for an indexer write without committing it."""
+
+
+@pytest.fixture(params=BACKENDS)
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """``opener(emb, data="data", read_only=False)``: an index of the parametrised backend (PostgreSQL:
+    one database for the test, each data directory its own site)."""
+    backend = str(request.param)
+    dsn = request.getfixturevalue("pg_dsn") if backend == "postgres" else None
     (tmp_path / "root").mkdir(exist_ok=True)
-    return MemoryIndex(make_config(tmp_path / "root", tmp_path / "data"), emb)
+
+    def run(emb: HashEmbedder, data: str = "data", read_only: bool = False) -> MemoryIndex:
+        cfg = storage_config(backend, tmp_path / "root", tmp_path / data, dsn, site=data)
+        return open_index(cfg, emb, read_only=read_only)
+
+    yield run
 
 
 def _lines_of(index: MemoryIndex, embed: CountingEmbed) -> tuple[LineVectors, LineCache]:
@@ -36,11 +56,11 @@ def _lines_of(index: MemoryIndex, embed: CountingEmbed) -> tuple[LineVectors, Li
     return LineVectors(embed, store=cache), cache
 
 
-def test_a_second_line_vectors_over_the_same_cache_embeds_nothing_after_a_restart(tmp_path: Path) -> None:
+def test_a_second_line_vectors_over_the_same_cache_embeds_nothing_after_a_restart(opener: Opener) -> None:
     emb = HashEmbedder(dimension=16)
     sunrise = "I painted that lake sunrise last year"
     lines = [sunrise, "the kids love the beach", sunrise]
-    index = _index(tmp_path, emb)
+    index = opener(emb)
     first_embed = CountingEmbed(emb)
     vectors, cache = _lines_of(index, first_embed)
     first = vectors(lines)
@@ -48,11 +68,11 @@ def test_a_second_line_vectors_over_the_same_cache_embeds_nothing_after_a_restar
     index.close()
     assert first_embed.batches == [lines[:2]]  # each distinct line once
 
-    index = _index(tmp_path, emb)  # a new process: empty memo, same database
+    index = opener(emb)  # a new process: empty memo, same database
     again_embed = CountingEmbed(emb)
     vectors, cache = _lines_of(index, again_embed)
     try:
-        assert np.array_equal(vectors(lines), first) and again_embed.batches == []
+        assert np.allclose(vectors(lines), first) and again_embed.batches == []
         vectors(["a line never seen"])
         assert again_embed.batches == [["a line never seen"]]
     finally:
@@ -60,28 +80,33 @@ def test_a_second_line_vectors_over_the_same_cache_embeds_nothing_after_a_restar
         index.close()
 
 
-def test_line_vectors_share_the_chunk_cache_keys(tmp_path: Path) -> None:
+def test_line_vectors_share_the_chunk_cache_keys(opener: Opener) -> None:
     emb = HashEmbedder(dimension=16)
-    index = _index(tmp_path, emb)
+    index = opener(emb)
     vectors, cache = _lines_of(index, CountingEmbed(emb))
     try:
         vectors(["the kids love the beach"])
         key = cache_key(emb.model_id, "the kids love the beach")  # the key a chunk of this text has
-        assert np.array_equal(index.cache.get_many([key])[key], emb.embed_passages(["the kids love the beach"])[0])
+        assert np.allclose(index.cache.get_many([key])[key], emb.embed_passages(["the kids love the beach"])[0])
     finally:
         cache.close()
         index.close()
 
 
-def test_lines_are_still_served_when_the_indexer_holds_the_write_lock(tmp_path: Path) -> None:
+def test_lines_are_still_served_when_the_indexer_holds_the_write_lock(opener: Opener) -> None:
     emb = HashEmbedder(dimension=16)
-    index = _index(tmp_path, emb)
+    index = opener(emb)
     embed = CountingEmbed(emb)
     vectors, cache = _lines_of(index, embed)
+    mine = {cache_key(emb.model_id, t): v for t, v in zip("ab", emb.embed_passages(["a", "b"]), strict=True)}
     try:
-        with index.store.transaction():  # the worker mid-write: storing waits briefly, then gives up
+        # the worker mid-write, storing the same texts' vectors (SQLite: the write lock; PostgreSQL: those
+        # rows): storing waits briefly, then gives up; the write is then rolled back
+        with pytest.raises(Rollback), index.store.transaction() as t:
+            index.cache.put_many(t, mine)
             got = vectors(["a", "b"])
-        assert np.array_equal(got, emb.embed_passages(["a", "b"]))
+            raise Rollback
+        assert np.allclose(got, emb.embed_passages(["a", "b"]))
         assert cache.get_many(["a", "b"]) == {}  # not stored: embedded again by a later process
         vectors(["a"])
         assert embed.batches == [["a", "b"]]  # but memoised in memory meanwhile
@@ -90,13 +115,30 @@ def test_lines_are_still_served_when_the_indexer_holds_the_write_lock(tmp_path: 
         index.close()
 
 
-def test_an_index_without_its_own_cache_table_gets_no_line_cache(tmp_path: Path) -> None:
-    assert line_cache_of(object()) is None
-    index = _index(tmp_path, HashEmbedder(dimension=16))
-    store = index.store
+def test_a_read_only_index_gets_no_line_cache(opener: Opener) -> None:
+    emb = HashEmbedder(dimension=16)
+    opener(emb).close()  # the index exists
+    index = opener(emb, read_only=True)
     try:
-        index.store = object()  # type: ignore[assignment]  # as over PostgreSQL: a MemoryIndex on another store
-        assert line_cache_of(index) is None
+        assert index.capabilities.line_cache and line_cache_of(index) is None  # lines live in memory only
     finally:
-        index.store = store
         index.close()
+
+
+@pytest.mark.parametrize("opener", ["postgres"], indirect=True)
+def test_a_line_one_site_embedded_is_not_embedded_by_another(opener: Opener) -> None:
+    emb = HashEmbedder(dimension=16)
+    a, b = opener(emb, data="site-a"), opener(emb, data="site-b")
+    embed_a, embed_b = CountingEmbed(emb), CountingEmbed(emb)
+    vectors_a, cache_a = _lines_of(a, embed_a)
+    vectors_b, cache_b = _lines_of(b, embed_b)
+    try:
+        assert a.site != b.site
+        first = vectors_a(["the office is in Lisbon"])
+        assert np.allclose(vectors_b(["the office is in Lisbon"]), first)
+        assert embed_a.batches == [["the office is in Lisbon"]] and embed_b.batches == []
+    finally:
+        cache_a.close()
+        cache_b.close()
+        a.close()
+        b.close()

@@ -4,76 +4,62 @@
 query (:mod:`memoryd.indexer.search.context`); each line is one short passage
 for the model. A line's vector depends only on its text and the model — it is
 exactly the vector a chunk of that text gets — so lines are looked up, like
-chunks, in the embedding cache (sha256 of model id + text, table
-``embed_cache``) and the new ones are stored there: a line is embedded once,
-across restarts, not once per process. A bounded in-memory LRU in front spares
-the database for the lines of popular memories. Handlers run on several
-connection threads, hence the locks (the model call runs outside them).
+chunks, in the embedding cache (sha256 of model id + text) and the new ones are
+stored there: a line is embedded once, across restarts, not once per process,
+on either backend (the index opens the cache for it:
+:meth:`~memoryd.indexer.engine.MemoryIndex.open_line_store`, a
+:class:`~memoryd.indexer.backend.LineStore`; on PostgreSQL the shared table, so a
+line one site embedded is not embedded again by another). A bounded in-memory LRU
+in front spares the database for the lines of popular memories. Handlers run on
+several connection threads, hence the lock (the model call runs outside it).
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import structlog
 
-from memoryd.indexer.cache import EmbeddingCache, cache_key
-from memoryd.indexer.store import connect
+from memoryd.indexer.cache import cache_key
+
+if TYPE_CHECKING:
+    from memoryd.indexer.backend import LineStore
+    from memoryd.indexer.engine import MemoryIndex
 
 log = structlog.get_logger(__name__)
 
 MEMO_LINES = 4096
 """Vectors kept in memory: 4096 x 384 float32 is 6 MB, the lines of a few hundred recent passages."""
-WRITE_WAIT_MS = 50
-"""How long storing new line vectors waits for the indexer's write transaction: a line not stored now is
-embedded again later, which is cheaper than holding a ``context`` answer behind a long indexing write."""
 
 
 class LineCache:
-    """Line vectors in the embedding cache of an index database, through a connection of its own.
+    """Line vectors by line text in an index's embedding cache (keys bind each to ``model_id``).
 
-    The worker thread writes the same table through the store's connection, inside its own
-    transactions; this connection is separate (SQLite's WAL lets them take turns) and serialised
-    by a lock. Lines stored here are not live chunks, so the cache's LRU bound
-    (``embedding.cache_entries``, enforced by the indexer) may evict them like any unused vector.
-    """
+    Best effort, as its :class:`~memoryd.indexer.backend.LineStore`: a line that cannot be stored now
+    (the indexer is busy writing, the database is away) is logged and embedded again by a later process."""
 
-    def __init__(self, db_path: Path, model_id: str, dimension: int) -> None:
-        self._conn = connect(db_path)
-        self._conn.execute(f"PRAGMA busy_timeout={WRITE_WAIT_MS}")
-        self._cache = EmbeddingCache(self._conn, dimension, capacity=0)  # the bound is the indexer's job
+    def __init__(self, store: LineStore, model_id: str) -> None:
+        self._store = store
         self._model_id = model_id
-        self._lock = threading.Lock()
 
     def get_many(self, lines: Sequence[str]) -> dict[str, Any]:
         """The stored vectors of those ``lines`` the cache holds."""
         keys = {cache_key(self._model_id, line): line for line in lines}
-        with self._lock:
-            found = self._cache.get_many(list(keys), count=False)  # hit/miss counters are the indexer's
-        return {keys[k]: v for k, v in found.items()}
+        return {keys[k]: v for k, v in self._store.get_many(list(keys)).items()}
 
     def put_many(self, vectors: dict[str, Any]) -> None:
-        """Store new line vectors; skipped (logged) when the index is busy writing or read-only."""
+        """Store new line vectors; skipped (logged) when they cannot be stored now."""
         rows = {cache_key(self._model_id, line): v for line, v in vectors.items()}
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._cache.put_many(self._conn, rows)
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                log.info("context.line_vectors_unsaved", lines=len(rows), reason=str(exc))
+        why = self._store.put_many(rows)
+        if why is not None:
+            log.info("context.line_vectors_unsaved", lines=len(rows), reason=why)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._store.close()
 
 
 class LineVectors:
@@ -117,12 +103,8 @@ class LineVectors:
                 self._memo.popitem(last=False)
 
 
-def line_cache_of(index: object) -> LineCache | None:
-    """A :class:`LineCache` on ``index``'s database: None for an index without an embedding cache table
-    of its own (PostgreSQL) or opened read-only (line vectors then live in memory only)."""
-    from memoryd.indexer.engine import MemoryIndex
-    from memoryd.indexer.store import Store
-
-    if not isinstance(index, MemoryIndex) or not isinstance(index.store, Store) or index.read_only:
-        return None  # PostgreSQL: a MemoryIndex over a PgStore
-    return LineCache(index.store.path, index.embedder.model_id, index.embedder.dimension)
+def line_cache_of(index: MemoryIndex) -> LineCache | None:
+    """A :class:`LineCache` on ``index``'s embedding cache; None for an index opened read-only or whose
+    backend keeps none (line vectors then live in memory only)."""
+    store = index.open_line_store()
+    return None if store is None else LineCache(store, index.embedder.model_id)

@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import psycopg
 
 from memoryd.indexer.cache import evict_count
+from memoryd.indexer.storage.base import StorageUnavailableError
 
 if TYPE_CHECKING:
     from memoryd.indexer.storage.postgres.store import PgStore
@@ -37,10 +39,7 @@ class PgEmbeddingCache:
             with self._store.connection() as c:
                 rows = c.execute("UPDATE memoryd_embed_cache SET last_used = %s WHERE key = ANY(%s)"
                                  " RETURNING key, vector", (time.time(), unique)).fetchall()
-            for key, vec in rows:
-                arr = np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32)
-                if arr.shape[0] == self.dimension:
-                    found[bytes(key)] = arr
+            found = _vectors(rows, self.dimension)
         if count:
             self.hits += len(found)
             self.misses += len(unique) - len(found)
@@ -74,3 +73,63 @@ class PgEmbeddingCache:
             " WHERE NOT EXISTS (SELECT 1 FROM memoryd_chunks c WHERE c.embed_key = e.key)"
             " ORDER BY e.last_used LIMIT %s)", (n,))
         return int(cur.rowcount)
+
+
+class PgLineStore:
+    """The shared cache as a :class:`~memoryd.indexer.backend.LineStore`: the context excerpts' line vectors,
+    read and stored from a request's thread through the store's pool.
+
+    The indexer may hold cache rows locked in its transaction (a file's new vectors): a read that
+    would wait for them more than ``wait_ms`` (``lock_timeout``) reads without marking them used, and a
+    write that would is dropped. While the database is away every line is a miss and nothing is stored."""
+
+    def __init__(self, store: PgStore, dimension: int, wait_ms: int) -> None:
+        self._store = store
+        self._cache = PgEmbeddingCache(store, dimension, capacity=0)  # the bound is the indexer's job
+        self._wait = f"SET LOCAL lock_timeout = '{int(wait_ms)}ms'"
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, FloatArray]:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return {}
+        try:
+            with self._store.connection() as c:
+                try:
+                    with c.transaction():
+                        c.execute(self._wait)
+                        rows = c.execute("UPDATE memoryd_embed_cache SET last_used = %s WHERE key = ANY(%s)"
+                                         " RETURNING key, vector", (time.time(), unique)).fetchall()
+                except psycopg.errors.LockNotAvailable:  # the indexer holds one of them: read, unmarked
+                    rows = c.execute("SELECT key, vector FROM memoryd_embed_cache WHERE key = ANY(%s)",
+                                     (unique,)).fetchall()
+        except StorageUnavailableError:
+            return {}
+        return _vectors(rows, self._cache.dimension)
+
+    def put_many(self, vectors: Mapping[bytes, FloatArray]) -> str | None:
+        if not vectors:
+            return None
+        try:
+            with self._store.connection() as c:
+                try:
+                    with c.transaction():
+                        c.execute(self._wait)
+                        self._cache.put_many(c, vectors)
+                except psycopg.errors.LockNotAvailable as exc:
+                    return str(exc).strip()
+        except StorageUnavailableError as exc:
+            return str(exc)
+        return None
+
+    def close(self) -> None:
+        """Nothing of its own to close: the pool is the index's."""
+
+
+def _vectors(rows: Sequence[Any], dimension: int) -> dict[bytes, FloatArray]:
+    """``(key, vector)`` rows as float32 arrays by key; a vector of another width is left out."""
+    found: dict[bytes, FloatArray] = {}
+    for key, vec in rows:
+        arr = np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32)
+        if arr.shape[0] == dimension:
+            found[bytes(key)] = arr
+    return found

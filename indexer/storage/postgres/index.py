@@ -38,6 +38,7 @@ from typing import Any
 import psycopg_pool
 import structlog
 
+from memoryd.indexer.backend import LINE_WAIT_MS, LineStore
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
@@ -46,7 +47,7 @@ from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import Backend, Capabilities, StorageUnavailableError
 from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
-from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
+from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache, PgLineStore
 from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.search import PgLegs, PgVectors
 from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
@@ -55,7 +56,7 @@ from memoryd.indexer.types import Embedder
 
 log = structlog.get_logger(__name__)
 
-POSTGRES = Capabilities(sites=True, keyword_first=True, vector_rebuilds=False, line_cache=False,
+POSTGRES = Capabilities(sites=True, keyword_first=True, vector_rebuilds=False, line_cache=True,
                         vectors_in_rows=True)
 
 REINDEX_COMMAND = "memoryd migrate-storage --reindex"
@@ -393,6 +394,12 @@ class PgMemoryIndex(MemoryIndex):
                 "cache": {"entries": None, "hits": self.cache.hits, "misses": self.cache.misses,
                           "capacity": self.cache.capacity},
                 "index": {"type": "pgvector-hnsw", "vectors": None, "tombstones": 0, "rebuilding": None}}
+
+    def open_line_store(self) -> LineStore | None:
+        """The shared embedding cache for the context excerpts' line vectors, through the pool (None read-only)."""
+        if self.read_only:
+            return None
+        return PgLineStore(self.pg, self.embedder.dimension, LINE_WAIT_MS)
 
     def set_background_rebuilds(self, on: bool = True) -> None:
         """Nothing to switch: pgvector maintains its HNSW index in every write."""
