@@ -177,11 +177,11 @@ def test_the_cycle_check_sees_type_checking_and_package_edges(tmp_path: Path) ->
 
 LIGHT_PACKAGES = ("memoryd.daemon.api", "memoryd.daemon.rpc")
 NUMERIC = ("numpy", "faiss", "onnxruntime")
-# The library modules under the write and context handlers that hold vectors as numpy arrays (the
-# embedding cache, dedup's candidates, the context line vectors). Pinned: a new one fails the test.
+# The library modules in the handlers' import closure that import numpy at module level. None: the
+# writer and editor (dedup's candidates, the embedding cache) are named for types only, and the
+# context line vectors are imported where they are built. Pinned: a new one fails the test.
 # faiss and onnxruntime are allowed nowhere.
-NUMPY_USERS = {"memoryd.daemon.work.line_vectors", "memoryd.indexer.cache", "memoryd.indexer.store",
-               "memoryd.indexer.write.candidates"}
+NUMPY_USERS: set[str] = set()
 
 
 def _top_level_closure(roots: tuple[str, ...]) -> dict[str, str]:
@@ -211,7 +211,7 @@ def test_the_socket_methods_and_the_wire_load_no_numerical_stack() -> None:
     """``daemon/api`` (the handlers and their ports) and ``daemon/rpc`` import neither numpy, FAISS
     nor onnxruntime at module level, and what they load reaches neither FAISS nor onnxruntime (a
     handler test builds them from fakes, without the index or the model); numpy only through the
-    pinned library modules that keep vectors (``NUMPY_USERS``)."""
+    pinned library modules (``NUMPY_USERS``, none today)."""
     closure = _top_level_closure(LIGHT_PACKAGES)
     modules = [m for m in closure if m in MODULES]
     assert "memoryd.daemon.api.read" in modules and "memoryd.daemon.rpc.server" in modules  # the scan saw them
@@ -223,6 +223,22 @@ def test_the_socket_methods_and_the_wire_load_no_numerical_stack() -> None:
     assert {m for m, t in direct.items() if t != ["numpy"]} == set(), direct
     assert set(direct) <= NUMPY_USERS, sorted(_chain(closure, m) for m in set(direct) - NUMPY_USERS)
 
+
+def test_importing_every_handler_and_the_wire_loads_no_numerical_module() -> None:
+    """The same rule, run: a fresh interpreter imports every module of ``daemon/api`` and ``daemon/rpc``
+    and has loaded neither numpy, FAISS nor onnxruntime (a third-party import the static scan does not
+    follow would show here)."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, pkgutil, sys\n"
+            "import memoryd.daemon.api as a, memoryd.daemon.rpc as r\n"
+            "for p in (a, r):\n"
+            "    for m in pkgutil.iter_modules(p.__path__):\n"
+            "        importlib.import_module(p.__name__ + '.' + m.name)\n"
+            f"print(sorted(m for m in {NUMERIC!r} if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 def test_the_indexer_never_imports_the_daemon() -> None:
     offenders = {m: sorted(i.target for i in imports_of(m) if i.target.startswith("memoryd.daemon"))

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import date
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memoryd.daemon.api.access import path_check
 from memoryd.daemon.api.jobs import Jobs
@@ -59,12 +59,14 @@ from memoryd.indexer.write.access import (
     own_namespace,
     parse_namespace,
 )
-from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.refusals import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
 from memoryd.indexer.write.sections import SectionRefused, check_allowed
 from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, parse_jsonl, to_jsonl, to_markdown
+
+if TYPE_CHECKING:  # the editor (dedup's candidates, the embedding cache) brings numpy
+    from memoryd.indexer.write.editor import MemoryEditor
 
 T = TypeVar("T")
 _CODES: dict[type[WriteError], int] = {AccessDenied: ACCESS_DENIED, BadTarget: BAD_TARGET,

@@ -33,7 +33,6 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import APPLICATION_ERROR, BAD_TARGET, NOT_INDEXED, TIMEOUT, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.daemon.work.line_vectors import LineCache, LineVectors
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError
@@ -46,6 +45,7 @@ from memoryd.indexer.storage.site import foreign_site
 from memoryd.indexer.types import Embedder
 
 if TYPE_CHECKING:
+    from memoryd.daemon.work.line_vectors import LineCache, LineVectors
     from memoryd.indexer.search.context import LineScorer
 
 REINDEX_WAIT_S = 300.0
@@ -82,8 +82,7 @@ class ReadMethods:
         self._redact_level = redact_level  # write.redact_index: what a confined session's get hides, as search does
         # context excerpts: lines ranked by the model (None, or search.context_line_model off: by matched lines)
         self._embedder = embedder if search.context_line_model else None
-        self._line_vectors = (LineVectors(embedder.embed_passages, store=line_cache)
-                              if self._embedder is not None and embedder is not None else None)
+        self._line_vectors = _line_vectors(self._embedder, line_cache) if self._embedder is not None else None
 
     def handlers(self) -> dict[str, Handler]:
         return {"search": self.search, "get": self.get, "reindex": self.reindex, "context": self.context}
@@ -239,6 +238,14 @@ class ReadMethods:
         accept, accept_dir = self._filter, self._filter.accept_dir
         return [rel for rel, _ in walk_root(root / folder if folder else root, lambda sub: accept(_join(folder, sub)),
                                             lambda sub: accept_dir(_join(folder, sub)))]
+
+
+def _line_vectors(embedder: Embedder, line_cache: LineCache | None) -> LineVectors:
+    """The context lines' vectors, kept (imported here: they hold numpy arrays, which the handlers
+    and their tests otherwise never load)."""
+    from memoryd.daemon.work.line_vectors import LineVectors
+
+    return LineVectors(embedder.embed_passages, store=line_cache)
 
 
 def _join(folder: str, name: str) -> str:

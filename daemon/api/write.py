@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import structlog
 
@@ -63,7 +63,9 @@ from memoryd.indexer.write.refusals import (
     WriteConflict,
     WriteError,
 )
-from memoryd.indexer.write.writer import MemoryWriter
+
+if TYPE_CHECKING:  # the writer (dedup's candidates, the embedding cache) brings numpy
+    from memoryd.indexer.write.writer import MemoryWriter
 
 T = TypeVar("T")
 
