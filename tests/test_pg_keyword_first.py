@@ -198,3 +198,28 @@ def test_a_daemon_on_postgres_is_keyword_searchable_before_any_vector(
             g.open()
         client.close()
         d.shutdown()
+
+
+def test_migration_5_lets_an_existing_database_take_keyword_first_chunks(tmp_path: Path, pg_dsn: str) -> None:
+    from memoryd.indexer.storage.postgres import connect, schema
+
+    _write(tmp_path / "root")
+    idx = _open("postgres", tmp_path, pg_dsn, HashEmbedder(64))
+    try:
+        reconcile(idx, [tmp_path / "root"], FILTER)
+        chunks = idx.status()["chunks"]
+    finally:
+        idx.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn, conn.transaction():  # back to how schema 4 left it
+        conn.execute("DROP INDEX memoryd_chunks_vectorless")
+        conn.execute("ALTER TABLE memoryd_chunks ALTER COLUMN embedding SET NOT NULL")
+        conn.execute("UPDATE memoryd_meta SET value = '4' WHERE key = 'schema_version'")
+    assert connect.prepare(pg_dsn, "disable") == 4 and schema.SCHEMA_VERSION == 5
+    (tmp_path / "root" / "new.md").write_text("# New\n\nThe harbour opens at dawn.\n", encoding="utf-8")
+    idx = _open("postgres", tmp_path, pg_dsn, HashEmbedder(64))
+    try:
+        assert idx.status()["index"]["vectors"] == chunks  # the rows kept their vectors
+        assert idx.index_files([(tmp_path / "root", "new.md")], defer_at=1).chunks_added == 1
+        assert _vectorless(pg_dsn) == 1 and idx.query(Query("harbour", k=1, mode="keyword")).hits
+    finally:
+        idx.close()

@@ -135,7 +135,7 @@ MIGRATIONS: tuple[str, ...] = (
     # asking for more rows than have a vector: upgrade every daemon before the first keyword-first index.
     """
     ALTER TABLE memoryd_chunks ALTER COLUMN embedding DROP NOT NULL;
-    CREATE INDEX memoryd_chunks_vectorless ON memoryd_chunks (id) WHERE embedding IS NULL;
+    CREATE INDEX IF NOT EXISTS memoryd_chunks_vectorless ON memoryd_chunks (id) WHERE embedding IS NULL;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
