@@ -45,6 +45,16 @@ def test_overlapping_and_adjacent_hits_of_one_file_merge() -> None:
     assert len(merged) == 20 and merged[0].startswith("line 1 ") and merged[-1].startswith("line 20 ")
 
 
+def test_one_path_on_two_sites_is_two_spans_each_naming_its_site() -> None:
+    here, there = (dataclasses.replace(hit("MEMORY.md", 1, 4, score), site=site)
+                   for score, site in ((0.9, "laptop"), (0.8, "desktop")))
+    assert [(s.site, s.cite()) for s in merge_hits([here, there])] == [("laptop", "MEMORY.md:1-4"),
+                                                                         ("desktop", "MEMORY.md:1-4")]
+    sources = block("x", [here, there], 500, COUNT)["sources"]
+    assert [s.get("site") for s in sources] == ["laptop", "desktop"]
+    assert "site" not in block("x", [hit("MEMORY.md", 1, 4, 0.9)], 500, COUNT)["sources"][0]  # one site: as before
+
+
 def test_block_is_ordered_cited_and_has_a_header() -> None:
     out = block("what about topic 3", [hit("a.md", 1, 4, 0.9), hit("b.md", 5, 6, 0.8)], 500, COUNT)
     text = out["text"]

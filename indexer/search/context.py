@@ -57,6 +57,7 @@ class Span:
     score: float
     lines: dict[int, str] = field(default_factory=dict)
     matched: list[tuple[float, int]] = field(default_factory=list)  # (-hit score, line): the hits' match_lines
+    site: str | None = None  # a shared database's site whose file this is (None: the embedded index)
 
     def absorb(self, hit: Hit) -> None:
         add_lines(self.lines, hit.start_line, hit.text)
@@ -96,12 +97,15 @@ class ContextSource:
     end_line: int
     score: float
     lines: tuple[int, ...] | None = None  # None: shown whole
+    site: str | None = None  # as a search hit's: only on a backend with sites
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"root": self.root, "path": self.path, "start_line": self.start_line,
                                "end_line": self.end_line, "score": round(self.score, 6)}
         if self.lines is not None:
             out["lines"] = list(self.lines)
+        if self.site is not None:
+            out["site"] = self.site
         return out
 
 
@@ -138,16 +142,17 @@ def merge_hits(hits: Sequence[Hit]) -> list[Span]:
     A sweep over each file's hits sorted by start line, so the result does not
     depend on hit order (a hit bridging two others joins all three). When
     several hits hold pieces of one long line, the line keeps the first piece.
+    The same root and path on two sites of a shared database are two files.
     """
-    by_file: dict[tuple[str, str], list[Hit]] = {}
+    by_file: dict[tuple[str | None, str, str], list[Hit]] = {}
     for h in hits:
-        by_file.setdefault((h.root, h.path), []).append(h)
+        by_file.setdefault((h.site, h.root, h.path), []).append(h)
     spans: list[Span] = []
-    for (root, path), group in by_file.items():
+    for (site, root, path), group in by_file.items():
         current: Span | None = None
         for h in sorted(group, key=lambda h: (h.start_line, h.end_line)):
             if current is None or h.start_line > current.end_line + 1:
-                current = Span(root, path, h.start_line, h.end_line, h.score)
+                current = Span(root, path, h.start_line, h.end_line, h.score, site=site)
                 spans.append(current)
             current.absorb(h)
     return sorted(spans, key=lambda s: -s.score)
@@ -186,7 +191,7 @@ def build_context(
         parts.append(item)
         used += size + 1  # the joining newline
         sources.append(ContextSource(span.root, span.path, span.start_line, span.end_line, span.score,
-                                     None if shown is None else tuple(shown)))
+                                     None if shown is None else tuple(shown), span.site))
     # Sizes were summed per item (one tokenisation of each line, not of the growing block); the
     # block is counted once, and should tokens merge across a join, the last items give way.
     used = count_tokens(["\n".join(parts)])[0]
