@@ -231,10 +231,10 @@ def hop(m: int, beta: float, min_idf: float, r0: int = 3) -> Order:
     def order(hits: list[Hit], q: Question) -> list[Hit]:
         hop_terms = {t: idf(q, t) for h in hits[:m] for t in line_terms(best_line(h, q.idfs))
                      if t not in q.idfs and idf(q, t) >= min_idf}
-        total = sum(hop_terms.values())
+        total = math.fsum(hop_terms.values())  # fsum: the same sum whatever the set order
         if not total:
             return hits
-        return rescored_tail(r0, lambda h: beta * sum(v for t, v in hop_terms.items()
+        return rescored_tail(r0, lambda h: beta * math.fsum(v for t, v in hop_terms.items()
                                                       if t in chunk_terms(h.text)) / total, hits)
     return order
 
@@ -243,7 +243,7 @@ def line(floor: float, beta: float, r0: int = 3) -> Order:
     def order(hits: list[Hit], q: Question) -> list[Hit]:
         w = {t: v + floor for t, v in q.idfs.items()}
         total = sum(w.values()) or 1.0
-        return rescored_tail(r0, lambda h: beta * max((sum(w.get(t, 0.0) for t in line_terms(x))
+        return rescored_tail(r0, lambda h: beta * max((math.fsum(w.get(t, 0.0) for t in line_terms(x))
                                                        for x in h.text.split("\n")), default=0.0) / total, hits)
     return order
 
@@ -374,6 +374,26 @@ def loco(qs: Sequence[Question], runs: dict[str, dict[str, dict[str, float]]], l
     return out
 
 
+def missing(qs: Sequence[Question]) -> dict[str, int]:
+    """Where the multi-hop evidence lines the shipped top 10 leaves out sit in the fused ranking."""
+    out = {"missing": 0, "in the first 30 chunks": 0, "in chunks 31-depth": 0, "not in the first depth": 0,
+           "in a file the top 10 shows": 0}
+    for q in qs:
+        if not is_mh(q):
+            continue
+        top = final(q.hits)
+        for p, n in q.relevant:
+            if any(h.path == p and h.start_line <= n <= h.end_line for h in top):
+                continue
+            out["missing"] += 1
+            at = next((i for i, h in enumerate(q.hits) if h.path == p and h.start_line <= n <= h.end_line), None)
+            where = "not in the first depth" if at is None else \
+                "in the first 30 chunks" if at < 30 else "in chunks 31-depth"
+            out[where] += 1
+            out["in a file the top 10 shows"] += any(h.path == p for h in top)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
@@ -387,6 +407,8 @@ def main() -> None:
         raise SystemExit(f"--depth {args.depth}: between {3 * K} and [search] candidates ({most})")
     qs, differ = capture(args.eval_dir, args.work, args.depth)
     print(f"unchanged order vs the shipped search: {differ} of {len(qs)} questions differ")
+    gaps = missing(qs)
+    print("multi-hop evidence lines left out of the top 10: " + ", ".join(f"{k} {v}" for k, v in gaps.items()))
     runs = {"off": run(qs, None), "oracle": run(qs, oracle)}
     print(f"{'ordering':<34} {'mh AllR@10':>6} {'mh R@10':>6} {'LoCoMo R@1':>6} {'MRR@10':>7} {'lines@10':>6} "
           f"{'MADial R@1':>6} {'MRR@10':>7}")
@@ -414,7 +436,7 @@ def main() -> None:
             print(f"    {r['held_out']:<16} {r['chosen']:<30} R@1 {r['R@1'][0]:.3f}->{r['R@1'][1]:.3f} "
                   f"MRR {r['MRR@10'][0]:.4f}->{r['MRR@10'][1]:.4f} "
                   f"lines {r['lines@10'][0]:.1f}->{r['lines@10'][1]:.1f}")
-    print(json.dumps({"depth": args.depth, "differ": differ, "table": table, "loco": chosen}))
+    print(json.dumps({"depth": args.depth, "differ": differ, "missing": gaps, "table": table, "loco": chosen}))
 
 
 if __name__ == "__main__":
