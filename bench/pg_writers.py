@@ -105,7 +105,7 @@ def main() -> int:
         for t in threads:
             t.join()
         t_both = time.perf_counter() - t0
-        chunks = a.status()["storage"]["all_chunks"]
+        chunks = a.status().storage.to_json()["all_chunks"]
         a.close()
         b.close()
         ref = reference_overlap()

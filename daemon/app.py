@@ -229,7 +229,7 @@ class Daemon:
         pending = self.worker.pending + (self.debouncer.pending_count if self.debouncer else 0)
         # Keyword first: a sweep is not over while its chunks still wait for vectors (whoever waits
         # for "not reconciling" gets full hybrid quality; keyword search already covers them).
-        reconciling = self.worker.reconciling or bool((st.get("vectors") or {}).get("pending"))
+        reconciling = self.worker.reconciling or st.vectors.pending > 0
         return DaemonStatus(
             version=self.version, pid=os.getpid(), uptime_s=round(time.monotonic() - self.started, 3), index=st,
             pending=pending, reconciling=reconciling, reconcile_progress=self.worker.reconcile_progress, roots=roots,

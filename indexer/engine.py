@@ -46,6 +46,15 @@ from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, ProviderUnavailable, StoreCorruptError, StoreError
 from memoryd.indexer.files import VANISHED, read_memory_file
+from memoryd.indexer.index_status import (
+    BacklogProgress,
+    EmbeddedStorage,
+    IndexStatus,
+    LocalCacheStatus,
+    ModelStatus,
+    VectorIndexStatus,
+    skipped_files,
+)
 from memoryd.indexer.indexstats import IndexStats, Progress, printable_name, storable
 from memoryd.indexer.ingest import (
     PREPARE_FAILED,
@@ -202,7 +211,7 @@ class MemoryIndex:
         searchable at once and ``progress`` counts committed files.
 
         A file that cannot be indexed is skipped, never the batch: it is counted and named in the
-        returned stats and in ``status()["skipped"]`` (with the reason) until it is indexed or removed.
+        returned stats and in ``status().skipped`` (with the reason) until it is indexed or removed.
         """
         if not self.capabilities.keyword_first:
             defer_at = None  # a backend without a vector backlog commits chunks with their vectors only
@@ -494,28 +503,26 @@ class MemoryIndex:
         with self.lock:
             self.faiss.cancel(job)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> IndexStatus:
         """The index's figures. Safe from any thread: the counts are read through the reader pool
         (never the writer's connection, which belongs to the writing thread)."""
         with self.readers.connection() as conn:
             files, chunks, entries = (int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
                                       for table in ("files", "chunks", "embed_cache"))
-        return {
-            "files": files, "chunks": chunks,
-            "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
-                      "queries": getattr(self.embedder, "query_precision", "exact"),
-                      "passages": getattr(self.embedder, "passage_precision", "exact"),
-                      "provider": self.cfg.embedding.provider, **_server_health(self.embedder)},
-            "cache": {"entries": entries, "hits": self.cache.hits, "misses": self.cache.misses,
-                      "capacity": self.cache.capacity,
-                      "machine": str(self.local_cache.machine.path) if self.local_cache.machine is not None else None},
-            "index": {"type": self.faiss.kind, "vectors": self.vectors.size,
-                      "tombstones": self.faiss.tombstones, "rebuilding": self.faiss.rebuilding},
-            "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
-            "vectors": self.backlog.progress(),
-            # the same block as the PostgreSQL backend's, so a client can tell which one answers
-            "storage": {"backend": "embedded", "where": str(self.data_dir), "reachable": True},
-        }
+        machine = self.local_cache.machine
+        return IndexStatus(
+            files=files, chunks=chunks,
+            model=ModelStatus(self.embedder.model_id, self.embedder.dimension,
+                              getattr(self.embedder, "query_precision", "exact"),
+                              passages=getattr(self.embedder, "passage_precision", "exact"),
+                              provider=self.cfg.embedding.provider, server=_server_health(self.embedder)),
+            cache=LocalCacheStatus(entries, self.cache.hits, self.cache.misses, self.cache.capacity,
+                                   machine=str(machine.path) if machine is not None else None),
+            index=VectorIndexStatus(self.faiss.kind, self.vectors.size, self.faiss.tombstones, self.faiss.rebuilding),
+            skipped=skipped_files(self.skipped),
+            vectors=BacklogProgress.from_progress(self.backlog.progress()),
+            storage=EmbeddedStorage(str(self.data_dir)),
+        )
 
     def close(self) -> None:
         with contextlib.suppress(StoreError):
@@ -550,7 +557,7 @@ def _same_server_model_other_width(have: dict[str, str], want: dict[str, str], d
                          f"(or remove this one's index) to re-embed with the new width")
 
 
-def _server_health(embedder: Embedder) -> dict[str, Any]:
-    """``{"server": {...}}`` for an embedder behind a server (reachable, last error), else nothing."""
+def _server_health(embedder: Embedder) -> dict[str, Any] | None:
+    """An embedding server's health (reachable, last error) for an embedder behind one, else None."""
     health = getattr(embedder, "health", None)
-    return {"server": health()} if callable(health) else {}
+    return health() if callable(health) else None

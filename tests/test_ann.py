@@ -142,7 +142,7 @@ def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
     try:
         idx.vectors.maybe_switch(1000, "hnsw")
         idx.index_files([(root, rel) for rel in rels])
-        assert idx.status()["index"]["type"] == "hnsw"
+        assert idx.status().index.type == "hnsw"
         idx.remove_file(root, "memory/2024-01-03.md")
         (root / "memory" / "2024-01-04.md").write_text("# 2024-01-04\n\n## Part 0\n\n- Cello lesson instead.\n")
         idx.index_files([(root, "memory/2024-01-04.md")])
@@ -169,7 +169,7 @@ def test_engine_follows_the_auto_policy_on_open(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, tmp_path / "data")
     idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
-        assert idx.status()["index"]["type"] == "flat"  # a small corpus stays exact
+        assert idx.status().index.type == "flat"  # a small corpus stays exact
     finally:
         idx.close()
 

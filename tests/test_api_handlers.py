@@ -36,6 +36,14 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.tasks import ReconcileState, TaskStopped
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.index_status import (
+    BacklogProgress,
+    CacheStatus,
+    EmbeddedStorage,
+    IndexStatus,
+    ModelStatus,
+    VectorIndexStatus,
+)
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.query import Query
 
@@ -185,9 +193,15 @@ def test_forget_of_another_sites_hit_is_refused_by_the_indexs_site_before_any_wr
         _writes(tmp_path, FakeWorker(), shared).forget(target, OWNER)
 
 
+def _index_status() -> IndexStatus:
+    return IndexStatus(files=7, chunks=9, model=ModelStatus("hash-64", 64, "exact"), cache=CacheStatus(3, 1, 2, 50),
+                       index=VectorIndexStatus("flat", 9, 0, None), skipped=(), vectors=BacklogProgress(0, None, None),
+                       storage=EmbeddedStorage("/d"))
+
+
 def _status(**changes: Any) -> DaemonStatus:
     base = DaemonStatus(
-        version="9.9", pid=42, uptime_s=1.5, index={"files": 7, "chunks": 9, "vectors": {"pending": 0}},
+        version="9.9", pid=42, uptime_s=1.5, index=_index_status(),
         pending=0, reconciling=False, reconcile_progress=(2, 2),
         roots=(RootStatus("/r/a", WatchState(True, "inotify", "2026-01-02T00:00:00+00:00", None)),
                RootStatus("/r/b", WatchState(True, "polling", "2026-01-03T00:00:00+00:00", None)), RootStatus("/r/c")),
@@ -200,7 +214,8 @@ def _status(**changes: Any) -> DaemonStatus:
 
 def test_status_on_the_wire_keeps_its_keys_their_order_and_the_derived_fields() -> None:
     out = _status().to_json()
-    assert list(out) == ["version", "pid", "uptime_s", "files", "chunks", "vectors", "pending", "reconciling",
+    assert list(out) == ["version", "pid", "uptime_s", "files", "chunks", "model", "cache", "index", "skipped",
+                         "vectors", "storage", "pending", "reconciling",
                          "reconcile_progress", "roots", "reconcile", "last_event", "last_reconcile", "last_error",
                          "last_watch_failure", "socket", "data_dir", "debounced", "fresh", "data_dir_bytes",
                          "rss_bytes", "jobs", "history"]

@@ -81,7 +81,7 @@ def test_engine_background_switch_answers_searches_and_keeps_updates(setup) -> N
         assert idx.vectors.kind == "flat" and idx.rebuild_wanted()  # 40 chunks >= 20: due, not done inline
         before = {q: vector_paths(idx, q) for q in TOPICS}
         job = idx.start_rebuild()
-        assert job is not None and idx.status()["index"]["rebuilding"] == "hnsw" and not idx.rebuild_wanted()
+        assert job is not None and idx.status().index.rebuilding == "hnsw" and not idx.rebuild_wanted()
         hold = Hold()
         builder = threading.Thread(target=lambda: job.build(on_batch=hold))
         builder.start()
@@ -97,8 +97,8 @@ def test_engine_background_switch_answers_searches_and_keeps_updates(setup) -> N
             builder.join(WAIT_S)
         assert job.built is not None and idx.vectors.kind == "flat"
         assert idx.finish_rebuild(job) is True
-        st = idx.status()["index"]
-        assert (st["type"], st["rebuilding"], st["tombstones"]) == ("hnsw", None, 1)  # note-001, deleted meanwhile
+        st = idx.status().index
+        assert (st.type, st.rebuilding, st.tombstones) == ("hnsw", None, 1)  # note-001, deleted meanwhile
         assert idx.vectors.size == idx.store.counts()[1] == 40
         assert "new.md" in vector_paths(idx, "harpsichord concert crypt")
         assert "note-001.md" not in vector_paths(idx, "garden hose number 1")
@@ -159,7 +159,7 @@ def test_worker_builds_in_the_background_and_swaps_in_the_updates(worker) -> Non
     assert hold.entered.wait(WAIT_S)  # polled after the task: the build started on its own thread
     base = os.getpriority(os.PRIO_PROCESS, 0)
     assert hold.nice == min(19, base + 5)  # at lower CPU priority
-    assert idx.vectors.kind == "flat" and idx.status()["index"]["rebuilding"] == "hnsw"
+    assert idx.vectors.kind == "flat" and idx.status().index.rebuilding == "hnsw"
     assert within(lambda: idx.search("kayak trip", k=3).to_json())["hits"]
     (root / "late.md").write_text("# Late\n\nThe harpsichord concert moved to the crypt.\n")
     late = w.index_now([(root, "late.md")])  # the worker is free: the build is elsewhere

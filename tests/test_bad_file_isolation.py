@@ -2,7 +2,7 @@
 
 Whatever one file's bytes make a per-file stage do (decoding, the chunker and its
 Markdown parser, the secret filter, keys and keyword terms, the model), that file
-is skipped with the reason (``status()["skipped"]`` and one ``file.skipped`` log
+is skipped with the reason (``status().skipped`` and one ``file.skipped`` log
 line) and the rest of its batch commits; once the file is fixed it is indexed and
 leaves the list. Errors that are not the file's doing (memory, the disk, the
 storage, memoryd's own typed errors, Ctrl-C) still propagate.
@@ -71,7 +71,7 @@ class Env:
 
     def skipped(self) -> dict[str, str]:
         prefix = f"{self.root}/"
-        return {s["path"].removeprefix(prefix): s["reason"] for s in self.idx.status()["skipped"]}
+        return {s.path.removeprefix(prefix): s.reason for s in self.idx.status().skipped}
 
 
 @pytest.fixture
@@ -161,7 +161,7 @@ def _property(env: Env, examples: int) -> None:
         assert ("bad.md" in env.skipped()) == (stats.files_skipped == 1)
 
     one()
-    assert env.idx.status()["files"] >= 1
+    assert env.idx.status().files >= 1
 
 
 @pytest.mark.slow  # ~9 s on 2 cores: the chunker and the secret filter over 10 MB
@@ -275,11 +275,11 @@ def test_a_cold_start_indexes_every_other_file(tmp_path: Path, monkeypatch: pyte
     try:
         stats = reconcile(idx, [root], FILTER)
         assert stats.files_indexed == 30 and stats.files_skipped == 1
-        assert idx.status()["files"] == 30
-        assert [s["path"] for s in idx.status()["skipped"]] == [f"{root}/d1/bad.md"]
+        assert idx.status().files == 30
+        assert [s.path for s in idx.status().skipped] == [f"{root}/d1/bad.md"]
         (root / "d1" / "bad.md").unlink()  # a skipped file that is deleted leaves the list at the next sweep
         reconcile(idx, [root], FILTER)
-        assert idx.status()["skipped"] == []
+        assert idx.status().skipped == ()
     finally:
         idx.close()
 

@@ -92,7 +92,7 @@ def test_model_work_done_before_a_kill_is_not_redone(tmp_path: Path) -> None:
     idx = MemoryIndex(cfg, counting)
     try:
         idx.index_files(items)
-        total = idx.status()["chunks"]
+        total = idx.status().chunks
     finally:
         idx.close()
     assert total > 200, "the corpus must be larger than what was embedded before the kill"

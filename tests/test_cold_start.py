@@ -124,7 +124,7 @@ def test_deferred_commit_is_keyword_searchable_before_any_embedding(tmp_path: Pa
         assert _paths(idx, "kayak", "vector") == []  # vector mode sees only chunks with a vector
         why = idx.search("kayak", k=1, explain=True).to_json()["hits"][0]["explain"]
         assert why["vector"] == "pending"
-        assert idx.status()["vectors"]["pending"] == stats.chunks_added
+        assert idx.status().vectors.pending == stats.chunks_added
     finally:
         idx.close()
 

@@ -95,7 +95,7 @@ def test_rename_and_delete(env) -> None:
     reconcile(idx, [root], FILTER)
     assert idx.search("Neovim", k=3, mode="keyword").to_json()["hits"] == []
     st = idx.status()
-    assert st["files"] == 1 and st["index"]["vectors"] == st["chunks"]
+    assert st.files == 1 and st.index.vectors == st.chunks
 
 
 def test_vectors_rebuilt_from_cache_without_embedding(env, tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_model_change_drops_chunks_once(env) -> None:
     other = Other(emb.inner)
     other.model_id = "another-model"
     idx2 = MemoryIndex(cfg, other)
-    assert idx2.status()["chunks"] == 0
+    assert idx2.status().chunks == 0
     stats = reconcile(idx2, [root], FILTER)
     assert stats.files_indexed == 2 and other.embedded == stats.chunks_added
     idx2.close()
@@ -153,7 +153,7 @@ def test_follow_symlinks_decides_whether_a_link_inside_the_root_is_indexed(tmp_p
         try:
             reconcile(idx, [root], FILTER)
             paths = {h["path"] for h in idx.search("kayak", k=5, mode="keyword").to_json()["hits"]}
-            reasons = {s["path"].rsplit("/", 1)[-1]: s["reason"] for s in idx.status()["skipped"]}
+            reasons = {s.path.rsplit("/", 1)[-1]: s.reason for s in idx.status().skipped}
         finally:
             idx.close()
         assert paths == ({"real.md", "link.md"} if linked else {"real.md"})
@@ -176,7 +176,7 @@ def test_bad_files_are_skipped_with_reasons_and_do_not_stop_the_rest(env) -> Non
     big = root / "big.md"
     big.write_text("x" * (cfg.watch.max_file_bytes + 1))
     stats = reconcile(idx, [root], FILTER)
-    reasons = {s["path"].rsplit("/", 1)[-1]: s["reason"] for s in idx.status()["skipped"]}
+    reasons = {s.path.rsplit("/", 1)[-1]: s.reason for s in idx.status().skipped}
     assert reasons["bin.md"].startswith("binary")
     assert reasons["big.md"].startswith("too-large")
     assert reasons["link.md"].startswith("symlink-outside-root")
@@ -248,7 +248,7 @@ def test_searches_run_while_indexing(env) -> None:
         for t in threads:
             t.join(10)
     assert not errors
-    assert idx.status()["files"] == 17
+    assert idx.status().files == 17
 
 
 def test_read_only_open_needs_an_index(tmp_path: Path) -> None:
@@ -282,7 +282,7 @@ def test_corrupt_database_is_kept_aside_and_rebuilt_from_the_files(env) -> None:
     idx2 = MemoryIndex(cfg, emb)
     try:
         assert list(cfg.data_dir.glob("index.sqlite3.corrupt-*"))  # kept for inspection
-        assert idx2.status()["files"] == 0
+        assert idx2.status().files == 0
         reconcile(idx2, [root], FILTER)
         assert idx2.search("Neovim", k=1, mode="keyword").to_json()["hits"][0]["path"] == "MEMORY.md"
     finally:

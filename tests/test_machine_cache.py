@@ -62,7 +62,7 @@ def test_index_of_a_folder_embedded_under_another_data_dir_asks_the_model_nothin
     assert len(out) == 2 and all(line.startswith("index: 6 files") for line in out), out
     with _open(_config(root, tmp_path / "data-b", cache_dir)) as index:
         assert index.vectors.size == index.store.counts()[1] > 0  # every chunk has its vector
-        assert index.status()["cache"]["machine"] == str(cache_dir / cache_mod.MACHINE_DB)
+        assert index.status().cache.machine == str(cache_dir / cache_mod.MACHINE_DB)
 
 
 class _open:

@@ -139,9 +139,9 @@ def test_server_down_keyword_first_and_says_so_then_the_backlog_fills(server: Se
         assert found.mode == "keyword" and found.degraded and "keyword results only" in found.degraded
         assert [h.path for h in found.hits] == ["b.md"]
         assert found.to_json()["degraded"] == found.degraded
-        status = index.status()["model"]
-        assert status["provider"] == "openai" and status["server"]["reachable"] is False
-        assert "127.0.0.1" in status["server"]["url"] and status["server"]["last_error"]
+        status = index.status().model
+        assert status.provider == "openai" and status.server is not None and status.server["reachable"] is False
+        assert "127.0.0.1" in status.server["url"] and status.server["last_error"]
         with pytest.raises(ProviderUnavailable):
             index.fill_vectors()
         assert len(index.backlog) == 1  # nothing lost
@@ -151,7 +151,7 @@ def test_server_down_keyword_first_and_says_so_then_the_backlog_fills(server: Se
         assert index.fill_vectors() == 1
         assert len(index.backlog) == 0 and index.vectors.size == 2
         assert index.search("lighthouse Skagen", mode="hybrid").degraded is None
-        assert index.status()["model"]["server"]["reachable"] is True
+        assert (server_health := index.status().model.server) is not None and server_health["reachable"] is True
     finally:
         index.close()
         emb.close()  # type: ignore[attr-defined]

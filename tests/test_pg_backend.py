@@ -100,7 +100,7 @@ def test_two_sites_share_one_memory_and_one_embedding_cache(pg_dsn: str, tmp_pat
         assert {h["root"] for h in same} == {str(r) for r in roots}  # same relative path, two sites, no collision
         mine = b.search("Neovim", k=10, mode="keyword", sites=[b.site]).to_json()["hits"]  # type: ignore[call-arg]
         assert {h["root"] for h in mine} == {str(roots[1])}
-        assert a.status()["storage"]["sites"] == 2 and a.status()["files"] == len(CORPUS) + 1
+        assert a.status().storage.to_json()["sites"] == 2 and a.status().files == len(CORPUS) + 1
     finally:
         a.close()
         b.close()
@@ -146,7 +146,7 @@ def test_the_password_never_reaches_errors_status_logs_or_repr(
     idx = open_index(cfg, HashEmbedder(64))
     try:
         reconcile(idx, [root], FILTER)
-        assert SECRET not in json.dumps(idx.status())
+        assert SECRET not in json.dumps(idx.status().to_json())
     finally:
         idx.close()
     down = dataclasses.replace(cfg, storage=dataclasses.replace(
@@ -170,11 +170,11 @@ def test_database_down_fails_fast_then_resumes_without_a_full_reindex(restartabl
     try:
         reconcile(idx, [root], FILTER)
         embedded = emb.embedded
-        assert idx.status()["storage"]["reachable"] is True
+        assert idx.status().storage.to_json()["reachable"] is True
         restartable_pg.stop()
         with pytest.raises(StorageUnavailableError, match="database postgresql://postgres@"):
             idx.search("Neovim", k=1)
-        down = idx.status()  # status says so, with the last figures it read
+        down = idx.status().to_json()  # status says so, with the last figures it read
         assert down["storage"]["reachable"] is False and down["chunks"] > 0
         assert "postgresql://postgres@" in down["storage"]["error"]
         (root / "while-down.md").write_text("# Down\n\nWritten while the database was away.\n", encoding="utf-8")
@@ -189,7 +189,7 @@ def test_database_down_fails_fast_then_resumes_without_a_full_reindex(restartabl
 
 
 def _reachable(idx: MemoryIndex) -> bool:
-    return bool(idx.status()["storage"]["reachable"])
+    return bool(idx.status().storage.to_json()["reachable"])
 
 
 def test_storage_section_validates_and_reads_the_dsn_from_the_environment(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def test_a_daemon_older_than_the_counts_stops_writing_when_a_newer_one_migrates(
         (root / "late.md").write_text("# Late\n\nWritten without the counts.\n", encoding="utf-8")
         stats = old.index_files([(root, "late.md")])
         assert stats.files_indexed == 0  # refused: it would have left the counts wrong
-        why = old.status()["storage"]["identity_changed"]
+        why = old.status().storage.to_json()["identity_changed"]
         assert why is not None and "pg_writers" in why and "upgrade memoryd" in why
     finally:
         old.close()

@@ -71,7 +71,7 @@ def test_chunks_are_committed_before_their_vectors_and_found_by_keyword(pg: Any,
     assert chunks > 0 and emb.embedded == 0  # not one vector computed
     assert _vectorless(pg_dsn) == chunks == len(idx.backlog)
     st = idx.status()
-    assert st["index"]["vectors"] == 0 and st["vectors"]["pending"] == chunks
+    assert st.index.vectors == 0 and st.vectors.pending == chunks
     assert idx.vectors.size == 0
     hits = idx.query(Query("violin", k=3, mode="keyword")).hits
     assert hits and "violin" in hits[0].text
@@ -81,7 +81,7 @@ def test_chunks_are_committed_before_their_vectors_and_found_by_keyword(pg: Any,
     assert idx.fill_vectors(limit=10_000) == chunks
     assert _vectorless(pg_dsn) == 0 and not idx.backlog
     st = idx.status()
-    assert st["index"]["vectors"] == chunks and st["vectors"]["pending"] == 0
+    assert st.index.vectors == chunks and st.vectors.pending == 0
     assert emb.embedded == chunks
     assert "violin" in idx.query(Query("Caroline plays the violin every evening", k=1, mode="vector")).hits[0].text
 
@@ -102,7 +102,7 @@ def test_a_restart_resumes_the_backlog_from_the_database(tmp_path: Path, pg_dsn:
     try:
         assert len(idx.backlog) == chunks - 2  # found in the database, not re-indexed
         assert {i for i in idx.store.chunk_ids().tolist() if i in idx.backlog} == pending
-        assert idx.status()["vectors"]["pending"] == chunks - 2
+        assert idx.status().vectors.pending == chunks - 2
         assert idx.fill_vectors(limit=10_000) == chunks - 2
         assert again.embedded == chunks - 2 and _vectorless(pg_dsn) == 0  # only the unfinished part embedded
     finally:
@@ -207,7 +207,7 @@ def test_migration_5_lets_an_existing_database_take_keyword_first_chunks(tmp_pat
     idx = _open("postgres", tmp_path, pg_dsn, HashEmbedder(64))
     try:
         reconcile(idx, [tmp_path / "root"], FILTER)
-        chunks = idx.status()["chunks"]
+        chunks = idx.status().chunks
     finally:
         idx.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn, conn.transaction():  # back to how schema 4 left it
@@ -218,7 +218,7 @@ def test_migration_5_lets_an_existing_database_take_keyword_first_chunks(tmp_pat
     (tmp_path / "root" / "new.md").write_text("# New\n\nThe harbour opens at dawn.\n", encoding="utf-8")
     idx = _open("postgres", tmp_path, pg_dsn, HashEmbedder(64))
     try:
-        assert idx.status()["index"]["vectors"] == chunks  # the rows kept their vectors
+        assert idx.status().index.vectors == chunks  # the rows kept their vectors
         assert idx.index_files([(tmp_path / "root", "new.md")], defer_at=1).chunks_added == 1
         assert _vectorless(pg_dsn) == 1 and idx.query(Query("harbour", k=1, mode="keyword")).hits
     finally:

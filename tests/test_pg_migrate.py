@@ -28,7 +28,7 @@ def test_migrate_storage_copies_vectors_and_cache_so_nothing_is_embedded_again(
     embedded = open_index(storage_config("embedded", root, data, None), emb)
     reconcile(embedded, [root], FILTER)
     before = {q: [(h.path, h.start_line) for h in embedded.search(q, k=5).hits] for q in QUERIES}
-    chunks = embedded.status()["chunks"]
+    chunks = embedded.status().chunks
     embedded.close()
 
     toml = tmp_path / "memoryd.toml"
@@ -41,7 +41,7 @@ def test_migrate_storage_copies_vectors_and_cache_so_nothing_is_embedded_again(
     pg = open_index(storage_config("postgres", root, data, pg_dsn), counting)
     try:
         again = reconcile(pg, [root], FILTER)
-        assert again.files_indexed == 0 and counting.embedded == 0 and pg.status()["chunks"] == chunks
+        assert again.files_indexed == 0 and counting.embedded == 0 and pg.status().chunks == chunks
         after = {q: [(h.path, h.start_line) for h in pg.search(q, k=5).hits] for q in QUERIES}
         assert after == before
     finally:
@@ -50,7 +50,7 @@ def test_migrate_storage_copies_vectors_and_cache_so_nothing_is_embedded_again(
     assert main(["migrate-storage", "--config", str(toml), "--data-dir", str(data)]) == 0
     pg = open_index(storage_config("postgres", root, data, pg_dsn), counting)
     try:
-        assert pg.status()["chunks"] == chunks
+        assert pg.status().chunks == chunks
     finally:
         pg.close()
 

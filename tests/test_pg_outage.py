@@ -160,7 +160,7 @@ def test_a_restart_drops_the_locks_and_the_next_write_takes_them_again(restartab
         wait_for(lambda: _indexed(idx, root, "after.md"), timeout=30, what="the write after the restart")
         with pytest.raises(SiteLockedError):  # held again: a second daemon for this root is refused
             open_index(cfg, HashEmbedder(64))
-        assert idx.status()["storage"]["locks"] == {"held": [str(root)], "lost": []}
+        assert idx.status().storage.to_json()["locks"] == {"held": [str(root)], "lost": []}
     finally:
         idx.close()
 
@@ -174,7 +174,7 @@ def test_the_first_calls_after_a_restart_succeed(restartable_pg: Any, tmp_path: 
         restartable_pg.start()
         assert [h.chunk_id for h in idx.search("pgvector", k=3, mode="keyword").hits] == before != []
         assert idx.store.file(idx.store.root_id(root), "MEMORY.md") is not None  # type: ignore[attr-defined]
-        assert idx.status()["storage"]["reachable"] is True
+        assert idx.status().storage.to_json()["reachable"] is True
     finally:
         idx.close()
 
@@ -190,7 +190,7 @@ def test_a_root_another_daemon_took_meanwhile_is_no_longer_indexed(restartable_p
             (root / "late.md").write_text("# Late\n\nOnly one daemon may index this.\n", encoding="utf-8")
             wait_for(lambda: _try_index(first, root, "late.md") is not None, timeout=30, what="the first daemon")
             assert _file_or_none(first, root, "late.md") == "absent"  # it did not index the root
-            lost = first.status()["storage"]["locks"]
+            lost = first.status().storage.to_json()["locks"]
             assert lost["held"] == [] and lost["lost"][0]["root"] == str(root)
             assert "another daemon took the lock" in lost["lost"][0]["why"]
             assert second.index_files([(root, "late.md")]).files_indexed == 1  # the lock holder does
@@ -213,7 +213,8 @@ def test_a_root_comes_back_when_the_other_daemon_lets_it_go(restartable_pg: Any,
             second.close()  # ... which stops; meanwhile a file changed that nobody indexed
         (root / "meanwhile.md").write_text("# Meanwhile\n\nWritten while no daemon indexed it.\n", encoding="utf-8")
         first.save()  # the next snapshot takes the lock back
-        assert first.lost_roots() == {} and first.status()["storage"]["locks"] == {"held": [str(root)], "lost": []}
+        assert first.lost_roots() == {}
+        assert first.status().storage.to_json()["locks"] == {"held": [str(root)], "lost": []}
         assert first.take_reconcile_wanted()  # the scheduler asks for a reconcile, which indexes the change
         assert reconcile(first, [root], FILTER).files_indexed == 1
         assert _file_or_none(first, root, "meanwhile.md") == "present"

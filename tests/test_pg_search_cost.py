@@ -139,7 +139,7 @@ def test_a_deep_vector_search_widens_the_breadth_for_its_own_transaction_only(pg
     idx = open_index(storage_config("postgres", root, tmp_path / "data", pg_dsn), emb)
     try:
         reconcile(idx, [root], FILTER)
-        n = idx.status()["chunks"]
+        n = idx.status().chunks
         deep = idx.vectors.search(emb.embed_query("pgvector"), 100)  # 2k = 200 > the session's 128
         with idx.pg.connection() as conn:  # type: ignore[attr-defined]
             row = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()

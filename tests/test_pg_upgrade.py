@@ -65,8 +65,8 @@ def test_reindex_drops_every_site_keeps_the_cache_and_embeds_nothing_cached(pg_d
     a = indexed(new_a, emb, reindex=True)
     try:
         assert a.reset is not None and a.reset[0] == 2 * len(CORPUS) and a.reset[1] > 0 and a.reset[2] == 1
-        assert emb.calls == 0 and a.status()["files"] == len(CORPUS)  # every vector came from the cache
-        assert a.status()["storage"]["all_files"] == len(CORPUS)  # site b's rows went too
+        assert emb.calls == 0 and a.status().files == len(CORPUS)  # every vector came from the cache
+        assert a.status().storage.to_json()["all_files"] == len(CORPUS)  # site b's rows went too
         with psycopg.connect(pg_dsn) as c:
             meta = dict(c.execute("SELECT key, value FROM memoryd_meta").fetchall())
         assert json.loads(meta["identity"])["redact"].startswith("secrets/")
@@ -76,7 +76,7 @@ def test_reindex_drops_every_site_keeps_the_cache_and_embeds_nothing_cached(pg_d
     b_emb = CountingEmbedder(INNER)
     b = indexed(new_b, b_emb)  # an upgraded site b starts without being refused, and re-embeds nothing
     try:
-        assert b_emb.calls == 0 and b.status()["files"] == len(CORPUS)
+        assert b_emb.calls == 0 and b.status().files == len(CORPUS)
     finally:
         b.close()
 
@@ -89,13 +89,13 @@ def test_a_site_with_the_new_settings_gets_its_roots_back_without_a_restart(pg_d
         a = PgMemoryIndex(new_a, CountingEmbedder(INNER), reindex=True)
         a.pg.reset_all_sites(json.dumps(a.identity(), sort_keys=True), drop_cache=False)
         a.close()
-        assert b.status()["files"] == 0
+        assert b.status().files == 0
         assert not b.take_reconcile_wanted()  # nothing has told b yet
         b.save()  # the daemon's snapshot (every 30 s) checks the generation
         assert b.take_reconcile_wanted() and not b.take_reconcile_wanted()  # once: the scheduler asks for it
         stats = reconcile(b, list(new_b.effective_roots), FILTER)  # the daemon's next sweep, same process
         assert stats.files_indexed == len(CORPUS) and stats.embedded == 0
-        assert b.status()["files"] == len(CORPUS) and b.identity_changed is None and not b.lost_roots()
+        assert b.status().files == len(CORPUS) and b.identity_changed is None and not b.lost_roots()
     finally:
         b.close()
 
@@ -109,10 +109,10 @@ def test_a_site_with_the_old_settings_stops_writing_and_says_so(pg_dsn: str, tmp
         root = next(iter(old_b.effective_roots))
         (root / "late.md").write_text("# Late\n\nWritten the old way after the upgrade.\n", encoding="utf-8")
         stats = b.index_files([(root, "late.md")])
-        assert stats.files_indexed == 0 and b.status()["files"] == 0  # nothing written the old way
-        why = b.status()["storage"]["identity_changed"]
+        assert stats.files_indexed == 0 and b.status().files == 0  # nothing written the old way
+        why = b.status().storage.to_json()["identity_changed"]
         assert why is not None and "redact=secrets/v" in why and "upgrade memoryd" in why
-        assert {Path(r["root"]) for r in b.status()["storage"]["locks"]["lost"]} == {root}
+        assert {Path(r["root"]) for r in b.status().storage.to_json()["locks"]["lost"]} == {root}
     finally:
         b.close()
 
@@ -167,6 +167,6 @@ def test_bench_reuse_of_an_old_database_says_what_to_do_and_reindex_repairs_it(p
     scale_pg.reindex_kept(new_a, emb, root, files, argparse.Namespace(reuse=args.reuse, reindex=True))
     again = PgMemoryIndex(new_a, emb)  # opens: the database now has this memoryd's settings
     try:
-        assert again.status()["files"] == len(CORPUS) and emb.calls == 0
+        assert again.status().files == len(CORPUS) and emb.calls == 0
     finally:
         again.close()

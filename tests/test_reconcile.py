@@ -23,6 +23,6 @@ def test_reconcile_removes_temp_files_a_killed_write_left(tmp_path: Path) -> Non
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ("*.swp", ".*")))
         assert not stale.exists() and editors.exists()
-        assert idx.status()["files"] == 1
+        assert idx.status().files == 1
     finally:
         idx.close()

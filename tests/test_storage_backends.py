@@ -72,7 +72,7 @@ def test_index_then_search_finds_the_line(env: Any) -> None:
     for mode in ("keyword", "vector", "hybrid"):
         assert idx.search("Neovim", k=2, mode=mode).to_json()["hits"][0]["path"] == "MEMORY.md"
     assert idx.search("寿司", k=1, mode="keyword").to_json()["hits"][0]["path"] == "memory/zh.md"
-    assert idx.status()["chunks"] == stats.chunks_added
+    assert idx.status().chunks == stats.chunks_added
 
 
 def test_unchanged_rerun_embeds_nothing_and_an_edit_only_what_changed(env: Any) -> None:
@@ -101,7 +101,7 @@ def test_deleted_and_moved_files_leave_no_stale_chunk(env: Any) -> None:
     hit = idx.search("Neovim", k=1, mode="keyword").to_json()["hits"][0]
     assert hit["path"] == "archive/MEMORY.md" and emb.embedded == before
     files, chunks = idx.store.counts()
-    assert files == len(CORPUS) - 1 and chunks == idx.status()["chunks"]
+    assert files == len(CORPUS) - 1 and chunks == idx.status().chunks
 
 
 def test_path_prefix_and_excluded_folders_filter_both_legs(env: Any) -> None:

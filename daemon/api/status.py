@@ -8,8 +8,8 @@ order are those of the dict the daemon built before these types existed.
 
 The index's own figures (``files``, ``chunks``, ``model``, ``cache``,
 ``index``, ``skipped``, ``vectors``, ``storage``) differ by backend and are
-the index's to describe: they travel as the mapping it returns, spread at
-the top level after ``uptime_s``.
+the library's to describe: :class:`memoryd.indexer.index_status.IndexStatus`,
+spread at the top level after ``uptime_s``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from memoryd.daemon.api.jobs import JobState
 from memoryd.daemon.watch.debouncer import ReadyReason
 from memoryd.daemon.work.tasks import ReconcileState
+from memoryd.indexer.index_status import IndexStatus
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class DaemonStatus:
     version: str
     pid: int
     uptime_s: float
-    index: Mapping[str, Any]  # the index's figures, backend-specific (see the module docstring)
+    index: IndexStatus  # the index's figures, backend-specific (see the module docstring)
     pending: int  # files (or changes) queued or still in the debouncer
     reconciling: bool  # a sweep queued or running, or its chunks still waiting for vectors
     reconcile_progress: tuple[int, int]  # files done / to index in the running (or last) sweep
@@ -116,7 +117,7 @@ class DaemonStatus:
         """The wire form, key for key in the order the contract's clients have always seen."""
         return {
             "version": self.version, "pid": self.pid, "uptime_s": self.uptime_s,
-            **self.index, "pending": self.pending, "reconciling": self.reconciling,
+            **self.index.to_json(), "pending": self.pending, "reconciling": self.reconciling,
             "reconcile_progress": list(self.reconcile_progress), "roots": [r.to_json() for r in self.roots],
             "reconcile": self.reconcile.to_json(),
             "last_event": self.last_event, "last_reconcile": self.last_reconcile,

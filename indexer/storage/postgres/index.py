@@ -42,6 +42,14 @@ from memoryd.indexer.backend import LINE_WAIT_MS, LineStore
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
+from memoryd.indexer.index_status import (
+    BacklogProgress,
+    CacheStatus,
+    IndexStatus,
+    ModelStatus,
+    VectorIndexStatus,
+    skipped_files,
+)
 from memoryd.indexer.indexstats import IndexStats, Progress
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.query import Query
@@ -50,6 +58,7 @@ from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache, PgLineStore
 from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.search import PgLegs, PgVectors
+from memoryd.indexer.storage.postgres.status import LostRoot, PgFigures, PgStorage, SiteLocks
 from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
 from memoryd.indexer.storage.site import site_id
 from memoryd.indexer.types import Embedder
@@ -84,7 +93,7 @@ class PgMemoryIndex(MemoryIndex):
         self.site = site_id(st.site, cfg.data_dir, remember=not read_only)
         self.where = describe(st.dsn)
         self._site_lock: connect.SiteLock | None = None
-        self._last_status: dict[str, Any] = {}
+        self._last_status: IndexStatus | None = None
         self._may_start_away = background_rebuilds and not read_only and not reindex  # the daemon only
         self._reindex = reindex and not read_only
         self.identity_changed: str | None = None  # set when another site re-indexed with other settings
@@ -338,29 +347,30 @@ class PgMemoryIndex(MemoryIndex):
                 sites.touch(c, self.site)  # `memoryd sites list`: when this site was last heard from
         return True
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> IndexStatus:
         """The figures, read from the database; while it is unreachable, the last ones read, marked so."""
         try:
             st = self._status()
         except StorageUnavailableError:
-            last: dict[str, Any] = dict(self._last_status) if self._last_status else self._never_read()
-            storage = {**(last.get("storage") or {}), **self._storage_state()}
-            return {**last, "storage": storage, "vectors": self.backlog.progress(),
-                    "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())]}
-        st["storage"].update(self._storage_state())
+            last = self._last_status or self._never_read()
+            figures = last.storage.figures if isinstance(last.storage, PgStorage) else None
+            return replace(last, storage=self._storage(figures), skipped=skipped_files(self.skipped),
+                           vectors=BacklogProgress.from_progress(self.backlog.progress()))
         self._last_status = st
         return st
 
-    def _storage_state(self) -> dict[str, Any]:
-        """Reachability (since when, the last error) and the (site, root) locks: held, and lost to another daemon."""
-        held = sorted(str(r) for r in self._site_lock.held) if self._site_lock is not None else []
-        lost = [{"root": str(r), "why": why} for r, why in sorted(self.lost_roots().items())]
-        return {"backend": "postgres", "where": self.where, "database": self.where, "site": self.site,
-                "error": self.pg.health.error if not self.pg.health.reachable else None,
-                "identity_changed": self.identity_changed, "refused": self.refused,
-                **self.pg.health.to_json(), "locks": {"held": held, "lost": lost}}
+    def _storage(self, figures: PgFigures | None) -> PgStorage:
+        """Reachability (since when, the last error), the (site, root) locks: held, and lost to another
+        daemon; with ``figures``, the last ones read from the database."""
+        held = tuple(sorted(str(r) for r in self._site_lock.held)) if self._site_lock is not None else ()
+        lost = tuple(LostRoot(str(r), why) for r, why in sorted(self.lost_roots().items()))
+        health = self.pg.health.to_json()  # its ``since`` written as everywhere else
+        return PgStorage(database=self.where, site=self.site, reachable=bool(health["reachable"]),
+                         last_error=health["last_error"], since=str(health["since"]),
+                         identity_changed=self.identity_changed, refused=self.refused,
+                         locks=SiteLocks(held, lost), figures=figures)
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> IndexStatus:
         with self.pg.connection() as c:
             row = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks),"
                             " (SELECT count(*) FROM memoryd_embed_cache),"
@@ -369,31 +379,27 @@ class PgMemoryIndex(MemoryIndex):
         assert row is not None
         files, chunks = self.store.counts()
         with self.pg.connection() as c:
-            all_sites = [info.to_json() for info in sites.list_sites(c)]
-        return {
-            "files": files, "chunks": chunks,
-            "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
-                      "queries": getattr(self.embedder, "query_precision", "exact")},
-            "cache": {"entries": int(row[2]), "hits": self.cache.hits, "misses": self.cache.misses,
-                      "capacity": self.cache.capacity},
-            # every site's chunks with a vector (a chunk committed keyword first has none yet)
-            "index": {"type": "pgvector-hnsw", "vectors": int(row[1]) - int(row[4]), "tombstones": 0,
-                      "rebuilding": None},
-            "storage": {"backend": "postgres", "database": self.where, "site": self.site, "reachable": True,
-                        "sites": int(row[3]), "all_files": int(row[0]), "all_chunks": int(row[1]),
-                        "all_sites": all_sites},
-            "skipped": [{"path": k, "reason": v} for k, v in sorted(self.skipped.items())],
-            "vectors": self.backlog.progress(),  # this process's backlog (keyword-first indexing)
-        }
+            all_sites = tuple(sites.list_sites(c))
+        figures = PgFigures(sites=int(row[3]), all_files=int(row[0]), all_chunks=int(row[1]), all_sites=all_sites)
+        # every site's chunks with a vector (a chunk committed keyword first has none yet)
+        vectors = int(row[1]) - int(row[4])
+        return self._index_status(files, chunks, int(row[2]), vectors, self._storage(figures))
 
-    def _never_read(self) -> dict[str, Any]:
+    def _never_read(self) -> IndexStatus:
         """``status``'s figures before the database ever answered (the daemon started without it)."""
-        return {"files": None, "chunks": None,
-                "model": {"id": self.embedder.model_id, "dim": self.embedder.dimension,
-                          "queries": getattr(self.embedder, "query_precision", "exact")},
-                "cache": {"entries": None, "hits": self.cache.hits, "misses": self.cache.misses,
-                          "capacity": self.cache.capacity},
-                "index": {"type": "pgvector-hnsw", "vectors": None, "tombstones": 0, "rebuilding": None}}
+        return self._index_status(None, None, None, None, self._storage(None))
+
+    def _index_status(self, files: int | None, chunks: int | None, entries: int | None, vectors: int | None,
+                      storage: PgStorage) -> IndexStatus:
+        return IndexStatus(
+            files=files, chunks=chunks,
+            model=ModelStatus(self.embedder.model_id, self.embedder.dimension,
+                              getattr(self.embedder, "query_precision", "exact")),
+            cache=CacheStatus(entries, self.cache.hits, self.cache.misses, self.cache.capacity),
+            index=VectorIndexStatus("pgvector-hnsw", vectors, tombstones=0, rebuilding=None),
+            skipped=skipped_files(self.skipped),
+            vectors=BacklogProgress.from_progress(self.backlog.progress()),  # this process's backlog
+            storage=storage)
 
     def open_line_store(self) -> LineStore | None:
         """The shared embedding cache for the context excerpts' line vectors, through the pool (None read-only)."""
