@@ -2,6 +2,7 @@
 """Cold start: from ``memoryd run`` on a folder never indexed to every file searchable, then to every vector.
 
     python bench/cold_start.py [--chunks 2000,10000] [--probes 20] [--seed 0]
+                               [--backend embedded|postgres] [--dsn DSN]
 
 For each size, a folder is generated (``bench/gen_corpus.py``) and ``--probes`` random
 files get one extra section holding a word found nowhere else. Then ``memoryd run``
@@ -20,7 +21,12 @@ throughput is measured afterwards in-process on the same texts' length mix
 (``--bare`` chunks, same batch size, normal priority): their ratio says how much of the
 model's speed the background pass keeps. ``--until keyword`` stops each size once every
 probe is found, after ``--latency-s`` of queries against the running backlog (for sizes whose
-full embedding takes too long on the machine at hand). Prints a table, then one JSON line.
+full embedding takes too long on the machine at hand).
+
+``--backend postgres``: each size's daemon gets a config file naming a database of its own,
+created fresh (with pgvector) on the server of ``--dsn`` (which must allow ``CREATE DATABASE``),
+else on a private pgserver started for the run (``bench/_pg.py``, its recommended settings)
+and stopped at the end. Everything else is the same run. Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -61,14 +67,18 @@ def found(client: Any, word: str, mode: str = "keyword") -> bool:
 
 
 def run_size(chunks: int, n_probes: int, seed: int, timeout: float, until: str = "embedded",
-             latency_s: float = 30.0) -> dict[str, Any]:
+             latency_s: float = 30.0, pg_base: str | None = None) -> dict[str, Any]:
+    """One size, on the embedded backend, or with ``pg_base`` (a server's maintenance DSN) on a
+    fresh database of that server."""
     tmp = bench_tmp("mdcold-")
     try:
         root = tmp / "root"
         info = generate(root, chunks, seed)
         words = plant_probes(root, n_probes, seed)
-        out: dict[str, Any] = {"chunks_target": chunks, "files": info.files, "probes": len(words)}
-        with Daemon(tmp, [root], tmp / "data", name="cold") as d:
+        out: dict[str, Any] = {"chunks_target": chunks, "files": info.files, "probes": len(words),
+                               "backend": "postgres" if pg_base else "embedded"}
+        config = postgres_config(tmp, pg_base, f"memoryd_cold_{chunks}") if pg_base else None
+        with Daemon(tmp, [root], tmp / "data", config, name="cold") as d:
             out.update(_observe(d, words, timeout, until, latency_s))
             done = d.events("vectors.done")
             out["backlog_embed_s"] = done[-1]["seconds"] if done else None
@@ -77,6 +87,16 @@ def run_size(chunks: int, n_probes: int, seed: int, timeout: float, until: str =
         return out
     finally:
         remove_tree(tmp)
+
+
+def postgres_config(tmp: Path, base: str, name: str) -> Path:
+    """A config file naming database ``name``, created fresh on ``base``'s server."""
+    from _pg import fresh_database
+
+    config = tmp / "memoryd.toml"
+    config.write_text(f'[storage]\nbackend = "postgres"\ndsn = "{fresh_database(base, name)}"\n'
+                      'sslmode = "disable"\n', encoding="utf-8")
+    return config
 
 
 def _observe(d: Daemon, words: list[str], timeout: float, until: str, latency_s: float) -> dict[str, Any]:
@@ -149,6 +169,22 @@ def bare_throughput(n: int) -> float:
         remove_tree(tmp)
 
 
+def run_sizes(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every size of ``--chunks``, on the backend asked for (a private PostgreSQL lives for the whole run)."""
+    sizes = [int(c) for c in args.chunks.split(",")]
+    if args.backend == "embedded":
+        return [run_size(c, args.probes, args.seed, args.timeout, args.until, args.latency_s) for c in sizes]
+    from _pg import server_dsn, stop_servers
+
+    work = bench_tmp("mdcoldpg-")
+    try:
+        base = server_dsn(args.dsn, work)
+        return [run_size(c, args.probes, args.seed, args.timeout, args.until, args.latency_s, base) for c in sizes]
+    finally:
+        stop_servers()
+        remove_tree(work)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--chunks", default="2000,10000", help="comma-separated folder sizes (chunks)")
@@ -158,9 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per size")
     ap.add_argument("--until", choices=("embedded", "keyword"), default="embedded")
     ap.add_argument("--latency-s", type=float, default=30.0, help="with --until keyword: query this long after")
+    ap.add_argument("--backend", choices=("embedded", "postgres"), default="embedded")
+    ap.add_argument("--dsn", default=None, help="--backend postgres: the server to use (default: a private one)")
     args = ap.parse_args(argv)
-    results = [run_size(int(c), args.probes, args.seed, args.timeout, args.until, args.latency_s)
-               for c in args.chunks.split(",")]
+    results = run_sizes(args)
     bare = bare_throughput(args.bare) if args.bare else 0.0
     for r in results:
         rate = r["backlog_chunks"] / r["backlog_embed_s"] if r["backlog_embed_s"] else None
@@ -168,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         r["bare_per_s"] = round(bare, 2) if bare else None
         r["ratio_to_bare"] = None if rate is None or not bare else round(rate / bare, 3)
     print_table(
-        ["chunks", "files", "socket s", "all keyword s", "embedded s", "query p50 ms", "query p95 ms",
+        ["backend", "chunks", "files", "socket s", "all keyword s", "embedded s", "query p50 ms", "query p95 ms",
          "backlog /s", "bare /s", "ratio"],
-        [[r["chunks"], r["files"], fmt(r["socket_s"], 2), fmt(r["keyword_all_s"], 2), fmt(r["embedded_s"], 1),
-          fmt(r["query_ms_during_backlog"].get("p50"), 1), fmt(r["query_ms_during_backlog"].get("p95"), 1),
+        [[r["backend"], r["chunks"], r["files"], fmt(r["socket_s"], 2), fmt(r["keyword_all_s"], 2),
+          fmt(r["embedded_s"], 1), fmt(r["query_ms_during_backlog"].get("p50"), 1),
+          fmt(r["query_ms_during_backlog"].get("p95"), 1),
           fmt(r["backlog_per_s"], 1), fmt(r["bare_per_s"], 1), fmt(r["ratio_to_bare"], 2)] for r in results],
     )
     print(json.dumps({"cold_start": results}))
