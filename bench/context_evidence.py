@@ -3,6 +3,7 @@
 
     python bench/context_evidence.py [EVAL_DIR] [--work DIR] [--max-tokens 800] [--k 20] [--lexical]
                                      [--memo-lines 4096] [--limit N] [--scored-tokens N]
+                                     [--min-score X] [--per-query FILE]
 
 For each folder under EVAL_DIR holding ``queries.jsonl``, the index built by
 ``bench/eval_retrieval.py`` under ``--work`` is opened read-only (run that
@@ -18,6 +19,9 @@ per data set and over both, then the time ``build_context`` took per question
 then one JSON line. Line vectors are memoised as in the daemon (``--memo-lines 0``: every
 line embedded afresh, the cold cost; ``--limit N``: the first N questions per folder;
 ``--scored-tokens N``: the block's allowance of scored line tokens, default as the daemon's).
+As the daemon's ``context``, hits below ``search.min_score`` are dropped and a question with none
+left gets no block (it counts as not held); ``--min-score 0`` measures the block without abstention.
+``--per-query FILE`` writes ``{qid: held}`` (bench/calibrate_scores.py ``--held`` reads it).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ def shown(source: dict[str, Any], path: str, line: int) -> bool:
 
 def run_folder(
     folder: Path, work: Path, cfg: Config, embedder: Any, args: argparse.Namespace, times: dict[str, list[float]],
+    per_query: dict[str, bool],
 ) -> dict[str, Any]:
     max_tokens, k = args.max_tokens, args.k
     line_vectors = LineVectors(embedder.embed_passages, args.memo_lines)
@@ -67,14 +72,17 @@ def run_folder(
             t0 = time.perf_counter()
             qvec = embedder.embed_query(clean_query(q["question"]))  # the vector the daemon hands both steps
             times["query_embedding"].append(time.perf_counter() - t0)
-            hits = index.search(q["question"], k=k, query_vector=lambda v=qvec: v).to_json()["hits"]
+            hits = index.search(q["question"], k=k, query_vector=lambda v=qvec: v,
+                                min_score=args.min_score or None).hits
             t0 = time.perf_counter()
             scorer = None if args.lexical or not hits else cosine_scorer(line_vectors, qvec)
             block = build_context(q["question"], hits, max_tokens, embedder.count_tokens, scorer,
-                                  scored_tokens=args.scored_tokens)
+                                  scored_tokens=args.scored_tokens).to_json()
             times["context"].append(time.perf_counter() - t0)
             evidence = [(r["path"], r["line"]) for r in q["relevant"]]
-            held += any(shown(s, p, n) for s in block["sources"] for p, n in evidence)
+            found = any(shown(s, p, n) for s in block["sources"] for p, n in evidence)
+            per_query[q["qid"]] = found
+            held += found
             excerpts += sum(1 for s in block["sources"] if "lines" in s)
             spans += len(block["sources"])
             tokens += block["tokens"]
@@ -95,13 +103,19 @@ def main() -> None:
     ap.add_argument("--memo-lines", type=int, default=MEMO_LINES, help="line vectors memoised (0: none)")
     ap.add_argument("--limit", type=int, default=0, help="questions per folder (0: all)")
     ap.add_argument("--scored-tokens", type=int, default=MAX_SCORED_TOKENS, help="scored line tokens per block")
+    ap.add_argument("--min-score", type=float, default=Config().search.min_score,
+                    help="abstention threshold, as the daemon's context (0: never abstain)")
+    ap.add_argument("--per-query", type=Path, help="write {qid: evidence shown} here")
     args = ap.parse_args()
     cfg = Config()
     embedder = load_embedder(cfg.embedding, args.work / "model")
     folders = sorted(p for p in args.eval_dir.iterdir() if (p / "queries.jsonl").exists())
     times: dict[str, list[float]] = {"query_embedding": [], "context": []}
-    rows = {f.name: run_folder(f, args.work, cfg, embedder, args, times)
+    per_query: dict[str, bool] = {}
+    rows = {f.name: run_folder(f, args.work, cfg, embedder, args, times, per_query)
             for f in folders}
+    if args.per_query:
+        args.per_query.write_text(json.dumps(per_query))
     print(f"{'data':<20} {'n':>4} {'held':>5} {'rate':>6} {'sources':>8} {'excerpts':>9} {'tokens':>7}")
     for name, r in rows.items():
         print(f"{name:<20} {r['n']:>4} {r['held']:>5} {r['rate']:>6.3f} {r['sources_per_block']:>8.2f} "
@@ -117,6 +131,7 @@ def main() -> None:
     print(f"build_context ms p50 {ms['context']['p50']:.1f} p99 {ms['context']['p99']:.1f}; query embedding ms "
           f"p50 {ms['query_embedding']['p50']:.1f} p99 {ms['query_embedding']['p99']:.1f} (p50 ratio {ratio})")
     print(json.dumps({"max_tokens": args.max_tokens, "k": args.k, "lexical": args.lexical,
+                      "min_score": args.min_score,
                       "memo_lines": args.memo_lines, "limit": args.limit,
                       "scored_tokens": args.scored_tokens, "folders": rows,
                       **totals, "ms": ms, "context_to_query_p50": ratio}))

@@ -24,7 +24,8 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import ConfigError
 from memoryd.indexer.reconcile import reconcile
 from memoryd.indexer.search import calibration
-from memoryd.indexer.search.calibration import Features, coverage, fitted_for, monotone, probability
+from memoryd.indexer.search.calibration import Features, coverage, fitted_for, monotone, probability, with_margins
+from memoryd.indexer.search.content_words import content_terms
 from tests.helpers import make_config
 
 OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
@@ -72,6 +73,57 @@ def test_monotone_scores_never_rise_down_the_list_and_never_drop_a_hit(scores: l
     assert all(a >= b for a, b in itertools.pairwise(out))
     assert all(o >= s for o, s in zip(out, scores, strict=True))
     assert out[-1:] == scores[-1:]
+
+
+@given(unit, unit, unit, st.floats(-3.0, 6.0), st.floats(0.0, 6.0))
+def test_a_query_with_no_content_word_is_never_answered(
+        cos: float, cov: float, missing: float, margin: float, lead: float) -> None:
+    assert probability(Features(cos, cov, missing, content=False, margin=margin, lead=lead)) == 0.0
+    assert probability(Features(None, cov, missing, content=False)) == 0.0
+
+
+@given(unit, unit, unit, st.floats(-3.0, 6.0), st.floats(0.0, 6.0), st.floats(0.0, 1.0))
+def test_a_hit_standing_further_above_its_candidates_never_scores_lower(
+        cos: float, cov: float, missing: float, margin: float, lead: float, step: float) -> None:
+    base = probability(Features(cos, cov, missing, margin=margin, lead=lead))
+    assert probability(Features(cos, cov, missing, margin=margin + step, lead=lead)) >= base
+    assert probability(Features(cos, cov, missing, margin=margin, lead=lead + step)) <= base
+
+
+def test_margins_are_measured_against_the_query_s_own_candidates() -> None:
+    cosines = {1: 0.90, 2: 0.80, 3: 0.80, 4: 0.78}
+    feats = {i: Features(c, 0.5, 0.0) for i, c in cosines.items()}
+    out = with_margins(feats, cosines)
+    assert out[1].lead == 0.0 and out[1].margin > out[2].margin == out[3].margin > out[4].margin
+    assert out[2].lead == pytest.approx(out[1].margin - out[2].margin)
+    flat = {i: 0.8 + i * 1e-4 for i in range(1, 5)}  # near-identical candidates are no evidence
+    flat_feats = with_margins({i: Features(c, 0.5, 0.0) for i, c in flat.items()}, flat)
+    assert max(f.margin for f in flat_feats.values()) < 0.05
+    assert with_margins(feats, {1: 0.9, 2: 0.8}) == feats  # too few candidates to measure against
+    assert with_margins(feats, None) == feats
+    keyword_only = {1: Features(None, 0.5, 0.0)}
+    assert with_margins(keyword_only, cosines) == keyword_only
+
+
+@pytest.mark.parametrize("prompt", ["continue", "thanks, that works", "why is it not working?", "AND OR NOT",
+                                    "the a of", "ok", "好的", "继续", "谢谢", "Yes please, go on."])
+def test_chat_turns_have_no_content_words(prompt: str) -> None:
+    from memoryd.indexer import keyword
+
+    assert content_terms(keyword.query_terms(prompt)) == []
+
+
+@pytest.mark.parametrize(("query", "kept"), [
+    ("What is Jolene's blood type?", {"jolen", "blood"}),
+    ("What programming language does Deborah use at work?", {"deborah", "program"}),
+    ("Where did we fly for the Lisbon conference?", {"fli", "lisbon", "confer"}),
+    ("她上周去爬山了吗", {"爬山"}),
+])
+def test_names_and_topics_are_content_words(query: str, kept: set[str]) -> None:
+    from memoryd.indexer import keyword
+
+    terms = content_terms(keyword.query_terms(query))
+    assert kept <= set(terms), terms
 
 
 def test_coverage_weighs_rare_words_more() -> None:
@@ -145,10 +197,17 @@ def test_scores_are_absolute_and_explain_keeps_the_components(index: MemoryIndex
     assert scores and all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
     assert scores[0] >= SearchConfig().min_score
     why = res["hits"][0]["explain"]
-    assert set(why["calibration"]) == {"cosine", "coverage", "missing"} and "fused" in why
+    assert set(why["calibration"]) == {"cosine", "coverage", "missing", "content", "margin", "lead"} and "fused" in why
     assert why["calibration"]["cosine"] is None  # the test embedder has no fitted coefficients
     off = index.search("kubernetes helm chart ingress certificate rotation", k=5).to_json()
     assert off["hits"] and off["hits"][0]["score"] < SearchConfig().min_score  # unlike min-max, not 1.0
+
+
+@pytest.mark.parametrize("prompt", ["thanks, that works", "continue", "好的"])
+def test_a_chat_turn_scores_0_even_when_its_words_are_stored(index: MemoryIndex, prompt: str) -> None:
+    res = index.search(prompt, k=5, explain=True, mode="hybrid").to_json()
+    assert all(h["score"] == 0.0 and h["explain"]["calibration"]["content"] is False for h in res["hits"])
+    assert index.search(prompt, k=5, min_score=SearchConfig().min_score).to_json()["abstained"] is True
 
 
 def test_min_score_cuts_the_list_and_says_why_when_nothing_is_left(index: MemoryIndex) -> None:
@@ -198,7 +257,8 @@ def test_real_model_off_topic_scores_below_the_threshold_and_on_topic_above(tmp_
             return float(hits[0]["score"])
 
         for query in ("kubernetes helm chart ingress TLS certificate rotation", "What is the capital of Kazakhstan?",
-                      "怎样编译带有联邦信息处理标准支持的加密库？"):
+                      "怎样编译带有联邦信息处理标准支持的加密库？", "thanks, that works", "continue",
+                      "TypeError: 'NoneType' object is not subscriptable", "What is the cat's blood type?"):
             assert top(query) < threshold, query
         for query in ("Which editor does the user prefer?", "Where did we fly for the conference?", "周末去爬山了吗"):
             assert top(query) >= threshold, query

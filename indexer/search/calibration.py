@@ -1,26 +1,40 @@
-"""Calibrated hit scores: a relevance in [0, 1] that means the same for every query.
+"""Calibrated hit scores: a relevance in [0, 1] that means "this answers the query".
 
 The fused score ranks a query's candidates, but it is normalised over them, so
 its top hit is always the best *of this query* — even when nothing stored is
 about the query. Callers (agents above all) need to tell a match from noise,
-so every hit's ``score`` is the output of a small logistic model over features
-that do not depend on the other candidates:
+and an agent's loop asks about everything: "continue", "thanks, that works", a
+pasted traceback, a question about a person the memory knows but not the
+answer. So every hit's ``score`` is the output of a small logistic model over
+features that say how well *this* hit answers *this* query:
 
 - ``cosine``: the hit's cosine similarity to the query (the model's own scale);
-- ``coverage``: the IDF-weighted share of the query's keyword terms the hit
-  holds. A term the corpus never saw counts fully against it: names and
-  topics that are not stored are the strongest sign of an unanswerable query;
-- ``missing``: the IDF-weighted share of the query's terms that no chunk holds
-  at all (a person or topic the memory never mentions), the same for every hit.
+- ``coverage``: the IDF-weighted share of the query's *content* terms the hit
+  holds (:mod:`memoryd.indexer.search.content_words`: very common words of
+  each language name no topic and are not counted). A term the corpus never
+  saw counts fully against it: names and topics that are not stored are the
+  strongest sign of an unanswerable query;
+- ``missing``: the IDF-weighted share of the query's content terms that no
+  chunk holds at all, the same for every hit;
+- ``margin``: how far the hit's cosine stands above the query's own candidates
+  (standard deviations above their mean): an answer stands out from the
+  chunks that merely share the topic or the speakers, a chat turn's candidates
+  are all alike;
+- ``lead``: how far the hit's cosine is below the best candidate's, in the same
+  units (0 for the best): the top hits are told apart.
 
-The coefficients were fitted by ``bench/calibrate_scores.py`` on the LoCoMo
-and MADial dev sets (positives: each question against its own folder;
-negatives: questions asked against a folder without their answer, and
-off-topic questions) for the default embedding model; another model needs its
-own fit (until then, its hits are scored by the keyword-only coefficients).
-Scores are then made non-increasing down the ranking (see :func:`monotone`),
-so a threshold cuts the list without gaps and the ranking itself never
-changes.
+A query with no content term at all (``continue``, ``好的``) scores 0: memory
+never answers it.
+
+The coefficients are fitted by ``bench/calibrate_scores.py`` on the LoCoMo and
+MADial dev sets (positives: each question against its own folder; negatives:
+agent-chat prompts, questions about people the folder knows but whose answer
+it does not hold, questions from other folders, off-topic questions), every
+choice made leave-one-conversation-out, for the default embedding model;
+another model needs its own fit (until then, its hits are scored by the
+keyword-only coefficients). Scores are then made non-increasing down the
+ranking (see :func:`monotone`), so a threshold cuts the list without gaps and
+the ranking itself never changes.
 """
 
 from __future__ import annotations
@@ -28,21 +42,25 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memoryd.indexer.store import select_in
 
 __all__ = ["CALIBRATION_VERSION", "Features", "coverage", "features_for", "features_from", "fitted_for", "monotone",
-           "probability"]
+           "probability", "with_margins"]
 
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2
 """Bump when the features or coefficients change: stored thresholds are on this scale."""
 
-# Logistic coefficients (intercept, cosine, coverage, missing) for hits with a cosine, and
-# (intercept, coverage, missing) for keyword-only hits. Fitted by bench/calibrate_scores.py on
+# Logistic coefficients (intercept, cosine, coverage, missing, margin, lead) for hits with a cosine,
+# and (intercept, coverage, missing) for keyword-only hits. Fitted by bench/calibrate_scores.py on
 # the dev sets (multilingual-e5-small); the threshold chosen with them is search.min_score.
-HYBRID_COEF: tuple[float, float, float, float] = (-102.0949, 124.9607, 9.6884, -4.6497)
-KEYWORD_COEF: tuple[float, float, float] = (-0.358, 7.878, -2.445)
+HYBRID_COEF: tuple[float, float, float, float, float, float] = (-47.9367, 54.6694, 6.3628, 0.0, 0.3079, 0.0)
+KEYWORD_COEF: tuple[float, float, float] = (-2.061, 6.762, 0.0)
+# ``missing`` and ``lead`` fitted to 0: the fit drops a feature whose weight comes out with the wrong sign
+# (bench/calibrate_scores.py SIGNS), and the model chosen leave-one-conversation-out has no ``lead``.
+MIN_SPREAD = 0.01
+"""The least cosine spread margins are measured in: a handful of near-equal candidates is no evidence."""
 
 
 CALIBRATED_MODEL = "multilingual-e5-small-q4"
@@ -62,19 +80,47 @@ class Features:
     cosine: float | None  # None: no vector leg (keyword mode, no model) or a model without coefficients
     coverage: float
     missing: float
+    content: bool = True  # False: the query has no content term (then nothing answers it)
+    margin: float = 0.0  # the cosine's standard deviations above the candidates' mean (with_margins)
+    lead: float = 0.0  # ... below the best candidate's (0 for the best; with_margins)
 
-    def to_json(self) -> dict[str, float | None]:
+    def to_json(self) -> dict[str, float | bool | None]:
         cos = None if self.cosine is None else round(self.cosine, 6)
-        return {"cosine": cos, "coverage": round(self.coverage, 6), "missing": round(self.missing, 6)}
+        return {"cosine": cos, "coverage": round(self.coverage, 6), "missing": round(self.missing, 6),
+                "content": self.content, "margin": round(self.margin, 6), "lead": round(self.lead, 6)}
 
 
 def probability(f: Features) -> float:
     """The calibrated relevance of one hit, in [0, 1]."""
+    if not f.content:
+        return 0.0
     if f.cosine is None:
         b0, bcov, bmiss = KEYWORD_COEF
         return _sigmoid(b0 + bcov * f.coverage + bmiss * f.missing)
-    b0, bcos, bcov, bmiss = HYBRID_COEF
-    return _sigmoid(b0 + bcos * f.cosine + bcov * f.coverage + bmiss * f.missing)
+    b0, bcos, bcov, bmiss, bmargin, blead = HYBRID_COEF
+    return _sigmoid(b0 + bcos * f.cosine + bcov * f.coverage + bmiss * f.missing + bmargin * f.margin
+                    + blead * f.lead)
+
+
+def with_margins(feats: Mapping[int, Features], cosines: Mapping[int, float] | None) -> dict[int, Features]:
+    """``feats`` with each hit's ``margin`` and ``lead`` measured against the query's candidates
+    (``cosines``: every candidate's cosine; None or fewer than 3: no margins, all 0).
+
+    The spread is the candidates' standard deviation, at least :data:`MIN_SPREAD`, so that a few
+    near-identical cosines do not turn a 0.001 difference into a large margin."""
+    values = list(cosines.values()) if cosines else []
+    if len(values) < 3:
+        return dict(feats)
+    mean = sum(values) / len(values)
+    sd = max(math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)), MIN_SPREAD)
+    best = max(values)
+    out = {}
+    for i, f in feats.items():
+        if f.cosine is None:
+            out[i] = f
+        else:
+            out[i] = replace(f, margin=(f.cosine - mean) / sd, lead=(best - f.cosine) / sd)
+    return out
 
 
 def monotone(scores: Sequence[float]) -> list[float]:
@@ -145,8 +191,8 @@ def features_from(
     def covered(doc_terms: set[str]) -> float:
         return sum([w for t, w in weighted if t in doc_terms]) / total if total > 0 else 0.0
 
-    return {i: Features(None if cosines is None else cosines.get(i), covered(stored.get(i, empty)), missing)
-            for i in ids}
+    return {i: Features(None if cosines is None else cosines.get(i), covered(stored.get(i, empty)), missing,
+                        content=bool(terms)) for i in ids}
 
 
 def _sigmoid(z: float) -> float:

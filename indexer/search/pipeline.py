@@ -34,6 +34,7 @@ from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_se
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration, fallback, intent, pending, rescore, shaping, synonyms
+from memoryd.indexer.search.content_words import content_terms
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
 from memoryd.indexer.search.legs import LegSession, QueryVector, SearchLegs, Terms
@@ -129,7 +130,8 @@ class SearchPipeline:
             ranked = self._reorder(self._fuse(mode, legs, p.cleaned, p.intents), legs, s, k)
             head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
             cosines = legs.vec if legs.qvec is not None and self._fitted else None
-            feats = s.features([h.chunk_id for h in head], p.terms.features, cosines) if head else {}
+            feats = calibration.with_margins(s.features([h.chunk_id for h in head], content_terms(p.terms.features),
+                                                        cosines), cosines) if head else {}
         hits = shaping.calibrated(head, feats)
         if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None:
             weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, q.min_score))
