@@ -6,7 +6,8 @@
 
 For each size, a folder is generated (``bench/gen_corpus.py``) and ``--probes`` random
 files get one extra section holding a word found nowhere else. Then ``memoryd run``
-(real model, empty data dir, the user's built model cache) is spawned and timed:
+(real model, empty data dir, the user's built model cache, no machine-wide embedding cache) is
+spawned and timed:
 
 * **socket**: from spawn until the socket answers ``ping``;
 * **keyword**: until every probe word is found by a ``keyword`` search (each probe is
@@ -77,8 +78,7 @@ def run_size(chunks: int, n_probes: int, seed: int, timeout: float, until: str =
         words = plant_probes(root, n_probes, seed)
         out: dict[str, Any] = {"chunks_target": chunks, "files": info.files, "probes": len(words),
                                "backend": "postgres" if pg_base else "embedded"}
-        config = postgres_config(tmp, pg_base, f"memoryd_cold_{chunks}") if pg_base else None
-        with Daemon(tmp, [root], tmp / "data", config, name="cold") as d:
+        with Daemon(tmp, [root], tmp / "data", cold_config(tmp, pg_base, f"memoryd_cold_{chunks}"), name="cold") as d:
             out.update(_observe(d, words, timeout, until, latency_s))
             done = d.events("vectors.done")
             out["backlog_embed_s"] = done[-1]["seconds"] if done else None
@@ -89,13 +89,17 @@ def run_size(chunks: int, n_probes: int, seed: int, timeout: float, until: str =
         remove_tree(tmp)
 
 
-def postgres_config(tmp: Path, base: str, name: str) -> Path:
-    """A config file naming database ``name``, created fresh on ``base``'s server."""
-    from _pg import fresh_database
+def cold_config(tmp: Path, pg_base: str | None, name: str) -> Path:
+    """The daemon's config: no machine-wide embedding cache (an earlier run's vectors of the same
+    generated folder would make the start warm), and with ``pg_base`` the PostgreSQL backend on
+    database ``name``, created fresh on that server."""
+    text = "[embedding]\nmachine_cache_entries = 0\n"
+    if pg_base is not None:
+        from _pg import fresh_database
 
+        text += f'[storage]\nbackend = "postgres"\ndsn = "{fresh_database(pg_base, name)}"\nsslmode = "disable"\n'
     config = tmp / "memoryd.toml"
-    config.write_text(f'[storage]\nbackend = "postgres"\ndsn = "{fresh_database(base, name)}"\n'
-                      'sslmode = "disable"\n', encoding="utf-8")
+    config.write_text(text, encoding="utf-8")
     return config
 
 
