@@ -310,6 +310,9 @@ def main() -> None:
     final = [r for r in rows if r["split"] == "final"]
     beta = fit_signed(*training_set(dev, cols), cols)
     t_all = choose(dev, scored(dev, beta, cols))
+    x, y, w = training_set(dev, MODELS["+margin"])
+    unmeasured = float((x[:, 4] * w).sum() / w.sum())  # calibration.UNMEASURED_MARGIN
+    print(f"mean margin of the training rows (calibration.UNMEASURED_MARGIN): {unmeasured:.2f}")
     coef = [0.0] * len(FEATURES)
     for c, b in zip(cols, beta, strict=True):
         coef[c] = float(b)
@@ -328,7 +331,7 @@ def main() -> None:
     print(f"keyword-only model (no cosine): coefficients {np.round(beta_kw, 3).tolist()}; at {t_all}: "
           + ", ".join(f"{k} {v:.3f}" for k, v in kw.items() if k != "n_pos"))
     print(json.dumps({"version": calibration.CALIBRATION_VERSION, "chosen": name,
-                      "coefficients": np.round(coef, 4).tolist(),
+                      "coefficients": np.round(coef, 4).tolist(), "unmeasured_margin": round(unmeasured, 2),
                       "keyword_coefficients": np.round(beta_kw, 4).tolist(), "threshold": t_all, "targets": TARGETS,
                       "loco": models, "dev": o_dev, "final": o_final, "engine_dev": e_dev, "engine_final": e_final,
                       "keyword_only": kw, "config": dataclasses.asdict(Config().search)}))

@@ -99,7 +99,8 @@ def test_margins_are_measured_against_the_query_s_own_candidates() -> None:
     flat = {i: 0.8 + i * 1e-4 for i in range(1, 5)}  # near-identical candidates are no evidence
     flat_feats = with_margins({i: Features(c, 0.5, 0.0) for i, c in flat.items()}, flat)
     assert max(f.margin for f in flat_feats.values()) < 0.05
-    assert with_margins(feats, {1: 0.9, 2: 0.8}) == feats  # too few candidates to measure against
+    few = with_margins(feats, {1: 0.9, 2: 0.8})  # too few candidates to measure against: neither helped nor hurt
+    assert {f.margin for f in few.values()} == {calibration.UNMEASURED_MARGIN} and {f.lead for f in few.values()} == {0}
     assert with_margins(feats, None) == feats
     keyword_only = {1: Features(None, 0.5, 0.0)}
     assert with_margins(keyword_only, cosines) == keyword_only
@@ -260,7 +261,7 @@ def test_real_model_off_topic_scores_below_the_threshold_and_on_topic_above(tmp_
                       "怎样编译带有联邦信息处理标准支持的加密库？", "thanks, that works", "continue",
                       "TypeError: 'NoneType' object is not subscriptable", "What is the cat's blood type?"):
             assert top(query) < threshold, query
-        for query in ("Which editor does the user prefer?", "Where did we fly for the conference?", "周末去爬山了吗"):
+        for query in ("Which editor does the user prefer?", "Which flights did we book for the conference?", "周末去爬山了吗"):
             assert top(query) >= threshold, query
     finally:
         idx.close()

@@ -59,6 +59,10 @@ HYBRID_COEF: tuple[float, float, float, float, float, float] = (-47.9367, 54.669
 KEYWORD_COEF: tuple[float, float, float] = (-2.061, 6.762, 0.0)
 # ``missing`` and ``lead`` fitted to 0: the fit drops a feature whose weight comes out with the wrong sign
 # (bench/calibrate_scores.py SIGNS), and the model chosen leave-one-conversation-out has no ``lead``.
+UNMEASURED_MARGIN = 1.68
+"""The margin of a hit whose query had too few candidates to measure one (a folder of one or two chunks):
+the mean margin of the fit's training rows (bench/calibrate_scores.py prints it), so that such a hit is
+neither helped nor hurt by the feature."""
 MIN_SPREAD = 0.01
 """The least cosine spread margins are measured in: a handful of near-equal candidates is no evidence."""
 
@@ -104,13 +108,16 @@ def probability(f: Features) -> float:
 
 def with_margins(feats: Mapping[int, Features], cosines: Mapping[int, float] | None) -> dict[int, Features]:
     """``feats`` with each hit's ``margin`` and ``lead`` measured against the query's candidates
-    (``cosines``: every candidate's cosine; None or fewer than 3: no margins, all 0).
+    (``cosines``: every candidate's cosine; fewer than 3: :data:`UNMEASURED_MARGIN`, lead 0; None: no
+    vector leg, unchanged).
 
     The spread is the candidates' standard deviation, at least :data:`MIN_SPREAD`, so that a few
     near-identical cosines do not turn a 0.001 difference into a large margin."""
-    values = list(cosines.values()) if cosines else []
-    if len(values) < 3:
+    if cosines is None:
         return dict(feats)
+    values = list(cosines.values())
+    if len(values) < 3:
+        return {i: f if f.cosine is None else replace(f, margin=UNMEASURED_MARGIN) for i, f in feats.items()}
     mean = sum(values) / len(values)
     sd = max(math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)), MIN_SPREAD)
     best = max(values)
