@@ -10,7 +10,7 @@ characters are. The list is general word frequency, not chosen on any evaluation
 to say "this word names no topic", and the corpus IDF weighs the remaining terms by rarity.
 
 A query with no content term (``continue``, ``好的``) is never answered by memory: its hits
-score 0 (:mod:`memoryd.indexer.search.shaping`).
+score 0 (:func:`memoryd.indexer.search.calibration.probability`).
 """
 
 from __future__ import annotations
