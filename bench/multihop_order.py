@@ -90,8 +90,9 @@ class Question:
 # -- the run ---------------------------------------------------------------------------------------
 
 
-def capture(eval_dir: Path, work: Path, depth: int) -> tuple[list[Question], int]:
-    """Every question's first ``depth`` chunks; also how many differ from the default merged top 10."""
+def capture(eval_dir: Path, work: Path, depth: int, hops: bool = True) -> tuple[list[Question], int]:
+    """Every question's first ``depth`` chunks; also how many differ from the default merged top 10.
+    ``hops``: also run the ``search2`` family's second searches (two more searches a question)."""
     folders = sorted(p for p in eval_dir.iterdir() if (p / "queries.jsonl").exists())
     cfg = Config()
     embedder = load_embedder(cfg.embedding, work / "model")
@@ -117,7 +118,7 @@ def capture(eval_dir: Path, work: Path, depth: int) -> tuple[list[Question], int
                     df.update(chunk_terms(h.text))
             rel = list(dict.fromkeys((r["path"], int(r["line"])) for r in q["relevant"]))
             mine.append(Question(folder.name, q["qid"], str(q.get("category", "all")), rel, hits,
-                                 hops=second_searches(index, hits, depth)))
+                                 hops=second_searches(index, hits, depth) if hops else []))
         index.close()
         default = MemoryIndex(fcfg, embedder)  # the shipped settings, for the reproduction check
         for q, raw in zip(mine, qs, strict=True):
