@@ -35,6 +35,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -208,11 +209,13 @@ def separability(qs: Sequence[Question], cos_of: Cosines, r0: int = 4) -> dict[s
     """Within each multi-hop question, over its merged hits r0 on in the first ``LINE_CHUNKS`` chunks: how
     often a hit holding an evidence line outranks one holding none (pairwise AUC), by each signal."""
     wins = {"fused": 0.0, "cos": 0.0}
-    pairs = 0
+    pairs = ties = neighbours = 0
     for q in qs:
         if not is_mh(q):
             continue
         scored, _, _, _ = features(q.hits, cos_of[q.qid])
+        ties += sum(a[0].score == b[0].score for a, b in pairwise(scored))
+        neighbours += max(len(scored) - 1, 0)
         cos = cos_of[q.qid]
         tail = [(g[0].score, max(cos[h.chunk_id] for h in g),
                  any(h.path == p and h.start_line <= n <= h.end_line for h in g for p, n in q.relevant))
@@ -222,7 +225,22 @@ def separability(qs: Sequence[Question], cos_of: Cosines, r0: int = 4) -> dict[s
                 pairs += 1
                 wins["fused"] += 1.0 if gf > bf else 0.5 if gf == bf else 0.0
                 wins["cos"] += 1.0 if gc > bc else 0.5 if gc == bc else 0.0
-    return {f"auc_{k}": v / max(pairs, 1) for k, v in wins.items()} | {"pairs": float(pairs)}
+    return {f"auc_{k}": v / max(pairs, 1) for k, v in wins.items()} | {
+        "pairs": float(pairs), "tied_neighbours": float(ties), "neighbours": float(neighbours)}
+
+
+def changes(qs: Sequence[Question], runs: dict[str, dict[str, dict[str, float]]], label: str) -> dict[str, Any]:
+    """One setting against today on all five: multi-hop questions whose AllR@10 rose / fell, and AllR@10 per
+    LoCoMo category and for MADial."""
+    mh = [q for q in qs if is_mh(q)]
+    out: dict[str, Any] = {
+        "label": label, "up": sum(runs[label][q.qid]["AllR@10"] > runs["off"][q.qid]["AllR@10"] for q in mh),
+        "down": sum(runs[label][q.qid]["AllR@10"] < runs["off"][q.qid]["AllR@10"] for q in mh)}
+    keeps = {f"locomo {c}": (lambda q, c=c: q.folder.startswith("locomo") and q.category == c) for c in "1234"}
+    for name, keep in (keeps | {"madial": lambda q: q.folder.startswith("madial")}).items():
+        off, got = (pooled(qs, runs[lab], keep) for lab in ("off", label))
+        out[name] = [off["AllR@10"] / max(off["n"], 1), got["AllR@10"] / max(got["n"], 1)]
+    return out
 
 
 def verdict(qs: Sequence[Question], chosen: list[dict[str, Any]], runs: dict[str, dict[str, dict[str, float]]]
@@ -276,7 +294,8 @@ def main() -> None:
     cos_of = cosines(qs, qvec, memo)
     sep = separability(qs, cos_of)
     print(f"multi-hop tail (merged hits 4+ in the first {LINE_CHUNKS} chunks), evidence hit above a hit without: "
-          f"fused score {sep['auc_fused']:.3f}, best line cosine {sep['auc_cos']:.3f} ({sep['pairs']:.0f} pairs)")
+          f"fused score {sep['auc_fused']:.3f}, best line cosine {sep['auc_cos']:.3f} ({sep['pairs']:.0f} pairs); "
+          f"neighbouring hits with the same score: {sep['tied_neighbours']:.0f} of {sep['neighbours']:.0f}")
     runs = {"off": run(qs, None)}
     print(f"{'ordering':<34} {'mh AllR@10':>6} {'mh R@10':>6} {'LoCoMo R@1':>6} {'MRR@10':>7} {'lines@10':>6} "
           f"{'MADial R@1':>6} {'MRR@10':>7}")
@@ -301,6 +320,10 @@ def main() -> None:
               f"{v['lines_change']:+.1%}; generalises: {v['generalises']}")
         for r in chosen[fam]:
             print(f"    {r['held_out']:<16} {r['chosen']}")
+        best = max((f"{fam} {k}" for k in orders), key=lambda lab: pooled(qs, runs[lab], is_mh)["AllR@10"])
+        c = v["best_on_all_five"] = changes(qs, runs, best)
+        print(f"    best on all five, {best}: multi-hop questions up {c['up']} down {c['down']}; AllR@10 "
+              + ", ".join(f"{k} {ab[0]:.3f}->{ab[1]:.3f}" for k, ab in c.items() if isinstance(ab, list)))
     print(json.dumps({"depth": args.depth, "differ": differ, "line_chunks": LINE_CHUNKS, "cold": cold,
                       "memoised": memo_cost, "separability": sep, "table": table, "loco": chosen,
                       "verdict": verdicts}))
