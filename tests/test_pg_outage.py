@@ -212,8 +212,9 @@ def test_a_root_comes_back_when_the_other_daemon_lets_it_go(restartable_pg: Any,
         finally:
             second.close()  # ... which stops; meanwhile a file changed that nobody indexed
         (root / "meanwhile.md").write_text("# Meanwhile\n\nWritten while no daemon indexed it.\n", encoding="utf-8")
-        first.save()  # the next snapshot takes the lock back
-        assert first.lost_roots() == {}
+        # A later snapshot takes the lock back. The other daemon's session may still be ending in the
+        # server after its close() returned (advisory locks go with the backend process), so poll.
+        wait_for(lambda: first.save() and first.lost_roots() == {}, timeout=30, what="the lock to come back")
         assert first.status().storage.to_json()["locks"] == {"held": [str(root)], "lost": []}
         assert first.take_reconcile_wanted()  # the scheduler asks for a reconcile, which indexes the change
         assert reconcile(first, [root], FILTER).files_indexed == 1
