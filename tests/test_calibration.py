@@ -261,7 +261,8 @@ def test_real_model_off_topic_scores_below_the_threshold_and_on_topic_above(tmp_
                       "怎样编译带有联邦信息处理标准支持的加密库？", "thanks, that works", "continue",
                       "TypeError: 'NoneType' object is not subscriptable", "What is the cat's blood type?"):
             assert top(query) < threshold, query
-        for query in ("Which editor does the user prefer?", "Which flights did we book for the conference?", "周末去爬山了吗"):
+        for query in ("Which editor does the user prefer?", "Which flights did we book for the conference?",
+                      "周末去爬山了吗"):
             assert top(query) >= threshold, query
     finally:
         idx.close()
