@@ -208,7 +208,9 @@ def test_scores_are_absolute_and_explain_keeps_the_components(index: MemoryIndex
 def test_a_chat_turn_scores_0_even_when_its_words_are_stored(index: MemoryIndex, prompt: str) -> None:
     res = index.search(prompt, k=5, explain=True, mode="hybrid").to_json()
     assert all(h["score"] == 0.0 and h["explain"]["calibration"]["content"] is False for h in res["hits"])
-    assert index.search(prompt, k=5, min_score=SearchConfig().min_score).to_json()["abstained"] is True
+    abstained = index.search(prompt, k=5, min_score=SearchConfig().min_score).to_json()
+    assert abstained["abstained"] is True and "no content word" in abstained["reason"]
+    assert "no content word" not in index.search("kubernetes helm", k=5, min_score=0.99).to_json()["reason"]
 
 
 def test_min_score_cuts_the_list_and_says_why_when_nothing_is_left(index: MemoryIndex) -> None:

@@ -239,7 +239,8 @@ class SearchPipeline:
         q, k = p.query, p.k
         reason = None
         if q.min_score is not None:
-            hits, reason = shaping.confident(hits, q.min_score)
+            content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
+            hits, reason = shaping.confident(hits, q.min_score, content)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
         hits = shaping.with_match_lines(hits[:k], legs.idfs, legs.vec, legs.rows)

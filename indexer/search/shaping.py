@@ -22,12 +22,18 @@ def calibrated(hits: list[Hit], feats: dict[int, calibration.Features]) -> list[
     return [h.rescored(round(s, 6)) for h, s in zip(hits, scores, strict=True)]
 
 
-def confident(hits: list[Hit], min_score: float) -> tuple[list[Hit], str | None]:
+NO_CONTENT = "the query has no content word (only very common words): nothing in memory answers it"
+
+
+def confident(hits: list[Hit], min_score: float, content: bool = True) -> tuple[list[Hit], str | None]:
     """Hits whose calibrated score reaches ``min_score`` (a prefix: scores never rise down the list);
-    with none left, also why the search abstains (None: it does not)."""
+    with none left, also why the search abstains (None: it does not). ``content`` False: the query has
+    no content word (:mod:`memoryd.indexer.search.content_words`), which is the reason then."""
     kept = [h for h in hits if h.score >= min_score]
     if kept:
         return kept, None
+    if not content:
+        return kept, NO_CONTENT
     best = hits[0].score if hits else 0.0
     return kept, f"no confident match: best score {best:.3f} < min_score {min_score:g}"
 
