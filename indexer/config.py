@@ -150,7 +150,7 @@ class SearchConfig:
     date_boost: float = 2.0  # standard deviations for chunks of a file dated as the query names; 0 = off
     prior_weight: float = 0.0  # importance/reinforcement/recency prior added to the score (search/prior.py); 0 = off
     merge_adjacent: bool = True  # consecutive hits of one file that overlap become one hit (search/hits.py)
-    min_score: float = 0.61  # calibrated score below which context and MCP abstain (search/calibration.py)
+    min_score: float = 0.63  # calibrated score below which context and MCP abstain (search/calibration.py)
     intent_boost: float = 1.0  # std devs for chunks in a file/section of the query's intent (search/intent.py); 0 = off
     synonyms: bool = True  # expand the keyword leg with the built-in synonym table (search/synonyms.py)
     synonyms_path: Path | None = None  # a user synonym file, added to the built-in table

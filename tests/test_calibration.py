@@ -91,16 +91,18 @@ def test_a_hit_standing_further_above_its_candidates_never_scores_lower(
 
 
 def test_margins_are_measured_against_the_query_s_own_candidates() -> None:
-    cosines = {1: 0.90, 2: 0.80, 3: 0.80, 4: 0.78}
+    cosines = {1: 0.90, 2: 0.80, 3: 0.80, **{i: 0.78 - 0.001 * i for i in range(4, 12)}}
     feats = {i: Features(c, 0.5, 0.0) for i, c in cosines.items()}
     out = with_margins(feats, cosines)
     assert out[1].lead == 0.0 and out[1].margin > out[2].margin == out[3].margin > out[4].margin
     assert out[2].lead == pytest.approx(out[1].margin - out[2].margin)
-    flat = {i: 0.8 + i * 1e-4 for i in range(1, 5)}  # near-identical candidates are no evidence
+    flat = {i: 0.8 + i * 1e-4 for i in range(1, 12)}  # near-identical candidates are no evidence
     flat_feats = with_margins({i: Features(c, 0.5, 0.0) for i, c in flat.items()}, flat)
-    assert max(f.margin for f in flat_feats.values()) < 0.05
-    few = with_margins(feats, {1: 0.9, 2: 0.8})  # too few candidates to measure against: neither helped nor hurt
-    assert {f.margin for f in few.values()} == {calibration.UNMEASURED_MARGIN} and {f.lead for f in few.values()} == {0}
+    assert max(f.margin for f in flat_feats.values()) < 0.1
+    few = dict(list(cosines.items())[: calibration.MARGIN_CANDIDATES - 1])  # too few to measure: neither helped
+    few_feats = with_margins({i: feats[i] for i in few}, few)              # nor hurt
+    assert {f.margin for f in few_feats.values()} == {calibration.UNMEASURED_MARGIN}
+    assert {f.lead for f in few_feats.values()} == {0}
     assert with_margins(feats, None) == feats
     keyword_only = {1: Features(None, 0.5, 0.0)}
     assert with_margins(keyword_only, cosines) == keyword_only
@@ -114,11 +116,20 @@ def test_chat_turns_have_no_content_words(prompt: str) -> None:
     assert content_terms(keyword.query_terms(prompt)) == []
 
 
+def test_a_question_to_a_memory_made_of_common_words_is_still_scored(index: MemoryIndex) -> None:
+    """No content word, but an intent ("when did I start...?"): its terms count, it is not scored 0."""
+    res = index.search("When did I start running?", k=3, explain=True).to_json()
+    assert res["hits"] and res["hits"][0]["explain"]["calibration"]["content"] is True
+
+
 @pytest.mark.parametrize(("query", "kept"), [
     ("What is Jolene's blood type?", {"jolen", "blood"}),
     ("What programming language does Deborah use at work?", {"deborah", "program"}),
     ("Where did we fly for the Lisbon conference?", {"fli", "lisbon", "confer"}),
     ("她上周去爬山了吗", {"爬山"}),
+    ("what did I work on yesterday?", {"yesterday"}),
+    ("我什么时候去成都", {"成都"}),
+    ("同事是谁", {"同事"}),
 ])
 def test_names_and_topics_are_content_words(query: str, kept: set[str]) -> None:
     from memoryd.indexer import keyword

@@ -55,12 +55,15 @@ CALIBRATION_VERSION = 2
 # Logistic coefficients (intercept, cosine, coverage, missing, margin, lead) for hits with a cosine,
 # and (intercept, coverage, missing) for keyword-only hits. Fitted by bench/calibrate_scores.py on
 # the dev sets (multilingual-e5-small); the threshold chosen with them is search.min_score.
-HYBRID_COEF: tuple[float, float, float, float, float, float] = (-47.9367, 54.6694, 6.3628, 0.0, 0.3079, 0.0)
-KEYWORD_COEF: tuple[float, float, float] = (-2.061, 6.762, 0.0)
+HYBRID_COEF: tuple[float, float, float, float, float, float] = (-47.8923, 54.6254, 6.3616, 0.0, 0.3084, 0.0)
+KEYWORD_COEF: tuple[float, float, float] = (-2.0501, 6.745, 0.0)
 # ``missing`` and ``lead`` fitted to 0: the fit drops a feature whose weight comes out with the wrong sign
 # (bench/calibrate_scores.py SIGNS), and the model chosen leave-one-conversation-out has no ``lead``.
+MARGIN_CANDIDATES = 10
+"""The fewest candidates a margin is measured against: with n candidates no hit stands more than
+sqrt(n - 1) standard deviations above their mean, so a small folder's best hit could not earn one."""
 UNMEASURED_MARGIN = 1.68
-"""The margin of a hit whose query had too few candidates to measure one (a folder of one or two chunks):
+"""The margin of a hit whose query had too few candidates to measure one (a folder of a few chunks):
 the mean margin of the fit's training rows (bench/calibrate_scores.py prints it), so that such a hit is
 neither helped nor hurt by the feature."""
 MIN_SPREAD = 0.01
@@ -108,15 +111,15 @@ def probability(f: Features) -> float:
 
 def with_margins(feats: Mapping[int, Features], cosines: Mapping[int, float] | None) -> dict[int, Features]:
     """``feats`` with each hit's ``margin`` and ``lead`` measured against the query's candidates
-    (``cosines``: every candidate's cosine; fewer than 3: :data:`UNMEASURED_MARGIN`, lead 0; None: no
-    vector leg, unchanged).
+    (``cosines``: every candidate's cosine; fewer than :data:`MARGIN_CANDIDATES`:
+    :data:`UNMEASURED_MARGIN`, lead 0; None: no vector leg, unchanged).
 
     The spread is the candidates' standard deviation, at least :data:`MIN_SPREAD`, so that a few
     near-identical cosines do not turn a 0.001 difference into a large margin."""
     if cosines is None:
         return dict(feats)
     values = list(cosines.values())
-    if len(values) < 3:
+    if len(values) < MARGIN_CANDIDATES:
         return {i: f if f.cosine is None else replace(f, margin=UNMEASURED_MARGIN) for i, f in feats.items()}
     mean = sum(values) / len(values)
     sd = max(math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)), MIN_SPREAD)

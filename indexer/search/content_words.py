@@ -5,12 +5,15 @@ term is in the memory somewhere, so a coverage that counts them scores ordinary 
 fully answered. Calibration (:mod:`memoryd.indexer.search.calibration`) counts only content
 terms: a query term is *common* when it is one of the very common words of its language (the
 analyser's stop words are already gone), read from ``common_words.txt`` and analysed as a query
-is (so ``works`` and ``working`` both become ``work``); a Chinese bigram is common when both its
-characters are. The list is general word frequency, not chosen on any evaluation set: its job is
-to say "this word names no topic", and the corpus IDF weighs the remaining terms by rarity.
+is (so ``works`` and ``working`` both become ``work``); a Chinese bigram is common when it is one of
+the listed words' bigrams or both its characters are function characters (我们, 这个; not 成都 or
+同事, whose characters are merely frequent). The list is general word frequency, not chosen on any
+evaluation set: its job is to say "this word names no topic", and the corpus IDF weighs the remaining
+terms by rarity.
 
-A query with no content term (``continue``, ``好的``) is never answered by memory: its hits
-score 0 (:func:`memoryd.indexer.search.calibration.probability`).
+A query with no content term (``continue``, ``好的``) and no intent of a question to a memory
+(:mod:`memoryd.indexer.search.intent`; the pipeline then counts all its terms) is never answered by
+memory: its hits score 0 (:func:`memoryd.indexer.search.calibration.probability`).
 """
 
 from __future__ import annotations

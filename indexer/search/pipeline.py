@@ -130,15 +130,16 @@ class SearchPipeline:
             ranked = self._reorder(self._fuse(mode, legs, p.cleaned, p.intents), legs, s, k)
             head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
             cosines = legs.vec if legs.qvec is not None and self._fitted else None
-            feats = calibration.with_margins(s.features([h.chunk_id for h in head], content_terms(p.terms.features),
-                                                        cosines), cosines) if head else {}
+            feats = calibration.with_margins(s.features([h.chunk_id for h in head], self._content(p), cosines),
+                                             cosines) if head else {}
         hits = shaping.calibrated(head, feats)
-        if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None:
+        content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
+        if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None and content:
             weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, q.min_score))
             if weak is not None:
                 wide = self._run(p, QueryVector(ready=legs.qvec), t0, weak["candidates"], weak)
                 return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
-        hits, reason, explanations = self._finish(p, hits, head, feats, legs)
+        hits, reason, explanations = self._finish(p, hits, head, feats, legs, content)
         terms = p.terms.terms
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
@@ -178,6 +179,12 @@ class SearchPipeline:
         if p.query.path_check is not None:
             rows = shaping.checked(rows, p.query.path_check)
         return _Legs(cands, vec, kw, kw_ranked, rows, qvec, idfs), found.plan
+
+    @staticmethod
+    def _content(p: _Prepared) -> list[str]:
+        """The terms calibration counts: the query's content words; when it has none but asks as a
+        question to a memory does (an intent: "when did I start running?", "同事是谁"), all its terms."""
+        return content_terms(p.terms.features) or (p.terms.features if p.intents else [])
 
     def _idfs(self, s: LegSession, terms: list[str]) -> dict[str, float]:
         """Each query term's IDF, for naming the lines that matched."""
@@ -232,14 +239,14 @@ class SearchPipeline:
         return hits
 
     def _finish(self, p: _Prepared, hits: list[Hit], head: list[Hit], feats: dict[int, calibration.Features],
-                legs: _Legs) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None]:
+                legs: _Legs, content: bool) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None]:
         """The answer from calibrated ``hits``: cut at ``min_score``, merged, ``k`` of them with their
         matched lines; why the search abstained (None: it did not); and, with ``explain``, each hit's
-        explanation (``head``: the fused ranking the calibration replaced)."""
+        explanation (``head``: the fused ranking the calibration replaced; ``content``: whether the query
+        has a content word, which names the reason when it has none)."""
         q, k = p.query, p.k
         reason = None
         if q.min_score is not None:
-            content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
             hits, reason = shaping.confident(hits, q.min_score, content)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])

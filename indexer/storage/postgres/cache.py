@@ -102,7 +102,7 @@ class PgLineStore:
                 except psycopg.errors.LockNotAvailable:  # the indexer holds one of them: read, unmarked
                     rows = c.execute("SELECT key, vector FROM memoryd_embed_cache WHERE key = ANY(%s)",
                                      (unique,)).fetchall()
-        except StorageUnavailableError:
+        except (StorageUnavailableError, psycopg.Error):  # a miss, whatever went wrong (the contract)
             return {}
         return _vectors(rows, self._cache.dimension)
 
@@ -117,8 +117,8 @@ class PgLineStore:
                         self._cache.put_many(c, vectors)
                 except psycopg.errors.LockNotAvailable as exc:
                     return str(exc).strip()
-        except StorageUnavailableError as exc:
-            return str(exc)
+        except (StorageUnavailableError, psycopg.Error) as exc:  # dropped, whatever went wrong (the contract)
+            return str(exc).strip()
         return None
 
     def close(self) -> None:
