@@ -54,9 +54,8 @@ from bench.multihop_order import (
     is_mh,
     loco,
     pooled,
-    print_row,
-    row,
     run,
+    run_families,
 )
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
@@ -297,17 +296,8 @@ def main() -> None:
           f"fused score {sep['auc_fused']:.3f}, best line cosine {sep['auc_cos']:.3f} ({sep['pairs']:.0f} pairs); "
           f"neighbouring hits with the same score: {sep['tied_neighbours']:.0f} of {sep['neighbours']:.0f}")
     runs = {"off": run(qs, None)}
-    print(f"{'ordering':<34} {'mh AllR@10':>6} {'mh R@10':>6} {'LoCoMo R@1':>6} {'MRR@10':>7} {'lines@10':>6} "
-          f"{'MADial R@1':>6} {'MRR@10':>7}")
-    table = [row("off (today)", qs, runs["off"])]
-    print_row(table[0])
     fams = families(cos_of, chunk_cosines(qs))
-    for fam, orders in fams.items():
-        for knobs, order in orders.items():
-            label = f"{fam} {knobs}"
-            runs[label] = run(qs, order)
-            table.append(row(label, qs, runs[label]))
-            print_row(table[-1])
+    table = run_families(qs, fams, runs)
     print("\nleave-one-conversation-out, per family (held-out multi-hop AllR@10 off -> chosen; R@1; MRR@10; lines@10)")
     chosen: dict[str, list[dict[str, Any]]] = {}
     verdicts: dict[str, dict[str, Any]] = {}

@@ -351,6 +351,26 @@ def print_row(r: dict[str, Any]) -> None:
           f"{lo['lines@10']:>6.1f} {ma['R@1']:>6.3f} {ma['MRR@10']:>7.4f}")
 
 
+TABLE_HEADER = (f"{'ordering':<34} {'mh AllR@10':>6} {'mh R@10':>6} {'LoCoMo R@1':>6} {'MRR@10':>7} {'lines@10':>6} "
+                f"{'MADial R@1':>6} {'MRR@10':>7}")
+
+
+def run_families(qs: Sequence[Question], families: dict[str, dict[str, Order]],
+                 runs: dict[str, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """The table: today's order (``runs["off"]``), then every family's every setting, run into ``runs``
+    and printed as it goes."""
+    table = [row("off (today)", qs, runs["off"])]
+    print(TABLE_HEADER)
+    print_row(table[0])
+    for fam, orders in families.items():
+        for knobs, order in orders.items():
+            label = f"{fam} {knobs}"
+            runs[label] = run(qs, order)
+            table.append(row(label, qs, runs[label]))
+            print_row(table[-1])
+    return table
+
+
 def within_one_query(s: dict[str, float], base: dict[str, float]) -> bool:
     """R@1 and MRR@10 (sums over the same queries) at most one query below ``base``."""
     return s["R@1"] >= base["R@1"] - 1 and s["MRR@10"] >= base["MRR@10"] - 1
@@ -417,16 +437,7 @@ def main() -> None:
     print("multi-hop questions (missing: evidence lines outside the top 10, then where they are): "
           + ", ".join(f"{k} {v}" for k, v in gaps.items()))
     runs = {"off": run(qs, None), "oracle": run(qs, oracle)}
-    print(f"{'ordering':<34} {'mh AllR@10':>6} {'mh R@10':>6} {'LoCoMo R@1':>6} {'MRR@10':>7} {'lines@10':>6} "
-          f"{'MADial R@1':>6} {'MRR@10':>7}")
-    table = [row("off (today)", qs, runs["off"])]
-    print_row(table[0])
-    for fam, orders in FAMILIES.items():
-        for knobs, order in orders.items():
-            label = f"{fam} {knobs}"
-            runs[label] = run(qs, order)
-            table.append(row(label, qs, runs[label]))
-            print_row(table[-1])
+    table = run_families(qs, FAMILIES, runs)
     table.append(row("oracle (ceiling, not a method)", qs, runs["oracle"]))
     print_row(table[-1])
     print("\nleave-one-conversation-out, per family (held-out multi-hop AllR@10 off -> chosen; R@1; MRR@10; lines@10)")
