@@ -22,7 +22,7 @@ def calibrated(hits: list[Hit], feats: dict[int, calibration.Features]) -> list[
     return [h.rescored(round(s, 6)) for h, s in zip(hits, scores, strict=True)]
 
 
-NO_CONTENT = "the query has no content word (only very common words): nothing in memory answers it"
+NO_CONTENT = "the query has no content word, only very common ones: nothing in memory answers it"
 
 
 def confident(hits: list[Hit], min_score: float, content: bool = True) -> tuple[list[Hit], str | None]:
