@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import structlog
 
+from memoryd.indexer.sqlite_wal import enable_wal
+
 if TYPE_CHECKING:
     from memoryd.indexer.types import FloatArray
 
@@ -211,7 +213,7 @@ class MachineCache:
         with contextlib.suppress(OSError):
             os.chmod(self.path, 0o600)  # vectors say something about the user's texts
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        enable_wal(conn, BUSY_TIMEOUT_MS / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")  # a lost tail after a power cut costs re-embedding only
         conn.executescript(_MACHINE_SCHEMA)
         self._conn = conn

@@ -25,6 +25,7 @@ import numpy as np
 
 from memoryd.indexer.errors import DiskFullError, StoreClosedError, StoreCorruptError, StoreError
 from memoryd.indexer.rows import ChunkRow, FileChange, FileRow, NewChunk
+from memoryd.indexer.sqlite_wal import enable_wal
 
 __all__ = ["ChunkRow", "FileChange", "FileRow", "NewChunk", "Store", "connect", "fetch_chunks", "select_in"]
 
@@ -92,7 +93,7 @@ def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
         else:
             create_private(path)
             conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
-            conn.execute("PRAGMA journal_mode=WAL")
+            enable_wal(conn, 30.0)
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=10000")
