@@ -65,6 +65,8 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list
     index = MemoryIndex(fcfg, embedder)
     pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
     reconcile(index, [root], pf, pf.accept_dir)
+    while index.lines_pending():  # the line vectors the daemon embeds when idle (search.line_weight uses them)
+        index.fill_line_vectors()
     if pg_base is not None:  # the same index, moved to PostgreSQL by migrate-storage, is what gets searched
         index.close()
         index = _on_postgres(fcfg, embedder, pg_base, folder.name, root, pf)

@@ -81,12 +81,36 @@ def _index_locked(cfg: Config, roots: list[Path], t0: float, as_json: bool = Fal
             _log_vectors_done(provider=cfg.embedding.provider, vectors=waiting - len(index.backlog),
                          seconds=round(seconds, 1), per_s=round((waiting - len(index.backlog)) / max(seconds, 1e-9), 2))
         index.save()
+        _fill_lines(index, tty)
         totals = index.store.counts()
     finally:
         index.close()
     seconds = time.perf_counter() - t0
     print(summary_json(stats, seconds, totals) if as_json else summary_line(stats, seconds, totals))
     return 0
+
+
+def _fill_lines(index: MemoryIndex, tty: bool) -> None:
+    """The chunks' line vectors (what the daemon embeds when idle), a third bar over chunks; an
+    interrupted run leaves the rest to the next run or the daemon, and the search ranks as before
+    until they are all there."""
+    fill = index.line_fill
+    if fill is None or not index.lines_pending():
+        return
+    t0, waiting = time.perf_counter(), fill.count()
+    lines = 0
+    with _Bar("lines", "chunk", tty, total=waiting) as bar:
+        left = waiting
+        while index.lines_pending():
+            done = index.fill_line_vectors()
+            lines += done.embedded
+            left -= done.chunks
+            bar.chunks(left)
+    if waiting:
+        import structlog
+
+        structlog.get_logger(__name__).info("index.lines_done", chunks=waiting, lines_embedded=lines,
+                                            seconds=round(time.perf_counter() - t0, 1))
 
 
 def summary_json(stats: IndexStats, seconds: float, totals: tuple[int, int]) -> str:

@@ -121,6 +121,8 @@ class Capabilities:
     (FAISS: the flat -> HNSW switch, compaction); pgvector maintains its index itself.
     ``line_cache``: the context excerpts' line vectors may be kept in the index's embedding
     cache (``MemoryIndex.open_line_store``).
+    ``line_vectors``: each chunk's lines get vectors of their own, filled in after the chunk
+    vectors (:mod:`memoryd.indexer.line_vectors`), which the ranking reads.
     ``vectors_in_rows``: a chunk row carries its vector, taken from the cache in the row's own
     commit (pgvector): :meth:`VectorStore.add` is then needed only for the chunks committed
     without one (keyword first), not for every chunk committed (FAISS).
@@ -130,11 +132,12 @@ class Capabilities:
     keyword_first: bool
     vector_rebuilds: bool
     line_cache: bool
+    line_vectors: bool
     vectors_in_rows: bool
 
 
 EMBEDDED = Capabilities(sites=False, keyword_first=True, vector_rebuilds=True, line_cache=True,
-                        vectors_in_rows=False)
+                        line_vectors=True, vectors_in_rows=False)
 
 
 @dataclass(frozen=True)

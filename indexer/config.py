@@ -156,6 +156,7 @@ class SearchConfig:
     synonyms_path: Path | None = None  # a user synonym file, added to the built-in table
     fallback_candidates: int = 0  # candidates per leg of the weak-result fallback (search/fallback.py); 0 = off
     context_line_model: bool = True  # context excerpts: lines ranked by the model's cosine (search/context.py)
+    line_weight: float = 0.15  # hits 4+ ordered by z(score) + this x z(best line cosine) (search/lineblend.py); 0 = off
     index_type: IndexType = "auto"
     hnsw_threshold: int = 50_000
 
@@ -392,6 +393,7 @@ def validate(cfg: Config) -> None:
     _check(s.recency_half_life_days >= 0, "search.recency_half_life_days", s.recency_half_life_days,
            "must be >= 0 (0 = off)")
     _check(s.proximity_weight >= 0, "search.proximity_weight", s.proximity_weight, "must be >= 0 (0 = off)")
+    _check(0 <= s.line_weight <= 10, "search.line_weight", s.line_weight, "must be between 0 (off) and 10")
     _check(s.date_boost >= 0, "search.date_boost", s.date_boost, "must be >= 0 (0 = off)")
     _check(0 <= s.prior_weight <= 1, "search.prior_weight", s.prior_weight, "must be in 0..1 (0 = off)")
     _check(0.0 <= s.min_score <= 1.0, "search.min_score", s.min_score, "must be in 0..1 (0 = never abstain)")

@@ -66,6 +66,14 @@ from memoryd.indexer.ingest import (
     skip_reason,
     stage,
 )
+from memoryd.indexer.line_vectors import (
+    STEP_LINES,
+    FillResult,
+    LineRows,
+    LineVectorFill,
+    SqliteLineRows,
+    count_without_lines,
+)
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import EmbeddedLegs, ReaderPool
 from memoryd.indexer.search.pipeline import SearchPipeline
@@ -108,6 +116,8 @@ class MemoryIndex:
         self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
                                       cfg.embedding.batch_size, read_only)
         self.searcher = SearchPipeline(backend.legs, embedder, cfg.search)
+        self.line_fill = LineVectorFill(self._line_rows(), self.cache, embedder.model_id, read_only) \
+            if self.capabilities.line_vectors else None
 
     def _open_backend(self) -> Backend:
         """The embedded backend: SQLite + FTS5 and the FAISS snapshot in the data directory, checked
@@ -134,6 +144,10 @@ class MemoryIndex:
         self.readers = ReaderPool(self.sqlite.reader)
         return Backend(self.sqlite, self.local_cache, self.faiss, EmbeddedLegs(self.readers, self.faiss, self.lock),
                        EMBEDDED)
+
+    def _line_rows(self) -> LineRows:
+        """Where this backend keeps the chunks' line vectors (asked only when it declares ``line_vectors``)."""
+        return SqliteLineRows(self.sqlite, self.local_cache)
 
     def _open_store(self) -> Store:
         """Open the database; a corrupt one is moved aside (kept for inspection) and rebuilt.
@@ -236,6 +250,8 @@ class MemoryIndex:
             self.vector_fill.fill_files(touched, stats)
         if stats.embedded and not self.read_only:
             self.vector_fill.bound_cache(stats.embedded)
+        if stats.chunks_added and self.line_fill is not None:
+            self.line_fill.pending = True  # their lines are embedded when the index is idle
         stats.seconds = time.perf_counter() - t0
         return stats
 
@@ -371,6 +387,22 @@ class MemoryIndex:
         is done stays done; the rest goes back to the backlog).
         """
         return self.vector_fill.fill(limit, should_yield)
+
+    def lines_pending(self) -> bool:
+        """Whether chunks may still lack their line vectors (a hint: cleared by a step that finds none)."""
+        return self.line_fill is not None and self.line_fill.pending and not self.read_only
+
+    def fill_line_vectors(self, max_lines: int = STEP_LINES, should_yield: Callable[[], bool] | None = None
+                          ) -> FillResult:
+        """Give the next chunks their line vectors (:mod:`memoryd.indexer.line_vectors`), embedding at most
+        ``max_lines`` new lines with the backlog's embedder; ``should_yield`` as :meth:`fill_vectors`'s."""
+        if self.line_fill is None or self.read_only:
+            return FillResult()
+        done = self.line_fill.fill(self.vector_fill.backlog_passages or self.vector_fill.passages, max_lines,
+                                   should_yield=should_yield)
+        if done.embedded:
+            self.vector_fill.bound_cache(done.embedded)
+        return done
 
     def remove_file(self, root: Path, rel: str) -> int:
         """Drop a file from the index; returns the number of chunks removed."""
@@ -522,7 +554,17 @@ class MemoryIndex:
             skipped=skipped_files(self.skipped),
             vectors=BacklogProgress.from_progress(self.backlog.progress()),
             storage=EmbeddedStorage(str(self.data_dir)),
+            line_vectors_pending=self._lines_pending_count(),
         )
+
+    def _lines_pending_count(self) -> int | None:
+        """Chunks without line vectors, counted on a reader (0 at once when the fill found none left)."""
+        if self.line_fill is None:
+            return None
+        if not self.line_fill.pending:
+            return 0
+        with self.readers.connection() as conn:
+            return count_without_lines(conn)
 
     def close(self) -> None:
         with contextlib.suppress(StoreError):

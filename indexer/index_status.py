@@ -150,14 +150,19 @@ class IndexStatus:
     skipped: tuple[SkippedFile, ...]
     vectors: BacklogProgress
     storage: StorageStatus
+    line_vectors_pending: int | None = None  # chunks still without line vectors; None: the backend keeps none
 
     def to_json(self) -> dict[str, Any]:
-        """The wire form, key for key in the order this backend's clients have always seen."""
+        """The wire form, key for key in the order this backend's clients have always seen; a backend
+        with line vectors adds ``line_vectors: {pending}`` last."""
         head = {"files": self.files, "chunks": self.chunks, "model": self.model.to_json(),
                 "cache": self.cache.to_json(), "index": self.index.to_json()}
         tail = {"skipped": [s.to_json() for s in self.skipped], "vectors": self.vectors.to_json()}
         storage = {"storage": self.storage.to_json()}
-        return {**head, **storage, **tail} if self.storage.leads else {**head, **tail, **storage}
+        out = {**head, **storage, **tail} if self.storage.leads else {**head, **tail, **storage}
+        if self.line_vectors_pending is not None:
+            out["line_vectors"] = {"pending": self.line_vectors_pending}
+        return out
 
 
 def skipped_files(skipped: Mapping[str, str]) -> tuple[SkippedFile, ...]:

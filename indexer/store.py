@@ -64,6 +64,10 @@ CREATE TABLE IF NOT EXISTS embed_cache (
     last_used REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS embed_cache_lru ON embed_cache(last_used);
+CREATE TABLE IF NOT EXISTS line_vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    vectors BLOB NOT NULL
+);
 """
 
 

@@ -206,6 +206,7 @@ def render_status(st: dict[str, Any]) -> str:
         ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
         ("pending", str(st.get("pending", 0))),
         ("vectors pending", _backlog(st.get("vectors") or {})),
+        *_line_rows(st.get("line_vectors")),
         ("reconciling", _reconciling(st)),
         ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries"
                   + (f", {model['passages']} passages" if model.get("passages") else "")
@@ -274,6 +275,14 @@ def _reconciling(st: dict[str, Any]) -> str:
     if state == "idle" and (st.get("vectors") or {}).get("pending"):
         return "yes: files done, vectors filling in"
     return "yes"
+
+
+def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Chunks still without line vectors (embedded when the daemon is idle), while there are any."""
+    if not lines or not lines.get("pending"):
+        return []
+    return [("line vectors", f"{lines['pending']} chunks pending (filled in when idle; hits 4+ rank as "
+                             f"without them until done)")]
 
 
 def _backlog(v: dict[str, Any]) -> str:

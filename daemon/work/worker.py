@@ -52,6 +52,7 @@ import structlog
 
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
+from memoryd.daemon.work.line_steps import LineSteps
 from memoryd.daemon.work.polite import PoliteEmbedder
 from memoryd.daemon.work.rebuilder import Rebuilder
 from memoryd.daemon.work.tasks import NOT_RUN, ReconcileState, Task, TaskStopped
@@ -113,6 +114,7 @@ class IndexWorker:
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
         self.vector_steps = VectorSteps(index, on_status, self._idle_status, self._task_waiting)
+        self.line_steps = LineSteps(index, self._task_waiting)
 
     # -- feeding ----------------------------------------------------------------
 
@@ -237,18 +239,25 @@ class IndexWorker:
             self._poll_rebuild()
 
     def _next_task(self) -> Task | None:
-        """The next queued task; None when the queue is empty and the vector backlog wants a step."""
-        if not self.index.backlog or self._should_stop():
+        """The next queued task; None when the queue is empty and the vector backlog (or, after it,
+        the line vectors) wants a step."""
+        if self._should_stop():
             return self._queue.get()
-        wait = self.vector_steps.retry_in()
+        if self.index.backlog:
+            wait = self.vector_steps.retry_in()
+        elif self.index.lines_pending():
+            wait = self.line_steps.retry_in()
+        else:
+            return self._queue.get()
         try:
             return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
         except queue.Empty:
             return None
 
     def _backlog_step(self) -> None:
-        """One vector backlog step (it yields to any task that arrives), then the rebuild poll."""
-        error = self.vector_steps.step()
+        """One vector backlog step, or line-vector step once no vector is pending (either yields to any
+        task that arrives), then the rebuild poll."""
+        error = self.vector_steps.step() if self.index.backlog else self.line_steps.step()
         if error is not None:
             self.last_error = error
         self._poll_rebuild()
@@ -271,6 +280,7 @@ class IndexWorker:
                 log.info("disk.recovered")
                 self._disk_full = False
             self.vector_steps.retry_now()  # a task went through: the backlog may try again at once
+            self.line_steps.retry_now()
             future.set_result(result)
             if self._storage_down:  # files changed meanwhile are only on disk: catch up with them
                 log.info("storage.recovered", action="reconciling the roots")

@@ -22,6 +22,7 @@ from typing import Any
 
 from memoryd.indexer import keyword
 from memoryd.indexer.errors import StoreClosedError
+from memoryd.indexer.line_vectors import read_best_cosines
 from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration, keyword_plan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms
@@ -157,6 +158,9 @@ class EmbeddedSession(SqliteTerms):
     def vectors_of(self, ids: Sequence[int]) -> Any:
         with self._lock:
             return self._vectors.vectors_of(ids)
+
+    def line_cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
+        return read_best_cosines(self._conn, qvec, ids)
 
     def _keyword_plan(self, terms: list[str]) -> keyword_plan.KeywordPlan:
         """The FTS5 passes for ``terms``, without the terms no chunk holds: they add nothing to any BM25

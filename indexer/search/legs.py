@@ -100,6 +100,11 @@ class LegSession(Protocol):
         """The stored vectors of ``ids`` (MMR), one row each."""
         ...
 
+    def line_cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
+        """Each chunk's best line cosine with ``qvec`` (:mod:`memoryd.indexer.line_vectors`), for the chunks
+        among ``ids`` whose line vectors are filled in (none on a backend that keeps none)."""
+        ...
+
 
 class SearchLegs(Protocol):
     """A backend's query side."""

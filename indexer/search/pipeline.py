@@ -13,10 +13,12 @@ the chunks (the backend answers through :mod:`memoryd.indexer.search.legs`):
    (:mod:`~memoryd.indexer.search.rescore`);
 3. fusion (:mod:`~memoryd.indexer.search.fusion`), the date and intent boosts, then the
    optional reorderings (prior, recency, MMR: off by default, and then not in the path);
+   the first candidates' best line cosines are read (:mod:`~memoryd.indexer.line_vectors`);
 4. calibration (:mod:`~memoryd.indexer.search.calibration`): each hit's score becomes a
    relevance in [0, 1]; a weak result may be searched again wider
    (:mod:`~memoryd.indexer.search.fallback`, off by default);
-5. the answer: cut at ``min_score``, consecutive chunks merged, the matched lines named,
+5. the answer: cut at ``min_score``, hits 4+ ordered with their best lines
+   (:mod:`~memoryd.indexer.search.lineblend`), consecutive chunks merged, the matched lines named,
    and with ``explain`` each hit's ranks and scores.
 
 Which optional steps run is decided once, when the pipeline is built from ``[search]``.
@@ -33,7 +35,7 @@ from memoryd.indexer import keyword
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.rows import ChunkRow
-from memoryd.indexer.search import calibration, fallback, intent, pending, rescore, shaping, synonyms
+from memoryd.indexer.search import calibration, fallback, intent, lineblend, pending, rescore, shaping, synonyms
 from memoryd.indexer.search.content_words import content_terms
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
@@ -91,6 +93,7 @@ class SearchPipeline:
         self._reorders = _reorders(cfg)
         self._mmr = cfg.mmr_lambda < 1.0
         self._fallback = cfg.fallback_candidates > cfg.candidates  # else never wider than a first pass
+        self._line_weight = cfg.line_weight
 
     def search(self, query: Query) -> SearchResult:
         """Run one query; the hits best first, each ``score`` its calibrated relevance (the ranking
@@ -132,6 +135,8 @@ class SearchPipeline:
             cosines = legs.vec if legs.qvec is not None and self._fitted else None
             feats = calibration.with_margins(s.features([h.chunk_id for h in head], self._content(p), cosines),
                                              cosines) if head else {}
+            line_cos = s.line_cosines(legs.qvec, [h.chunk_id for h in head]) \
+                if self._line_weight and mode == "hybrid" and legs.qvec is not None and head else {}
         hits = shaping.calibrated(head, feats)
         content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
         if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None and content:
@@ -139,7 +144,7 @@ class SearchPipeline:
             if weak is not None:
                 wide = self._run(p, QueryVector(ready=legs.qvec), t0, weak["candidates"], weak)
                 return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
-        hits, reason, explanations = self._finish(p, hits, head, feats, legs, content)
+        hits, reason, explanations = self._finish(p, hits, head, feats, legs, content, line_cos)
         terms = p.terms.terms
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
@@ -239,15 +244,19 @@ class SearchPipeline:
         return hits
 
     def _finish(self, p: _Prepared, hits: list[Hit], head: list[Hit], feats: dict[int, calibration.Features],
-                legs: _Legs, content: bool) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None]:
-        """The answer from calibrated ``hits``: cut at ``min_score``, merged, ``k`` of them with their
-        matched lines; why the search abstained (None: it did not); and, with ``explain``, each hit's
-        explanation (``head``: the fused ranking the calibration replaced; ``content``: whether the query
-        has a content word, which names the reason when it has none)."""
+                legs: _Legs, content: bool, line_cos: dict[int, float],
+                ) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None]:
+        """The answer from calibrated ``hits``: cut at ``min_score``, the lower hits ordered with their
+        best lines (``line_cos``), merged, ``k`` of them with their matched lines; why the search abstained
+        (None: it did not); and, with ``explain``, each hit's explanation (``head``: the fused ranking the
+        calibration replaced; ``content``: whether the query has a content word, which names the reason
+        when it has none)."""
         q, k = p.query, p.k
         reason = None
         if q.min_score is not None:
             hits, reason = shaping.confident(hits, q.min_score, content)
+        if line_cos:
+            hits = lineblend.blend(hits, line_cos, self._line_weight)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
         hits = shaping.with_match_lines(hits[:k], legs.idfs, legs.vec, legs.rows)
@@ -260,6 +269,8 @@ class SearchPipeline:
         fused = {h.chunk_id: h.score for h in head}
         for h, why in zip(hits, explanations, strict=True):
             why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
+            if line_cos:
+                why["best_line_cosine"] = round(max(line_cos.get(i, -1.0) for i in (h.chunk_id, *h.absorbed)), 6)
         return hits, reason, explanations
 
 

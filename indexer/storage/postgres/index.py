@@ -66,7 +66,7 @@ from memoryd.indexer.types import Embedder
 log = structlog.get_logger(__name__)
 
 POSTGRES = Capabilities(sites=True, keyword_first=True, vector_rebuilds=False, line_cache=True,
-                        vectors_in_rows=True)
+                        line_vectors=False, vectors_in_rows=True)
 
 REINDEX_COMMAND = "memoryd migrate-storage --reindex"
 

@@ -262,6 +262,10 @@ class PgSession:
     def vectors_of(self, ids: Sequence[int]) -> Any:
         return self._vectors.vectors_of(ids)
 
+    def line_cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
+        """None yet: this backend keeps no line vectors (``Capabilities.line_vectors``)."""
+        return {}
+
     def _keyword_statements(self, terms: Sequence[str], n: int,
                             ) -> tuple[list[tuple[str, list[Any]]], keyword_plan.KeywordPlan]:
         """One BM25 statement per pass of the keyword plan (rows: chunk id, score; best first).

@@ -1,0 +1,82 @@
+"""The worker's idle-time job after the vector backlog: each chunk's line vectors.
+
+Once every chunk has its vector, the worker gives the line-vector backlog
+(:mod:`memoryd.indexer.line_vectors`: the chunks without their lines' vectors) one
+bounded step whenever its queue is empty, with the same low-priority embedder as
+the vector backlog: a task that arrives ends the step between model calls, or
+during one (:class:`SliceAbandoned`: the lines of that call are embedded again
+later). The searches use a query's line vectors only once all its candidates have
+them, so a half-filled index ranks as before. Logs ``lines.progress`` every
+``PROGRESS_EVERY_S`` while there is work and ``lines.done`` at the end; a failed
+step (disk full) pauses the job for ``RETRY_S`` or until a task goes through.
+
+It runs only on the worker thread and owns no thread of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from memoryd.daemon.work.polite import SliceAbandoned
+from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import MemorydError
+
+log = structlog.get_logger(__name__)
+
+PROGRESS_EVERY_S = 10.0
+RETRY_S = 30.0
+
+
+class LineSteps:
+    """The line-vector stepping, for :class:`~memoryd.daemon.work.worker.IndexWorker`."""
+
+    def __init__(self, index: MemoryIndex, task_waiting: Callable[[], bool]) -> None:
+        self.index = index
+        self._task_waiting = task_waiting
+        self._since: float | None = None
+        self._chunks = self._lines = 0
+        self._next_progress = 0.0
+        self._retry_at = 0.0
+
+    def retry_in(self) -> float:
+        """Seconds before the next step may run (positive only after a failed step)."""
+        return self._retry_at - time.monotonic()
+
+    def retry_now(self) -> None:
+        self._retry_at = 0.0
+
+    def step(self) -> str | None:
+        """One bounded step; the error of a failed one (the worker keeps it as its last error), else None."""
+        if self._since is None:
+            self._since = time.monotonic()
+            log.info("lines.backlog", chunks=self._count())
+        try:
+            done = self.index.fill_line_vectors(should_yield=self._task_waiting)
+        except SliceAbandoned:
+            log.debug("lines.yielded", reason="a task arrived mid-slice")
+            return None
+        except MemorydError as exc:
+            log.error("lines.failed", error=str(exc), action=f"retrying in {RETRY_S:.0f} s")
+            self._retry_at = time.monotonic() + RETRY_S
+            return str(exc)
+        self._chunks += done.chunks
+        self._lines += done.embedded
+        self._report()
+        return None
+
+    def _report(self) -> None:
+        now = time.monotonic()
+        if not self.index.lines_pending() and self._since is not None:
+            log.info("lines.done", chunks=self._chunks, lines_embedded=self._lines,
+                     seconds=round(now - self._since, 1))
+            self._since, self._chunks, self._lines, self._next_progress = None, 0, 0, 0.0
+        elif now >= self._next_progress:
+            self._next_progress = now + PROGRESS_EVERY_S
+            log.info("lines.progress", chunks=self._chunks, lines_embedded=self._lines, pending=self._count())
+
+    def _count(self) -> int:
+        fill = self.index.line_fill
+        return fill.count() if fill is not None else 0

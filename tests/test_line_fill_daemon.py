@@ -1,0 +1,113 @@
+"""The daemon embeds each chunk's lines when it is idle (daemon/work/line_steps.py): after a start-up
+sweep, after a save, and never ahead of a save."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memoryd.indexer.embedding as embedding
+from memoryd.daemon.app import Daemon
+from memoryd.daemon.client.rpc_client import Client
+from memoryd.indexer.engine import DB_NAME
+from tests.helpers import make_config, wait_for
+
+WAIT_S = 30.0
+
+
+def _without_lines(data: Path) -> int:
+    with sqlite3.connect(f"file:{data / DB_NAME}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM chunks c WHERE NOT EXISTS"
+                                " (SELECT 1 FROM line_vectors l WHERE l.chunk_id = c.id)").fetchone()[0])
+
+
+def _chunks(data: Path) -> int:
+    with sqlite3.connect(f"file:{data / DB_NAME}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+
+class LineGate:
+    """The test's embedder: batches of one-line texts (the line fill's) wait for ``open`` once ``hold`` is set."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id, self.dimension = inner.model_id, inner.dimension
+        self.hold = threading.Event()
+        self.opened = threading.Event()
+        self.line_batches = 0
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return list(self.inner.count_tokens(texts))
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)
+
+    def embed_passages(self, texts: Sequence[str]) -> Any:
+        if all("\n" not in t for t in texts) and any(t.startswith("line-fill") for t in texts):
+            self.line_batches += 1
+            if self.hold.is_set():
+                assert self.opened.wait(WAIT_S), "the test never opened the gate"
+        return self.inner.embed_passages(texts)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Daemon, Client,
+                                                                                                  LineGate, Path]]:
+    root = tmp_path / "root"
+    root.mkdir()
+    for i in range(6):
+        body = "\n".join(f"line-fill {i}-{n}: the plan for part {n} of note {i}." for n in range(30))
+        (root / f"n{i}.md").write_text(f"# Note {i}\n\n{body}\n", encoding="utf-8")
+    real = embedding.load_embedder
+    gates: list[LineGate] = []
+
+    def gated(*args: Any, **kwargs: Any) -> LineGate:
+        gates.append(LineGate(real(*args, **kwargs)))
+        return gates[-1]
+
+    monkeypatch.setattr(embedding, "load_embedder", gated)
+    cfg = make_config(root, tmp_path / "data", debounce_ms=50, max_delay_ms=500)
+    cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, socket=short_dir / "lf.sock"))
+    d = Daemon(cfg, env={})
+    d.startup()
+    client = Client(cfg.socket_path, timeout=WAIT_S)
+    try:
+        yield d, client, gates[-1], root
+    finally:
+        gates[-1].opened.set()
+        client.close()
+        d.shutdown()
+
+
+def test_an_idle_daemon_gives_every_chunk_its_line_vectors(daemon: Any, tmp_path: Path) -> None:
+    _, client, gate, root = daemon
+    data = tmp_path / "data"
+    wait_for(lambda: _chunks(data) > 0 and _without_lines(data) == 0, WAIT_S, "every chunk's line vectors")
+    assert gate.line_batches > 1  # in bounded steps
+    hits = client.call("search", {"query": "the plan for part 7 of note 3", "k": 5, "explain": True})
+    assert "best_line_cosine" in hits["hits"][0]["explain"]
+    (root / "n9.md").write_text("# Later\n\nline-fill 9-0: a note saved later.\n", encoding="utf-8")
+    wait_for(lambda: client.call("search", {"query": "a note saved later", "k": 1, "mode": "keyword"})["hits"],
+             WAIT_S, "the saved note indexed")
+    wait_for(lambda: _without_lines(data) == 0, WAIT_S, "the saved note's line vectors")
+
+
+def test_a_save_does_not_wait_behind_the_line_fill(daemon: Any, tmp_path: Path) -> None:
+    _, client, gate, root = daemon
+    data = tmp_path / "data"
+    wait_for(lambda: _chunks(data) > 0 and _without_lines(data) == 0, WAIT_S, "the first fill")
+    gate.hold.set()  # the next line batch waits in the model
+    (root / "n0.md").write_text("# Note 0\n\n" + "\n".join(f"line-fill 0-{n}: changed {n}." for n in range(30))
+                                + "\n", encoding="utf-8")
+    wait_for(lambda: gate.line_batches and _without_lines(data) > 0, WAIT_S, "a line batch held in the model")
+    (root / "n1.md").write_text("# Note 1\n\nsavedwhileheldqz is the word.\n", encoding="utf-8")
+    wait_for(lambda: client.call("search", {"query": "savedwhileheldqz", "k": 1, "mode": "keyword"})["hits"],
+             WAIT_S, "the save searchable while a line batch is held")
+    gate.opened.set()
+    wait_for(lambda: _without_lines(data) == 0, WAIT_S, "the fill finished after the gate opened")
