@@ -20,6 +20,7 @@ with (the id of a deleted chunk may be reused).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -78,9 +79,15 @@ class LineRows(Protocol):
 
 
 def read_best_cosines(conn: Any, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
-    """:func:`best_cosines` of the chunks among ``ids`` that have their line vectors (embedded index)."""
-    return best_cosines(list(select_in(conn, "SELECT chunk_id, vectors FROM line_vectors WHERE chunk_id IN ({})",
-                                       ids)), qvec)
+    """:func:`best_cosines` of the chunks among ``ids`` that have their line vectors (embedded index). An
+    index written by an older memoryd and opened read-only (``search --offline``) has no table yet: none."""
+    try:
+        rows = list(select_in(conn, "SELECT chunk_id, vectors FROM line_vectors WHERE chunk_id IN ({})", ids))
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return {}
+        raise
+    return best_cosines(rows, qvec)
 
 
 def count_without_lines(conn: Any) -> int:

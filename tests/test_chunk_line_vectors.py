@@ -117,6 +117,20 @@ def test_a_read_only_index_fills_nothing(tmp_path: Path) -> None:
     ro.close()
 
 
+def test_an_older_index_without_the_table_searches_read_only(tmp_path: Path) -> None:
+    index, _, root = _index(tmp_path, {"a.md": NOTES})
+    index.sqlite.conn.execute("DROP TABLE line_vectors")  # as an index written before line vectors
+    index.close()
+    ro = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64), read_only=True)
+    hits = ro.search("Melanie painted a sunset").hits
+    assert hits and hits[0].path == "a.md"
+    assert ro.status().line_vectors_pending == 0
+    ro.close()
+    rw = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64))
+    assert rw.lines_pending() and rw.line_fill is not None and rw.line_fill.count() == 1  # created, then filled
+    rw.close()
+
+
 def test_best_cosines_reads_float16_rows() -> None:
     q = np.zeros(4, np.float32)
     q[0] = 1.0

@@ -48,7 +48,7 @@ class BulkGate:
         self.dimension = inner.dimension
         self._permits = threading.Semaphore(0)
         self._lock = threading.Lock()
-        self.computed = 0  # passages the model was run on, any thread
+        self.computed = 0  # chunk passages the model was run on (multi-line texts), any thread
         self.bulk_done = 0  # bulk batches finished
         self.bulk_waiting = threading.Event()
         self.hold_after: int | None = None  # chunking the next file after this many waits for ``resume``
@@ -74,8 +74,8 @@ class BulkGate:
             self.bulk_waiting.set()
             assert self._permits.acquire(timeout=WAIT_S), "the test never allowed this bulk batch"
         out = self.inner.embed_passages(texts)
-        with self._lock:
-            self.computed += len(texts)
+        with self._lock:  # chunks only: the idle daemon then embeds their lines, one line a text
+            self.computed += sum("\n" in t for t in texts)
             self.bulk_done += bulk
         return out
 

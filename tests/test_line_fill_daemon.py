@@ -40,6 +40,7 @@ class LineGate:
         self.model_id, self.dimension = inner.model_id, inner.dimension
         self.hold = threading.Event()
         self.opened = threading.Event()
+        self.fail = False
         self.line_batches = 0
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
@@ -51,14 +52,21 @@ class LineGate:
     def embed_passages(self, texts: Sequence[str]) -> Any:
         if all("\n" not in t for t in texts) and any(t.startswith("line-fill") for t in texts):
             self.line_batches += 1
+            if self.fail:
+                raise RuntimeError("the model failed on these lines")
             if self.hold.is_set():
                 assert self.opened.wait(WAIT_S), "the test never opened the gate"
         return self.inner.embed_passages(texts)
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Daemon, Client,
-                                                                                                  LineGate, Path]]:
+def fail_lines() -> bool:
+    return False
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch,
+           fail_lines: bool) -> Iterator[tuple[Daemon, Client, LineGate, Path]]:
     root = tmp_path / "root"
     root.mkdir()
     for i in range(6):
@@ -69,6 +77,7 @@ def daemon(tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
     def gated(*args: Any, **kwargs: Any) -> LineGate:
         gates.append(LineGate(real(*args, **kwargs)))
+        gates[-1].fail = fail_lines
         return gates[-1]
 
     monkeypatch.setattr(embedding, "load_embedder", gated)
@@ -111,3 +120,17 @@ def test_a_save_does_not_wait_behind_the_line_fill(daemon: Any, tmp_path: Path) 
              WAIT_S, "the save searchable while a line batch is held")
     gate.opened.set()
     wait_for(lambda: _without_lines(data) == 0, WAIT_S, "the fill finished after the gate opened")
+
+
+@pytest.mark.parametrize("fail_lines", [True])
+def test_a_failing_line_fill_pauses_and_the_daemon_goes_on(daemon: Any, tmp_path: Path) -> None:
+    d, client, gate, root = daemon
+    data = tmp_path / "data"
+    wait_for(lambda: d.worker.line_steps.retry_in() > 0, WAIT_S, "a failed line step, paused")
+    assert d.worker.alive and _without_lines(data) > 0
+    assert "the model failed on these lines" in (d.worker.last_error or "")
+    gate.fail = False
+    (root / "n1.md").write_text("# Note 1\n\nline-fill 1-0: savedafterfailqz.\n", encoding="utf-8")
+    wait_for(lambda: client.call("search", {"query": "savedafterfailqz", "k": 1, "mode": "keyword"})["hits"],
+             WAIT_S, "a save indexed while the line fill is paused")
+    wait_for(lambda: _without_lines(data) == 0, WAIT_S, "the fill resumed after the save")

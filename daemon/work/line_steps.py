@@ -8,7 +8,8 @@ during one (:class:`SliceAbandoned`: the lines of that call are embedded again
 later). The searches use a query's line vectors only once all its candidates have
 them, so a half-filled index ranks as before. Logs ``lines.progress`` every
 ``PROGRESS_EVERY_S`` while there is work and ``lines.done`` at the end; a failed
-step (disk full) pauses the job for ``RETRY_S`` or until a task goes through.
+step (disk full, or any other error: the line vectors are an extra, never worth the
+worker) pauses the job for ``RETRY_S`` or until a task goes through.
 
 It runs only on the worker thread and owns no thread of its own.
 """
@@ -58,10 +59,11 @@ class LineSteps:
         except SliceAbandoned:
             log.debug("lines.yielded", reason="a task arrived mid-slice")
             return None
-        except MemorydError as exc:
-            log.error("lines.failed", error=str(exc), action=f"retrying in {RETRY_S:.0f} s")
+        except Exception as exc:  # line vectors are an extra: whatever fails here must not stop the worker
+            why = str(exc) if isinstance(exc, MemorydError) else f"{type(exc).__name__}: {exc}"
+            log.error("lines.failed", error=why, action=f"retrying in {RETRY_S:.0f} s")
             self._retry_at = time.monotonic() + RETRY_S
-            return str(exc)
+            return why
         self._chunks += done.chunks
         self._lines += done.embedded
         self._report()
