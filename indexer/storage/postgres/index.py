@@ -30,7 +30,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,12 +51,14 @@ from memoryd.indexer.index_status import (
     skipped_files,
 )
 from memoryd.indexer.indexstats import IndexStats, Progress
+from memoryd.indexer.line_vectors import STEP_LINES, FillResult, LineRows
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import Backend, Capabilities, StorageUnavailableError
 from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache, PgLineStore
 from memoryd.indexer.storage.postgres.dsn import describe
+from memoryd.indexer.storage.postgres.line_rows import PgLineRows
 from memoryd.indexer.storage.postgres.search import PgLegs, PgVectors
 from memoryd.indexer.storage.postgres.status import LostRoot, PgFigures, PgStorage, SiteLocks
 from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
@@ -66,7 +68,7 @@ from memoryd.indexer.types import Embedder
 log = structlog.get_logger(__name__)
 
 POSTGRES = Capabilities(sites=True, keyword_first=True, vector_rebuilds=False, line_cache=True,
-                        line_vectors=False, vectors_in_rows=True)
+                        line_vectors=True, vectors_in_rows=True)
 
 REINDEX_COMMAND = "memoryd migrate-storage --reindex"
 
@@ -146,6 +148,10 @@ class PgMemoryIndex(MemoryIndex):
             connect.check_schema(st.dsn, st.sslmode, st.connect_timeout_s)
         else:
             connect.prepare(st.dsn, st.sslmode, st.connect_timeout_s)
+
+    def _line_rows(self) -> LineRows:
+        """This site's chunks' line vectors, in ``memoryd_line_vectors`` (asks nothing of the database yet)."""
+        return PgLineRows(self.pg, self.cache)
 
     def _attach(self) -> None:
         """What opening needs the database for once the schema is there: the identity, the locks, and
@@ -328,6 +334,24 @@ class PgMemoryIndex(MemoryIndex):
             query = replace(query, sites=tuple(s for s in sites if s == self.site))
         return self.searcher.search(query)
 
+    def lines_pending(self) -> bool:
+        """As :meth:`MemoryIndex.lines_pending`; never while this daemon writes nothing (``identity_changed``,
+        ``refused``), so its idle steps do not retry a refused write forever, nor while the last call found the
+        database away (the daemon's next call that reaches it, a snapshot at the latest, resumes the fill)."""
+        return (super().lines_pending() and self.identity_changed is None and self.refused is None
+                and self.pg.health.reachable)
+
+    def fill_line_vectors(self, max_lines: int = STEP_LINES, should_yield: Callable[[], bool] | None = None
+                          ) -> FillResult:
+        """As :meth:`MemoryIndex.fill_line_vectors`, after the check every write makes (the locks after a
+        database restart, a re-index elsewhere); raises StorageUnavailableError while the database is away."""
+        if self.read_only or self.line_fill is None:
+            return FillResult()
+        self._verify_locks()
+        if self.identity_changed is not None or self.refused is not None:
+            return FillResult()
+        return super().fill_line_vectors(max_lines, should_yield)
+
     def take_reconcile_wanted(self) -> bool:
         """True once after another site re-indexed the database with our settings, or a root lost to
         another daemon came back (checked at each write and snapshot): this site's roots must be
@@ -383,7 +407,15 @@ class PgMemoryIndex(MemoryIndex):
         figures = PgFigures(sites=int(row[3]), all_files=int(row[0]), all_chunks=int(row[1]), all_sites=all_sites)
         # every site's chunks with a vector (a chunk committed keyword first has none yet)
         vectors = int(row[1]) - int(row[4])
-        return self._index_status(files, chunks, int(row[2]), vectors, self._storage(figures))
+        st = self._index_status(files, chunks, int(row[2]), vectors, self._storage(figures))
+        return replace(st, line_vectors_pending=self._lines_pending_count())
+
+    def _lines_pending_count(self) -> int | None:
+        """This site's chunks without line vectors (0 at once when the fill found none left)."""
+        fill = self.line_fill
+        if fill is None:
+            return None
+        return fill.count() if fill.pending else 0
 
     def _never_read(self) -> IndexStatus:
         """``status``'s figures before the database ever answered (the daemon started without it)."""

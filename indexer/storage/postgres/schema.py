@@ -137,6 +137,19 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE memoryd_chunks ALTER COLUMN embedding DROP NOT NULL;
     CREATE INDEX IF NOT EXISTS memoryd_chunks_vectorless ON memoryd_chunks (id) WHERE embedding IS NULL;
     """,
+    # 6: each chunk's line vectors (memoryd.indexer.line_vectors): one row per chunk, its non-blank lines'
+    # vectors as float16, written by the daemon's idle steps after the chunk vectors and read by the ranking
+    # of hits 4+. The row goes with its chunk (the foreign key), so the chunks without one are the backlog.
+    # Stored uncompressed (EXTERNAL): float16 vectors do not compress, and a search reads its candidates' rows whole.
+    # Daemons older than this schema refuse to start on it; one still running writes and deletes chunks as
+    # before (their rows go with them) but fills no row: a search whose candidates include its site's chunks
+    # keeps the order it had before (the blend waits for every candidate's row).
+    """
+    CREATE TABLE IF NOT EXISTS memoryd_line_vectors (
+        chunk_id bigint PRIMARY KEY REFERENCES memoryd_chunks(id) ON DELETE CASCADE,
+        vectors bytea NOT NULL);
+    ALTER TABLE memoryd_line_vectors ALTER COLUMN vectors SET STORAGE EXTERNAL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from memoryd.indexer.line_vectors import best_cosines
 from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration, keyword_plan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms
@@ -263,8 +264,13 @@ class PgSession:
         return self._vectors.vectors_of(ids)
 
     def line_cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
-        """None yet: this backend keeps no line vectors (``Capabilities.line_vectors``)."""
-        return {}
+        """The best line cosine of each chunk among ``ids`` whose line vectors are filled in (any site's):
+        one statement on the query's connection."""
+        if not ids:
+            return {}
+        rows = self._conn.execute("SELECT chunk_id, vectors FROM memoryd_line_vectors WHERE chunk_id = ANY(%s)",
+                                  (list(ids),)).fetchall()
+        return best_cosines(rows, qvec)
 
     def _keyword_statements(self, terms: Sequence[str], n: int,
                             ) -> tuple[list[tuple[str, list[Any]]], keyword_plan.KeywordPlan]:

@@ -329,7 +329,7 @@ class PgStore:
             counts = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks)"
                                ).fetchone()
             assert counts is not None
-            c.execute("TRUNCATE memoryd_postings, memoryd_chunks, memoryd_files, memoryd_terms")
+            c.execute("TRUNCATE memoryd_line_vectors, memoryd_postings, memoryd_chunks, memoryd_files, memoryd_terms")
             c.execute("UPDATE memoryd_totals SET chunks = 0, terms = 0, writes = writes + 1")
             if drop_cache:
                 c.execute("TRUNCATE memoryd_embed_cache")

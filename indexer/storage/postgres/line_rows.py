@@ -1,0 +1,70 @@
+"""The chunks' line vectors on PostgreSQL: :class:`PgLineRows`, the :class:`~memoryd.indexer.line_vectors.LineRows`
+of table ``memoryd_line_vectors`` (schema 6).
+
+Each site fills the rows of its own chunks (its files under its roots): another site's daemon
+fills theirs, and every search reads whichever rows exist. The rows are written through the
+store's transactions, so they take the same road as every other write: the identity
+generation is checked inside the transaction (a daemon of older settings writes nothing
+after a re-index), and an unreachable database raises
+:class:`~memoryd.indexer.storage.base.StorageUnavailableError` (the daemon's line steps log
+it and try again later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memoryd.indexer.backend import CacheStore
+from memoryd.indexer.line_vectors import LineRow, PendingChunk
+from memoryd.indexer.storage.postgres.store import PgStore
+
+_MINE = ("FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
+         " WHERE r.site = %s AND NOT EXISTS (SELECT 1 FROM memoryd_line_vectors l WHERE l.chunk_id = c.id)")
+
+
+class PgLineRows:
+    """This site's line-vector rows in the shared database.
+
+    :meth:`next_chunks` starts its scan at the first chunk it returned last time (``_floor``):
+    the chunks below it had their rows then, and rows only go with their chunks, so a step
+    need not walk past every filled chunk again (at a million chunks, a walk of the whole
+    index per step). The one case this could miss (a chunk committed after a higher id was
+    filled) is caught by the scan from the start that runs before the backlog is called empty."""
+
+    def __init__(self, store: PgStore, cache: CacheStore) -> None:
+        """``cache``: the shared embedding cache (its rows are written in the same transaction)."""
+        self._store = store
+        self._cache = cache
+        self._floor = 0
+
+    def next_chunks(self, limit: int) -> list[PendingChunk]:
+        rows = self._read(limit, self._floor)
+        if not rows and self._floor:
+            rows = self._read(limit, 0)
+        self._floor = rows[0][0] if rows else 0
+        return rows
+
+    def _read(self, limit: int, floor: int) -> list[PendingChunk]:
+        with self._store.connection() as c:
+            rows = c.execute(f"SELECT c.id, c.sha256, c.text {_MINE} AND c.id >= %s ORDER BY c.id LIMIT %s",
+                             (self._store.site, floor, int(limit))).fetchall()
+        return [(int(i), str(sha), str(text)) for i, sha, text in rows]
+
+    def write(self, rows: Sequence[LineRow], fresh: Mapping[bytes, Any]) -> None:
+        """One transaction, fenced by the identity generation like every write; a chunk deleted or replaced
+        since it was read (its id gone, or holding another text) gets no row."""
+        with self._store.transaction() as t:
+            self._store._check_generation(t)
+            self._cache.put_many(t, fresh)
+            with t.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memoryd_line_vectors (chunk_id, vectors) SELECT id, %s FROM memoryd_chunks"
+                    " WHERE id = %s AND sha256 = %s ON CONFLICT (chunk_id) DO UPDATE SET vectors = EXCLUDED.vectors",
+                    [(blob, chunk_id, sha) for chunk_id, sha, blob in rows])
+
+    def count(self) -> int:
+        """This site's chunks without a row: one anti-join over this site's chunks (status and progress lines)."""
+        with self._store.connection() as c:
+            row = c.execute(f"SELECT count(*) {_MINE}", (self._store.site,)).fetchone()
+        return int(row[0]) if row else 0
