@@ -79,6 +79,11 @@ class LineSteps:
             self._next_progress = now + PROGRESS_EVERY_S
             log.info("lines.progress", chunks=self._chunks, lines_embedded=self._lines, pending=self._count())
 
-    def _count(self) -> int:
+    def _count(self) -> int | None:
+        """The chunks left, for a log line; None when they cannot be counted now (a database away)."""
         fill = self.index.line_fill
-        return fill.count() if fill is not None else 0
+        try:
+            return fill.count() if fill is not None else 0
+        except Exception as exc:  # a log figure must never end the worker
+            log.debug("lines.count_failed", error=str(exc))
+            return None
