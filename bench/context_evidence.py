@@ -16,9 +16,11 @@ when one of its evidence lines is *shown* in the block: inside a whole span,
 or among the lines of an excerpt. Prints one row per folder, the overall rate
 per data set and over both, then the time ``build_context`` took per question
 (p50/p99, in this process, beside a bare query embedding of the same questions),
-then one JSON line. Line vectors are memoised as in the daemon (``--memo-lines 0``: every
-line embedded afresh, the cold cost; ``--limit N``: the first N questions per folder;
-``--scored-tokens N``: the block's allowance of scored line tokens, default as the daemon's).
+then one JSON line. As in the daemon, each block first reads the line vectors the index filled in
+for its hits (``--no-line-rows``: not, every line embedded here) and memoises line vectors across
+blocks (``--memo-lines 0``: nothing kept from one question to the next, the cold cost;
+``--limit N``: the first N questions per folder; ``--scored-tokens N``: the block's allowance of
+scored line tokens, default as the daemon's).
 As the daemon's ``context``, hits below ``search.min_score`` are dropped and a question with none
 left gets no block (it counts as not held); ``--min-score 0`` measures the block without abstention.
 ``--per-query FILE`` writes ``{qid: held}`` (bench/calibrate_scores.py ``--held`` reads it).
@@ -43,6 +45,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.search.context import MAX_SCORED_TOKENS, build_context, cosine_scorer
 from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.store_lines import read_line_texts
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
@@ -56,14 +59,36 @@ def shown(source: dict[str, Any], path: str, line: int) -> bool:
     return bool(source["start_line"] <= line <= source["end_line"])
 
 
+class _StoredLines:
+    """The index's filled-in line vectors, read as the daemon's ``LineCache`` reads them (this bench opens
+    its indexes read-only, which keep no line cache of their own): nothing else is looked up or stored."""
+
+    def __init__(self, index: MemoryIndex) -> None:
+        self._index = index
+
+    def get_many(self, lines: Any) -> dict[str, Any]:
+        return {}
+
+    def put_many(self, vectors: Any) -> None:
+        return None
+
+    def lines_of_chunks(self, ids: Any) -> dict[str, Any]:
+        return read_line_texts(self._index.sqlite.conn, ids, self._index.embedder.dimension)
+
+
 def run_folder(
     folder: Path, work: Path, cfg: Config, embedder: Any, args: argparse.Namespace, times: dict[str, list[float]],
     per_query: dict[str, bool],
 ) -> dict[str, Any]:
     max_tokens, k = args.max_tokens, args.k
-    line_vectors = LineVectors(embedder.embed_passages, args.memo_lines)
     fcfg = with_overrides(cfg, roots=[work / "roots" / folder.name], data_dir=work / "data" / folder.name)
     index = MemoryIndex(fcfg, embedder, read_only=True)
+    rows = None if args.no_line_rows else _StoredLines(index)
+
+    def fresh() -> LineVectors:  # --memo-lines 0: nothing kept across questions, but a block's own preload
+        return LineVectors(embedder.embed_passages, args.memo_lines or MEMO_LINES, store=rows)  # type: ignore[arg-type]
+
+    line_vectors = fresh()
     held = excerpts = spans = tokens = 0
     queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
     queries = queries[: args.limit] if args.limit else queries
@@ -75,6 +100,10 @@ def run_folder(
             hits = index.search(q["question"], k=k, query_vector=lambda v=qvec: v,
                                 min_score=args.min_score or None).hits
             t0 = time.perf_counter()
+            if not args.memo_lines:
+                line_vectors = fresh()
+            if hits and not args.lexical:  # as the daemon's context handler does
+                line_vectors.preload([i for h in hits for i in (h.chunk_id, *h.absorbed)])
             scorer = None if args.lexical or not hits else cosine_scorer(line_vectors, qvec)
             block = build_context(q["question"], hits, max_tokens, embedder.count_tokens, scorer,
                                   scored_tokens=args.scored_tokens).to_json()
@@ -102,6 +131,8 @@ def main() -> None:
     ap.add_argument("--lexical", action="store_true", help="excerpts by matched lines only (no model scoring)")
     ap.add_argument("--memo-lines", type=int, default=MEMO_LINES, help="line vectors memoised (0: none)")
     ap.add_argument("--limit", type=int, default=0, help="questions per folder (0: all)")
+    ap.add_argument("--no-line-rows", action="store_true",
+                    help="do not read the index's stored line vectors (every excerpt line embedded here)")
     ap.add_argument("--scored-tokens", type=int, default=MAX_SCORED_TOKENS, help="scored line tokens per block")
     ap.add_argument("--min-score", type=float, default=Config().search.min_score,
                     help="abstention threshold, as the daemon's context (0: never abstain)")

@@ -87,7 +87,7 @@ def build(root: Path, data: Path, embedder: Counting, cfg: Config) -> tuple[Memo
         "lines": n_lines, "lines_per_chunk": round(n_lines / max(chunks, 1), 1),
         "lines_to_vectors_time": round((t3 - t2) / max(t2 - t1, 1e-9), 2),
         "line_rows_mb": round(rows_bytes / 1e6, 2), "chunk_vectors_mb": round(chunks * embedder.dimension * 4 / 1e6, 2),
-        "db_mb": round((data / DB_NAME).stat().st_size / 1e6, 2)}
+        "db_mb": round(sum(p.stat().st_size for p in data.glob(f"{DB_NAME}*")) / 1e6, 2)}  # with its -wal
 
 
 def edit(index: MemoryIndex, root: Path, embedder: Counting) -> dict[str, int]:

@@ -99,7 +99,7 @@ def _fill_lines(index: MemoryIndex, tty: bool) -> None:
         return
     t0, waiting = time.perf_counter(), fill.count()
     lines = 0
-    with _Bar("lines", "chunk", tty, total=waiting) as bar:
+    with _Bar("line vectors", "chunk", tty, total=waiting) as bar:
         left = waiting
         while index.lines_pending():
             done = index.fill_line_vectors()

@@ -165,6 +165,15 @@ class SqliteLineStore:
         with self._lock:
             return self._cache.get_many(keys, count=False)  # hit/miss counters are the indexer's
 
+    def lines_of_chunks(self, ids: Sequence[int]) -> dict[str, FloatArray]:
+        from memoryd.indexer.store_lines import read_line_texts
+
+        with self._lock:
+            try:
+                return read_line_texts(self._conn, ids, self._cache.dimension)
+            except sqlite3.Error:  # a miss, whatever went wrong (the contract)
+                return {}
+
     def put_many(self, vectors: Mapping[bytes, FloatArray]) -> str | None:
         with self._lock:
             try:

@@ -66,19 +66,13 @@ from memoryd.indexer.ingest import (
     skip_reason,
     stage,
 )
-from memoryd.indexer.line_vectors import (
-    STEP_LINES,
-    FillResult,
-    LineRows,
-    LineVectorFill,
-    SqliteLineRows,
-    count_without_lines,
-)
+from memoryd.indexer.line_vectors import STEP_LINES, FillResult, LineRows, LineVectorFill
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import EmbeddedLegs, ReaderPool
 from memoryd.indexer.search.pipeline import SearchPipeline
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.store import Store
+from memoryd.indexer.store_lines import SqliteLineRows, count_without_lines
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectorfill import EMBED_GROUP, VectorFill
 from memoryd.indexer.vectors import VectorIndex
@@ -87,6 +81,7 @@ from memoryd.indexer.write.privacy import REDACT_VERSION
 log = structlog.get_logger(__name__)
 
 DB_NAME = "index.sqlite3"
+LINES_COUNT_EVERY_S = 10.0  # status counts the line-vector backlog at most this often (an anti-join over the chunks)
 VECTORS_NAME = "vectors.faiss"
 __all__ = ["DB_NAME", "EMBED_GROUP", "VECTORS_NAME", "MemoryIndex"]
 
@@ -116,8 +111,10 @@ class MemoryIndex:
         self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
                                       cfg.embedding.batch_size, read_only)
         self.searcher = SearchPipeline(backend.legs, embedder, cfg.search)
+        # the lines serve the ranking (search.line_weight) and the context excerpts (search.context_line_model)
+        wanted = cfg.search.line_weight > 0 or cfg.search.context_line_model
         self.line_fill = LineVectorFill(self._line_rows(), self.cache, embedder.model_id, read_only) \
-            if self.capabilities.line_vectors else None
+            if self.capabilities.line_vectors and wanted else None
 
     def _open_backend(self) -> Backend:
         """The embedded backend: SQLite + FTS5 and the FAISS snapshot in the data directory, checked
@@ -147,7 +144,7 @@ class MemoryIndex:
 
     def _line_rows(self) -> LineRows:
         """Where this backend keeps the chunks' line vectors (asked only when it declares ``line_vectors``)."""
-        return SqliteLineRows(self.sqlite, self.local_cache)
+        return SqliteLineRows(self.sqlite)
 
     def _open_store(self) -> Store:
         """Open the database; a corrupt one is moved aside (kept for inspection) and rebuilt.
@@ -250,8 +247,8 @@ class MemoryIndex:
             self.vector_fill.fill_files(touched, stats)
         if stats.embedded and not self.read_only:
             self.vector_fill.bound_cache(stats.embedded)
-        if stats.chunks_added and self.line_fill is not None:
-            self.line_fill.pending = True  # their lines are embedded when the index is idle
+        if self.line_fill is not None:
+            self.line_fill.added(stats.chunks_added)  # their lines are embedded when the index is idle
         stats.seconds = time.perf_counter() - t0
         return stats
 
@@ -398,10 +395,8 @@ class MemoryIndex:
         ``max_lines`` new lines with the backlog's embedder; ``should_yield`` as :meth:`fill_vectors`'s."""
         if self.line_fill is None or self.read_only:
             return FillResult()
-        done = self.line_fill.fill(self.vector_fill.backlog_passages or self.vector_fill.passages, max_lines,
-                                   should_yield=should_yield)
-        if done.embedded:
-            self.vector_fill.bound_cache(done.embedded)
+        done = self.line_fill.fill(self.vector_fill.backlog_passages or self.vector_fill.passages,
+                                   self.vector_fill.passages, max_lines, should_yield=should_yield)
         return done
 
     def remove_file(self, root: Path, rel: str) -> int:
@@ -558,11 +553,15 @@ class MemoryIndex:
         )
 
     def _lines_pending_count(self) -> int | None:
-        """Chunks without line vectors, counted on a reader (0 at once when the fill found none left)."""
-        if self.line_fill is None:
+        """Chunks without line vectors (None: not filled here — read-only, or turned off); 0 at once when
+        the fill found none left, else counted on a reader at most every :data:`LINES_COUNT_EVERY_S`."""
+        if self.line_fill is None or self.read_only:
             return None
         if not self.line_fill.pending:
             return 0
+        return self.line_fill.recount(lambda: self._count_lines_pending(), LINES_COUNT_EVERY_S)
+
+    def _count_lines_pending(self) -> int:
         with self.readers.connection() as conn:
             return count_without_lines(conn)
 

@@ -3,24 +3,26 @@
 A chunk's vector blurs its 10–20 lines into one; a question whose answer is one line of it
 (a multi-hop question's second fact, typically) is better told by that line's own vector. So
 every non-blank line of a chunk is embedded as a passage (as the context excerpts embed lines:
-the same text, so the same embedding-cache keys) and the chunk keeps them as one row of
-``line_vectors`` — float16, one per line, in the chunk's line order. The search reads the rows of
-its first candidates and takes each chunk's best line cosine (``-1`` for a chunk without a non-blank line)
-(:mod:`memoryd.indexer.search.lineblend`).
+the same text, so the same vector) and the chunk keeps them as one row — float16, one per
+line, in the chunk's line order. The search reads the rows of its first candidates and takes
+each chunk's best line cosine (``-1`` for a chunk without a non-blank line;
+:mod:`memoryd.indexer.search.lineblend`); the context excerpts read them by line text
+(:func:`decode_lines`).
 
 The rows are derived data with the chunk's lifetime: the foreign key drops a chunk's row with
 the chunk (an edit, a removal, an identity change), and the chunks without a row *are* the
 backlog — nothing to keep in memory or recover after a crash. :class:`LineVectorFill` works
-through it a bounded step at a time, after the chunk vectors (the daemon's idle work): the line
-texts are looked up in the embedding cache first (lines recur across overlapping chunks, and a
-re-chunked file mostly keeps its lines), the rest are embedded in slices, and each slice's
-chunks are written in one transaction, only if the chunk still holds the text it was read
-with (the id of a deleted chunk may be reused).
+through it a bounded step at a time, after the chunk vectors (the daemon's idle work), and
+each slice's chunks are written in one transaction, only if the chunk still holds the text it
+was read with (the id of a deleted chunk may be reused). Each backend keeps the rows its own
+way (:class:`LineRows`: :mod:`memoryd.indexer.store_lines` for SQLite,
+:mod:`memoryd.indexer.storage.postgres.line_rows`).
 """
 
 from __future__ import annotations
 
-import sqlite3
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,37 +30,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from memoryd.indexer.backend import CacheStore
-from memoryd.indexer.cache import EmbeddingCache, cache_key
-from memoryd.indexer.store import Store, select_in
+from memoryd.indexer.cache import cache_key
+from memoryd.indexer.line_codec import LineRow, PendingChunk, chunk_lines, encode
 from memoryd.indexer.types import Embedder
 
 STEP_LINES = 256  # lines a fill step embeds at most (short passages: about a second on two cores)
-
-
-def chunk_lines(text: str) -> list[str]:
-    """The lines of a chunk that get a vector: the non-blank ones, as the context excerpts score them."""
-    return [line for line in text.split("\n") if line.strip()]
-
-
-def encode(vectors: Any) -> bytes:
-    """A chunk's line vectors as stored: float16 rows (half the bytes; cosines move by < 1e-3)."""
-    return np.ascontiguousarray(vectors, dtype=np.float16).tobytes()
-
-
-def best_cosines(rows: Sequence[tuple[int, bytes]], qvec: Any) -> dict[int, float]:
-    """Each chunk's best line cosine with the unit ``qvec`` (rows: chunk id, stored blob)."""
-    q = np.asarray(qvec, dtype=np.float32).ravel()
-    out: dict[int, float] = {}
-    for chunk_id, blob in rows:
-        m = np.frombuffer(blob, dtype=np.float16)
-        if m.size % q.size:
-            continue  # another model's width: as if not filled
-        out[int(chunk_id)] = -1.0 if m.size == 0 else float((m.reshape(-1, q.size).astype(np.float32) @ q).max())
-    return out
-
-
-PendingChunk = tuple[int, str, str]  # a chunk without line vectors: id, sha256 of its text, its text
-LineRow = tuple[int, str, bytes]  # what a fill writes: chunk id, the sha256 it was read with, encoded vectors
+SLICE_LINES = 64  # lines a model call embeds at most (a task waits for one call at most)
+INLINE_LINES = 16  # a call this small runs on the inline session (a save's few lines; see fill)
+RECENT_LINES = 2048  # lines embedded lately kept in memory (3 MB): repeated lines are not embedded again
 
 
 class LineRows(Protocol):
@@ -68,9 +47,9 @@ class LineRows(Protocol):
         """Up to ``limit`` of the oldest chunks (of this index's site) without line vectors."""
         ...
 
-    def write(self, rows: Sequence[LineRow], fresh: Mapping[bytes, Any]) -> None:
-        """In one transaction: the rows of chunks that still hold the text hashed (a chunk replaced meanwhile
-        gets none), and ``fresh`` line vectors into the embedding cache by key."""
+    def write(self, rows: Sequence[LineRow]) -> None:
+        """In one transaction, the rows of the chunks that still hold the text hashed (a chunk deleted or
+        replaced meanwhile gets none)."""
         ...
 
     def count(self) -> int:
@@ -78,53 +57,10 @@ class LineRows(Protocol):
         ...
 
 
-def read_best_cosines(conn: Any, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
-    """:func:`best_cosines` of the chunks among ``ids`` that have their line vectors (embedded index). An
-    index written by an older memoryd and opened read-only (``search --offline``) has no table yet: none."""
-    try:
-        rows = list(select_in(conn, "SELECT chunk_id, vectors FROM line_vectors WHERE chunk_id IN ({})", ids))
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return {}
-        raise
-    return best_cosines(rows, qvec)
-
-
-def count_without_lines(conn: Any) -> int:
-    """Chunks without line vectors, on any connection to the embedded index."""
-    return int(conn.execute(
-        "SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM line_vectors l WHERE l.chunk_id = c.id)"
-    ).fetchone()[0])
-
-
-class SqliteLineRows:
-    """:class:`LineRows` of the embedded index: table ``line_vectors``, written on the writer's connection."""
-
-    def __init__(self, store: Store, cache: EmbeddingCache) -> None:
-        self._store = store
-        self._cache = cache
-
-    def next_chunks(self, limit: int) -> list[PendingChunk]:
-        rows = self._store.conn.execute(
-            "SELECT c.id, c.sha256, c.text FROM chunks c"
-            " WHERE NOT EXISTS (SELECT 1 FROM line_vectors l WHERE l.chunk_id = c.id) ORDER BY c.id LIMIT ?",
-            (limit,)).fetchall()
-        return [(int(i), str(sha), str(text)) for i, sha, text in rows]
-
-    def write(self, rows: Sequence[LineRow], fresh: Mapping[bytes, Any]) -> None:
-        with self._store.transaction() as t:
-            if fresh:
-                self._cache.put_many(t, fresh)
-            t.executemany("INSERT OR REPLACE INTO line_vectors(chunk_id, vectors)"
-                          " SELECT id, ? FROM chunks WHERE id = ? AND sha256 = ?",
-                          [(blob, chunk_id, sha) for chunk_id, sha, blob in rows])
-
-    def count(self) -> int:
-        return count_without_lines(self._store.conn)
-
-
 @dataclass
 class FillResult:
+    """What one fill step did."""
+
     chunks: int = 0  # chunks that got their line vectors
     embedded: int = 0  # lines computed by the model (the rest came from the cache)
 
@@ -141,38 +77,79 @@ class LineVectorFill:
         self._cache = cache
         self._model_id = model_id
         self.pending = not read_only
+        self._counted: tuple[float, int] | None = None  # (when, chunks pending) for recount
+        self._recent: OrderedDict[str, Any] = OrderedDict()  # the last RECENT_LINES lines embedded
 
     def count(self) -> int:
         """Chunks still without line vectors."""
         return self._rows.count()
 
-    def fill(self, embedder: Embedder, max_lines: int = STEP_LINES, slice_lines: int = 64,
-             should_yield: Callable[[], bool] | None = None) -> FillResult:
+    def recount(self, count: Callable[[], int], max_age_s: float) -> int:
+        """The chunks pending, for ``status`` (which may be polled every half second, while ``count`` is an
+        anti-join over every chunk): ``count()`` asked again only when its last answer is older than
+        ``max_age_s``, and kept meanwhile by what this process did since (each step's chunks taken off,
+        :meth:`added` chunks put on; chunks deleted meanwhile are seen at the next count)."""
+        now = time.monotonic()
+        if self._counted is None or now - self._counted[0] > max_age_s:
+            self._counted = (now, count())
+        return self._counted[1]
+
+    def added(self, chunks: int) -> None:
+        """``chunks`` new chunks were committed: they wait for their line vectors."""
+        if chunks:
+            self.pending = True
+            if self._counted is not None:
+                self._counted = (self._counted[0], self._counted[1] + chunks)
+
+    def _took(self, chunks: int) -> None:
+        if self._counted is not None:
+            self._counted = (self._counted[0], max(0, self._counted[1] - chunks))
+
+    def fill(self, bulk: Embedder, inline: Embedder | None = None, max_lines: int = STEP_LINES,
+             slice_lines: int = SLICE_LINES, should_yield: Callable[[], bool] | None = None) -> FillResult:
         """Give the next chunks (oldest first) their line vectors, embedding at most ``max_lines``
         new lines, ``slice_lines`` a model call; ``should_yield`` is asked between calls (True: stop,
-        what is written stays). Clears ``pending`` when no chunk is left."""
+        what is written stays). A call of at most :data:`INLINE_LINES` new lines (what a save adds)
+        runs on ``inline`` when given — the model session already warm for saves — and larger ones on
+        ``bulk`` (the daemon's low-priority session). Clears ``pending`` when no chunk is left.
+
+        Lines the embedding cache holds (the context excerpts keep theirs there) are not embedded
+        again; the fill itself writes nothing to the cache: ~8 lines a chunk would crowd the chunks'
+        own vectors out of it, and out of the machine-wide cache that every data dir shares."""
         todo = self._next_chunks(max_lines)
         if not todo:
             self.pending = False
             return FillResult()
         result = FillResult()
-        known: dict[str, Any] = {}
         for part in _slices(todo, slice_lines):
             lines = list(dict.fromkeys(x for _, _, text in part for x in chunk_lines(text)))
-            keys = {line: cache_key(self._model_id, line) for line in lines}
-            found = self._cache.get_many(list(keys.values()), count=False)
-            known |= {line: found[k] for line, k in keys.items() if k in found}
+            known = self._known(lines)
             new = [line for line in lines if line not in known]
-            fresh: dict[str, Any] = {}
             if new:
-                fresh = dict(zip(new, np.asarray(embedder.embed_passages(new), dtype=np.float32), strict=True))
+                model = inline if inline is not None and len(new) <= INLINE_LINES else bulk
+                fresh = dict(zip(new, np.asarray(model.embed_passages(new), dtype=np.float32), strict=True))
+                self._remember(fresh)
                 known |= fresh
-            self._rows.write(_encoded(part, known), {keys[line]: v for line, v in fresh.items()})
+            self._rows.write(_encoded(part, known))
+            self._took(len(part))
             result.chunks += len(part)
-            result.embedded += len(fresh)
+            result.embedded += len(new)
             if should_yield is not None and should_yield():
                 break
         return result
+
+    def _known(self, lines: Sequence[str]) -> dict[str, Any]:
+        """The vectors of ``lines`` already at hand: recently embedded here (a heading or a bullet recurs
+        across chunks and files), or in the embedding cache (the context excerpts store theirs there)."""
+        known = {line: self._recent[line] for line in lines if line in self._recent}
+        keys = {line: cache_key(self._model_id, line) for line in lines if line not in known}
+        found = self._cache.get_many(list(keys.values()), count=False) if keys else {}
+        return known | {line: found[k] for line, k in keys.items() if k in found}
+
+    def _remember(self, vectors: dict[str, Any]) -> None:
+        self._recent.update(vectors)
+        while len(self._recent) > RECENT_LINES:
+            self._recent.popitem(last=False)
 
     def _next_chunks(self, max_lines: int) -> list[PendingChunk]:
         """The oldest chunks without line vectors, about ``max_lines`` lines' worth (at least one chunk)."""

@@ -13,9 +13,17 @@ from __future__ import annotations
 import sqlite3
 import time
 
+import structlog
 
-def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
-    """Put ``conn``'s database in WAL mode; re-raises the last ``database is locked`` after ``timeout_s``."""
+log = structlog.get_logger(__name__)
+
+
+def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> str:
+    """Put ``conn``'s database in WAL mode; re-raises the last ``database is locked`` after ``timeout_s``.
+
+    Returns the journal mode the file is in: a file system that cannot hold a WAL (some network
+    mounts) keeps its rollback journal — logged, not refused, as SQLite itself would carry on
+    (readers then wait for writers)."""
     deadline = time.monotonic() + timeout_s
     pause = 0.005
     while True:
@@ -27,6 +35,7 @@ def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
             time.sleep(pause)  # no event to wait on: the lock belongs to another process
             pause = min(pause * 2, 0.1)
             continue
-        if mode is not None and str(mode[0]).lower() != "wal":
-            raise sqlite3.OperationalError(f"journal_mode stayed {mode[0]!r}, not 'wal'")
-        return
+        got = str(mode[0]).lower() if mode is not None else "unknown"
+        if got != "wal":
+            log.warning("sqlite.no_wal", journal_mode=got, action="carrying on: readers may wait for writers")
+        return got

@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memoryd.indexer.cache import cache_key
 from memoryd.indexer.config import ConfigError, validate
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.line_vectors import SqliteLineRows, best_cosines, chunk_lines, encode
+from memoryd.indexer.line_codec import best_cosines, chunk_lines, decode_lines, encode
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.lineblend import FIRST_MOVED, blend
+from memoryd.indexer.store_lines import SqliteLineRows
 from tests.helpers import CountingEmbedder, make_config
 
 NOTES = "# Notes\n\nMelanie painted a sunset in July.\n\nShe went camping with the kids.\n\n" \
@@ -66,14 +68,31 @@ def test_every_chunk_gets_one_vector_per_non_blank_line(tmp_path: Path) -> None:
     index.close()
 
 
-def test_a_line_embedded_before_comes_from_the_cache(tmp_path: Path) -> None:
+def test_the_fill_writes_no_cache_entry_and_reuses_lines_the_cache_has(tmp_path: Path) -> None:
     index, emb, root = _index(tmp_path, {"a.md": NOTES})
+    entries = index.local_cache.entries()
     _fill(index)
-    (root / "b.md").write_text(NOTES + "\nA new line only this file has.\n")
+    assert index.local_cache.entries() == entries  # ~8 lines a chunk would crowd the chunks' vectors out
+    # lines the context excerpts stored in the cache are not embedded again
+    (root / "b.md").write_text("Context stored this line.\nAnd this one too.\n")
     index.index_files([(root, "b.md")])
+    lines = ["Context stored this line.", "And this one too."]
+    with index.sqlite.transaction() as t:
+        index.local_cache.put_many(t, {cache_key(index.embedder.model_id, x): v
+                                       for x, v in zip(lines, emb.inner.embed_passages(lines), strict=True)})
     before = emb.embedded
     _fill(index)
-    assert emb.embedded - before <= 2  # the new line (and the chunk itself is not a line); the rest were cached
+    assert emb.embedded == before and not index.lines_pending()
+    index.close()
+
+
+def test_a_small_step_runs_inline_and_a_large_one_on_the_bulk_session(tmp_path: Path) -> None:
+    index, _, _ = _index(tmp_path, {"a.md": NOTES, "b.md": "\n".join(f"line {i}" for i in range(40))})
+    assert index.line_fill is not None
+    bulk, inline = CountingEmbedder(HashEmbedder(dimension=64)), CountingEmbedder(HashEmbedder(dimension=64))
+    while index.lines_pending():
+        index.line_fill.fill(bulk, inline, max_lines=256, slice_lines=8)  # type: ignore[arg-type]
+    assert inline.embedded == 4 and bulk.embedded == 40  # a.md's 4 lines (a save's few), b.md's 40
     index.close()
 
 
@@ -99,11 +118,11 @@ def test_rows_go_with_their_chunks_and_an_edit_queues_the_new_ones(tmp_path: Pat
 def test_a_chunk_whose_text_changed_mid_step_gets_no_row(tmp_path: Path) -> None:
     index, _, _ = _index(tmp_path, {"a.md": NOTES})
     assert index.line_fill is not None
-    rows = SqliteLineRows(index.sqlite, index.local_cache)
+    rows = SqliteLineRows(index.sqlite)
     (chunk_id, sha, _text), = rows.next_chunks(100)
     # the chunk's id now holds another text (a deleted chunk's id reused): the step's write must not attach
     index.sqlite.conn.execute("UPDATE chunks SET sha256 = 'other' WHERE id = ?", (chunk_id,))
-    rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))], {})
+    rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))])
     assert _rows(index) == {}
     index.close()
 
@@ -124,7 +143,7 @@ def test_an_older_index_without_the_table_searches_read_only(tmp_path: Path) -> 
     ro = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64), read_only=True)
     hits = ro.search("Melanie painted a sunset").hits
     assert hits and hits[0].path == "a.md"
-    assert ro.status().line_vectors_pending == 0
+    assert ro.status().line_vectors_pending is None  # not known: this index fills nothing
     ro.close()
     rw = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64))
     assert rw.lines_pending() and rw.line_fill is not None and rw.line_fill.count() == 1  # created, then filled
@@ -145,10 +164,45 @@ def test_the_search_reads_the_line_vectors_once_filled(tmp_path: Path) -> None:
     index, _, _ = _index(tmp_path, {"a.md": NOTES})
     before = index.search("Melanie painted a sunset", explain=True)
     assert before.explanations is not None and "best_line_cosine" not in before.explanations[0]
+    assert before.query_analysis is not None and before.query_analysis["line_blend"].startswith("skipped: 1 of 1")
     _fill(index)
     after = index.search("Melanie painted a sunset", explain=True)
-    assert after.explanations is not None
-    assert after.explanations[0]["best_line_cosine"] > 0.5
+    assert after.explanations is not None and after.query_analysis is not None
+    assert after.explanations[0]["best_line_cosine"] > 0.5 and after.query_analysis["line_blend"] == "applied"
+    index.close()
+
+
+def test_stored_rows_read_back_by_line_text(tmp_path: Path) -> None:
+    index, _, _ = _index(tmp_path, {"a.md": NOTES})
+    _fill(index)
+    store = index.open_line_store()
+    assert store is not None
+    ids = [int(i) for (i,) in index.sqlite.conn.execute("SELECT id FROM chunks")]
+    got = store.lines_of_chunks(ids)
+    assert set(got) == {x for (t,) in index.sqlite.conn.execute("SELECT text FROM chunks") for x in chunk_lines(t)}
+    want = np.asarray(index.embedder.embed_passages(["Caroline adopted a dog named Rex."]), np.float32)[0]
+    np.testing.assert_allclose(got["Caroline adopted a dog named Rex."], want, atol=2e-3)
+    assert store.lines_of_chunks([10**9]) == {}
+    store.close()
+    index.close()
+
+
+def test_a_row_of_another_width_or_line_count_decodes_to_nothing() -> None:
+    blob = encode(np.ones((2, 4), np.float32))
+    assert set(decode_lines("a\n\nb", blob, 4)) == {"a", "b"}
+    assert decode_lines("a\nb\nc", blob, 4) == {} and decode_lines("a\nb", blob, 8) == {}
+
+
+def test_nothing_is_filled_when_neither_the_ranking_nor_the_excerpts_use_lines(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.md").write_text(NOTES)
+    cfg = make_config(root, tmp_path / "data")
+    cfg = replace(cfg, search=replace(cfg.search, line_weight=0.0, context_line_model=False))
+    index = MemoryIndex(cfg, HashEmbedder(dimension=64))
+    index.index_files([(root, "a.md")])
+    assert index.line_fill is None and not index.lines_pending() and index.fill_line_vectors().chunks == 0
+    assert index.status().line_vectors_pending is None
     index.close()
 
 

@@ -39,6 +39,7 @@ class LineGate:
         self.inner = inner
         self.model_id, self.dimension = inner.model_id, inner.dimension
         self.hold = threading.Event()
+        self.blocked = threading.Event()  # a line batch is waiting in the model now
         self.opened = threading.Event()
         self.fail = False
         self.line_batches = 0
@@ -55,6 +56,7 @@ class LineGate:
             if self.fail:
                 raise RuntimeError("the model failed on these lines")
             if self.hold.is_set():
+                self.blocked.set()
                 assert self.opened.wait(WAIT_S), "the test never opened the gate"
         return self.inner.embed_passages(texts)
 
@@ -114,7 +116,7 @@ def test_a_save_does_not_wait_behind_the_line_fill(daemon: Any, tmp_path: Path) 
     gate.hold.set()  # the next line batch waits in the model
     (root / "n0.md").write_text("# Note 0\n\n" + "\n".join(f"line-fill 0-{n}: changed {n}." for n in range(30))
                                 + "\n", encoding="utf-8")
-    wait_for(lambda: gate.line_batches and _without_lines(data) > 0, WAIT_S, "a line batch held in the model")
+    assert gate.blocked.wait(WAIT_S), "no line batch reached the model"  # n0's 30 new lines: the bulk session
     (root / "n1.md").write_text("# Note 1\n\nsavedwhileheldqz is the word.\n", encoding="utf-8")
     wait_for(lambda: client.call("search", {"query": "savedwhileheldqz", "k": 1, "mode": "keyword"})["hits"],
              WAIT_S, "the save searchable while a line batch is held")

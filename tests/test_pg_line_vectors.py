@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.line_vectors import chunk_lines, encode
+from memoryd.indexer.line_codec import chunk_lines, encode
 from memoryd.indexer.reconcile import reconcile
 from memoryd.indexer.storage import open_index
 from memoryd.indexer.storage.base import StorageUnavailableError
@@ -128,40 +128,40 @@ def test_rows_go_with_their_chunks(site_a: Any, pg_dsn: str) -> None:
 
 def test_a_chunk_whose_text_changed_mid_step_gets_no_row(site_a: Any, pg_dsn: str) -> None:
     idx, _, _ = site_a
-    rows = PgLineRows(idx.pg, idx.cache)
+    rows = PgLineRows(idx.pg)
     (chunk_id, sha, _text), *_ = rows.next_chunks(100)
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # the chunk now holds another text
         c.execute("UPDATE memoryd_chunks SET sha256 = 'other' WHERE id = %s", (chunk_id,))
-    rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))], {})
+    rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))])
     assert chunk_id not in _rows(pg_dsn)
 
 
 def test_a_chunk_below_where_the_scan_starts_is_still_found_before_the_backlog_is_empty(
         site_a: Any, pg_dsn: str) -> None:
     idx, _, _ = site_a
-    rows = PgLineRows(idx.pg, idx.cache)
+    rows = PgLineRows(idx.pg)
     blob = encode(np.ones((1, 64), np.float32))
     first = rows.next_chunks(1)
-    rows.write([(i, sha, blob) for i, sha, _ in first], {})
-    rows.write([(i, sha, blob) for i, sha, _ in rows.next_chunks(1)], {})  # the scan now starts above the first
+    rows.write([(i, sha, blob) for i, sha, _ in first])
+    rows.write([(i, sha, blob) for i, sha, _ in rows.next_chunks(1)])  # the scan now starts above the first
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # as if the first had been committed late
         c.execute("DELETE FROM memoryd_line_vectors WHERE chunk_id = %s", (first[0][0],))
     for _ in range(100):
         todo = rows.next_chunks(4)
         if not todo:
             break
-        rows.write([(i, sha, blob) for i, sha, _ in todo], {})
+        rows.write([(i, sha, blob) for i, sha, _ in todo])
     assert set(_rows(pg_dsn)) == set(_chunks(pg_dsn, "a")) and rows.count() == 0
 
 
 def test_a_write_after_a_re_index_elsewhere_is_refused(site_a: Any, pg_dsn: str) -> None:
     idx, _, _ = site_a
-    rows = PgLineRows(idx.pg, idx.cache)
+    rows = PgLineRows(idx.pg)
     (chunk_id, sha, _text), *_ = rows.next_chunks(1)
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # what another site's re-index does first
         c.execute("UPDATE memoryd_meta SET value = (value::bigint + 1)::text WHERE key = %s", (schema.GENERATION_KEY,))
     with pytest.raises(IdentityChangedError):
-        rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))], {})
+        rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))])
     assert _rows(pg_dsn) == {}
 
 

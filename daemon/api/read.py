@@ -133,6 +133,8 @@ class ReadMethods:
             query_vector=vector, min_score=req.min_score,
         )) if scope else None
         hits = found.hits if found is not None else []
+        if hits and self._line_vectors is not None:
+            self._line_vectors.preload([i for h in hits for i in (h.chunk_id, *h.absorbed)])
         block = build_context(req.query, hits, req.max_tokens, self._count_tokens,
                               self._line_scorer(req.query, vector) if hits else None)
         if found is not None and found.abstained:  # nothing confident: say so rather than hand back noise

@@ -281,8 +281,8 @@ def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
     """Chunks still without line vectors (embedded when the daemon is idle), while there are any."""
     if not lines or not lines.get("pending"):
         return []
-    return [("line vectors", f"{lines['pending']} chunks pending (filled in when idle; hits 4+ rank as "
-                             f"without them until done)")]
+    return [("line vectors", f"{lines['pending']} chunks pending (embedded when idle; until then hits 4+ "
+                             f"keep their plain order)")]
 
 
 def _backlog(v: dict[str, Any]) -> str:

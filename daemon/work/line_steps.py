@@ -7,7 +7,8 @@ the vector backlog: a task that arrives ends the step between model calls, or
 during one (:class:`SliceAbandoned`: the lines of that call are embedded again
 later). The searches use a query's line vectors only once all its candidates have
 them, so a half-filled index ranks as before. Logs ``lines.progress`` every
-``PROGRESS_EVERY_S`` while there is work and ``lines.done`` at the end; a failed
+``PROGRESS_EVERY_S`` while a stretch lasts and ``lines.done`` at its end (at debug
+level for a save's few chunks); a failed
 step (disk full, or any other error: the line vectors are an extra, never worth the
 worker) pauses the job for ``RETRY_S`` or until a task goes through.
 
@@ -27,8 +28,9 @@ from memoryd.indexer.errors import MemorydError
 
 log = structlog.get_logger(__name__)
 
-PROGRESS_EVERY_S = 10.0
+PROGRESS_EVERY_S = 10.0  # lines.progress while a stretch lasts longer than this
 RETRY_S = 30.0
+LOUD_CHUNKS = 50  # a stretch of at least this many chunks ends with an info line (fewer: debug)
 
 
 class LineSteps:
@@ -47,13 +49,15 @@ class LineSteps:
         return self._retry_at - time.monotonic()
 
     def retry_now(self) -> None:
+        """A task went through: a paused fill may try again at once."""
         self._retry_at = 0.0
 
     def step(self) -> str | None:
         """One bounded step; the error of a failed one (the worker keeps it as its last error), else None."""
-        if self._since is None:
+        if self._since is None:  # a stretch begins: after a save a few chunks, after a cold start all of them
             self._since = time.monotonic()
-            log.info("lines.backlog", chunks=self._count())
+            self._next_progress = self._since + PROGRESS_EVERY_S
+            log.debug("lines.backlog", chunks=self._count())
         try:
             done = self.index.fill_line_vectors(should_yield=self._task_waiting)
         except SliceAbandoned:
@@ -72,8 +76,8 @@ class LineSteps:
     def _report(self) -> None:
         now = time.monotonic()
         if not self.index.lines_pending() and self._since is not None:
-            log.info("lines.done", chunks=self._chunks, lines_embedded=self._lines,
-                     seconds=round(now - self._since, 1))
+            done = log.info if self._chunks >= LOUD_CHUNKS else log.debug  # a save's few lines are not news
+            done("lines.done", chunks=self._chunks, lines_embedded=self._lines, seconds=round(now - self._since, 1))
             self._since, self._chunks, self._lines, self._next_progress = None, 0, 0, 0.0
         elif now >= self._next_progress:
             self._next_progress = now + PROGRESS_EVERY_S

@@ -3,7 +3,9 @@
 ``context`` ranks the lines of the spans it must trim by their cosine with the
 query (:mod:`memoryd.indexer.search.context`); each line is one short passage
 for the model. A line's vector depends only on its text and the model — it is
-exactly the vector a chunk of that text gets — so lines are looked up, like
+exactly the vector a chunk of that text gets — so the lines the index embedded
+when it was idle (:mod:`memoryd.indexer.line_vectors`) are read first, by the
+block's chunks (:meth:`LineVectors.preload`); the rest are looked up, like
 chunks, in the embedding cache (sha256 of model id + text) and the new ones are
 stored there: a line is embedded once, across restarts, not once per process,
 on either backend (the index opens the cache for it:
@@ -58,6 +60,10 @@ class LineCache:
         if why is not None:
             log.info("context.line_vectors_unsaved", lines=len(rows), reason=why)
 
+    def lines_of_chunks(self, ids: Sequence[int]) -> dict[str, Any]:
+        """The line vectors the index filled in for these chunks, by line text."""
+        return self._store.lines_of_chunks(ids)
+
     def close(self) -> None:
         self._store.close()
 
@@ -93,6 +99,12 @@ class LineVectors:
         known |= stored | fresh
         self._remember(stored | fresh)
         return np.stack([known[line] for line in lines])
+
+    def preload(self, chunk_ids: Sequence[int]) -> None:
+        """Put the line vectors the index filled in for these chunks (a block's hits) in the memo, so a
+        block embeds only lines the index has not (one read; nothing without a :class:`LineCache`)."""
+        if self._store is not None and chunk_ids:
+            self._remember(self._store.lines_of_chunks(chunk_ids))
 
     def _remember(self, vectors: dict[str, Any]) -> None:
         if not vectors:

@@ -22,13 +22,13 @@ from typing import Any
 
 from memoryd.indexer import keyword
 from memoryd.indexer.errors import StoreClosedError
-from memoryd.indexer.line_vectors import read_best_cosines
 from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration, keyword_plan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms
 from memoryd.indexer.search.pipeline import SearchError
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.store import fetch_chunks, select_in
+from memoryd.indexer.store_lines import read_best_cosines
 from memoryd.indexer.vectors import VectorIndex
 
 __all__ = ["QUERY_TIME_LIMIT_S", "EmbeddedLegs", "EmbeddedSession", "ReaderPool", "SearchError", "SqliteTerms"]

@@ -24,10 +24,23 @@ from memoryd.indexer.search.hits import Hit, merge_consecutive
 FIRST_MOVED = 4  # the first merged hit the blend may move (hits 1-3 keep their places)
 
 
+def missing(hits: Sequence[Hit], line_cosines: dict[int, float]) -> int:
+    """How many of ``hits`` have no line cosine (their chunk's line vectors are not filled in yet)."""
+    return sum(h.chunk_id not in line_cosines for h in hits)
+
+
+def describe(hits: Sequence[Hit], line_cosines: dict[int, float], weight: float) -> str:
+    """For ``explain``: whether :func:`blend` reordered these hits, and if not why."""
+    if weight <= 0:
+        return "off (search.line_weight = 0)"
+    n = missing(hits, line_cosines)
+    return "applied" if not n else f"skipped: {n} of {len(hits)} candidates without line vectors yet"
+
+
 def blend(hits: Sequence[Hit], line_cosines: dict[int, float], weight: float) -> list[Hit]:
     """``hits`` (calibrated, best first, unmerged) reordered by merged group from :data:`FIRST_MOVED`
     on; unchanged when ``weight`` is 0, there is nothing to move, or a chunk lacks its line cosine."""
-    if weight <= 0 or any(h.chunk_id not in line_cosines for h in hits):
+    if weight <= 0 or missing(hits, line_cosines):
         return list(hits)
     groups = _groups(hits)
     if len(groups) <= FIRST_MOVED:

@@ -144,15 +144,15 @@ class SearchPipeline:
             if weak is not None:
                 wide = self._run(p, QueryVector(ready=legs.qvec), t0, weak["candidates"], weak)
                 return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
-        hits, reason, explanations = self._finish(p, hits, head, feats, legs, content, line_cos)
+        hits, reason, explanations, blended = self._finish(p, hits, head, feats, legs, content, line_cos)
         terms = p.terms.terms
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
             keyword_plan=plan.describe() if q.explain and terms else None,
             query_searched=p.cleaned if q.explain and p.cleaned != q.text else None,
             explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
-            query_analysis={"intent": list(p.intents), "synonyms": p.added, "fallback": widened}
-            if q.explain else None,
+            query_analysis={"intent": list(p.intents), "synonyms": p.added, "fallback": widened,
+                            "line_blend": blended} if q.explain else None,
         )
 
     def _candidates(self, s: LegSession, p: _Prepared, vector: QueryVector,
@@ -245,23 +245,25 @@ class SearchPipeline:
 
     def _finish(self, p: _Prepared, hits: list[Hit], head: list[Hit], feats: dict[int, calibration.Features],
                 legs: _Legs, content: bool, line_cos: dict[int, float],
-                ) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None]:
+                ) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None, str | None]:
         """The answer from calibrated ``hits``: cut at ``min_score``, the lower hits ordered with their
         best lines (``line_cos``), merged, ``k`` of them with their matched lines; why the search abstained
         (None: it did not); and, with ``explain``, each hit's explanation (``head``: the fused ranking the
         calibration replaced; ``content``: whether the query has a content word, which names the reason
-        when it has none)."""
+        when it has none); and, with ``explain`` in hybrid mode, what the line blend did."""
         q, k = p.query, p.k
         reason = None
         if q.min_score is not None:
             hits, reason = shaping.confident(hits, q.min_score, content)
+        blended = lineblend.describe(hits, line_cos, self._line_weight) \
+            if q.explain and p.mode == "hybrid" and legs.qvec is not None else None
         if line_cos:
             hits = lineblend.blend(hits, line_cos, self._line_weight)
         if self._cfg.merge_adjacent:
             hits = merge_consecutive(hits[: k * MAX_MERGED_CHUNKS])
         hits = shaping.with_match_lines(hits[:k], legs.idfs, legs.vec, legs.rows)
         if not q.explain:
-            return hits, reason, None
+            return hits, reason, None, None
         has_vectors = legs.qvec is not None
         waiting = pending.pending_ids(legs.vec, legs.cands) if p.mode == "hybrid" and has_vectors else set()
         how = self._cfg.fusion if p.mode == "hybrid" else p.mode
@@ -269,9 +271,10 @@ class SearchPipeline:
         fused = {h.chunk_id: h.score for h in head}
         for h, why in zip(hits, explanations, strict=True):
             why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
-            if line_cos:
-                why["best_line_cosine"] = round(max(line_cos.get(i, -1.0) for i in (h.chunk_id, *h.absorbed)), 6)
-        return hits, reason, explanations
+            if line_cos:  # None: the hit's line vectors are not filled in yet
+                known = [line_cos[i] for i in (h.chunk_id, *h.absorbed) if i in line_cos]
+                why["best_line_cosine"] = round(max(known), 6) if known else None
+        return hits, reason, explanations, blended
 
 
 def _reorders(cfg: SearchConfig) -> list[Reorder]:

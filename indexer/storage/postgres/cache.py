@@ -121,6 +121,22 @@ class PgLineStore:
             return str(exc).strip()
         return None
 
+    def lines_of_chunks(self, ids: Sequence[int]) -> dict[str, FloatArray]:
+        from memoryd.indexer.line_codec import decode_lines
+
+        if not ids:
+            return {}
+        out: dict[str, FloatArray] = {}
+        try:
+            with self._store.connection() as c:
+                rows = c.execute("SELECT c.text, l.vectors FROM memoryd_line_vectors l JOIN memoryd_chunks c"
+                                 " ON c.id = l.chunk_id WHERE l.chunk_id = ANY(%s)", (list(ids),)).fetchall()
+        except (StorageUnavailableError, psycopg.Error):  # a miss, whatever went wrong (the contract)
+            return {}
+        for text, blob in rows:
+            out.update(decode_lines(str(text), bytes(blob), self._cache.dimension))
+        return out
+
     def close(self) -> None:
         """Nothing of its own to close: the pool is the index's."""
 

@@ -151,7 +151,7 @@ class PgMemoryIndex(MemoryIndex):
 
     def _line_rows(self) -> LineRows:
         """This site's chunks' line vectors, in ``memoryd_line_vectors`` (asks nothing of the database yet)."""
-        return PgLineRows(self.pg, self.cache)
+        return PgLineRows(self.pg)
 
     def _attach(self) -> None:
         """What opening needs the database for once the schema is there: the identity, the locks, and
@@ -410,12 +410,10 @@ class PgMemoryIndex(MemoryIndex):
         st = self._index_status(files, chunks, int(row[2]), vectors, self._storage(figures))
         return replace(st, line_vectors_pending=self._lines_pending_count())
 
-    def _lines_pending_count(self) -> int | None:
-        """This site's chunks without line vectors (0 at once when the fill found none left)."""
-        fill = self.line_fill
-        if fill is None:
-            return None
-        return fill.count() if fill.pending else 0
+    def _count_lines_pending(self) -> int:
+        """This site's chunks without line vectors (:meth:`MemoryIndex._lines_pending_count` keeps it a while)."""
+        assert self.line_fill is not None
+        return self.line_fill.count()
 
     def _never_read(self) -> IndexStatus:
         """``status``'s figures before the database ever answered (the daemon started without it)."""

@@ -12,11 +12,9 @@ it and try again later).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from memoryd.indexer.backend import CacheStore
-from memoryd.indexer.line_vectors import LineRow, PendingChunk
+from memoryd.indexer.line_codec import LineRow, PendingChunk
 from memoryd.indexer.storage.postgres.store import PgStore
 
 _MINE = ("FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
@@ -32,13 +30,12 @@ class PgLineRows:
     index per step). The one case this could miss (a chunk committed after a higher id was
     filled) is caught by the scan from the start that runs before the backlog is called empty."""
 
-    def __init__(self, store: PgStore, cache: CacheStore) -> None:
-        """``cache``: the shared embedding cache (its rows are written in the same transaction)."""
+    def __init__(self, store: PgStore) -> None:
         self._store = store
-        self._cache = cache
         self._floor = 0
 
     def next_chunks(self, limit: int) -> list[PendingChunk]:
+        """Up to ``limit`` of this site's oldest chunks without line vectors."""
         rows = self._read(limit, self._floor)
         if not rows and self._floor:
             rows = self._read(limit, 0)
@@ -51,12 +48,11 @@ class PgLineRows:
                              (self._store.site, floor, int(limit))).fetchall()
         return [(int(i), str(sha), str(text)) for i, sha, text in rows]
 
-    def write(self, rows: Sequence[LineRow], fresh: Mapping[bytes, Any]) -> None:
+    def write(self, rows: Sequence[LineRow]) -> None:
         """One transaction, fenced by the identity generation like every write; a chunk deleted or replaced
         since it was read (its id gone, or holding another text) gets no row."""
         with self._store.transaction() as t:
-            self._store._check_generation(t)
-            self._cache.put_many(t, fresh)
+            self._store.check_generation(t)
             with t.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO memoryd_line_vectors (chunk_id, vectors) SELECT id, %s FROM memoryd_chunks"

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from memoryd.indexer.line_vectors import best_cosines
+from memoryd.indexer.line_codec import best_cosines
 from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration, keyword_plan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms

@@ -237,7 +237,7 @@ class PgStore:
         chunk's vector in the cache, from which the chunk rows take it.
         """
         with self.transaction() as c:
-            self._check_generation(c)
+            self.check_generation(c)
             row = c.execute(
                 "INSERT INTO memoryd_files (root_id, path, size, mtime_ns, sha256, front_matter)"
                 " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (root_id, path) DO UPDATE SET size = EXCLUDED.size,"
@@ -248,7 +248,7 @@ class PgStore:
                 in_transaction(c)
             return _replace_chunks(c, int(row[0]), chunks)
 
-    def _check_generation(self, c: psycopg.Connection[Any]) -> None:
+    def check_generation(self, c: psycopg.Connection[Any]) -> None:
         """Inside a write: the generation row, share-locked, so a re-index either waits for this
         transaction (and then drops what it wrote) or has committed and this write is refused."""
         if self.generation is None:
@@ -262,7 +262,7 @@ class PgStore:
 
     def delete_file(self, root_id: int, rel: str) -> list[int]:
         with self.transaction() as c:
-            self._check_generation(c)
+            self.check_generation(c)
             row = c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s FOR UPDATE",
                             (root_id, rel)).fetchone()
             if not row:
@@ -276,7 +276,7 @@ class PgStore:
 
     def move_file(self, root_id: int, rel: str, dest_root_id: int, dest_rel: str) -> bool:
         with self.transaction() as c:
-            self._check_generation(c)
+            self.check_generation(c)
             row = c.execute("SELECT id FROM memoryd_files WHERE root_id = %s AND path = %s FOR UPDATE",
                             (root_id, rel)).fetchone()
             if not row:
@@ -293,7 +293,7 @@ class PgStore:
     def forget_everything(self) -> None:
         """Drop this site's files and chunks (the shared cache and other sites stay)."""
         with self.transaction() as c:
-            self._check_generation(c)
+            self.check_generation(c)
             ids = [int(r[0]) for r in c.execute(
                 "SELECT id FROM memoryd_files WHERE root_id IN (SELECT id FROM memoryd_roots WHERE site = %s)"
                 " FOR UPDATE", (self.site,))]
@@ -315,7 +315,7 @@ class PgStore:
         """Drop every site's files, chunks and postings and record ``identity``, in one transaction
         under the migration lock; returns (files, chunks, new generation).
 
-        The meta row is updated first: a concurrent write holds it share-locked (:meth:`_check_generation`),
+        The meta row is updated first: a concurrent write holds it share-locked (:meth:`check_generation`),
         so this waits for that write instead of deadlocking with it on the tables. Roots stay
         (their ids and the site locks are unchanged); the embedding cache stays unless ``drop_cache``
         (another model or dimension: its vectors would be of no use)."""
