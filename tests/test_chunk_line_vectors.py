@@ -136,6 +136,24 @@ def test_a_read_only_index_fills_nothing(tmp_path: Path) -> None:
     ro.close()
 
 
+def test_the_scan_floor_still_finds_a_chunk_added_below_it(tmp_path: Path) -> None:
+    index, _, _ = _index(tmp_path, {"a.md": NOTES, "b.md": "other\n", "c.md": "third\n"})
+    rows = SqliteLineRows(index.sqlite)
+    ids = sorted(i for i, _, _ in rows.next_chunks(100))
+    first = rows.next_chunks(1)  # the floor is now the lowest pending id
+    rows.write([(i, sha, encode(np.ones((1, 64), np.float32))) for i, sha, _ in first])
+    rows.next_chunks(1)  # the floor moves above the filled first chunk
+    # the first chunk loses its row (as if replaced under the same id): the floor is above it now
+    index.sqlite.conn.execute("DELETE FROM line_vectors WHERE chunk_id = ?", (ids[0],))
+    seen: set[int] = set()
+    while todo := rows.next_chunks(1):
+        seen.update(i for i, _, _ in todo)
+        rows.write([(i, sha, encode(np.ones((1, 64), np.float32))) for i, sha, _ in todo])
+    assert ids[0] in seen and set(ids) <= seen | {ids[0]}
+    assert rows.count() == 0
+    index.close()
+
+
 def test_an_older_index_without_the_table_searches_read_only(tmp_path: Path) -> None:
     index, _, root = _index(tmp_path, {"a.md": NOTES})
     index.sqlite.conn.execute("DROP TABLE line_vectors")  # as an index written before line vectors

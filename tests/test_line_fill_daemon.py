@@ -109,6 +109,16 @@ def test_an_idle_daemon_gives_every_chunk_its_line_vectors(daemon: Any, tmp_path
     wait_for(lambda: _without_lines(data) == 0, WAIT_S, "the saved note's line vectors")
 
 
+def test_context_reads_the_filled_lines_instead_of_embedding_them(daemon: Any, tmp_path: Path) -> None:
+    _, client, gate, _ = daemon
+    data = tmp_path / "data"
+    wait_for(lambda: _chunks(data) > 0 and _without_lines(data) == 0, WAIT_S, "every chunk's line vectors")
+    batches = gate.line_batches
+    block = client.call("context", {"query": "the plan for part 7 of note 3", "max_tokens": 120, "min_score": 0})
+    assert any("lines" in src for src in block["sources"])  # an excerpt: its lines were ranked by the model
+    assert gate.line_batches == batches  # ...with the rows the index filled, not a model call
+
+
 def test_a_save_does_not_wait_behind_the_line_fill(daemon: Any, tmp_path: Path) -> None:
     _, client, gate, root = daemon
     data = tmp_path / "data"

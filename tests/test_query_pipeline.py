@@ -71,6 +71,10 @@ class DictSession:
     def vectors_of(self, ids: Sequence[int]) -> Any:
         raise AssertionError("MMR is off")
 
+    def line_cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
+        self.asked.append("line_cosines")
+        return {}  # no line vectors filled in: the order stays the fused one
+
 
 class DictLegs:
     def __init__(self) -> None:
