@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.indexer.line_codec import LineRow, PendingChunk, best_cosines, decode_lines
+from memoryd.indexer.line_codec import LineRow, PendingChunk, ScanFloor, best_cosines, decode_lines
 from memoryd.indexer.store import Store, select_in
 
 _PENDING = "FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM line_vectors l WHERE l.chunk_id = c.id)"
@@ -44,25 +44,16 @@ def count_without_lines(conn: sqlite3.Connection) -> int:
 
 
 class SqliteLineRows:
-    """:class:`~memoryd.indexer.line_vectors.LineRows` on the writer's connection.
-
-    :meth:`next_chunks` starts its scan at the first chunk it returned last time (``_floor``):
-    the chunks below it had their rows then, and rows only go with their chunks, so a step need
-    not walk past every filled chunk again (36 ms a step at 50k chunks otherwise). A chunk added
-    below the floor (a deleted top id reused) is caught by the scan from the start that runs
-    before the backlog is called empty."""
+    """:class:`~memoryd.indexer.line_vectors.LineRows` on the writer's connection; the scan for the next
+    chunks starts at a :class:`~memoryd.indexer.line_codec.ScanFloor`."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._floor = 0
+        self._floor = ScanFloor()
 
     def next_chunks(self, limit: int) -> list[PendingChunk]:
         """Up to ``limit`` of the oldest chunks without line vectors."""
-        rows = self._read(limit, self._floor)
-        if not rows and self._floor:
-            rows = self._read(limit, 0)
-        self._floor = rows[0][0] if rows else 0
-        return rows
+        return self._floor.scan(lambda floor: self._read(limit, floor))
 
     def _read(self, limit: int, floor: int) -> list[PendingChunk]:
         rows = self._store.conn.execute(f"SELECT c.id, c.sha256, c.text {_PENDING} AND c.id >= ? ORDER BY c.id LIMIT ?",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memoryd.indexer.line_codec import LineRow, PendingChunk
+from memoryd.indexer.line_codec import LineRow, PendingChunk, ScanFloor
 from memoryd.indexer.storage.postgres.store import PgStore
 
 _MINE = ("FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
@@ -22,25 +22,16 @@ _MINE = ("FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id JOIN me
 
 
 class PgLineRows:
-    """This site's line-vector rows in the shared database.
-
-    :meth:`next_chunks` starts its scan at the first chunk it returned last time (``_floor``):
-    the chunks below it had their rows then, and rows only go with their chunks, so a step
-    need not walk past every filled chunk again (at a million chunks, a walk of the whole
-    index per step). The one case this could miss (a chunk committed after a higher id was
-    filled) is caught by the scan from the start that runs before the backlog is called empty."""
+    """This site's line-vector rows in the shared database; the scan for the next chunks starts at a
+    :class:`~memoryd.indexer.line_codec.ScanFloor`."""
 
     def __init__(self, store: PgStore) -> None:
         self._store = store
-        self._floor = 0
+        self._floor = ScanFloor()
 
     def next_chunks(self, limit: int) -> list[PendingChunk]:
         """Up to ``limit`` of this site's oldest chunks without line vectors."""
-        rows = self._read(limit, self._floor)
-        if not rows and self._floor:
-            rows = self._read(limit, 0)
-        self._floor = rows[0][0] if rows else 0
-        return rows
+        return self._floor.scan(lambda floor: self._read(limit, floor))
 
     def _read(self, limit: int, floor: int) -> list[PendingChunk]:
         with self._store.connection() as c:
