@@ -247,8 +247,6 @@ class MemoryIndex:
             self.vector_fill.fill_files(touched, stats)
         if stats.embedded and not self.read_only:
             self.vector_fill.bound_cache(stats.embedded)
-        if self.line_fill is not None:
-            self.line_fill.added(stats.chunks_added)  # their lines are embedded when the index is idle
         stats.seconds = time.perf_counter() - t0
         return stats
 
@@ -334,6 +332,8 @@ class MemoryIndex:
             self.skipped.pop(f"{f.root}/{f.rel}", None)
             self.backlog.discard(change.removed)
             self.backlog.add([i for i, k in change.added if k not in emb.vectors], f.content.mtime_ns)
+            if self.line_fill is not None:
+                self.line_fill.added([i for i, _ in change.added])  # their lines: when the index is idle
             if not deferring and self.backlog:  # kept chunks still waiting: their vectors are known
                 self.vector_fill.fill_files([(root_id, f.rel)], stats)
             stats.files_indexed += 1

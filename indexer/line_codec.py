@@ -7,7 +7,7 @@ readers; it depends on nothing but numpy, so any of them may import it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -51,23 +51,3 @@ LineRow = tuple[int, str, bytes]  # what a fill writes: chunk id, the sha256 it 
 
 
 
-
-class ScanFloor:
-    """Where a backend's scan for chunks without line vectors starts: the first chunk it found last time.
-
-    The chunks below it had their rows then, and rows only go with their chunks, so a fill step need
-    not walk past every filled chunk again (36 ms a step at 50k chunks on SQLite, a walk of the whole
-    index per step at a million). A chunk added below the floor (a deleted top id reused, a chunk
-    committed after a higher one was filled) is caught by the scan from the start that runs before
-    the backlog is called empty."""
-
-    def __init__(self) -> None:
-        self.floor = 0
-
-    def scan(self, read: Callable[[int], list[PendingChunk]]) -> list[PendingChunk]:
-        """``read(floor)``'s chunks, from the floor, or from the start when none are left above it."""
-        rows = read(self.floor)
-        if not rows and self.floor:
-            rows = read(0)
-        self.floor = rows[0][0] if rows else 0
-        return rows

@@ -36,15 +36,15 @@ from memoryd.indexer.types import Embedder
 
 STEP_LINES = 256  # lines a fill step embeds at most (short passages: about a second on two cores)
 SLICE_LINES = 64  # lines a model call embeds at most (a task waits for one call at most)
-INLINE_LINES = 16  # a call this small runs on the inline session (a save's few lines; see fill)
+INLINE_LINES = 16  # a step this small runs on the inline session (a save's few lines; see fill)
 RECENT_LINES = 2048  # lines embedded lately kept in memory (3 MB): repeated lines are not embedded again
 
 
 class LineRows(Protocol):
     """Where a backend keeps the line vectors: what :class:`LineVectorFill` asks of it."""
 
-    def next_chunks(self, limit: int) -> list[PendingChunk]:
-        """Up to ``limit`` of the oldest chunks (of this index's site) without line vectors."""
+    def next_chunks(self, limit: int, floor: int) -> list[PendingChunk]:
+        """Up to ``limit`` of the oldest chunks (of this index's site) without line vectors, ids ``floor`` up."""
         ...
 
     def write(self, rows: Sequence[LineRow]) -> None:
@@ -79,6 +79,11 @@ class LineVectorFill:
         self.pending = not read_only
         self._counted: tuple[float, int] | None = None  # (when, chunks pending) for recount
         self._recent: OrderedDict[str, Any] = OrderedDict()  # the last RECENT_LINES lines embedded
+        # Where the scan for chunks without rows starts: below it every chunk had its row when it was
+        # last looked at, and rows only go with their chunks, so a step need not walk past every filled
+        # chunk again (36 ms a step at 50k chunks on SQLite). 0 at open: the first scan walks them all;
+        # then it follows the backlog up, and new chunks (added) bring it down to them.
+        self._floor = 0
 
     def count(self) -> int:
         """Chunks still without line vectors."""
@@ -94,12 +99,14 @@ class LineVectorFill:
             self._counted = (now, count())
         return self._counted[1]
 
-    def added(self, chunks: int) -> None:
-        """``chunks`` new chunks were committed: they wait for their line vectors."""
-        if chunks:
+    def added(self, chunk_ids: Sequence[int]) -> None:
+        """These chunks were committed: they wait for their line vectors (the next scan starts at them
+        if they are below where it would: the id of a deleted chunk may be reused)."""
+        if chunk_ids:
             self.pending = True
+            self._floor = min(self._floor, min(chunk_ids))
             if self._counted is not None:
-                self._counted = (self._counted[0], self._counted[1] + chunks)
+                self._counted = (self._counted[0], self._counted[1] + len(chunk_ids))
 
     def _took(self, chunks: int) -> None:
         if self._counted is not None:
@@ -109,9 +116,10 @@ class LineVectorFill:
              slice_lines: int = SLICE_LINES, should_yield: Callable[[], bool] | None = None) -> FillResult:
         """Give the next chunks (oldest first) their line vectors, embedding at most ``max_lines``
         new lines, ``slice_lines`` a model call; ``should_yield`` is asked between calls (True: stop,
-        what is written stays). A call of at most :data:`INLINE_LINES` new lines (what a save adds)
-        runs on ``inline`` when given — the model session already warm for saves — and larger ones on
-        ``bulk`` (the daemon's low-priority session). Clears ``pending`` when no chunk is left.
+        what is written stays). A step of at most :data:`INLINE_LINES` lines (what a save adds) runs
+        on ``inline`` when given — the model session already warm for saves — and larger ones on
+        ``bulk`` (the daemon's low-priority session, which gives way to a save). Clears ``pending``
+        when no chunk is left.
 
         Lines the embedding cache holds (the context excerpts keep theirs there) are not embedded
         again; the fill itself writes nothing to the cache: ~8 lines a chunk would crowd the chunks'
@@ -119,14 +127,16 @@ class LineVectorFill:
         todo = self._next_chunks(max_lines)
         if not todo:
             self.pending = False
+            self._counted = (time.monotonic(), 0)
             return FillResult()
         result = FillResult()
+        small = sum(len(chunk_lines(text)) for _, _, text in todo) <= INLINE_LINES  # a save's few, not a backlog's
+        model = inline if inline is not None and small else bulk
         for part in _slices(todo, slice_lines):
             lines = list(dict.fromkeys(x for _, _, text in part for x in chunk_lines(text)))
             known = self._known(lines)
             new = [line for line in lines if line not in known]
             if new:
-                model = inline if inline is not None and len(new) <= INLINE_LINES else bulk
                 fresh = dict(zip(new, np.asarray(model.embed_passages(new), dtype=np.float32), strict=True))
                 self._remember(fresh)
                 known |= fresh
@@ -142,6 +152,8 @@ class LineVectorFill:
         """The vectors of ``lines`` already at hand: recently embedded here (a heading or a bullet recurs
         across chunks and files), or in the embedding cache (the context excerpts store theirs there)."""
         known = {line: self._recent[line] for line in lines if line in self._recent}
+        for line in known:
+            self._recent.move_to_end(line)  # least recently used goes first: a common heading stays
         keys = {line: cache_key(self._model_id, line) for line in lines if line not in known}
         found = self._cache.get_many(list(keys.values()), count=False) if keys else {}
         return known | {line: found[k] for line, k in keys.items() if k in found}
@@ -155,7 +167,9 @@ class LineVectorFill:
         """The oldest chunks without line vectors, about ``max_lines`` lines' worth (at least one chunk)."""
         out: list[PendingChunk] = []
         lines = 0
-        for chunk in self._rows.next_chunks(max(1, max_lines // 8)):
+        found = self._rows.next_chunks(max(1, max_lines // 8), self._floor)
+        self._floor = found[0][0] if found else self._floor
+        for chunk in found:
             n = len(chunk_lines(chunk[2]))
             if out and lines + n > max_lines:
                 break

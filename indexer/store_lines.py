@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.indexer.line_codec import LineRow, PendingChunk, ScanFloor, best_cosines, decode_lines
+from memoryd.indexer.line_codec import LineRow, PendingChunk, best_cosines, decode_lines
 from memoryd.indexer.store import Store, select_in
 
 _PENDING = "FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM line_vectors l WHERE l.chunk_id = c.id)"
@@ -44,18 +44,13 @@ def count_without_lines(conn: sqlite3.Connection) -> int:
 
 
 class SqliteLineRows:
-    """:class:`~memoryd.indexer.line_vectors.LineRows` on the writer's connection; the scan for the next
-    chunks starts at a :class:`~memoryd.indexer.line_codec.ScanFloor`."""
+    """:class:`~memoryd.indexer.line_vectors.LineRows` on the writer's connection."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._floor = ScanFloor()
 
-    def next_chunks(self, limit: int) -> list[PendingChunk]:
-        """Up to ``limit`` of the oldest chunks without line vectors."""
-        return self._floor.scan(lambda floor: self._read(limit, floor))
-
-    def _read(self, limit: int, floor: int) -> list[PendingChunk]:
+    def next_chunks(self, limit: int, floor: int) -> list[PendingChunk]:
+        """Up to ``limit`` of the oldest chunks without line vectors (ids from ``floor`` up)."""
         rows = self._store.conn.execute(f"SELECT c.id, c.sha256, c.text {_PENDING} AND c.id >= ? ORDER BY c.id LIMIT ?",
                                         (floor, limit)).fetchall()
         return [(int(i), str(sha), str(text)) for i, sha, text in rows]

@@ -87,12 +87,15 @@ def test_the_fill_writes_no_cache_entry_and_reuses_lines_the_cache_has(tmp_path:
 
 
 def test_a_small_step_runs_inline_and_a_large_one_on_the_bulk_session(tmp_path: Path) -> None:
-    index, _, _ = _index(tmp_path, {"a.md": NOTES, "b.md": "\n".join(f"line {i}" for i in range(40))})
+    index, _, root = _index(tmp_path, {"a.md": NOTES})
     assert index.line_fill is not None
     bulk, inline = CountingEmbedder(HashEmbedder(dimension=64)), CountingEmbedder(HashEmbedder(dimension=64))
-    while index.lines_pending():
-        index.line_fill.fill(bulk, inline, max_lines=256, slice_lines=8)  # type: ignore[arg-type]
-    assert inline.embedded == 4 and bulk.embedded == 40  # a.md's 4 lines (a save's few), b.md's 40
+    index.line_fill.fill(bulk, inline, max_lines=256, slice_lines=8)  # type: ignore[arg-type]
+    assert (inline.embedded, bulk.embedded) == (4, 0)  # a save's few lines: the session already warm
+    (root / "b.md").write_text("\n".join(f"line {i}" for i in range(40)))
+    index.index_files([(root, "b.md")])
+    index.line_fill.fill(bulk, inline, max_lines=256, slice_lines=8)  # type: ignore[arg-type]
+    assert (inline.embedded, bulk.embedded) == (4, 40)  # a backlog's: every slice on the bulk session
     index.close()
 
 
@@ -119,7 +122,7 @@ def test_a_chunk_whose_text_changed_mid_step_gets_no_row(tmp_path: Path) -> None
     index, _, _ = _index(tmp_path, {"a.md": NOTES})
     assert index.line_fill is not None
     rows = SqliteLineRows(index.sqlite)
-    (chunk_id, sha, _text), = rows.next_chunks(100)
+    (chunk_id, sha, _text), = rows.next_chunks(100, 0)
     # the chunk's id now holds another text (a deleted chunk's id reused): the step's write must not attach
     index.sqlite.conn.execute("UPDATE chunks SET sha256 = 'other' WHERE id = ?", (chunk_id,))
     rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))])
@@ -136,21 +139,37 @@ def test_a_read_only_index_fills_nothing(tmp_path: Path) -> None:
     ro.close()
 
 
-def test_the_scan_floor_still_finds_a_chunk_added_below_it(tmp_path: Path) -> None:
-    index, _, _ = _index(tmp_path, {"a.md": NOTES, "b.md": "other\n", "c.md": "third\n"})
-    rows = SqliteLineRows(index.sqlite)
-    ids = sorted(i for i, _, _ in rows.next_chunks(100))
-    first = rows.next_chunks(1)  # the floor is now the lowest pending id
-    rows.write([(i, sha, encode(np.ones((1, 64), np.float32))) for i, sha, _ in first])
-    rows.next_chunks(1)  # the floor moves above the filled first chunk
-    # the first chunk loses its row (as if replaced under the same id): the floor is above it now
-    index.sqlite.conn.execute("DELETE FROM line_vectors WHERE chunk_id = ?", (ids[0],))
-    seen: set[int] = set()
-    while todo := rows.next_chunks(1):
-        seen.update(i for i, _, _ in todo)
-        rows.write([(i, sha, encode(np.ones((1, 64), np.float32))) for i, sha, _ in todo])
-    assert ids[0] in seen and set(ids) <= seen | {ids[0]}
-    assert rows.count() == 0
+def test_a_new_chunk_below_where_the_scan_had_got_to_is_filled(tmp_path: Path) -> None:
+    files = {f"n{i:02d}.md": f"note {i}\nsecond line {i}\n" for i in range(12)}
+    index, _, root = _index(tmp_path, files)
+    while index.lines_pending():
+        index.fill_line_vectors(max_lines=8)  # small steps: the scan follows the backlog up
+    top = index.sqlite.conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
+    for name in ("n09.md", "n10.md", "n11.md"):  # the top chunks go...
+        index.remove_file(root, name)
+    (root / "new.md").write_text("a note written later\n")
+    index.index_files([(root, "new.md")])
+    (new_id,) = index.sqlite.conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id"
+                                          " WHERE f.path = 'new.md'").fetchone()
+    assert new_id < top  # ...and SQLite gives the new chunk an id below where the scan had got to
+    _fill(index)
+    assert new_id in _rows(index) and SqliteLineRows(index.sqlite).count() == 0
+    index.close()
+
+
+def test_the_pending_count_follows_the_fill_and_starts_from_zero_after_it(tmp_path: Path) -> None:
+    index, _, root = _index(tmp_path, {f"n{i}.md": f"note {i}\n" for i in range(5)})
+    assert index.status().line_vectors_pending == 5
+    index.fill_line_vectors(max_lines=16)  # some of them, kept count without asking the database again
+    left = SqliteLineRows(index.sqlite).count()
+    assert 0 < left < 5 and index.status().line_vectors_pending == left
+    for i in range(3):
+        index.remove_file(root, f"n{i}.md")  # gone before the fill reached some: the estimate is high now
+    _fill(index)
+    assert index.status().line_vectors_pending == 0
+    (root / "later.md").write_text("one more\n")
+    index.index_files([(root, "later.md")])
+    assert index.status().line_vectors_pending == 1  # counted from zero, not from the stale estimate
     index.close()
 
 
@@ -181,12 +200,18 @@ def test_best_cosines_reads_float16_rows() -> None:
 def test_the_search_reads_the_line_vectors_once_filled(tmp_path: Path) -> None:
     index, _, _ = _index(tmp_path, {"a.md": NOTES})
     before = index.search("Melanie painted a sunset", explain=True)
-    assert before.explanations is not None and "best_line_cosine" not in before.explanations[0]
+    assert before.explanations is not None and before.explanations[0]["best_line_cosine"] is None  # not filled
     assert before.query_analysis is not None and before.query_analysis["line_blend"].startswith("skipped: 1 of 1")
     _fill(index)
     after = index.search("Melanie painted a sunset", explain=True)
     assert after.explanations is not None and after.query_analysis is not None
-    assert after.explanations[0]["best_line_cosine"] > 0.5 and after.query_analysis["line_blend"] == "applied"
+    assert after.explanations[0]["best_line_cosine"] > 0.5
+    assert after.query_analysis["line_blend"].startswith("nothing to move")  # one hit: hits 1-3 never move
+    off = replace(index.searcher._cfg, line_weight=0.0)
+    index.searcher = type(index.searcher)(index.searcher._legs, index.embedder, off)
+    quiet = index.search("Melanie painted a sunset", explain=True)
+    assert quiet.explanations is not None and "best_line_cosine" not in quiet.explanations[0]
+    assert quiet.query_analysis is not None and quiet.query_analysis["line_blend"].startswith("off")
     index.close()
 
 

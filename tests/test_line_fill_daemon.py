@@ -101,8 +101,9 @@ def test_an_idle_daemon_gives_every_chunk_its_line_vectors(daemon: Any, tmp_path
     data = tmp_path / "data"
     wait_for(lambda: _chunks(data) > 0 and _without_lines(data) == 0, WAIT_S, "every chunk's line vectors")
     assert gate.line_batches > 1  # in bounded steps
-    hits = client.call("search", {"query": "the plan for part 7 of note 3", "k": 5, "explain": True})
-    assert "best_line_cosine" in hits["hits"][0]["explain"]
+    hits = client.call("search", {"query": "the plan for part 7 of note 3", "k": 8, "explain": True})
+    assert hits["hits"][0]["explain"]["best_line_cosine"] > 0
+    assert hits["query_analysis"]["line_blend"] == "applied"  # every candidate has its lines: hits 4+ reordered
     (root / "n9.md").write_text("# Later\n\nline-fill 9-0: a note saved later.\n", encoding="utf-8")
     wait_for(lambda: client.call("search", {"query": "a note saved later", "k": 1, "mode": "keyword"})["hits"],
              WAIT_S, "the saved note indexed")

@@ -142,3 +142,26 @@ def test_a_line_one_site_embedded_is_not_embedded_by_another(opener: Opener) -> 
         cache_b.close()
         a.close()
         b.close()
+
+
+def test_a_block_reads_the_lines_the_index_filled_in_and_embeds_none(opener: Opener, tmp_path: Path) -> None:
+    emb = HashEmbedder(dimension=16)
+    text = "# Trip\n\nI painted that lake sunrise last year\nthe kids love the beach\n"
+    (tmp_path / "root" / "a.md").write_text(text)
+    index = opener(emb)
+    index.index_files([(tmp_path / "root", "a.md")])
+    while index.lines_pending():
+        index.fill_line_vectors()
+    embed = CountingEmbed(emb)
+    vectors, cache = _lines_of(index, embed)
+    try:
+        ids = [h.chunk_id for h in index.search("lake sunrise", k=3).hits]
+        assert set(cache.lines_of_chunks(ids)) >= {"I painted that lake sunrise last year", "the kids love the beach"}
+        assert cache.lines_of_chunks([]) == {} and cache.lines_of_chunks([10**12]) == {}
+        vectors.preload(ids)
+        got = vectors(["the kids love the beach"])
+        assert embed.batches == []  # read from the index's rows, not embedded
+        assert np.allclose(got[0], emb.embed_passages(["the kids love the beach"])[0], atol=2e-3)
+    finally:
+        cache.close()
+        index.close()

@@ -11,7 +11,7 @@ worker, the search defaults, the path filter and the query embedder.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,23 +133,34 @@ class ReadMethods:
             query_vector=vector, min_score=req.min_score,
         )) if scope else None
         hits = found.hits if found is not None else []
-        if hits and self._line_vectors is not None:
-            self._line_vectors.preload([i for h in hits for i in (h.chunk_id, *h.absorbed)])
+        chunk_ids = [i for h in hits for i in (h.chunk_id, *h.absorbed)]
         block = build_context(req.query, hits, req.max_tokens, self._count_tokens,
-                              self._line_scorer(req.query, vector) if hits else None)
+                              self._line_scorer(req.query, vector, chunk_ids) if hits else None)
         if found is not None and found.abstained:  # nothing confident: say so rather than hand back noise
             block = block.abstaining(found.reason)
         return {**block.to_json(), "max_tokens": req.max_tokens,
                 "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
-    def _line_scorer(self, query: str, vector: Callable[[], Any] | None) -> LineScorer | None:
-        """Excerpt lines scored against the query's vector — the one the search used, or the model's."""
+    def _line_scorer(self, query: str, vector: Callable[[], Any] | None,
+                     chunk_ids: Sequence[int]) -> LineScorer | None:
+        """Excerpt lines scored against the query's vector — the one the search used, or the model's —
+        with the line vectors the index filled in for the hits' chunks, read at the first lines to
+        score (most blocks fit whole and score none)."""
         from memoryd.indexer.search.context import cosine_scorer
 
-        if self._embedder is None or self._line_vectors is None:
+        line_vectors = self._line_vectors
+        if self._embedder is None or line_vectors is None:
             return None
         qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
-        return cosine_scorer(self._line_vectors, qvec)
+        loaded: list[bool] = []
+
+        def embed(lines: list[str]) -> Any:
+            if not loaded:
+                loaded.append(True)
+                line_vectors.preload(chunk_ids)
+            return line_vectors(lines)
+
+        return cosine_scorer(embed, qvec)
 
     def get(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """Lines of a file inside a root (read-only; nothing outside the roots is served).

@@ -57,7 +57,7 @@ class LineSteps:
         if self._since is None:  # a stretch begins: after a save a few chunks, after a cold start all of them
             self._since = time.monotonic()
             self._next_progress = self._since + PROGRESS_EVERY_S
-            log.debug("lines.backlog", chunks=self._count())
+            log.debug("lines.backlog")
         try:
             done = self.index.fill_line_vectors(should_yield=self._task_waiting)
         except SliceAbandoned:

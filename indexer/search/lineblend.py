@@ -34,7 +34,9 @@ def describe(hits: Sequence[Hit], line_cosines: dict[int, float], weight: float)
     if weight <= 0:
         return "off (search.line_weight = 0)"
     n = missing(hits, line_cosines)
-    return "applied" if not n else f"skipped: {n} of {len(hits)} candidates without line vectors yet"
+    if n:
+        return f"skipped: {n} of {len(hits)} candidates without line vectors yet"
+    return "applied" if len(_groups(hits)) > FIRST_MOVED else f"nothing to move (hits 1-{FIRST_MOVED - 1} never move)"
 
 
 def blend(hits: Sequence[Hit], line_cosines: dict[int, float], weight: float) -> list[Hit]:

@@ -136,7 +136,7 @@ class SearchPipeline:
             feats = calibration.with_margins(s.features([h.chunk_id for h in head], self._content(p), cosines),
                                              cosines) if head else {}
             line_cos = s.line_cosines(legs.qvec, [h.chunk_id for h in head]) \
-                if self._line_weight and mode == "hybrid" and legs.qvec is not None and head else {}
+                if self._line_weight and mode == "hybrid" and legs.qvec is not None and head else None
         hits = shaping.calibrated(head, feats)
         content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
         if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None and content:
@@ -244,18 +244,19 @@ class SearchPipeline:
         return hits
 
     def _finish(self, p: _Prepared, hits: list[Hit], head: list[Hit], feats: dict[int, calibration.Features],
-                legs: _Legs, content: bool, line_cos: dict[int, float],
+                legs: _Legs, content: bool, line_cos: dict[int, float] | None,
                 ) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None, str | None]:
         """The answer from calibrated ``hits``: cut at ``min_score``, the lower hits ordered with their
         best lines (``line_cos``), merged, ``k`` of them with their matched lines; why the search abstained
         (None: it did not); and, with ``explain``, each hit's explanation (``head``: the fused ranking the
         calibration replaced; ``content``: whether the query has a content word, which names the reason
-        when it has none); and, with ``explain`` in hybrid mode, what the line blend did."""
+        when it has none; ``line_cos``: the best line cosines read, None when not asked); and, with
+        ``explain`` in hybrid mode, what the line blend did."""
         q, k = p.query, p.k
         reason = None
         if q.min_score is not None:
             hits, reason = shaping.confident(hits, q.min_score, content)
-        blended = lineblend.describe(hits, line_cos, self._line_weight) \
+        blended = lineblend.describe(hits, line_cos or {}, self._line_weight) \
             if q.explain and p.mode == "hybrid" and legs.qvec is not None else None
         if line_cos:
             hits = lineblend.blend(hits, line_cos, self._line_weight)
@@ -271,7 +272,7 @@ class SearchPipeline:
         fused = {h.chunk_id: h.score for h in head}
         for h, why in zip(hits, explanations, strict=True):
             why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
-            if line_cos:  # None: the hit's line vectors are not filled in yet
+            if line_cos is not None:  # asked: None for a hit whose line vectors are not filled in yet
                 known = [line_cos[i] for i in (h.chunk_id, *h.absorbed) if i in line_cos]
                 why["best_line_cosine"] = round(max(known), 6) if known else None
         return hits, reason, explanations, blended

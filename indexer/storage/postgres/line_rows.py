@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memoryd.indexer.line_codec import LineRow, PendingChunk, ScanFloor
+from memoryd.indexer.line_codec import LineRow, PendingChunk
 from memoryd.indexer.storage.postgres.store import PgStore
 
 _MINE = ("FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
@@ -22,18 +22,13 @@ _MINE = ("FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id JOIN me
 
 
 class PgLineRows:
-    """This site's line-vector rows in the shared database; the scan for the next chunks starts at a
-    :class:`~memoryd.indexer.line_codec.ScanFloor`."""
+    """This site's line-vector rows in the shared database."""
 
     def __init__(self, store: PgStore) -> None:
         self._store = store
-        self._floor = ScanFloor()
 
-    def next_chunks(self, limit: int) -> list[PendingChunk]:
-        """Up to ``limit`` of this site's oldest chunks without line vectors."""
-        return self._floor.scan(lambda floor: self._read(limit, floor))
-
-    def _read(self, limit: int, floor: int) -> list[PendingChunk]:
+    def next_chunks(self, limit: int, floor: int) -> list[PendingChunk]:
+        """Up to ``limit`` of this site's oldest chunks without line vectors (ids from ``floor`` up)."""
         with self._store.connection() as c:
             rows = c.execute(f"SELECT c.id, c.sha256, c.text {_MINE} AND c.id >= %s ORDER BY c.id LIMIT %s",
                              (self._store.site, floor, int(limit))).fetchall()
