@@ -267,13 +267,17 @@ def verdict(qs: Sequence[Question], chosen: list[dict[str, Any]], runs: dict[str
 
 
 def main() -> None:
+    global LINE_CHUNKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--depth", type=int, default=Config().search.candidates)
     ap.add_argument("--cache", type=Path, default=None, help="keep capture and vectors here between runs")
     ap.add_argument("--cold", type=int, default=5, help="questions per folder timed with no line memo")
+    ap.add_argument("--line-chunks", type=int, default=30,
+                    help="chunks of each question's ranking whose lines are read (the daemon reads k x 3)")
     args = ap.parse_args()
+    LINE_CHUNKS = args.line_chunks
     if args.cache:
         args.cache.mkdir(parents=True, exist_ok=True)
     qs, differ = load_or_capture(args.eval_dir, args.work, args.depth, args.cache)
