@@ -191,8 +191,9 @@ class Daemon:
 
         return wait_until(up, timeout, f"the socket {self.socket}")
 
-    def wait_idle(self, timeout: float = 600.0, interval: float = 0.05) -> dict[str, Any]:
-        """Block until ``status`` says pending=0 and reconciling=false; returns that status."""
+    def wait_idle(self, timeout: float = 600.0, interval: float = 0.05, lines: bool = False) -> dict[str, Any]:
+        """Block until ``status`` says pending=0 and reconciling=false (``lines``: and every chunk's line
+        vectors are in, as the default ranking of a daemon idle a while has them); returns that status."""
         self.wait_socket(timeout)
         deadline = time.perf_counter() + timeout
         with self.client() as c:
@@ -202,7 +203,7 @@ class Daemon:
                     st = c.call("status")
                 except DaemonError:
                     st = {}
-                if is_idle(st):
+                if is_idle(st) and not (lines and (st.get("line_vectors") or {}).get("pending")):
                     return st
                 if time.perf_counter() > deadline:
                     raise TimeoutError(f"memoryd not idle after {timeout:g} s: {st}")
