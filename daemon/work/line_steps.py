@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import structlog
 
+from memoryd.daemon.work.pause import RetryPause
 from memoryd.daemon.work.polite import SliceAbandoned
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
@@ -42,15 +43,15 @@ class LineSteps:
         self._since: float | None = None
         self._chunks = self._lines = 0
         self._next_progress = 0.0
-        self._retry_at = 0.0
+        self._pause = RetryPause()
 
     def retry_in(self) -> float:
         """Seconds before the next step may run (positive only after a failed step)."""
-        return self._retry_at - time.monotonic()
+        return self._pause.remaining()
 
     def retry_now(self) -> None:
         """A task went through: a paused fill may try again at once."""
-        self._retry_at = 0.0
+        self._pause.clear()
 
     def step(self) -> str | None:
         """One bounded step; the error of a failed one (the worker keeps it as its last error), else None."""
@@ -66,7 +67,7 @@ class LineSteps:
         except Exception as exc:  # line vectors are an extra: whatever fails here must not stop the worker
             why = str(exc) if isinstance(exc, MemorydError) else f"{type(exc).__name__}: {exc}"
             log.error("lines.failed", error=why, action=f"retrying in {RETRY_S:.0f} s")
-            self._retry_at = time.monotonic() + RETRY_S
+            self._pause.start(RETRY_S)
             return why
         self._chunks += done.chunks
         self._lines += done.embedded

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import structlog
 
+from memoryd.daemon.work.pause import RetryPause
 from memoryd.daemon.work.polite import SliceAbandoned
 from memoryd.daemon.work.progress import backlog_line
 from memoryd.indexer.engine import MemoryIndex
@@ -59,15 +60,15 @@ class VectorSteps:
         self._since: float | None = None  # when the current backlog stretch began
         self._base = 0  # the backlog meter's total when the current stretch began
         self._next_progress = 0.0
-        self._retry_at = 0.0
+        self._pause = RetryPause()
 
     def retry_in(self) -> float:
         """Seconds before the next step may run (positive only after a failed step)."""
-        return self._retry_at - time.monotonic()
+        return self._pause.remaining()
 
     def retry_now(self) -> None:
         """A task went through: the backlog may try again at once."""
-        self._retry_at = 0.0
+        self._pause.clear()
 
     def step(self) -> str | None:
         """Give the next most urgent backlog chunks their vectors, then report progress.
@@ -87,7 +88,7 @@ class VectorSteps:
         except MemorydError as exc:
             log.error("vectors.failed", error=str(exc), action=f"retrying in {RETRY_BACKLOG_S:.0f} s")
             error = str(exc)
-            self._retry_at = time.monotonic() + RETRY_BACKLOG_S
+            self._pause.start(RETRY_BACKLOG_S)
         self.report()
         return error
 
