@@ -131,7 +131,8 @@ class WriteMethods:
                 self._log_rejection(plan, content)
                 return {"decision": "rejected", "reason": plan.reason, "rule": plan.rule, "stage": plan.stage}
             rec["path"] = plan.target
-            outcome = self.on_worker(lambda: self.new_writer().remember(plan, session.describe()))
+            outcome = self.on_worker(lambda: self.new_writer().remember(plan, session.describe(),
+                                                                         explain=req.explain))
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
             return {**outcome.to_dict(), **plan.describe()}
 

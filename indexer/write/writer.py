@@ -31,7 +31,7 @@ from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
-from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
+from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide, explain_verdict
 from memoryd.indexer.write.intake import Accepted
 from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, FileEdit, Intent
 from memoryd.indexer.write.patch import Patch
@@ -67,6 +67,7 @@ class Outcome:
     also: list[dict[str, Any]] | None = None  # other files this edit changed ({path, line}): a decision's patterns.md
     indexed: bool | None = None  # False: the file is written but not searchable yet (index_note says why)
     index_note: str | None = None
+    explain: dict[str, Any] | None = None  # asked for: why this decision (dedup.explain)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -89,9 +90,11 @@ class MemoryWriter:
         self.not_indexed: dict[str, str] = {}  # files written but not (re-)indexed, and why
         self._at_step = at_step or (lambda step: None)  # test seam: each write-ahead step (STEPS), for crash tests
 
-    def remember(self, plan: Accepted, session: dict[str, str] | None = None) -> Outcome:
+    def remember(self, plan: Accepted, session: dict[str, str] | None = None, *, explain: bool = False) -> Outcome:
         verdict = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
         outcome = self._noted(self._execute(plan, verdict, session))
+        if explain:
+            outcome = replace(outcome, explain=explain_verdict(plan.content, verdict))
         log.info("write.remembered", decision=outcome.decision, path=outcome.path, line=outcome.line,
                  namespace=outcome.namespace, score=outcome.score, history_id=outcome.history_id,
                  flag=outcome.related["flag"] if outcome.related else None)
