@@ -27,6 +27,7 @@ from memoryd.indexer.entrymeta import EntryMeta, strip
 from memoryd.indexer.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.write.lexical import fold
 from memoryd.indexer.write.mdlines import ITEM, Entry, MdLines
+from memoryd.indexer.write.patch import Patch
 
 _UPDATED = re.compile(r"^updated[ \t]*:[ \t]*(.*)$")
 _REINFORCEMENT = re.compile(r"^reinforcement[ \t]*:[ \t]*(.*?)[ \t]*$")
@@ -222,6 +223,24 @@ def revert(text: str, new: str, line: int, block: list[str], now: datetime, wher
     doc.insert(e.index, list(block))
     return _finish(text, doc, where, Edit(doc.text(), e.index + 1, block[0] if block else "", previous=e.text,
                                           block=replaced))
+
+
+def edited_line(before: str, after: str, entry: str | None, fallback: int) -> int:
+    """The 1-based line of entry ``entry`` in ``after`` among the lines an edit of ``before`` changed.
+
+    An edit's line must come from the text it wrote, not from where its hunks were recorded or where
+    the first byte differs: an exact undo also puts back the old ``updated:`` stamp (line 2), and lines
+    added above since move everything. The changed lines outside front matter are diffed afresh; the
+    first entry with ``entry``'s text (markers aside) among them is the one written. Without such an
+    entry (none named, or none matches): the first changed line outside front matter, else ``fallback``.
+    """
+    spans = [(h.at, h.at + len(h.new)) for h in Patch.between(before, after, 0).hunks if not h.meta]
+    if entry is not None:
+        want = fold(strip(entry))
+        for e in MdLines(after).entries:
+            if fold(e.text) == want and any(lo < e.end and e.index < hi for lo, hi in spans):
+                return e.index + 1
+    return spans[0][0] + 1 if spans else fallback
 
 
 def _block(doc: MdLines, e: Entry) -> tuple[str, ...]:
