@@ -184,8 +184,9 @@ def restore(text: str | None, line: int, block: list[str], now: datetime, where:
     doc = MdLines(base)
     _touch(doc, now)
     doc = MdLines(doc.text())
+    shift = len(doc.lines) - len(MdLines(base).lines)  # an ``updated:`` line the front matter lacked, added above
     lo, hi = doc.region()
-    at = min(max(line - 1, lo), hi)
+    at = min(max(line - 1 + shift, lo), hi)
     if at < hi and not doc.editable(at):
         at = hi
     doc.insert(at, list(block))
@@ -225,22 +226,24 @@ def revert(text: str, new: str, line: int, block: list[str], now: datetime, wher
                                           block=replaced))
 
 
-def edited_line(before: str, after: str, entry: str | None, fallback: int) -> int:
+def edited_line(before: str, after: str, entry: str | None, hint: int) -> int:
     """The 1-based line of entry ``entry`` in ``after`` among the lines an edit of ``before`` changed.
 
     An edit's line must come from the text it wrote, not from where its hunks were recorded or where
     the first byte differs: an exact undo also puts back the old ``updated:`` stamp (line 2), and lines
-    added above since move everything. The changed lines outside front matter are diffed afresh; the
-    first entry with ``entry``'s text (markers aside) among them is the one written. Without such an
-    entry (none named, or none matches): the first changed line outside front matter, else ``fallback``.
+    added above since move everything. The lines changed outside front matter are diffed afresh; of the
+    entries among them with ``entry``'s text (markers aside), the one nearest ``hint`` (the line the edit
+    meant: an undone reinforcement changes the absorbing entry's marker and adds a line of the same
+    words under it). Without such an entry: the first changed line outside front matter, else ``hint``.
     """
     spans = [(h.at, h.at + len(h.new)) for h in Patch.between(before, after, 0).hunks if not h.meta]
     if entry is not None:
         want = fold(strip(entry))
-        for e in MdLines(after).entries:
-            if fold(e.text) == want and any(lo < e.end and e.index < hi for lo, hi in spans):
-                return e.index + 1
-    return spans[0][0] + 1 if spans else fallback
+        found = [e.index + 1 for e in MdLines(after).entries
+                 if fold(e.text) == want and any(lo < e.end and e.index < hi for lo, hi in spans)]
+        if found:
+            return min(found, key=lambda n: abs(n - hint))
+    return spans[0][0] + 1 if spans else hint
 
 
 def _block(doc: MdLines, e: Entry) -> tuple[str, ...]:

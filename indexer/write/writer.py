@@ -468,9 +468,10 @@ def _id(recs: list[dict[str, Any]]) -> str | None:
 def _located(fn: Callable[[str | None], mdedit.Edit | None],
              entry: str | None) -> Callable[[str | None], mdedit.Edit | None]:
     """``fn`` (an undo's edit), its line taken from the text it wrote: the line of ``entry`` among the lines
-    the edit changed outside front matter (:func:`memoryd.indexer.write.mdedit.edited_line`), re-computed
-    at each attempt. The reply, the log and the history all read this line, so none can name the
-    ``updated:`` stamp an exact revert also put back, nor a line that lines added above have moved."""
+    the edit changed outside front matter, nearest the line ``fn`` meant
+    (:func:`memoryd.indexer.write.mdedit.edited_line`), at each attempt. The reply, the log and the
+    history all read this line, so none can name the ``updated:`` stamp an exact revert also put back,
+    nor a line that lines added above have moved."""
 
     def run(text: str | None) -> mdedit.Edit | None:
         e = fn(text)
