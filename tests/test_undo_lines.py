@@ -21,7 +21,6 @@ import pytest
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.writer import MemoryWriter
@@ -155,29 +154,6 @@ def test_undo_of_a_reinforce_names_the_line_of_the_memory_it_writes(env, head: s
     back = w.undo(rein.history_id)  # type: ignore[arg-type]
     assert back.line == line_of(f, f"- {absorbed}") == line_of(f, DARK) + 1
     assert undo_record(w, back.history_id)["line"] == back.line
-
-
-def test_undo_of_a_record_without_a_patch_puts_it_back_between_its_neighbours(env) -> None:
-    """Records an older memoryd wrote have no patch: a forget is put back at its old line, which the
-    ``updated:`` line the undo adds to front matter without one moves down by one."""
-    root, w = env
-    tabs = "The user prefers tabs over spaces."
-    f = seed(root, FRONT, DARK, VIM, tabs)
-    gone = w.forget(PREFS, line_of(f, VIM))
-    assert w.history is not None
-    w.history.path.write_text(w.history.path.read_text().replace(',"patch":', ',"old_patch":'))
-    drop_stamp(f)
-    back = w.undo(gone.history_id)  # type: ignore[arg-type]
-    assert back.line == line_of(f, VIM) == line_of(f, DARK) + 1 == line_of(f, tabs) - 1
-    assert undo_record(w, back.history_id)["line"] == back.line
-
-
-def test_restore_into_front_matter_without_a_stamp_keeps_its_place() -> None:
-    """The ``updated:`` line the restore adds shifts the body: the entry still goes back before its neighbour."""
-    text = "---\ntitle: x\n---\n\n## P\n\n- a\n- b\n"
-    e = mdedit.restore(text, 8, ["- gone"], START, "x.md")
-    assert e.text == "---\ntitle: x\nupdated: 2025-03-01T09:00:00Z\n---\n\n## P\n\n- a\n- gone\n- b\n"
-    assert e.line == 9
 
 
 # -- through the socket ---------------------------------------------------------------

@@ -184,9 +184,8 @@ def restore(text: str | None, line: int, block: list[str], now: datetime, where:
     doc = MdLines(base)
     _touch(doc, now)
     doc = MdLines(doc.text())
-    shift = len(doc.lines) - len(MdLines(base).lines)  # an ``updated:`` line the front matter lacked, added above
     lo, hi = doc.region()
-    at = min(max(line - 1 + shift, lo), hi)
+    at = min(max(line - 1, lo), hi)
     if at < hi and not doc.editable(at):
         at = hi
     doc.insert(at, list(block))
@@ -199,14 +198,15 @@ def insert_after(text: str | None, old: str, line: int, entry: str, now: datetim
     The undo of a reinforcement: the memory that was absorbed is written after all.
     """
     doc = MdLines(text) if text is not None else MdLines(new_file(now))
+    _touch(doc, now)  # first: a missing ``updated:`` line restore would add must not move the place found below
+    doc = MdLines(doc.text())
     e = _find(doc, old, line - 1)
     if e is None:
         return restore(text, 1 << 30, [f"- {entry}"], now, where)
     if e.meta is not None and e.meta.reinforced > 0:  # the reinforcement being undone no longer counts
         less = EntryMeta(e.meta.importance, e.meta.reinforced - 1, e.meta.extra)
         doc.replace_line(e.index, _prefix(doc, e) + e.text + less.render())
-        text = doc.text()
-    return restore(text, e.end + 1, [e.prefix.lstrip("\ufeff") + entry], now, where)
+    return restore(doc.text(), e.end + 1, [e.prefix.lstrip("\ufeff") + entry], now, where)
 
 
 def revert(text: str, new: str, line: int, block: list[str], now: datetime, where: str) -> Edit | None:
