@@ -10,14 +10,18 @@ changes the stamp.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from memoryd.daemon.client import cli_history, cli_write
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist
@@ -27,6 +31,8 @@ from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE, WriteDaemon
 
+# watchdog warns when memoryd creates a folder faster than its inotify thread watches it (tests/test_write_cli.py)
+pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 PREFS = "user/preferences.md"
 VIM, NEOVIM = "The user prefers Vim as their editor.", "The user prefers Neovim as their editor."
@@ -173,3 +179,39 @@ def test_replies_through_the_socket_say_what_changed_and_where(wd: WriteDaemon) 
     assert back["line"] == line_of(f, VIM) != 2
     listed = wd.client.call("history", {"path": PREFS, "limit": 1})["entries"][0]
     assert (listed["action"], listed["line"], listed["new"]) == ("undo", back["line"], f"- {VIM}{IMP4}")
+
+
+# -- the CLI --------------------------------------------------------------------------
+
+
+def cli(wd: WriteDaemon, module: ModuleType, *argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="memoryd")
+    module.add_parsers(parser.add_subparsers(dest="command"))
+    args = parser.parse_args([argv[0], "--socket", str(wd.socket), *argv[1:]])
+    return int(module.COMMANDS[args.command](args))
+
+
+def printed(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """What the command printed (the in-process daemon's log lines share stdout here)."""
+    return [x for x in capsys.readouterr().out.splitlines() if not re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[", x)]
+
+
+def test_the_cli_prints_the_entry_before_and_the_undo_command(wd: WriteDaemon,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    f = wd.root / PREFS
+    for text in (DARK, VIM):
+        assert cli(wd, cli_write, "remember", text) == 0
+    capsys.readouterr()
+    assert cli(wd, cli_write, "remember", NEOVIM) == 0
+    head = printed(capsys)[0]
+    rid = head.rsplit(" ", 1)[-1]
+    assert head == f'replaced {PREFS}:{line_of(f, NEOVIM)} (was: "{VIM}") — undo: memoryd undo {rid}'
+    assert rid.startswith("h-")
+    assert cli(wd, cli_write, "remember", "the user prefers dark mode in every app") == 0
+    out = printed(capsys)
+    rid2 = out[0].rsplit(" ", 1)[-1]
+    assert out[0] == f'reinforced {PREFS}:{line_of(f, DARK)} (was: "{DARK}") — undo: memoryd undo {rid2}'
+    assert out[1].endswith("(now reinforced 1×)")
+    f.write_text(f.read_text().replace("## Preferences", "A line of the user's own.\n\n## Preferences"))
+    assert cli(wd, cli_history, "undo", rid) == 0
+    assert printed(capsys)[0].startswith(f"restored: {PREFS}:{line_of(f, VIM)} (")
