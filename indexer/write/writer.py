@@ -134,7 +134,7 @@ class MemoryWriter:
                               undone_action=action, exact=exact[0])]
 
         patch = Patch.from_json(rec.get("patch"))
-        back = rec.get("new") if action == hist.REINFORCE else rec.get("old")  # the entry the undo writes back
+        back = rec.get("old") if action in (hist.REPLACE, hist.FORGET) else rec.get("new")  # what it writes back
         entry = back if isinstance(back, str) else None
         if action in (hist.REPLACE, hist.FORGET) and patch is not None:
             previous = str(rec["new"]) if action == hist.REPLACE and rec.get("new") is not None else None
@@ -199,7 +199,7 @@ class MemoryWriter:
         old, new = str(rec.get("old", "")), str(rec.get("new", ""))
 
         def put_back(t: str | None) -> mdedit.Edit | None:
-            if action == hist.REINFORCE:
+            if action not in (hist.REPLACE, hist.FORGET):  # a reinforce: write the memory it absorbed
                 return mdedit.insert_after(t, old, line, new, now, rel)
             assert isinstance(block, list)
             if action == hist.REPLACE and t is not None:
