@@ -339,6 +339,15 @@ def test_promote_and_section_edit(ui: Ui) -> None:
     assert "- Write the ui docs." in text and "Ship the ui command" not in text and "## Notes" in text
 
 
+def test_a_second_promote_says_which_entry_it_reinforced_and_how_to_undo_it(ui: Ui) -> None:
+    ui.get("/")
+    fields = {"path": "peers/alice/MEMORY.md", "line": "5", "to": "default", "csrf": ui.keys.csrf}
+    ui.post("/promote", fields)
+    flash = _flash(ui.post("/promote", fields).text)
+    done = [f for f in flash if f.startswith("reinforced ")]
+    assert done and ' (was: "' in done[0] and re.search(r"undo it from the history \(h-[0-9a-f]{16}\)", done[0]), flash
+
+
 def test_history_texts_are_shown_as_the_daemon_redacts_them(ui: Ui) -> None:
     (ui.root / "MEMORY.md").write_text("# Memory\n\n- The staging key is AKIAIOSFODNN7EXAMPLE, rotate it.\n",
                                        encoding="utf-8")

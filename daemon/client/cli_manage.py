@@ -188,7 +188,9 @@ def cmd_promote(args: argparse.Namespace) -> int:
     elif result.get("decision") == "rejected":
         print(f"rejected ({result.get('rule')}): {result.get('reason')}")
     else:
-        print(f"{result['decision']}: {result['path']}:{result['line']} ({result.get('reason', '')})")
+        from memoryd.daemon.client.render import render_written
+
+        print("\n".join(render_written(result)))  # a promote can reinforce or replace too: say what it was
     return EXIT_REJECTED if result.get("decision") == "rejected" else 0
 
 

@@ -89,7 +89,9 @@ def cmd_remember(args: argparse.Namespace) -> int:
     elif result.get("decision") == "rejected":
         print(f"rejected ({result.get('rule')}): {result.get('reason')}")
     else:
-        print(f"{result['decision']}: {result['path']}:{result['line']} ({result.get('reason', '')})")
+        from memoryd.daemon.client.render import render_written
+
+        print("\n".join(render_written(result)))
         if result.get("related"):  # appended next to an entry it may update or restate: say which
             r = result["related"]
             print(f"  {r.get('flag', 'related')}: {r.get('path')}:{r.get('line')}")

@@ -60,10 +60,10 @@ class Outcome:
     line: int  # 1-based line of the entry now (removed: where it was)
     namespace: str
     score: float | None = None
-    previous: str | None = None  # the entry replaced or removed
+    previous: str | None = None  # the entry before: replaced, removed, or (reinforced) the one that absorbed it
     reinforcement: int | None = None  # the entry's count after a reinforcement (kept in its marker)
     related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
-    history_id: str | None = None  # the history record of a replace, reinforce, removal or restore (undo ID)
+    history_id: str | None = None  # the record of a replace, reinforce, removal or restore (`memoryd undo ID`)
     also: list[dict[str, Any]] | None = None  # other files this edit changed ({path, line}): a decision's patterns.md
     indexed: bool | None = None  # False: the file is written but not searchable yet (index_note says why)
     index_note: str | None = None
@@ -137,11 +137,13 @@ class MemoryWriter:
                               undone_action=action, exact=exact[0])]
 
         patch = Patch.from_json(rec.get("patch"))
+        back = rec.get("old") if action in (hist.REPLACE, hist.FORGET) else rec.get("new")  # what it writes back
+        entry = back if isinstance(back, str) else None
         if action in (hist.REPLACE, hist.FORGET) and patch is not None:
             previous = str(rec["new"]) if action == hist.REPLACE and rec.get("new") is not None else None
-            edit, recs = self._revert(rel, patch, rid, exact, record, previous)
+            edit, recs = self._revert(rel, patch, rid, exact, record, previous, entry)
         else:
-            edit, recs = self._undo_by_entry(rec, rid, record)
+            edit, recs = self._undo_by_entry(rec, rid, record, entry)
         hid = _id(recs)
         log.info("write.undone", history_id=rid, action=action, path=rel, line=edit.line, exact=exact[0], undo_id=hid)
         return self._noted(Outcome("restored", f"undid {action} {rid}", rel, edit.line, ns, previous=edit.previous,
@@ -167,9 +169,10 @@ class MemoryWriter:
         return rec
 
     def _revert(self, rel: str, patch: Patch, rid: str, exact: list[bool], records: RecordsFn,
-                previous: str | None = None) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
+                previous: str | None = None, entry: str | None = None) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
         """Undo ``patch`` on ``rel`` (exactly, or placed by content; ``exact[0]`` says which); raises
-        WriteConflict when it cannot be placed safely."""
+        WriteConflict when it cannot be placed safely. The edit's line is where ``entry`` is in the text
+        written (:func:`_located`); its lines are the body's (a reverted ``updated:`` stamp is not the entry)."""
 
         def edit(text: str | None) -> mdedit.Edit:
             back = patch.revert(text) if text is not None else None
@@ -179,34 +182,36 @@ class MemoryWriter:
             assert text is not None
             assert_user_blocks_unchanged(text, back[0], rel)
             exact[0] = back[1]
-            old = [x.rstrip("\r\n") for x in patch.old_lines]
-            return mdedit.Edit(back[0], _first_changed_line(text, back[0]), old[0] if old else "", previous=previous,
-                               block=tuple(old))
+            old = [x.rstrip("\r\n") for h in patch.hunks if not h.meta for x in h.old]
+            return mdedit.Edit(back[0], 1, old[0] if old else "", previous=previous, block=tuple(old))
 
-        done, recs = self._write(rel, edit, records)
+        done, recs = self._write(rel, _located(edit, entry), records)
         if done is None:
             raise WriteConflict(f"{rid}: nothing to put back in {rel}")
         return done, recs
 
-    def _undo_by_entry(self, rec: dict[str, Any], rid: str,
-                       records: RecordsFn) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
-        """The undo of a record without a patch (a reinforce, or one an older memoryd wrote), by the entry's text."""
+    def _undo_by_entry(self, rec: dict[str, Any], rid: str, records: RecordsFn,
+                       entry: str | None) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
+        """The undo of a record without a patch (a reinforce, or one an older memoryd wrote), by the entry's
+        text; the edit's line is where ``entry`` is in the text written (:func:`_located`)."""
         action, rel, line = rec.get("action"), str(rec.get("path", "")), int(rec.get("line", 1))
         block = rec.get("block")
         if action in (hist.REPLACE, hist.FORGET) and not isinstance(block, list):
             raise WriteConflict(f"{rid}: the old entry was too long to keep; it is in the history, restore it by hand")
         now = self._clock()
-        if action == hist.REPLACE:
+        old, new = str(rec.get("old", "")), str(rec.get("new", ""))
+
+        def put_back(t: str | None) -> mdedit.Edit | None:
+            if action not in (hist.REPLACE, hist.FORGET):  # a reinforce: write the memory it absorbed
+                return mdedit.insert_after(t, old, line, new, now, rel)
             assert isinstance(block, list)
-            new = str(rec.get("new", ""))
-            edit, recs = self._write(rel, lambda t: (mdedit.revert(t, new, line, block, now, rel) if t is not None
-                                                     else None) or mdedit.restore(t, line, block, now, rel), records)
-        elif action == hist.FORGET:
-            assert isinstance(block, list)
-            edit, recs = self._write(rel, lambda t: mdedit.restore(t, line, block, now, rel), records)
-        else:
-            old, new = str(rec.get("old", "")), str(rec.get("new", ""))
-            edit, recs = self._write(rel, lambda t: mdedit.insert_after(t, old, line, new, now, rel), records)
+            if action == hist.REPLACE and t is not None:
+                found = mdedit.revert(t, new, line, block, now, rel)
+                if found is not None:
+                    return found
+            return mdedit.restore(t, line, block, now, rel)
+
+        edit, recs = self._write(rel, _located(put_back, entry), records)
         assert edit is not None
         return edit, recs
 
@@ -237,8 +242,8 @@ class MemoryWriter:
                         hist.REINFORCE, c.path, e.line, before, None, old=e.entry, new=plan.content,
                         session=session, namespace=ns, reason=v.reason, score=score)])
                 if edit is not None:
-                    return Outcome("reinforced", v.reason, c.path, edit.line, ns, score, None, edit.reinforcement,
-                                   related=related, history_id=repeat or _id(recs))
+                    return Outcome("reinforced", v.reason, c.path, edit.line, ns, score, edit.entry,
+                                   edit.reinforcement, related=related, history_id=repeat or _id(recs))
             else:
                 edit, recs = self._write(
                     c.path, lambda t: mdedit.replace(t, c.text, c.line, plan.content, now, c.path),
@@ -266,8 +271,10 @@ class MemoryWriter:
         prel = str(PurePosixPath(rel).parent / "details" / "patterns.md")
         current, _ = self._read(resolve_target(self.root, rel), rel)
         same = highlights.has_decision(current, plan.content) if current is not None else None
-        if same is not None:
-            return Outcome("reinforced", "the same decision is already in Decision Highlights", rel, same, ns, score)
+        if same is not None and current is not None:  # nothing is written, so there is nothing to undo
+            kept = next((highlights.first_cell(r) for i, r in highlights.rows(current) if i + 1 == same), None)
+            return Outcome("reinforced", "the same decision is already in Decision Highlights", rel, same, ns, score,
+                           kept)
         moved: list[str] = []
 
         def both(texts: list[str | None]) -> list[mdedit.Edit | None]:
@@ -461,10 +468,16 @@ def _id(recs: list[dict[str, Any]]) -> str | None:
     return str(recs[0]["id"]) if recs else None
 
 
-def _first_changed_line(a: str, b: str) -> int:
-    """The 1-based line where ``a`` and ``b`` first differ (where an undo put something back)."""
-    la, lb = a.splitlines(), b.splitlines()
-    for i, (x, y) in enumerate(zip(la, lb, strict=False)):
-        if x != y:
-            return i + 1
-    return min(len(la), len(lb)) + 1
+def _located(fn: Callable[[str | None], mdedit.Edit | None],
+             entry: str | None) -> Callable[[str | None], mdedit.Edit | None]:
+    """``fn`` (an undo's edit), its line taken from the text it wrote: the line of ``entry`` among the lines
+    the edit changed outside front matter, nearest the line ``fn`` meant
+    (:func:`memoryd.indexer.write.mdedit.edited_line`), at each attempt. The reply, the log and the
+    history all read this line, so none can name the ``updated:`` stamp an exact revert also put back,
+    nor a line that lines added above have moved."""
+
+    def run(text: str | None) -> mdedit.Edit | None:
+        e = fn(text)
+        return e if e is None else replace(e, line=mdedit.edited_line(text or "", e.text, entry, e.line))
+
+    return run
