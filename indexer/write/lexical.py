@@ -65,6 +65,8 @@ _MONTHS = {m: str(i) for i, m in enumerate(
     _words("january february march april may june july august september october november december"), 1)}
 _WEEKDAYS = {"monday": "mon", "tuesday": "tue", "wednesday": "wed", "thursday": "thu", "friday": "fri",
              "saturday": "sat", "sunday": "sun"}
+#: A title in book-title marks or corner quotes (《三体》, 「千と千尋」): a name, whatever its script.
+_TITLE = re.compile(r"[《「『]([^》」』]{1,40})[》」』]")
 _ZH_WEEKDAY = re.compile(r"(?:周|星期|礼拜)([一二三四五六日天])")
 _ZH_WEEKDAY_MAP = dict(zip("一二三四五六日天", ["mon", "tue", "wed", "thu", "fri", "sat", "sun", "sun"], strict=True))
 
@@ -90,7 +92,7 @@ _NOT_NEGATION_ZH = re.compile(r"不同|不错|不过|不断|不少|不仅|不管
 _UPDATE_EN = re.compile(
     r"\b(?:now|no\s+longer|any\s?more|switched|switching|changed|moved|instead|upgraded|downgraded|updated"
     r"|replaced|migrated|became|from\s+now\s+on|has\s+become|going\s+forward|postponed|rescheduled|pushed\s+(?:back\s+)?to"
-    r"|delayed|brought\s+forward|renamed|stopped|quit|gave\s+up)\b", re.IGNORECASE)
+    r"|delayed|brought\s+forward|renamed|stopped|quit|gave\s+up|rather\s+than|instead\s+of)\b", re.IGNORECASE)
 _UPDATE_ZH = re.compile(r"改为|改成|改由|改用|改喝|改到|换成|换为|换了|不再|现在|已经|已升级|升级到|升级为|调整为"
                         r"|变为|变成|搬到|迁移到|从此|今后|以后|延期|推迟|提前到|戒掉|戒了|改名")
 
@@ -171,6 +173,7 @@ def values(text: str) -> frozenset[str]:
     out = {_canon_number(n) for n in _NUMBER.findall(text)}
     out |= {str(_zh_number(m.group(1))) for m in _ZH_NUMERAL.finditer(text)}
     out |= {"weekday:" + _ZH_WEEKDAY_MAP[m.group(1)] for m in _ZH_WEEKDAY.finditer(text)}
+    out |= {"title:" + fold(m.group(1)) for m in _TITLE.finditer(text) if fold(m.group(1))}
     in_cjk = script_of(text) == "cjk"
     words = list(_WORD.finditer(text))
     for i, m in enumerate(words):

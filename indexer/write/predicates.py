@@ -68,7 +68,7 @@ SINGLE = {
         trabalham lidera lideram dirige custa custam começa começam inicia termina terminam abre abrem fecha fecham
         roda rodam chama chamado localizado hospedado agendado precisa requer dura vence paga ganha pesa dirige bebe
         come dorme acorda guarda"""),
-    "zh": _w("""是 为 用 使用 采用 改用 偏好 住在 住 位于 在 叫 名叫 定于 定在 安排在
+    "zh": _w("""是 为 用 使用 采用 改用 偏好 住在 住 位于 叫 名叫 定于 定在 安排在
         需要 要求 运行 跑在 部署在 负责 领导 带领 主管 管理 花费 价格 售价 开始 结束 截止 到期
         每天 每周 设为 设置为 默认 托管在 存放在 保存在 喝 吃 睡 起床 开车 通勤"""),
 }

@@ -90,6 +90,8 @@ class Region:
     pure_quantity: bool = False  # only a number, time or date differs; the words around it are the same
     adjacent: bool = False  # only stop words between its governing verb and it ("prefers *Vim*")
     exchange: bool = False  # each side has a content word (not a verb, cue or stop word) the other text lacks
+    added: bool = False  # one side only, with a content word the other text lacks ("User's *partner's* …")
+    compound: bool = False  # more than a value: a qualifying phrase inside ("Linux *at work*", "app *for* delivery")
 
     def words(self) -> str:
         return f"{' '.join(self.old) or '—'} → {' '.join(self.new) or '—'}"
@@ -115,7 +117,7 @@ class SlotDiff:
         """The same sentence frame with another subject, qualifier or item ("the API timeout" / "the API
         *retry* timeout", "speaks Catalan" / "speaks Italian"): another fact, which a reinforce would swallow.
         A rewording that moves words around aligns less than :data:`QUALIFIER_FRAME` and is not judged here."""
-        return self.verdict != UNCLEAR and any(r.exchange for r in self.regions)
+        return self.verdict != UNCLEAR and any(r.exchange or (r.added and r.qualifier) for r in self.regions)
 
     def explain(self) -> dict[str, object]:
         """The JSON-able account of the decision: subject, slot, the words that differ, why."""
@@ -142,35 +144,44 @@ def _compare(old: str, new: str) -> SlotDiff:
     subject = " ".join(t for t in a[: pa if pa is not None else 0] if not _light([t]))
     slot = a[pa] if pa is not None and pa < len(a) else ""
     multi = pred.has_multi(a, lang) and pred.has_multi(b, lang)
-    verdict, why = _judge(regions, cue, negated(old) != negated(new), pa is not None or pb is not None, multi)
+    verdict, why = _judge(regions, cue, negated(old) != negated(new), multi)
     return SlotDiff(verdict, why, subject, slot, regions, round(frame, 3))
 
 
-def _judge(regions: tuple[Region, ...], cue: bool, flip: bool, has_predicate: bool, multi: bool) -> tuple[str, str]:
+def _judge(regions: tuple[Region, ...], cue: bool, flip: bool, multi: bool) -> tuple[str, str]:
     if not regions:
         return (SAME_SLOT, "only an update cue or a negation differs") if cue or flip else (
             SAME_SLOT, "the same words (a rewording)")
-    quals = [r for r in regions if (r.qualifier and not (r.whole_subject and cue)) or (r.modifier and not r.quantity)]
+    if cue:
+        return _judge_cued(regions)
+    quals = [r for r in regions if r.qualifier or (r.modifier and not r.quantity)]
     if quals:
         return SIBLING, f"a different subject or qualifier ({quals[0].words()}): another fact"
     if len(regions) > 1:
-        if all(r.pure_quantity for r in regions) or (cue and all(r.quantity for r in regions)):
+        if all(r.pure_quantity for r in regions):
             return SAME_SLOT, "only numbers, times or dates changed"
         return SIBLING, f"{len(regions)} places differ ({'; '.join(r.words() for r in regions)}): another fact"
     r = regions[0]
     if r.opposite:
         return SAME_SLOT, f"says the opposite about the same thing ({r.words()})"
-    if r.whole_subject:
-        return SAME_SLOT, f"an update cue and the subject exchanged ({r.words()})"
     if r.pure_quantity:
         return SAME_SLOT, f"the number, time or date changed ({r.words()})"
-    if (multi or r.governor == "multi") and not cue:
+    if multi or r.governor == "multi":
         return SIBLING, f"a verb that holds many values ({r.words()}): both true"
-    if cue and (has_predicate or r.value):
-        return SAME_SLOT, f"an update cue and the value changed ({r.words()})"
-    if r.governor == "single" and r.adjacent:
+    if r.governor == "single" and r.adjacent and not r.compound:
         return SAME_SLOT, f"a slot that holds one value changed ({r.words()})"
     return UNCLEAR, f"not clear the same slot changed ({r.words()})"
+
+
+def _judge_cued(regions: tuple[Region, ...]) -> tuple[str, str]:
+    """With an update cue ("now", "switched to", "改用", "ab sofort") the new entry says it supersedes
+    something; it supersedes *this* entry unless the two name another subject — a qualifier exchanged in
+    the subject ("the *pro* tier is now …") or in front of shared words ("*Australian* traffic")."""
+    other = [r for r in regions if r.exchange and ((r.qualifier and not r.whole_subject)
+                                                   or (r.modifier and not r.quantity))]
+    if other:
+        return SIBLING, f"an update of another subject or qualifier ({other[0].words()}): another fact"
+    return SAME_SLOT, f"an update cue and the value changed ({'; '.join(r.words() for r in regions)})"
 
 
 def _regions(a: list[str], b: list[str], pa: int | None, pb: int | None, vals: frozenset[str],
@@ -191,8 +202,10 @@ def _regions(a: list[str], b: list[str], pa: int | None, pb: int | None, vals: f
         modifier = _modifies(a, b, i2, j2, lang) and not (update_cue(" ".join(sb)) or update_cue("".join(sb)))
         pure = quantity and _rest(sa, lang) == _rest(sb, lang)
         exchange = _new_content(sa, b, lang) and _new_content(sb, a, lang)
+        added = not (sa and sb) and _new_content(sa or sb, b if sa else a, lang)
+        compound = _compound(sa, lang) or _compound(sb, lang)
         out.append(Region(tuple(sa), tuple(sb), i1, j1, in_subject, value, quantity, governor, whole, flip,
-                          modifier, pure, adjacent, exchange))
+                          modifier, pure, adjacent, exchange, added, compound))
     return out
 
 
@@ -207,6 +220,17 @@ def _modifies(a: list[str], b: list[str], i2: int, j2: int, lang: str) -> bool:
         return False  # one shared character may end the exchanged word itself ("[英]文" / "[中]文")
     return not pred.light([nxt], lang) and not pred.verbal([nxt], lang) and not pred.is_quantity(nxt) \
         and not pred.is_cue_or_negation([nxt], lang)
+
+
+def _compound(tokens: list[str], lang: str) -> bool:
+    """A stop word followed by a content word inside the span, or more than three content words: the span
+    holds a value *and* something that qualifies it, so it is not one slot's value."""
+    content = [t for t in tokens if not pred.light([t], lang)]
+    if len(content) > 3:
+        return True
+    inner = tokens[1:]
+    return any(pred.light([t], lang) and i + 1 < len(inner) and not pred.light([inner[i + 1]], lang)
+               for i, t in enumerate(inner))
 
 
 def _new_content(tokens: list[str], other: list[str], lang: str) -> bool:
