@@ -41,8 +41,9 @@ def _w(text: str) -> frozenset[str]:
 
 #: Stop words per language: English and Chinese as dedup has always read them, plus the four Latin languages'
 #: lists (:mod:`memoryd.indexer.write.stopwords`) and a few Chinese prepositions ("到", "从": "moved *to* …").
-STOP: dict[str, frozenset[str]] = {"en": _STOP_EN | _w("into over per via about up out off"),
-                                   "zh": _STOP_ZH | frozenset("到从上里中下"), **stopwords.OTHER}
+STOP: dict[str, frozenset[str]] = {
+    "en": _STOP_EN | _w("into over per via about up out off what which who whom whose where when how"),
+    "zh": _STOP_ZH | frozenset("到从上里中下时我你他她它们"), **stopwords.OTHER}
 
 #: Verbs that hold one value at a time: a new value for the same subject replaces the old one.
 SINGLE = {

@@ -57,6 +57,7 @@ from memoryd.indexer.write.lexical import (
     _light,
     _numeric_equal,
     _same_sense,
+    _stem,
     negated,
     seq_tokens,
     update_cue,
@@ -117,7 +118,13 @@ class SlotDiff:
         """The same sentence frame with another subject, qualifier or item ("the API timeout" / "the API
         *retry* timeout", "speaks Catalan" / "speaks Italian"): another fact, which a reinforce would swallow.
         A rewording that moves words around aligns less than :data:`QUALIFIER_FRAME` and is not judged here."""
-        return self.verdict != UNCLEAR and any(r.exchange or (r.added and r.qualifier) for r in self.regions)
+        if self.verdict == UNCLEAR:
+            return False
+        values_changed = any(r.value for r in self.regions)
+        if sum(r.exchange for r in self.regions) >= 2:
+            return True  # two places each say something the other entry does not
+        return any((r.exchange and (self.frame >= QUALIFIER_FRAME or values_changed or r.governor == "multi"
+                                    or r.qualifier)) or (r.added and r.qualifier) for r in self.regions)
 
     def explain(self) -> dict[str, object]:
         """The JSON-able account of the decision: subject, slot, the words that differ, why."""
@@ -235,8 +242,8 @@ def _compound(tokens: list[str], lang: str) -> bool:
 
 def _new_content(tokens: list[str], other: list[str], lang: str) -> bool:
     """``tokens`` hold a content word the other text does not have anywhere (not a verb, cue or stop word)."""
-    rest = set(other)
-    return any(t not in rest for t in _rest(tokens, lang) if not pred.is_cue_or_negation([t], lang))
+    rest = {_stem(t) for t in other}
+    return any(_stem(t) not in rest for t in _rest(tokens, lang) if not pred.is_cue_or_negation([t], lang))
 
 
 def _rest(tokens: list[str], lang: str) -> list[str]:
