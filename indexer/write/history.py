@@ -57,7 +57,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes
+import structlog
+
+from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes, remove_stale_temps
+from memoryd.indexer.errors import DiskFullError, is_disk_full
+from memoryd.indexer.write.refusals import EntryNotFound
+
+log = structlog.get_logger(__name__)
 
 HISTORY_NAME = "history.jsonl"
 MAX_BYTES = 4 * 1024 * 1024
@@ -110,20 +116,41 @@ class _Ring:
         self._recs: list[dict[str, Any]] = []
         self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes parsed)
 
-    def append(self, *recs: dict[str, Any]) -> None:
-        """Append ``recs`` in one write and one fsync."""
+    def append(self, *recs: dict[str, Any]) -> int:
+        """Append ``recs`` in one write and one fsync, whole or not at all; returns the file's size.
+
+        A torn tail (a line a kill or a full disk cut short) is cut off first, so the new records
+        never glue onto it; a write or fsync that fails (ENOSPC) truncates the file back to what it
+        was before raising, so no part of these records stays behind.
+        """
         line = b"".join((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
                         for rec in recs)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
         try:
             os.fchmod(fd, _FILE_MODE)
-            _write_all(fd, line)
-            os.fsync(fd)  # the journal file of the edit is removed once this returns
-            size = os.fstat(fd).st_size
+            start = _heal(fd, self.path)
+            try:
+                _write_all(fd, line)
+                os.fsync(fd)  # the journal file of the edit is removed once this returns
+            except OSError:
+                with contextlib.suppress(OSError):  # truncating needs no free space
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
+                raise
+            return os.fstat(fd).st_size
         finally:
             os.close(fd)
-        if size > self.max_bytes:
-            self._trim(len(recs))
+
+    def heal(self) -> None:
+        """Cut a torn tail off the file now (at start, under the data-dir lock)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            _heal(fd, self.path)
+        finally:
+            os.close(fd)
 
     def records(self) -> list[dict[str, Any]]:
         try:
@@ -144,10 +171,10 @@ class _Ring:
         self._seen = (st.st_ino, done)
         return self._recs
 
-    def _trim(self, newest: int) -> None:
-        """Keep the newest records that fit in half of ``max_bytes`` — and always the ``newest`` just
-        appended, so a large edit never pushes out its own records — through a 0600 temp file and an
-        atomic rename."""
+    def trim_plan(self, newest: int) -> tuple[list[bytes], list[dict[str, Any]]]:
+        """The lines a trim keeps — the newest that fit in half of ``max_bytes``, and always the
+        ``newest`` just appended, so a large edit never pushes out its own records — and the
+        records it drops."""
         lines = self.path.read_bytes().splitlines(keepends=True)
         keep: list[bytes] = []
         total = 0
@@ -156,8 +183,19 @@ class _Ring:
                 break
             keep.append(raw)
             total += len(raw)
-        atomic_write_bytes(self.path, b"".join(reversed(keep)), keep_mode=False, new_mode=_FILE_MODE,
+        keep.reverse()
+        return keep, _parse(b"".join(lines[: len(lines) - len(keep)]))
+
+    def rewrite(self, lines: list[bytes]) -> None:
+        """Replace the file with ``lines`` through a 0600 temp file and an atomic rename."""
+        atomic_write_bytes(self.path, b"".join(lines), keep_mode=False, new_mode=_FILE_MODE,
                            temp_suffix=DATA_TEMP_SUFFIX)
+
+    def lines(self) -> list[bytes]:
+        try:
+            return self.path.read_bytes().splitlines(keepends=True)
+        except FileNotFoundError:
+            return []
 
 
 class History:
@@ -187,17 +225,81 @@ class History:
 
     def append(self, rec: dict[str, Any]) -> dict[str, Any]:
         """Append one record (a line of JSON, fsynced) to its ring; trims that ring past its bound."""
-        with self._lock:
-            self._rings[ring_of(rec)].append(rec)
+        self.extend([rec])
         return rec
 
     def extend(self, recs: list[dict[str, Any]]) -> None:
-        """Append several records, one write and one fsync per ring (an edit's records, written together)."""
+        """Append several records, one write and one fsync per ring (an edit's records, written together:
+        they share one session, so one ring, and land whole or not at all). Raises
+        :class:`~memoryd.indexer.errors.DiskFullError` when the data dir has no room (nothing appended)."""
         with self._lock:
+            grown = []
             for name, ring in self._rings.items():
                 mine = [r for r in recs if ring_of(r) == name]
-                if mine:
-                    ring.append(*mine)
+                if not mine:
+                    continue
+                try:
+                    size = ring.append(*mine)
+                except OSError as exc:
+                    if is_disk_full(exc):
+                        raise DiskFullError.of(exc, ring.path.parent, f"the write history ({ring.path.name})",
+                                               "the records were not appended") from exc
+                    raise
+                if size > ring.max_bytes:
+                    grown.append((ring, len(mine)))
+            for ring, newest in grown:
+                self._trim(ring, newest)
+
+    def _trim(self, ring: _Ring, newest: int) -> None:
+        """Drop ``ring``'s oldest records (see :meth:`_Ring.trim_plan`) — and with each undo dropped, the
+        record it undid, in whichever ring that is: an undo and what it undid go together, so a trim
+        never makes an undone record undoable again. A trim that fails (no room for its temp file)
+        leaves both rings whole and over their bound until the next append."""
+        try:
+            keep, dropped = ring.trim_plan(newest)
+            undone = set(_undone(dropped))
+            for other in self._rings.values():
+                lines = other.lines() if other is not ring and undone else []
+                left = [raw for raw in lines if _id_of(raw) not in undone]
+                if len(left) != len(lines):  # first the undone records, then their undos: never the reverse
+                    other.rewrite(left)
+            ring.rewrite(keep)
+        except OSError as exc:
+            log.warning("history.trim_failed", path=str(ring.path), error=str(exc),
+                        action="kept whole, over its bound; trimmed at the next append")
+
+    def heal(self) -> None:
+        """At start (under the data-dir lock): cut torn tails, remove the temp files killed trims left."""
+        with self._lock:
+            for ring in self._rings.values():
+                ring.heal()
+                for tmp in remove_stale_temps(ring.path):
+                    log.info("history.temp_removed", path=str(tmp), why="left by a trim that was killed")
+
+    def purge(self, rid: str, now: datetime | None = None) -> dict[str, Any]:
+        """Remove the texts of record ``rid`` for good (old, new, block, patch …): what stays says
+        that an edit happened, where and when, and that it was purged; it can no longer be undone.
+        The ring is rewritten through a temp file (the old bytes are not scrubbed from the disk's
+        free blocks). Raises :class:`~memoryd.indexer.write.refusals.EntryNotFound`."""
+        with self._lock:
+            for ring in self._rings.values():
+                lines = ring.lines()
+                for i, raw in enumerate(lines):
+                    if _id_of(raw) != rid:
+                        continue
+                    old = _parse(raw)[0]
+                    kept = {k: v for k, v in old.items() if k in _KEPT_ON_PURGE}
+                    kept.update(purged=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"), redacted=True)
+                    lines[i] = (json.dumps(kept, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+                    try:
+                        ring.rewrite(lines)
+                    except OSError as exc:
+                        if is_disk_full(exc):
+                            raise DiskFullError.of(exc, ring.path.parent, f"the write history ({ring.path.name})",
+                                                   "nothing was purged") from exc
+                        raise
+                    return kept
+        raise EntryNotFound(f"{rid[:40]!r}: no such history entry")
 
     def append_new(self, recs: list[dict[str, Any]]) -> None:
         """Append the records whose ids are not in the history yet (a recovered edit's, at most once)."""
@@ -275,6 +377,35 @@ def _undone(recs: list[dict[str, Any]]) -> dict[str, str]:
                 if isinstance(rid, str):
                     out[rid] = str(r["id"])
     return out
+
+
+_KEPT_ON_PURGE = frozenset({"id", "time", "action", "root", "path", "line", "lines", "session", "namespace",
+                            "undoes", "covers", "group", "entries", "section", "undone_action", "exact", "score"})
+
+
+def _id_of(raw: bytes) -> str | None:
+    recs = _parse(raw)
+    return str(recs[0]["id"]) if recs else None
+
+
+def _heal(fd: int, path: Path) -> int:
+    """Truncate ``fd``'s file after its last newline when its tail is torn; returns the size left."""
+    size = os.fstat(fd).st_size
+    end = size
+    while end > 0:
+        chunk = os.pread(fd, min(end, 65536), end - min(end, 65536))
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            end = end - len(chunk) + nl + 1
+            break
+        end -= len(chunk)
+    if end == size:
+        return size
+    os.ftruncate(fd, end)
+    os.fsync(fd)
+    log.warning("history.torn_tail_cut", path=str(path), bytes=size - end, kept_bytes=end,
+                why="a write was cut short (a kill or a full disk); its edit was never acknowledged")
+    return end
 
 
 def _parse(data: bytes) -> list[dict[str, Any]]:
