@@ -21,7 +21,8 @@ from memoryd.daemon.roots import RootMap
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.journal import FileEdit, Intent
 from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
-from tests.test_write_ahead import EDITS, Crash, Env, _seed, _undoable, entries_of, env, plan  # noqa: F401
+from tests.test_write_ahead import EDITS, Crash, Env, _seed, _undoable, entries_of, plan
+from tests.test_write_ahead import env as _env_fixture  # noqa: F401  (the fixture 'env')
 
 KINDS: dict[str, Any] = {
     "append": lambda ed: ed.remember(plan("The deploy window moved to Tuesday mornings.")),
