@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,23 @@ from memoryd.daemon.roots import RootMap
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.journal import FileEdit, Intent
 from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
+from tests.test_disk_full_writes import _env
 from tests.test_write_ahead import EDITS, Crash, Env, _seed, _undoable, entries_of, plan
-from tests.test_write_ahead import env as _env_fixture  # noqa: F401  (the fixture 'env')
 
 KINDS: dict[str, Any] = {
     "append": lambda ed: ed.remember(plan("The deploy window moved to Tuesday mornings.")),
     "replace": EDITS["replace"], "reinforce": EDITS["reinforce"], "forget": EDITS["forget"],
 }
 HAND = "\nA paragraph the user wrote by hand while memoryd was down.\n"
+
+
+@pytest.fixture(name="env")
+def env_fixture(tmp_path: Path) -> Iterator[Env]:
+    e = _env(tmp_path)
+    try:
+        yield e
+    finally:
+        e.index.close()
 
 
 def _crash(env: Env, kind: str, step: str) -> tuple[str | None, Path, dict[str, Any]]:
