@@ -71,7 +71,8 @@ from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.write.access import resolve_target
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
-from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, recover
+from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal
+from memoryd.indexer.write.recovery import recover
 
 SHUTDOWN_BUDGET_S = 9.0
 SERVER_STOP_S = 2.0  # of the budget: running requests answer, then the connections close

@@ -25,9 +25,10 @@ from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.intake import Accepted, prepare
-from memoryd.indexer.write.journal import EditJournal, FileEdit, Intent, recover
+from memoryd.indexer.write.journal import EditJournal, FileEdit, Intent
 from memoryd.indexer.write.mdlines import MdLines
 from memoryd.indexer.write.patch import Patch
+from memoryd.indexer.write.recovery import recover
 from memoryd.indexer.write.refusals import WriteConflict
 from memoryd.indexer.write.writer import STEPS
 from tests.helpers import make_config

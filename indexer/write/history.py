@@ -47,9 +47,7 @@ One writer appends (the index worker); readers skip a torn last line.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
 import threading
 from collections.abc import Iterator
@@ -59,9 +57,10 @@ from typing import Any
 
 import structlog
 
-from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes, remove_stale_temps
+from memoryd.indexer.atomic import remove_stale_temps
 from memoryd.indexer.errors import DiskFullError, is_disk_full
 from memoryd.indexer.write.refusals import EntryNotFound
+from memoryd.indexer.write.ring import Ring, parse_lines
 
 log = structlog.get_logger(__name__)
 
@@ -71,7 +70,6 @@ MAX_BLOCK_CHARS = 64 * 1024  # an entry longer than this is recorded, but not re
 REPLACE, FORGET, REINFORCE, UNDO = "replace", "forget", "reinforce", "undo"
 CLEAR, SECTION = "clear", "section"  # memoryd.indexer.write.editor: a namespace emptied, a section body replaced
 ACTIONS = (REPLACE, FORGET, REINFORCE, UNDO, CLEAR, SECTION)
-_FILE_MODE = 0o600
 
 
 def new_id() -> str:
@@ -106,98 +104,6 @@ def ring_of(rec: dict[str, Any]) -> str:
     return OWNER_RING if kind in (None, "owner") else AGENT_RING
 
 
-class _Ring:
-    """One bounded JSON-lines file, parsed once and then only its new tail (the file is append-only
-    between trims; a trim or an outside rewrite is seen as a shrink or a new inode and read again)."""
-
-    def __init__(self, path: Path, max_bytes: int) -> None:
-        self.path = path
-        self.max_bytes = max_bytes
-        self._recs: list[dict[str, Any]] = []
-        self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes parsed)
-
-    def append(self, *recs: dict[str, Any]) -> int:
-        """Append ``recs`` in one write and one fsync, whole or not at all; returns the file's size.
-
-        A torn tail (a line a kill or a full disk cut short) is cut off first, so the new records
-        never glue onto it; a write or fsync that fails (ENOSPC) truncates the file back to what it
-        was before raising, so no part of these records stays behind.
-        """
-        line = b"".join((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-                        for rec in recs)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
-        try:
-            os.fchmod(fd, _FILE_MODE)
-            start = _heal(fd, self.path)
-            try:
-                _write_all(fd, line)
-                os.fsync(fd)  # the journal file of the edit is removed once this returns
-            except OSError:
-                with contextlib.suppress(OSError):  # truncating needs no free space
-                    os.ftruncate(fd, start)
-                    os.fsync(fd)
-                raise
-            return os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-
-    def heal(self) -> None:
-        """Cut a torn tail off the file now (at start, under the data-dir lock)."""
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            _heal(fd, self.path)
-        finally:
-            os.close(fd)
-
-    def records(self) -> list[dict[str, Any]]:
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            self._recs, self._seen = [], (-1, 0)
-            return []
-        inode, done = self._seen
-        if st.st_ino != inode or st.st_size < done:
-            self._recs, done = [], 0
-        if st.st_size > done:
-            with self.path.open("rb") as f:
-                f.seek(done)
-                data = f.read()
-            complete = data.rfind(b"\n") + 1  # a torn last line is read again once it is whole
-            self._recs.extend(_parse(data[:complete]))
-            done += complete
-        self._seen = (st.st_ino, done)
-        return self._recs
-
-    def trim_plan(self, newest: int) -> tuple[list[bytes], list[dict[str, Any]]]:
-        """The lines a trim keeps — the newest that fit in half of ``max_bytes``, and always the
-        ``newest`` just appended, so a large edit never pushes out its own records — and the
-        records it drops."""
-        lines = self.path.read_bytes().splitlines(keepends=True)
-        keep: list[bytes] = []
-        total = 0
-        for raw in reversed(lines):
-            if len(keep) >= newest and total + len(raw) > self.max_bytes // 2:
-                break
-            keep.append(raw)
-            total += len(raw)
-        keep.reverse()
-        return keep, _parse(b"".join(lines[: len(lines) - len(keep)]))
-
-    def rewrite(self, lines: list[bytes]) -> None:
-        """Replace the file with ``lines`` through a 0600 temp file and an atomic rename."""
-        atomic_write_bytes(self.path, b"".join(lines), keep_mode=False, new_mode=_FILE_MODE,
-                           temp_suffix=DATA_TEMP_SUFFIX)
-
-    def lines(self) -> list[bytes]:
-        try:
-            return self.path.read_bytes().splitlines(keepends=True)
-        except FileNotFoundError:
-            return []
-
-
 class History:
     """The write history of a data dir: two bounded rings, one per kind of session.
 
@@ -211,8 +117,8 @@ class History:
     def __init__(self, path: Path, max_bytes: int = MAX_BYTES, agents_max_bytes: int | None = None) -> None:
         self.path = path
         self.max_bytes = max_bytes
-        self._rings = {OWNER_RING: _Ring(path, max_bytes),
-                       AGENT_RING: _Ring(path.with_name(AGENTS_NAME), agents_max_bytes or max_bytes)}
+        self._rings = {OWNER_RING: Ring(path, max_bytes),
+                       AGENT_RING: Ring(path.with_name(AGENTS_NAME), agents_max_bytes or max_bytes)}
         self._lock = threading.Lock()
 
     @classmethod
@@ -250,8 +156,8 @@ class History:
             for ring, newest in grown:
                 self._trim(ring, newest)
 
-    def _trim(self, ring: _Ring, newest: int) -> None:
-        """Drop ``ring``'s oldest records (see :meth:`_Ring.trim_plan`) — and with each undo dropped, the
+    def _trim(self, ring: Ring, newest: int) -> None:
+        """Drop ``ring``'s oldest records (see :meth:`Ring.trim_plan`) — and with each undo dropped, the
         record it undid, in whichever ring that is: an undo and what it undid go together, so a trim
         never makes an undone record undoable again. A trim that fails (no room for its temp file)
         leaves both rings whole and over their bound until the next append."""
@@ -287,7 +193,7 @@ class History:
                 for i, raw in enumerate(lines):
                     if _id_of(raw) != rid:
                         continue
-                    old = _parse(raw)[0]
+                    old = parse_lines(raw)[0]
                     kept = {k: v for k, v in old.items() if k in _KEPT_ON_PURGE}
                     kept.update(purged=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"), redacted=True)
                     lines[i] = (json.dumps(kept, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
@@ -384,44 +290,8 @@ _KEPT_ON_PURGE = frozenset({"id", "time", "action", "root", "path", "line", "lin
 
 
 def _id_of(raw: bytes) -> str | None:
-    recs = _parse(raw)
+    recs = parse_lines(raw)
     return str(recs[0]["id"]) if recs else None
-
-
-def _heal(fd: int, path: Path) -> int:
-    """Truncate ``fd``'s file after its last newline when its tail is torn; returns the size left."""
-    size = os.fstat(fd).st_size
-    end = size
-    while end > 0:
-        chunk = os.pread(fd, min(end, 65536), end - min(end, 65536))
-        nl = chunk.rfind(b"\n")
-        if nl >= 0:
-            end = end - len(chunk) + nl + 1
-            break
-        end -= len(chunk)
-    if end == size:
-        return size
-    os.ftruncate(fd, end)
-    os.fsync(fd)
-    log.warning("history.torn_tail_cut", path=str(path), bytes=size - end, kept_bytes=end,
-                why="a write was cut short (a kill or a full disk); its edit was never acknowledged")
-    return end
-
-
-def _parse(data: bytes) -> list[dict[str, Any]]:
-    out = []
-    for raw in data.splitlines():
-        with contextlib.suppress(ValueError):
-            rec = json.loads(raw)
-            if isinstance(rec, dict) and isinstance(rec.get("id"), str):
-                out.append(rec)
-    return out
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _under(path: str, want: str) -> bool:

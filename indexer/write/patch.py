@@ -141,7 +141,7 @@ class Patch:
         """Whether ``current`` shows this edit done, though it may hold other changes too: every hunk's
         new lines stand in place (a removal: its neighbours meet again) and none of its old lines still
         stand there. Journal recovery records an edit only when it can see it
-        (:func:`memoryd.indexer.write.journal.recover`); ambiguity answers False."""
+        (:func:`memoryd.indexer.write.recovery.recover`); ambiguity answers False."""
         lines = split_lines(current)
         where: dict[str, list[int]] = {}
         for i, line in enumerate(lines):

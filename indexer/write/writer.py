@@ -341,7 +341,7 @@ class MemoryWriter:
         """Edit several files as one write-ahead edit: ``edit_fn`` gets their texts (None: absent) and
         returns one edit per file (None: leave it). Every new text is in one journal intent before the
         first file is replaced, and the files are replaced in ``rels`` order; a kill between two files
-        leaves an intent that :func:`memoryd.indexer.write.journal.recover` finishes at the next start
+        leaves an intent that :func:`memoryd.indexer.write.recovery.recover` finishes at the next start
         (the files not yet written get their new text), so the edit is all or nothing. Edits carry no
         history records (what is added is undone by ``forget``).
 
