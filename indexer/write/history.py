@@ -40,9 +40,12 @@ Bounds: two rings, each kept under :data:`MAX_BYTES` on its own — the owner's
 (``history.jsonl``: the CLI, the owner's agent) and the confined sessions'
 (``history-agents.jsonl``) — so no peer can push the owner's records out.
 When an append passes a ring's bound, its oldest records are dropped until
-half is left (the newest is always kept). A reinforcement of an entry by the
-same text as an earlier reinforcement that is not undone adds no record.
-One writer appends (the index worker); readers skip a torn last line.
+half is left (the newest is always kept); an undo dropped takes the record it
+undid with it, whichever ring holds that, so a trim never makes an undone
+record undoable again. A reinforcement of an entry by the same text as an
+earlier reinforcement that is not undone adds no record. One writer appends
+(the index worker); appends are whole or absent (:mod:`memoryd.indexer.write.ring`).
+:meth:`History.purge` removes one record's texts for good (a forgotten secret).
 """
 
 from __future__ import annotations
