@@ -80,11 +80,15 @@ def recover(journal: EditJournal, resolve: Resolve, append: AppendRecords) -> di
         intent = p.intent
         try:
             targets = [resolve(intent.root, f.rel) for f in intent.files]
+            outcome = _settle(intent, targets, p.refused)
         except BadTarget as exc:
             _set_aside(p.path, ".bad", f"names a path no write may take: {exc}")
             counts["unreadable"] += 1
             continue
-        outcome = _settle(intent, targets, p.refused)
+        except (ValueError, OSError) as exc:  # whatever else a hostile file finds: set aside, start anyway
+            _set_aside(p.path, ".bad", f"cannot be settled: {type(exc).__name__}: {exc}")
+            counts["unreadable"] += 1
+            continue
         if outcome in _RECORDED:
             append(list(intent.records))
         log.info("write.recovered", intent=intent.id, outcome=outcome, files=[f.rel for f in intent.files],
