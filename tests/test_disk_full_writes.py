@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from memoryd.daemon.api.write import _write_error_of
+from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import DISK_FULL, RpcError
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
@@ -25,7 +26,7 @@ from memoryd.indexer.errors import DiskFullError
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.editor import MemoryEditor
 from tests.disk_full import full_disk
-from tests.helpers import make_config
+from tests.helpers import make_config, running_daemon
 from tests.test_write_ahead import NOW, Env, _seed, entries_of, plan
 from tests.write_fixtures import HASH_WRITE
 
@@ -145,3 +146,20 @@ def test_disk_full_is_its_own_rpc_code_naming_the_directory(tmp_path: Path) -> N
     err = _write_error_of(DiskFullError.of(OSError(28, "No space left on device"), tmp_path, "the write history"))
     assert isinstance(err, RpcError) and err.code == DISK_FULL and err.data == {"directory": str(tmp_path)}
     assert str(tmp_path) in err.message and "no space left on device" in err.message
+
+
+def test_a_forget_on_a_full_disk_answers_disk_full_over_the_socket_and_changes_nothing(
+        tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#38, 16: not -32603 "internal error": its own code, the directory, and the file as it was."""
+    text = "# Memory\n\n- The office is in Lisbon.\n- Tea at four.\n"
+    with running_daemon(tmp_path, short_dir / "m.sock", {"MEMORY.md": text}) as (d, client, root):
+        with full_disk(monkeypatch, d.cfg.data_dir, match="history") as disk:
+            disk.arm(1)
+            with pytest.raises(RpcClientError) as full:
+                client.call("forget", {"path": "MEMORY.md", "line": 3})
+            disk.disarm()
+        assert full.value.code == DISK_FULL and "no space left on device" in full.value.message
+        assert full.value.data == {"directory": str(d.cfg.data_dir)}
+        assert (root / "MEMORY.md").read_text() == text
+        out = client.call("forget", {"path": "MEMORY.md", "line": 3})  # space is back
+        assert client.call("undo", {"id": out["history_id"]})["decision"] == "restored"
