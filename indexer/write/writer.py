@@ -25,7 +25,7 @@ import structlog
 from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
 from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.errors import ModelError, StoreError
+from memoryd.indexer.errors import DiskFullError, ModelError, StoreError, is_disk_full
 from memoryd.indexer.memblocks import BlockError, assert_user_blocks_unchanged
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
@@ -335,9 +335,11 @@ class MemoryWriter:
                     self.journal.abandon(intent.id)
                 log.info("write.concurrent_edit", path=rel, attempt=attempt, action="re-reading and re-applying")
                 continue
-            except BaseException:
+            except BaseException as exc:
                 if self.journal is not None:  # the rename did not happen: the file is as it was
                     self.journal.abandon(intent.id)
+                if isinstance(exc, OSError) and is_disk_full(exc):
+                    raise DiskFullError.of(exc, path.parent, rel) from exc
                 raise
             self._at_step("written")
             self._commit(intent)
@@ -349,7 +351,7 @@ class MemoryWriter:
         """Edit several files as one write-ahead edit: ``edit_fn`` gets their texts (None: absent) and
         returns one edit per file (None: leave it). Every new text is in one journal intent before the
         first file is replaced, and the files are replaced in ``rels`` order; a kill between two files
-        leaves an intent that :func:`memoryd.indexer.write.journal.recover` finishes at the next start
+        leaves an intent that :func:`memoryd.indexer.write.recovery.recover` finishes at the next start
         (the files not yet written get their new text), so the edit is all or nothing. Edits carry no
         history records (what is added is undone by ``forget``).
 
@@ -388,13 +390,25 @@ class MemoryWriter:
                              action="re-reading and re-applying")
                     continue
                 self._finish_rest(rels, edit_fn, todo[done:])
-            except BaseException:
-                if done == 0 and self.journal is not None:  # nothing was replaced: the files are as they were
-                    self.journal.abandon(intent.id)
-                raise  # else the intent stays: the next start finishes the edit
+            except BaseException as exc:
+                typed = self._failed_all(exc, intent, done, rels[todo[done][0]])
+                if typed is None:
+                    raise  # a kill after the first file: the intent stays, the next start finishes the edit
+                raise typed from exc
             self._commit(intent)
             return edits
         raise WriteConflict(f"{', '.join(rels)} changed during each of {MAX_ATTEMPTS} attempts; nothing was written")
+
+    def _failed_all(self, exc: BaseException, intent: Intent, done: int, rel: str) -> DiskFullError | None:
+        """After a multi-file write failed on ``rel`` with ``done`` files replaced: drop the intent when none
+        was; a full disk refuses the whole edit (what was written goes back); the typed error, if any."""
+        if done == 0 and self.journal is not None:  # nothing was replaced: the files are as they were
+            self.journal.abandon(intent.id)
+        if not isinstance(exc, OSError) or not is_disk_full(exc):
+            return None
+        if done and self.journal is not None:
+            return _refused(exc, self.journal.roll_back(intent, self._target), self._target(rel).parent, rel)
+        return DiskFullError.of(exc, self._target(rel).parent, rel)
 
     def _finish_rest(self, rels: list[str], edit_fn: Callable[[list[str | None]], list[mdedit.Edit | None]],
                      rest: list[tuple[int, mdedit.Edit]]) -> None:
@@ -411,12 +425,27 @@ class MemoryWriter:
             self._write(rels[i], part)
 
     def _commit(self, intent: Intent) -> None:
-        """The file is written: its records go into the history, then the journal file goes."""
+        """The file is written: its records go into the history, then the journal file goes.
+
+        Records that cannot be made durable (a full disk) refuse the write: the file is put back
+        (:meth:`EditJournal.roll_back`), so a write answered with an error never changed a file."""
         if self.history is not None:
-            self.history.extend(list(intent.records))
+            try:
+                self.history.extend(list(intent.records))
+            except (OSError, DiskFullError) as exc:
+                if self.journal is None:
+                    raise
+                where = Path(exc.directory or ".") if isinstance(exc, DiskFullError) else self.history.path.parent
+                refused = _refused(exc, self.journal.roll_back(intent, self._target), where, "the write history")
+                if refused is None:
+                    raise
+                raise refused from exc
         self._at_step("recorded")
         if self.journal is not None:
             self.journal.finish(intent.id)
+
+    def _target(self, rel: str) -> Path:
+        return resolve_target(self.root, rel)
 
     @staticmethod
     def _read(path: Path, rel: str) -> tuple[str | None, str | None]:
@@ -462,6 +491,17 @@ def _related(v: Verdict) -> dict[str, Any] | None:
     if flagged is None or flagged.flag is None or c is None:
         return None
     return {"flag": flagged.flag, "path": c.path, "line": c.line, "text": c.text, "score": round(c.score, 4)}
+
+
+def _refused(exc: BaseException, rolled_back: bool, where: Path, what: str) -> DiskFullError | None:
+    """The error a write answers when ``what`` (in ``where``) could not be made durable after a file was
+    replaced (``rolled_back``: the files are back as they were, else the next start puts them back);
+    None when ``exc`` is not a full disk (then it is raised as it is)."""
+    cause = exc.__cause__ if isinstance(exc, DiskFullError) else exc
+    if not isinstance(cause, OSError) or not is_disk_full(cause):
+        return None
+    return DiskFullError.of(cause, where, what, "the edit was rolled back, nothing was changed" if rolled_back
+                            else "the edit could not be rolled back yet: the next start puts the file back")
 
 
 def _id(recs: list[dict[str, Any]]) -> str | None:
