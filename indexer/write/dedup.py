@@ -31,9 +31,16 @@ reinforce, name the same values. The rule:
 5. otherwise **append**.
 
 Only the entries of the file and section the router chose (:attr:`Candidate.scoped`)
-may be reinforced or replaced; a similar entry anywhere else is reported as a flag
+may be replaced; a similar entry anywhere else is reported as a flag
 (``possible_duplicate`` for what would be a reinforce, ``possible_update`` for a
-replace) and left alone (:func:`decide`). A slot exchanged for a synonym is a
+replace) and left alone (:func:`decide`) — except the same entry, word for word
+(:func:`near_exact`), which is reinforced wherever in the scope it lives (seed 000):
+a memory is never written twice.
+
+A replace is a delete: it also needs evidence that both entries are about the same
+subject and slot (:mod:`memoryd.indexer.write.slots`). A *sibling* — the same sentence
+pattern with another tier, server, person or item — is appended and named in
+``related`` (flag ``sibling``); so is a doubt (flag ``possible_update``). A slot exchanged for a synonym is a
 rewording, not a changed value (:mod:`memoryd.indexer.write.paraphrase`), so a
 paraphrase ("prefers" → "likes" → "enjoys") reinforces.
 
@@ -53,7 +60,7 @@ from dataclasses import dataclass, replace
 
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.write import slots
-from memoryd.indexer.write.lexical import Features, content_tokens, features
+from memoryd.indexer.write.lexical import Features, content_sequence, features, fold, negated, values
 
 REINFORCE, REPLACE, APPEND = "reinforce", "replace", "append"
 POSSIBLE_UPDATE, POSSIBLE_DUPLICATE, SIBLING = "possible_update", "possible_duplicate", "sibling"
@@ -178,9 +185,11 @@ def _same_fact(new_text: str, cand: Candidate, evidence: str) -> Verdict:
 
 
 def near_exact(a: str, b: str) -> bool:
-    """The same entry up to case, width, punctuation and stop words: the same content words and values."""
-    f = features(a, b)
-    return f.same_text or (content_tokens(a) == content_tokens(b) and f.values_old == f.values_new)
+    """The same entry up to case, width, punctuation and stop words: the same content words, in the same
+    order ("tea over coffee" is not "coffee over tea"), and the same values."""
+    if fold(a) == fold(b):
+        return True
+    return content_sequence(a) == content_sequence(b) and values(a) == values(b) and negated(a) == negated(b)
 
 
 def _judge_cross(cand: Candidate, th: Thresholds, f: Features, score: float) -> Verdict:
@@ -205,12 +214,24 @@ def decide(new_text: str, candidates: Iterable[Candidate], th: Thresholds) -> Ve
     cands = list(candidates)
     inside = _strongest(new_text, [c for c in cands if c.scoped], th)
     outside = [c for c in cands if not c.scoped]
+    if inside.action != REINFORCE:
+        twin = _twin(new_text, outside)
+        if twin is not None:  # the memory is already in the scope: reinforce it there, never write it twice
+            return Verdict(REINFORCE, f"the same entry already exists at {twin.path}:{twin.line} (outside the "
+                           "file and section the memory is routed to): reinforced there", twin)
     near = _as_flag(_strongest(new_text, outside, th)) if outside else None
     if near is None:
         return inside
     if inside.action != APPEND or inside.flag:
         return replace(inside, elsewhere=near)
     return near
+
+
+def _twin(new_text: str, candidates: list[Candidate]) -> Candidate | None:
+    """The most similar candidate that is the same entry up to case, punctuation and stop words
+    (:func:`near_exact`); None when there is none."""
+    twins = [c for c in candidates if near_exact(c.text, new_text)]
+    return max(twins, key=lambda c: c.score) if twins else None
 
 
 def _as_flag(v: Verdict) -> Verdict | None:

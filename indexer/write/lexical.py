@@ -367,6 +367,14 @@ def content_tokens(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def content_sequence(text: str) -> tuple[str, ...]:
+    """The content words of ``text`` in order (stemmed, stop words and punctuation dropped; Chinese as
+    single characters less stop characters): two entries with the same sequence say the same thing."""
+    toks = seq_tokens(text)
+    stop = stop_words_of(toks) | _STOP_ZH
+    return tuple(_stem(t) for t in toks if t not in stop)
+
+
 def overlap(old: str, new: str) -> float:
     """Shared content tokens over the smaller side's count: 1.0 when one text's words are all in the other."""
     a, b = content_tokens(old), content_tokens(new)

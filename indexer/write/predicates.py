@@ -96,11 +96,13 @@ MULTI = {
         compra experimentou experimenta fala falam lê leu coleciona participou planeja planejam conhece aprendeu
         aprende joga viu quer querem alérgico alérgica adotou odeia contém inclui lançou publicou corrigiu adicionou
         escreveu reservou"""),
-    "zh": _w("""喜欢 喜爱 爱 热爱 爱吃 爱喝 去过 到过 养了 养 有 拥有 买了 买过 购买 试过
+    "zh": _w("""试用 试用过 用过 喜欢 喜爱 爱 热爱 爱吃 爱喝 去过 到过 养了 养 有 拥有 买了 买过 购买 试过
         尝试 会说 说 读过 在读 看过 收藏 参加 参加了 计划 打算 准备 想 想要 认识 学过 学习 在学
         玩 对 过敏 讨厌 包括 包含 发布了 修复了 添加了 写了 预订了 加入了"""),
 }
 
+#: Chinese numerals and measure words between a verb and its object ("喝*一杯*绿茶"): they count, they do not qualify.
+_ZH_MEASURE = frozenset("一二两三四五六七八九十几每个杯位本份次条项件种台只张辆家门")
 #: Auxiliaries: verbs that carry tense or voice, not a slot ("*was* pushed to", "*wurde* verschoben").
 _AUX = {"en": _w("has have had been was were will would is are be being"),
         "es": _w("ha han había sido fue fueron será es son está"),
@@ -166,7 +168,7 @@ _EN_AMBIGUOUS = _w("""prefer use run live work lead cost start begin end open cl
 _EN_LICENSE = _w("""i we you they he she it who will would can could should must may might do does did don't doesn't
     didn't to always never usually often sometimes also still now no longer only generally typically rarely""")
 #: Common Chinese words that begin with a character of the verb tables but are not verbs (用户 "user", 现在 "now").
-_ZH_NOT_VERBS = [tuple(w) for w in _w("""用户 使用者 在线 现在 正在 因为 为了 作为 成为 以为 认为 所有 没有 有些
+_ZH_NOT_VERBS = [tuple(w) for w in _w("""用户 使用者 费用 作用 常用 通用 适用 专用 好用 实用 信用 应用 在线 现在 正在 因为 为了 作为 成为 以为 认为 所有 没有 有些
     有时 有点 对于 对象 说明 爱好 想法 想到 叫做 为什么 存在 实在 在于 吃饭 喝水""")]
 
 
@@ -233,7 +235,7 @@ def governor(tokens: Sequence[str], at: int, pred: int | None, lang: str) -> tup
     if not before:
         return "", False
     end, cls = before[-1]
-    between = tokens[end:at]
+    between = [t for t in tokens[end:at] if not (lang == "zh" and t in _ZH_MEASURE)]
     parts = [i for i, t in enumerate(between) if _participle(t, lang)]
     if parts:
         # "is executed *by* Jenkins", "est hébergé *chez* OVH": the participle governs what follows its

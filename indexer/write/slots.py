@@ -69,6 +69,8 @@ SAME_SLOT, SIBLING, UNCLEAR = "same_slot", "sibling", "unclear"
 #: How much of the sentence must align for a lone qualifier to count as "the same sentence" (see
 #: :attr:`SlotDiff.qualifies_other`); a rewording that moves words around aligns less.
 QUALIFIER_FRAME = 0.5
+#: Below this share two texts hardly share a sentence: their differences are a rewording's, not places.
+SHARED_FRAME = 0.35
 _ZH_NUMERAL = re.compile("[零一二两三四五六七八九十百千万]")
 _CJK = re.compile(f"[{CJK}]")
 
@@ -94,6 +96,11 @@ class Region:
     added: bool = False  # one side only, with a content word the other text lacks ("User's *partner's* …")
     compound: bool = False  # more than a value: a qualifying phrase inside ("Linux *at work*", "app *for* delivery")
 
+    @property
+    def size(self) -> int:
+        """Content tokens on the longer side."""
+        return max(len(self.old), len(self.new))
+
     def words(self) -> str:
         return f"{' '.join(self.old) or '—'} → {' '.join(self.new) or '—'}"
 
@@ -108,6 +115,7 @@ class SlotDiff:
     slot: str
     regions: tuple[Region, ...] = ()
     frame: float = 0.0  # share of the longer text's tokens the two align on (1.0: the same sentence)
+    values_differ: bool = False  # the texts name different numbers, times, dates or names
 
     @property
     def same_slot(self) -> bool:
@@ -120,11 +128,12 @@ class SlotDiff:
         A rewording that moves words around aligns less than :data:`QUALIFIER_FRAME` and is not judged here."""
         if self.verdict == UNCLEAR:
             return False
-        values_changed = any(r.value for r in self.regions)
-        if sum(r.exchange for r in self.regions) >= 2:
+        values_changed = self.values_differ
+        if sum(r.exchange for r in self.regions) >= 2 and self.frame >= SHARED_FRAME:
             return True  # two places each say something the other entry does not
-        return any((r.exchange and (self.frame >= QUALIFIER_FRAME or values_changed or r.governor == "multi"
-                                    or r.qualifier)) or (r.added and r.qualifier) for r in self.regions)
+        return any((r.exchange and (self.frame >= QUALIFIER_FRAME or values_changed or r.governor == "multi"))
+                   or (r.added and r.qualifier and self.frame >= QUALIFIER_FRAME and r.size <= 2)
+                   for r in self.regions)
 
     def explain(self) -> dict[str, object]:
         """The JSON-able account of the decision: subject, slot, the words that differ, why."""
@@ -152,7 +161,8 @@ def _compare(old: str, new: str) -> SlotDiff:
     slot = a[pa] if pa is not None and pa < len(a) else ""
     multi = pred.has_multi(a, lang) and pred.has_multi(b, lang)
     verdict, why = _judge(regions, cue, negated(old) != negated(new), multi)
-    return SlotDiff(verdict, why, subject, slot, regions, round(frame, 3))
+    differ = values(old) != values(new) or _calendar(a) != _calendar(b)
+    return SlotDiff(verdict, why, subject, slot, regions, round(frame, 3), differ)
 
 
 def _judge(regions: tuple[Region, ...], cue: bool, flip: bool, multi: bool) -> tuple[str, str]:
@@ -206,7 +216,7 @@ def _regions(a: list[str], b: list[str], pa: int | None, pb: int | None, vals: f
         if not governor:
             governor, adjacent = pred.governor(b, j1, pb, lang)
         flip = _around(a, b, i1, i2, j1, j2, lambda x, y: opposite(x, y, _STOP))
-        modifier = _modifies(a, b, i2, j2, lang) and not (update_cue(" ".join(sb)) or update_cue("".join(sb)))
+        modifier = _modifies(a, b, i1, i2, j1, j2, lang) and not (update_cue(" ".join(sb)) or update_cue("".join(sb)))
         pure = quantity and _rest(sa, lang) == _rest(sb, lang)
         exchange = _new_content(sa, b, lang) and _new_content(sb, a, lang)
         added = not (sa and sb) and _new_content(sa or sb, b if sa else a, lang)
@@ -216,12 +226,14 @@ def _regions(a: list[str], b: list[str], pa: int | None, pb: int | None, vals: f
     return out
 
 
-def _modifies(a: list[str], b: list[str], i2: int, j2: int, lang: str) -> bool:
+def _modifies(a: list[str], b: list[str], i1: int, i2: int, j1: int, j2: int, lang: str) -> bool:
     """The next token after the region is the same content word on both sides and not a verb: the region
     modifies it ("10% of *Canadian* traffic", "*支付*模块")."""
     if i2 >= len(a) or j2 >= len(b) or a[i2] != b[j2]:
         return False
     nxt = a[i2]
+    if lang == "zh" and all(not _CJK.fullmatch(t) for t in (*a[i1:i2], *b[j1:j2])):
+        return False  # "Vim 编辑器": a name before its kind, not a qualifier
     if _CJK.fullmatch(nxt) and (i2 + 1 >= len(a) or j2 + 1 >= len(b) or a[i2 + 1] != b[j2 + 1]
                                 or pred.light([a[i2 + 1]], lang)):
         return False  # one shared character may end the exchanged word itself ("[英]文" / "[中]文")
@@ -233,7 +245,7 @@ def _compound(tokens: list[str], lang: str) -> bool:
     """A stop word followed by a content word inside the span, or more than three content words: the span
     holds a value *and* something that qualifies it, so it is not one slot's value."""
     content = [t for t in tokens if not pred.light([t], lang)]
-    if len(content) > 3:
+    if len(content) > (6 if lang == "zh" else 3):  # a Chinese word is two characters or more
         return True
     inner = tokens[1:]
     return any(pred.light([t], lang) and i + 1 < len(inner) and not pred.light([inner[i + 1]], lang)
@@ -333,6 +345,11 @@ def _modifier_prefix(toks: list[str], start: int) -> bool:
 
 
 _IDENT = re.compile(r"(?<![\w])[^\W\d_]+[-_#/]?(\d+)\b")
+
+
+def _calendar(tokens: list[str]) -> frozenset[str]:
+    """Weekdays and months named (any of the six languages; "terças" is "terça")."""
+    return frozenset(t.removesuffix("s") for t in tokens if pred.is_weekday_or_month(t))
 
 
 def _identifiers(text: str) -> frozenset[str]:
