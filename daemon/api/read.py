@@ -20,7 +20,7 @@ import structlog
 
 from memoryd.daemon.api.access import path_check, resolve_for_read
 from memoryd.daemon.api.ports import SearchIndex, WorkQueue, worker_result
-from memoryd.daemon.api.redaction import text_for
+from memoryd.daemon.api.redaction import redacts, text_for
 from memoryd.daemon.api.requests import (
     ContextRequest,
     SearchRequest,
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from memoryd.indexer.search.context import LineScorer
 
 REINDEX_WAIT_S = 300.0
+DEGRADED_CONFINED = "keyword results only: embedding server unavailable"  # what a confined session is told
 
 log = structlog.get_logger("memoryd")
 
@@ -103,6 +104,8 @@ class ReadMethods:
         ))
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
         out = result.to_json()
+        if "degraded" in out and redacts(req.session):  # the server's own words are the owner's to read
+            out["degraded"] = DEGRADED_CONFINED
         roots = len(self._roots().roots)
         if roots > 1:  # a bare relative path is then ambiguous: clients show each hit's root
             out["roots"] = roots
