@@ -19,6 +19,7 @@ query marker, else "passage"); ``sent`` counts the body bytes a ``huge`` answer 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -46,7 +47,7 @@ class FakeEmbeddingServer:
         self.requests: Counter[str] = Counter()
         self.sent = 0
         self.stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"srv": self}))
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-embed-server", daemon=True)
@@ -67,88 +68,86 @@ class FakeEmbeddingServer:
         return {"object": "list", "data": data}
 
 
-def _handler(srv: FakeEmbeddingServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-            pass
+class _Handler(BaseHTTPRequestHandler):
+    srv: FakeEmbeddingServer  # set on the subclass each server makes
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
-            texts = list(body["input"])
-            srv.requests["query" if texts and texts[0].startswith(QUERY_MARK) else "passage"] += 1
-            mode = srv.mode
-            try:
-                getattr(self, f"_{mode}")(texts)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (what a hostile mode waits for)
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
-        def _send(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+        texts = list(body["input"])
+        self.srv.requests["query" if texts and texts[0].startswith(QUERY_MARK) else "passage"] += 1
+        mode = self.srv.mode
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up: what a mode waits for
+            getattr(self, f"_{mode}")(texts)
 
-        def _ok(self, texts: list[str]) -> None:
-            self._send(200, json.dumps(srv.answer(texts)).encode())
+    def _send(self, status: int, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
-        _wider = _ok
+    def _ok(self, texts: list[str]) -> None:
+        self._send(200, json.dumps(self.srv.answer(texts)).encode())
 
-        def _poisoned(self, texts: list[str], token: str) -> None:
-            text = json.dumps(srv.answer(texts))
-            first = text.index('"embedding": [') + len('"embedding": [')
-            self._send(200, (text[:first] + token + ", " + text[first:].split(", ", 1)[1]).encode())
+    _wider = _ok
 
-        def _nan(self, texts: list[str]) -> None:
-            self._poisoned(texts, "NaN")
+    def _poisoned(self, texts: list[str], token: str) -> None:
+        text = json.dumps(self.srv.answer(texts))
+        first = text.index('"embedding": [') + len('"embedding": [')
+        self._send(200, (text[:first] + token + ", " + text[first:].split(", ", 1)[1]).encode())
 
-        def _inf(self, texts: list[str]) -> None:
-            self._poisoned(texts, "Infinity")
+    def _nan(self, texts: list[str]) -> None:
+        self._poisoned(texts, "NaN")
 
-        def _huge_value(self, texts: list[str]) -> None:
-            self._poisoned(texts, "1e39")
+    def _inf(self, texts: list[str]) -> None:
+        self._poisoned(texts, "Infinity")
 
-        def _trickle(self, data: bytes) -> None:
-            for i in range(len(data)):
-                if srv.stopping.wait(srv.interval):
-                    return
-                self.wfile.write(data[i : i + 1])
-                self.wfile.flush()
+    def _huge_value(self, texts: list[str]) -> None:
+        self._poisoned(texts, "1e39")
 
-        def _trickle_head(self, texts: list[str]) -> None:
-            payload = json.dumps(srv.answer(texts)).encode()
-            self._trickle(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                          + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-
-        def _trickle_body(self, texts: list[str]) -> None:
-            payload = json.dumps(srv.answer(texts)).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
+    def _trickle(self, data: bytes) -> None:
+        for i in range(len(data)):
+            if self.srv.stopping.wait(self.srv.interval):
+                return
+            self.wfile.write(data[i : i + 1])
             self.wfile.flush()
-            self._trickle(payload)
 
-        def _silent(self, texts: list[str]) -> None:
-            srv.stopping.wait(300)
+    def _trickle_head(self, texts: list[str]) -> None:
+        payload = json.dumps(self.srv.answer(texts)).encode()
+        self._trickle(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
 
-        def _huge(self, texts: list[str]) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()  # no length: the body ends when the connection does (HTTP/1.0)
-            row = ("0.0123456789, " * 4096).encode()
-            self.wfile.write(b'{"data": [{"index": 0, "embedding": [')
-            while srv.sent < srv.huge_bytes and not srv.stopping.is_set():
-                self.wfile.write(row)
-                srv.sent += len(row)
-            self.wfile.write(b"0.1]}]}")
-            self.close_connection = True
+    def _trickle_body(self, texts: list[str]) -> None:
+        payload = json.dumps(self.srv.answer(texts)).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.flush()
+        self._trickle(payload)
 
-        def _unauthorized(self, texts: list[str]) -> None:
-            token = self.headers.get("authorization", "").removeprefix("Bearer ")
-            self._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {token}. "
-                                                  "You can find your API key at https://example.invalid"}}).encode())
+    def _silent(self, texts: list[str]) -> None:
+        self.srv.stopping.wait(300)
 
-        def _down(self, texts: list[str]) -> None:
-            self._send(503, json.dumps({"error": {"message": "model loading"}}).encode())
+    def _huge(self, texts: list[str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()  # no length: the body ends when the connection does (HTTP/1.0)
+        row = ("0.0123456789, " * 4096).encode()
+        self.wfile.write(b'{"data": [{"index": 0, "embedding": [')
+        while self.srv.sent < self.srv.huge_bytes and not self.srv.stopping.is_set():
+            self.wfile.write(row)
+            self.srv.sent += len(row)
+        self.wfile.write(b"0.1]}]}")
+        self.close_connection = True
 
-    return Handler
+    def _unauthorized(self, texts: list[str]) -> None:
+        token = self.headers.get("authorization", "").removeprefix("Bearer ")
+        self._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {token}. "
+                                              "You can find your API key at https://example.invalid"}}).encode())
+
+    def _down(self, texts: list[str]) -> None:
+        self._send(503, json.dumps({"error": {"message": "model loading"}}).encode())
+
