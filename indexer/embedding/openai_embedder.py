@@ -261,9 +261,9 @@ class OpenAIEmbedder:
             raise _Retryable(f"{type(exc).__name__}: {self._scrub(str(exc))}") from None
         if resp.status_code in _RETRY_STATUS:
             raise _Retryable(f"HTTP {resp.status_code}: {self._message(resp, data)}")
-        if resp.status_code != 200:
-            raise ModelError(f"embedding server {self._s.url} refused the request (HTTP {resp.status_code}: "
-                             f"{self._message(resp, data)}); check embedding.model and embedding.api_key_env")
+        if resp.status_code != 200:  # not retried; still a server not answering: keyword search goes on
+            raise ProviderUnavailable(f"embedding server {self._s.url} refused the request (HTTP {resp.status_code}: "
+                                      f"{self._message(resp, data)}); check embedding.model and embedding.api_key_env")
         return _vectors(data, n, self.dimension, self._s.url)
 
     def _scrub(self, text: str) -> str:
