@@ -71,3 +71,30 @@ def test_a_key_the_server_repeats_reaches_no_reply_status_or_log_and_writes_go_o
         assert "degraded" not in healed and "Weber" in healed["hits"][0]["text"]
     assert logs and KEY not in json.dumps(logs, default=str)
     assert any(e.get("event") == "search.keyword_only" for e in logs)  # the outage was logged, the key not
+
+
+def test_the_configured_key_is_redacted_from_every_log_line_by_value() -> None:
+    """The second line behind the embedder's own scrubbing: the detector does not know such a key's form; its value is
+    registered when the index opens (daemon/oneshot.py open_index) and redacted from memoryd's events and
+    libraries' records alike."""
+    import io
+    import logging
+
+    import structlog
+
+    from memoryd.daemon.log_redaction import protect
+    from memoryd.daemon.logs import configure_logging, reset_logging
+
+    key = "log-only-key-0c4e7a91"  # protected by no other test of this process
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    try:
+        structlog.get_logger("memoryd").warning("vectors.provider_down", error=f"HTTP 401: bad key {key}")
+        protect(key)
+        structlog.get_logger("memoryd").warning("vectors.provider_down", error=f"HTTP 401: bad key {key}")
+        logging.getLogger("httpx").warning("bad key %s", KEY)
+    finally:
+        reset_logging()
+    first, *rest = out.getvalue().splitlines()
+    assert key in first  # before: the detector alone lets it through
+    assert len(rest) == 2 and all(key not in line and "[REDACTED:configured]" in line for line in rest)
