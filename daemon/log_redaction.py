@@ -9,7 +9,8 @@ stdlib records of libraries alike: each string value (in lists and dicts too) is
 passed through :func:`memoryd.indexer.write.privacy.redact` at level ``all`` (the
 level of ``redact_for_log``), so a secret becomes ``[REDACTED:rule]`` and the rest of
 the value stays readable. Configured secrets (the embedding server's API key) are redacted by
-value first (:func:`protect`): the detector knows secrets by their form, and a key need not have one. The event's timestamp, level and logger name are left alone.
+value first (:func:`protect`): the detector knows secrets by their form, and a key need not
+have one. The event's timestamp, level and logger name are left alone.
 
 The detector is imported on the first event, not with this module: the CLI configures
 logging on every command and most commands never log anything.
