@@ -48,6 +48,8 @@ def test_a_key_the_server_repeats_reaches_no_reply_status_or_log_and_writes_go_o
         assert "keyword results only" in again["degraded"]
         peer = client.call("search", {"query": "office Porto", "mode": "hybrid", "session": ALICE})
         assert peer["degraded"] == "keyword results only: embedding server unavailable"
+        ctx = client.call("context", {"query": "office Lisbon", "max_tokens": 200})
+        assert "Lisbon" in ctx["text"]  # a context block from the keyword leg, its lines ranked by match
         status = client.call("status")
         assert status["model"]["server"]["reachable"] is False and "HTTP 401" in status["model"]["server"]["last_error"]
 
@@ -62,7 +64,7 @@ def test_a_key_the_server_repeats_reaches_no_reply_status_or_log_and_writes_go_o
         found = client.call("search", {"query": "dentist Weber", "mode": "keyword"})
         assert found["hits"] and "Weber" in found["hits"][0]["text"]  # keyword-searchable at once
 
-        for reply in (owner, again, peer, status, new, close, same):
+        for reply in (owner, again, peer, ctx, status, new, close, same):
             assert KEY not in json.dumps(reply)
         server.mode = "ok"
         d.index.embedder.inner.retry_now()  # the breaker's cool-down is time-based; the test does not wait

@@ -35,7 +35,7 @@ from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
-from memoryd.indexer.errors import FileSkipped, MemorydError
+from memoryd.indexer.errors import FileSkipped, MemorydError, ProviderUnavailable
 from memoryd.indexer.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.query import Query
@@ -154,14 +154,20 @@ class ReadMethods:
         line_vectors = self._line_vectors
         if self._embedder is None or line_vectors is None:
             return None
-        qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        try:
+            qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        except ProviderUnavailable:  # the embedding server is down: lines in matched order, as without the model
+            return None
         loaded: list[bool] = []
 
         def embed(lines: list[str]) -> Any:
             if not loaded:
                 loaded.append(True)
                 line_vectors.preload(chunk_ids)
-            return line_vectors(lines)
+            try:
+                return line_vectors(lines)
+            except ProviderUnavailable:  # down since the query's vector: all tie, the matched order stays
+                return [[0.0] * len(qvec) for _ in lines]
 
         return cosine_scorer(embed, qvec)
 
