@@ -100,3 +100,21 @@ def test_the_configured_key_is_redacted_from_every_log_line_by_value() -> None:
     first, *rest = out.getvalue().splitlines()
     assert key in first  # before: the detector alone lets it through
     assert len(rest) == 2 and all(key not in line and "[REDACTED:configured]" in line for line in rest)
+
+
+def test_remember_and_search_answer_while_the_server_trickles(tmp_path: Path, short_dir: Path) -> None:
+    """A server sending one byte every 0.2 s held the index worker: `remember` failed -32026 and a search got
+    no answer in 60 s. One deadline per call (here `timeout_s` 0.5) bounds what either waits."""
+    with FakeEmbeddingServer() as server:
+        base = _tweak(server, tmp_path)
+
+        def tweak(cfg: Config) -> Config:
+            cfg = base(cfg)
+            return dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, timeout_s=0.5))
+
+        with running_daemon(tmp_path, short_dir / "m.sock", FILES, timeout=20, tweak=tweak) as (_d, client, _root):
+            server.mode = "trickle_body"
+            new = client.call("remember", {"content": "The user's dentist is Dr. Weber in Basel."})
+            assert new["decision"] == "appended" and new["index_note"] == "embedded later: embedding server unavailable"
+            found = client.call("search", {"query": "dentist Weber", "mode": "hybrid"})
+            assert "keyword results only" in found["degraded"] and "Weber" in found["hits"][0]["text"]

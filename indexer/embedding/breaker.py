@@ -52,6 +52,11 @@ class Breaker:
             self._down_until, self._probing = self._clock() + cooldown, False
             return cooldown
 
+    def abandoned(self) -> None:
+        """A call ended without a verdict (an unexpected exception): the next one may try the server."""
+        with self._lock:
+            self._probing = False
+
     def reset(self) -> None:
         """Close it now (an operator's retry, a test that does not wait the cool-down out)."""
         self.succeeded()

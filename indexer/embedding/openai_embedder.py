@@ -233,6 +233,9 @@ class OpenAIEmbedder:
             except ModelError as exc:
                 self._failed(str(exc))
                 raise
+            except BaseException:  # whatever else ended the call, the breaker must not stay half-open
+                self._breaker.abandoned()
+                raise
             with self._lock:
                 self.calls += 1
                 self.last_ok, self.last_error = time.time(), None
