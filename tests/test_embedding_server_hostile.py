@@ -231,3 +231,34 @@ def test_the_breaker_doubles_its_cool_down_and_lets_one_probe_through() -> None:
     assert last == COOLDOWN_MAX_S
     b.succeeded()
     assert b.admit(query=True) is None
+
+
+def test_on_postgres_a_nan_answer_is_refused_and_search_answers(server: FakeEmbeddingServer, tmp_path: Path,
+                                                                pg_dsn: str) -> None:
+    """pgvector refuses NaN: the bad answer failed the whole batch's transaction. Now it never gets there,
+    and the PostgreSQL index's search has the embedded one's outage path (it had none: the error reached
+    the client)."""
+    from memoryd.indexer.storage import open_index
+    from tests.test_storage_backends import storage_config
+
+    base = _cfg(tmp_path, server.url)
+    cfg = dataclasses.replace(storage_config("postgres", base.watch.roots[0], tmp_path / "data", pg_dsn),
+                              embedding=base.embedding)
+    root = cfg.watch.roots[0]
+    emb = load_embedder(cfg.embedding, tmp_path / "models")
+    index = open_index(cfg, emb)
+    try:
+        index.index_files([(root, "a.md")])
+        server.mode = "nan"
+        (root / "b.md").write_text("# Trips\n\nWe drove to the lighthouse at Skagen in May.\n", encoding="utf-8")
+        assert index.index_files([(root, "b.md")]).files_indexed == 1 and len(index.backlog) == 1
+        found = _answers(index, "lighthouse Skagen")
+        assert found.degraded and "NaN in vector 0" in found.degraded and found.hits[0].path == "b.md"
+        server.mode = "ok"
+        _retry_now(emb)
+        assert index.fill_vectors() == 1
+        found = _answers(index, "lighthouse Skagen")
+        assert found.degraded is None and found.hits[0].path == "b.md"
+    finally:
+        index.close()
+        emb.close()  # type: ignore[attr-defined]
