@@ -235,9 +235,9 @@ def test_the_breaker_doubles_its_cool_down_and_lets_one_probe_through() -> None:
 
 def test_on_postgres_a_nan_answer_is_refused_and_search_answers(server: FakeEmbeddingServer, tmp_path: Path,
                                                                 pg_dsn: str) -> None:
-    """pgvector refuses NaN: the bad answer failed the whole batch's transaction. Now it never gets there,
-    and the PostgreSQL index's search has the embedded one's outage path (it had none: the error reached
-    the client)."""
+    """pgvector refuses NaN: the file was skipped (``prepare-failed: embedding: DataException: NaN not allowed
+    in vector``), not searchable at all. Now the answer never gets there, and the PostgreSQL index's search
+    has the embedded one's outage path (it had none: the embedder's error reached the client)."""
     from memoryd.indexer.storage import open_index
     from tests.test_storage_backends import storage_config
 
