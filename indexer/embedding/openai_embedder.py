@@ -211,8 +211,8 @@ class OpenAIEmbedder:
 
     def _request(self, texts: list[str], kind: str, retries: int, fail_fast: bool = True) -> FloatArray:
         if fail_fast and (wait := self._breaker.admit(query=kind == "query")) is not None:
-            raise ProviderUnavailable(f"embedding server {self._s.url} is down (tried again in {wait:.0f} s): "
-                                      f"{self.last_error}")
+            when = f"tried again in {wait:.0f} s" if wait > 0 else "being tried again"
+            raise ProviderUnavailable(f"embedding server {self._s.url} is down ({when}): {self.last_error}")
         body: dict[str, Any] = {"model": self._s.model, "input": texts, "encoding_format": "float"}
         if self._s.dimensions:
             body["dimensions"] = self._s.dimensions
@@ -302,7 +302,7 @@ def _vectors(data: bytes, n: int, width: int, url: str) -> FloatArray:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadVectors(f"embedding server {url}: not an embeddings answer ({type(exc).__name__})") from None
     mat = check_vectors(raw, n, width, f"embedding server {url}")
-    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    norms = np.linalg.norm(mat.astype(np.float64), axis=1, keepdims=True)  # float64: 3e38 squared stays finite
     if not np.all(norms > 0):
         raise BadVectors(f"embedding server {url}: a zero vector (vector {int(np.argmin(norms[:, 0]))})")
     unit: FloatArray = (mat / norms).astype(np.float32, copy=False)
