@@ -43,9 +43,11 @@ _DEADLINES = _Deadlines()
 
 @contextlib.contextmanager
 def deadline(seconds: float) -> Iterator[None]:
-    """Every socket operation of this thread's calls inside the block ends ``seconds`` from now at the latest."""
+    """Every socket operation of this thread's calls inside the block ends ``seconds`` from now at the latest
+    (or by an enclosing block's deadline, when that comes first)."""
     before = _DEADLINES.at
-    _DEADLINES.at = time.monotonic() + seconds
+    at = time.monotonic() + seconds
+    _DEADLINES.at = at if before is None else min(before, at)
     try:
         yield
     finally:
