@@ -262,3 +262,14 @@ def test_on_postgres_a_nan_answer_is_refused_and_search_answers(server: FakeEmbe
     finally:
         index.close()
         emb.close()  # type: ignore[attr-defined]
+
+
+def test_server_text_loses_the_key_detected_secrets_and_control_characters() -> None:
+    from memoryd.indexer.embedding.server_text import MAX_CHARS, scrub
+
+    key = "local-embed-key-5f3a9c0e7b1d"  # no form the detector knows
+    text = f"Incorrect API key provided: {key}.\x1b[2J also tried sk-test-0123456789abcdef " + "x" * 500
+    out = scrub(text, key)
+    assert key not in out and "[REDACTED:embedding.api_key]" in out
+    assert "sk-test-0123456789abcdef" not in out and "\x1b" not in out and len(out) <= MAX_CHARS
+    assert scrub("plain words", "") == "plain words"
