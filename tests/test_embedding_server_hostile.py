@@ -46,12 +46,13 @@ def _cfg(tmp_path: Path, url: str, **kw: Any) -> Config:
 
 def _retry_now(emb: Embedder) -> None:
     """The server healed: skip the breaker's cool-down (time-based; the test does not wait it out)."""
-    getattr(emb, "inner", emb).retry_now()
+    inner: Any = getattr(emb, "inner", emb)
+    inner.retry_now()
 
 
 def _stored_vectors(index: MemoryIndex, cfg: Config) -> list[np.ndarray]:
     """Every vector the index holds: FAISS, the index's embedding cache, the machine cache."""
-    rows = [index.vectors.vectors_of(index.vectors.ids())]
+    rows = [index.faiss.vectors_of(index.faiss.ids())]
     for db in (index.sqlite.path, cfg.embedding_cache_dir / "embeddings.sqlite3"):
         if db.exists():
             with sqlite3.connect(db) as conn:
