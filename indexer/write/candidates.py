@@ -36,6 +36,7 @@ import numpy as np
 from memoryd.indexer.cache import cache_key
 from memoryd.indexer.config import SearchMode, WriteConfig
 from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.errors import ProviderUnavailable
 from memoryd.indexer.memblocks import BlockError
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
@@ -134,13 +135,16 @@ def _nearest_chunks(index: MemoryIndex, root: Path, plan: Accepted, k: int) -> l
     legs: tuple[tuple[SearchMode, int], ...] = (("vector", k), ("keyword", KEYWORD_CANDIDATES))
     for mode, n in legs:
         try:
-            hits += index.query(Query(plan.content, k=n, mode=mode, path_prefix=prefix, min_score=0.0)).hits
-        except StorageUnavailableError:  # files are the truth: compare with the target file only, write anyway
+            found = index.query(Query(plan.content, k=n, mode=mode, path_prefix=prefix, min_score=0.0))
+        except (StorageUnavailableError, ProviderUnavailable):  # files are the truth: the target file only
             continue
-    found = {(h.path, h.start_line, h.end_line) for h in hits
-             if Path(h.root) == root and h.path.endswith(".md") and namespace_of(h.path) == plan.namespace
-             and _writable(root, h.path)}
-    return sorted(found)
+        if found.degraded and mode == "vector":  # the embedder is down: keyword neighbours are no similarity
+            continue                             # evidence for the vector leg (the keyword leg finds twins)
+        hits += found.hits
+    chunks = {(h.path, h.start_line, h.end_line) for h in hits
+              if Path(h.root) == root and h.path.endswith(".md") and namespace_of(h.path) == plan.namespace
+              and _writable(root, h.path)}
+    return sorted(chunks)
 
 
 def _writable(root: Path, rel: str) -> bool:
@@ -156,7 +160,8 @@ def _writable(root: Path, rel: str) -> bool:
 def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
                   memo: dict[bytes, FloatArray] | None = None) -> FloatArray:
     """Passage vectors for entry texts, through the index's embedding cache (rows in ``texts`` order);
-    with ``memo``, new vectors go there instead of into the cache (see :func:`gather`)."""
+    with ``memo``, new vectors go there instead of into the cache (see :func:`gather`). While the embedder
+    is down, the rows only tell the same text from another (:func:`_same_text_only`): the write goes on."""
     embedder = index.embedder
     etexts = [clean_line(t) or t for t in texts]
     keys = [cache_key(embedder.model_id, t) for t in etexts]
@@ -165,7 +170,10 @@ def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
         have |= index.cache.get_many([k for k in keys if k not in have], count=False)
     todo = {k: t for k, t in zip(keys, etexts, strict=True) if k not in have}
     if todo:
-        mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
+        try:
+            mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
+        except ProviderUnavailable:  # the embedder is down: the memory is written anyway, embedded later
+            return _same_text_only(etexts)
         new = dict(zip(todo, mat, strict=True))
         have.update(new)
         if memo is not None:
@@ -177,3 +185,14 @@ def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
             except StorageUnavailableError:  # the shared cache out of reach: the vectors only go unsaved
                 pass
     return np.stack([have[k] for k in keys])
+
+
+def _same_text_only(texts: Sequence[str]) -> FloatArray:
+    """Stand-in "vectors" while the embedder is down: one-hot by folded text, so a cosine is 1 for the
+    same text after folding (case, width, punctuation, spaces) and 0 otherwise. Without real vectors
+    nothing is replaced or reinforced on resemblance: only a restatement of the very text reinforces."""
+    from memoryd.indexer.write.lexical import fold
+
+    groups: dict[str, int] = {}
+    ids = [groups.setdefault(fold(t), len(groups)) for t in texts]
+    return np.eye(len(groups), dtype=np.float32)[ids]

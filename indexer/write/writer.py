@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 MAX_ATTEMPTS = 5
+EMBEDDED_LATER = "embedded later: embedding server unavailable"
 Clock = Callable[[], datetime]
 STEPS = ("journaled", "written", "recorded")
 """The points of a write-ahead edit: intent durable / file replaced / history appended (journal not yet removed)."""
@@ -478,9 +479,16 @@ class MemoryWriter:
         return reason
 
     def _noted(self, outcome: Outcome) -> Outcome:
-        """``outcome`` once its file is re-indexed, saying so when it could not be."""
+        """``outcome`` once its file is re-indexed, saying so when it could not be, or when its vectors wait
+        (the embedder was down: keyword-searchable now, the vector backlog embeds it later)."""
         reason = self._reindex(outcome.path)
+        if reason is None and self._vectors_pending(outcome.path):
+            return replace(outcome, index_note=EMBEDDED_LATER)
         return outcome if reason is None else replace(outcome, indexed=False, index_note=reason)
+
+    def _vectors_pending(self, rel: str) -> bool:
+        store = self.index.store
+        return any(i in self.index.backlog for i in store.chunk_ids_of(store.root_id(self.root), rel))
 
 
 def _related(v: Verdict) -> dict[str, Any] | None:
