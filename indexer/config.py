@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hi
 
 from memoryd.indexer import paths
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
+from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError
 from memoryd.indexer.write.access import parse_binding
 from memoryd.indexer.write.refusals import SessionError
@@ -174,6 +175,9 @@ class ServerConfig:
     max_clients: int = 256
     idle_timeout_s: float = 300.0
     read_timeout_s: float = 10.0
+    # Clients: the uid that must be listening on the socket (SO_PEERCRED); None: our own.
+    # For a uid bound in another user's allowed_uids (docs/security/transport.md).
+    daemon_uid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -276,6 +280,7 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
     path = path or paths.default_config_path(env)
     raw: dict[str, Any] = {}
     if path.exists() or explicit:
+        check_config_file(path)
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
