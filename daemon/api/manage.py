@@ -170,7 +170,7 @@ class ManageMethods:
                                f"not {to}")
             editor = self._new_editor()
             result, plan = self._on_worker(lambda: editor.promote(rel, req.line, to, date.today(),
-                                                                  session.describe(), req.type))
+                                                                  session.describe(), req.type, req.expect))
             src = {"path": rel, "line": req.line, "namespace": str(source)}
             if isinstance(result, Rejected):
                 rec.update(decision="rejected", reason=result.reason, rule=result.rule)
