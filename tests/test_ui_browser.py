@@ -108,7 +108,9 @@ def test_the_token_url_sets_the_cookie_and_leaves_the_address_bar(site: Site) ->
     sync_api.expect(site.page.locator("h1")).to_have_text("Dashboard")
     wait_for(lambda: "token=" not in site.page.url, timeout=10, what="the token to leave the address bar")
     (cookie,) = site.page.context.cookies()
-    assert cookie["name"] == "memoryd_ui" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    port = int(site.base.rsplit(":", 1)[1])
+    assert cookie["name"] == f"memoryd_ui_{port}" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/" and cookie["value"] != site.token
     assert site.page.evaluate("document.cookie") == ""  # HttpOnly: no script reads it
     assert site.page.goto(site.base + "/history").status == 200  # the cookie alone now suffices
 
