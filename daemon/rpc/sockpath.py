@@ -12,7 +12,10 @@ Why each rule exists:
   out of ``/tmp``; ``--socket ~/m.sock`` would tighten ``$HOME``). It must
   belong to us and must not be group- or world-writable (whoever can write
   there can create names in it, and without the sticky bit delete or replace
-  our socket); else :class:`UnsafeSocketDir` names it and the mode.
+  our socket); else :class:`UnsafeSocketDir` names it and the mode. Every existing folder
+  *above* it must be ours or root's and not writable by others unless root's and sticky
+  (``/tmp``), checked before we create anything (:func:`check_dir_chain`): the owner of a
+  parent can rename our folder away and put their own socket in its place.
   One that is merely readable by others is fine: the socket itself is 0600,
   and Linux checks write permission on the socket file at ``connect``.
 - With other uids bound (``server.allowed_uids``) the socket is *shared*: a missing
