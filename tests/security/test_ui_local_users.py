@@ -26,6 +26,7 @@ import pytest
 
 pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
 
+from memoryd.daemon.ui import limits
 from memoryd.daemon.ui.launch import Launcher
 from memoryd.daemon.ui.server import build
 from tests.helpers import wait_for
@@ -83,8 +84,13 @@ def test_the_launcher_file_is_private_and_removed(tmp_path: Path) -> None:
 # -- item 17: half-sent requests cannot hold the UI -------------------------------------------------
 
 @pytest.fixture
-def ui_server(short_dir: Path, request: pytest.FixtureRequest) -> Iterator[tuple[int, str]]:
-    kw: dict[str, Any] = getattr(request, "param", {})
+def ui_server(short_dir: Path, request: pytest.FixtureRequest,
+              monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[int, str]]:
+    kw: dict[str, Any] = dict(getattr(request, "param", {}))
+    if kw.pop("h11", False):  # uvicorn's fallback parser, where httptools is missing
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        monkeypatch.setattr(limits, "_base", lambda: H11Protocol)
     server, sock, url = build(short_dir / "none.sock", 0, **kw)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="ui-limits-server")
     thread.start()
@@ -115,7 +121,8 @@ def _closed_by_server(s: socket.socket) -> bool:
         return True
 
 
-@pytest.mark.parametrize("ui_server", [{"request_timeout_s": 0.5}], indirect=True)
+@pytest.mark.parametrize("ui_server", [{"request_timeout_s": 0.5}, {"request_timeout_s": 0.5, "h11": True}],
+                         indirect=True)
 def test_a_half_sent_request_or_a_silent_connection_is_closed_at_its_deadline(ui_server: tuple[int, str]) -> None:
     port, _url = ui_server
     head = _half_sent(port, f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode())
@@ -130,7 +137,8 @@ def test_a_half_sent_request_or_a_silent_connection_is_closed_at_its_deadline(ui
             s.close()
 
 
-@pytest.mark.parametrize("ui_server", [{"request_timeout_s": 60.0, "max_connections": 20}], indirect=True)
+@pytest.mark.parametrize("ui_server", [{"request_timeout_s": 60.0, "max_connections": 20},
+                                       {"request_timeout_s": 60.0, "max_connections": 20, "h11": True}], indirect=True)
 def test_many_half_sent_connections_leave_room_for_a_valid_request(ui_server: tuple[int, str]) -> None:
     port, url = ui_server
     flood = [_half_sent(port, f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()) for _ in range(60)]
