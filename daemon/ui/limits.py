@@ -14,7 +14,10 @@ complete, so any local user could hold the server this way. The protocol class m
   ``request_timeout_s``, else the connection is closed;
 - a **connection cap**: past ``max_connections`` open connections, the one that has waited
   longest for a request (none in progress) is closed to make room, so the newest one,
-  typically the user's browser, is served. A connection whose request runs is never cut.
+  typically the user's browser, is served. A connection whose request runs is never cut;
+- an **owner check**: with ``owner_uid``, a connection whose client socket belongs to
+  another uid (:func:`memoryd.daemon.ui.peers.tcp_peer_uid`) is closed before it is read,
+  so neither a replayed cookie nor a flood of another local user gets an answer.
 """
 
 from __future__ import annotations
@@ -22,6 +25,12 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+
+import structlog
+
+from memoryd.daemon.ui.peers import tcp_peer_uid
+
+log = structlog.get_logger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 100
@@ -39,9 +48,10 @@ def _base() -> type[asyncio.Protocol]:
         return H11Protocol
 
 
-def bounded_protocol(request_timeout_s: float = REQUEST_TIMEOUT_S,
-                     max_connections: int = MAX_CONNECTIONS) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol with the request deadline and the connection cap (module docstring)."""
+def bounded_protocol(request_timeout_s: float = REQUEST_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
+                     owner_uid: int | None = None) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol with the request deadline, the connection cap and, given ``owner_uid``,
+    the owner check (module docstring)."""
     base: Any = _base()
 
     class Bounded(base):  # type: ignore[misc]
@@ -51,6 +61,9 @@ def bounded_protocol(request_timeout_s: float = REQUEST_TIMEOUT_S,
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
+            if owner_uid is not None and not _owners(transport, owner_uid):
+                transport.close()
+                return
             _arm(self, request_timeout_s)
             if len(self.connections) > max_connections:
                 _make_room(self)
@@ -65,6 +78,17 @@ def bounded_protocol(request_timeout_s: float = REQUEST_TIMEOUT_S,
             super().connection_lost(exc)
 
     return Bounded
+
+
+def _owners(transport: asyncio.BaseTransport, owner_uid: int) -> bool:
+    """True if the client at the other end of ``transport`` runs as ``owner_uid`` (else logged)."""
+    peer, local = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
+    uid = tcp_peer_uid(peer[:2], local[:2]) if peer and local else None
+    if uid != owner_uid:
+        log.warning("ui.peer_refused", uid=uid, expected_uid=owner_uid, peer=str(peer), local=str(local),
+                    why="another user's connection" if uid is not None else "its owner cannot be found")
+        return False
+    return True
 
 
 def _arm(conn: Any, timeout_s: float) -> None:

@@ -79,20 +79,22 @@ def _open(url: str) -> None:
 
 def build(socket_path: Path, port: int, on_token: Callable[[], None] | None = None,
           request_timeout_s: float = REQUEST_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
-          ) -> tuple[Any, socket.socket, str]:
+          owner_uid: int | None = None) -> tuple[Any, socket.socket, str]:
     """The uvicorn server (not started), its bound socket and the URL to open. The protocol is httptools'
     (in the ``ui`` extra; ~0.4 ms faster than h11, which stays the fallback) with the request deadline and
-    connection cap of :mod:`memoryd.daemon.ui.limits`; ``on_token`` runs when a request brings the token."""
+    connection cap of :mod:`memoryd.daemon.ui.limits`, serving only connections of ``owner_uid`` (default: ours);
+    ``on_token`` runs when a request brings the token."""
     try:
         sock = bind_loopback(port)
     except OSError as exc:
         raise BindError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from None
     port = sock.getsockname()[1]
+    owner_uid = os.geteuid() if owner_uid is None else owner_uid  # only its connections are served (tests: another)
     keys = Keys.fresh()
     app = create_app(socket_path, port, keys, on_token=on_token)
     config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
                             server_header=False, proxy_headers=False, ws="none",
-                            http=bounded_protocol(request_timeout_s, max_connections),
+                            http=bounded_protocol(request_timeout_s, max_connections, owner_uid),
                             timeout_keep_alive=KEEP_ALIVE_S, limit_concurrency=2 * max_connections)
     return uvicorn.Server(config), sock, url_of(port, keys)
 

@@ -28,6 +28,7 @@ pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install
 
 from memoryd.daemon.ui import limits
 from memoryd.daemon.ui.launch import Launcher
+from memoryd.daemon.ui.peers import tcp_peer_uid
 from memoryd.daemon.ui.server import build
 from tests.helpers import wait_for
 
@@ -157,3 +158,61 @@ def test_many_half_sent_connections_leave_room_for_a_valid_request(ui_server: tu
         for s in flood:
             s.close()
 
+
+
+# -- only the owner's connections are served (the cookie replayed by another uid) --------------------
+
+PEEK = r"""
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(("GET " + sys.argv[2] + " HTTP/1.1\r\nHost: 127.0.0.1:" + sys.argv[1] + "\r\nConnection: close\r\n\r\n")
+          .encode())
+try:
+    data = s.recv(65536)
+except ConnectionResetError:
+    data = b""
+print(repr(data[:12]))
+"""
+
+
+def test_the_peer_uid_is_read_from_the_kernel_table(tmp_path: Path) -> None:
+    table = tmp_path / "tcp"
+    table.write_text("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt uid timeout inode\n"
+                     "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n"
+                     "   1: 0100007F:D431 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1001        0 2\n"
+                     "   2: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 3\n")
+    assert tcp_peer_uid(("127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90), [str(table)]) == 1001
+    assert tcp_peer_uid(("127.0.0.1", 0xD432), ("127.0.0.1", 0x1F90), [str(table)]) is None
+
+
+def test_our_own_connection_is_found(ui_server: tuple[int, str]) -> None:
+    port, _url = ui_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        assert tcp_peer_uid(s.getsockname()[:2], ("127.0.0.1", port)) == os.geteuid()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating a second user needs root")
+def test_another_users_connection_gets_no_answer_even_with_the_token(ui_server: tuple[int, str]) -> None:
+    import pwd
+    import secrets
+    import shutil
+
+    from tests.test_second_uid import TOOLS, _as, _interpreter, _run
+
+    if any(shutil.which(t) is None for t in TOOLS):
+        pytest.skip(f"needs {', '.join(TOOLS)}")
+    port, url = ui_server
+    target = url.split(str(port), 1)[1].replace("/?", "/static/ui.js?")  # a valid token: a replayed cookie alike
+    name = f"mdtest{secrets.token_hex(4)}"
+    if _run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]).returncode != 0:
+        pytest.skip("useradd failed")
+    try:
+        other = pwd.getpwnam(name)
+        res = _run([*_as(other), _interpreter(other), "-I", "-c", PEEK, str(port), target])
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.strip() == "b''"  # closed unanswered
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{target}", timeout=10) as r:
+            assert r.status == 200  # the owner is served
+    finally:
+        _run(["userdel", name])
