@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.client.init import plan_init
 from memoryd.daemon.client.rpc_client import Client
 from memoryd.daemon.rpc.sockpath import UnsafeSocketDir, bind_unix_socket, check_dir_chain, check_socket_path
 from memoryd.indexer import config as configmod
@@ -159,11 +158,6 @@ def test_the_owner_check_takes_the_uid(tmp_path: Path) -> None:
     if ME != 0:  # root is always accepted as an owner
         with pytest.raises(ConfigError, match=f"belongs to uid {ME}"):
             check_config_file(cfg, NOBODY)
-
-
-def test_init_creates_the_config_0600(tmp_path: Path) -> None:
-    change = plan_init(tmp_path / "memoryd.toml", [], False, {"HOME": str(tmp_path)})
-    assert change.mode == 0o600
 
 
 def test_a_private_config_loads(tmp_path: Path) -> None:
