@@ -300,6 +300,20 @@ def test_entries_list_namespaces_with_forget_and_promote_forms(ui: Ui) -> None:
     assert 'name="csrf" value="' + ui.keys.csrf + '"' in html
 
 
+def test_the_promote_form_carries_the_entry_text_and_a_moved_line_is_refused(ui: Ui) -> None:
+    """#38 item 18: the page's promote form names the entry by its text too, so a line a peer moved is refused."""
+    html = ui.get("/entries?namespace=peer:alice").text
+    form = html.split('action="/promote"')[1].split("</form>")[0]
+    assert 'name="text" value="Alice prefers green tea over coffee."' in form
+    md = ui.root / "peers/alice/MEMORY.md"
+    md.write_text(md.read_text().replace("## Preferences\n\n", "## Preferences\n\n- Alice wrote this later.\n"))
+    r = ui.post("/promote", {"path": "peers/alice/MEMORY.md", "line": "5", "to": "default",
+                             "text": "Alice prefers green tea over coffee.", "csrf": ui.keys.csrf})
+    assert any("the entry on line 5 changed" in f for f in _flash(r.text)), _flash(r.text)
+    copied = [p for p in ui.root.rglob("*.md") if p != md and "wrote this later" in p.read_text()]
+    assert copied == []  # the entry now on line 5 was not copied
+
+
 def test_access_shows_what_each_peer_and_group_can_read(ui: Ui) -> None:
     html = ui.get("/access").text
     alice = html.split('id="ns-peer:alice"')[1].split("</section>")[0]
