@@ -411,6 +411,8 @@ def validate(cfg: Config) -> None:
     _check(srv.idle_timeout_s > 0, "server.idle_timeout_s", srv.idle_timeout_s, "must be > 0")
     _check(srv.read_timeout_s > 0, "server.read_timeout_s", srv.read_timeout_s, "must be > 0")
     _validate_uids(srv.allowed_uids)
+    _check(srv.daemon_uid is None or 0 <= srv.daemon_uid < 2**32 - 1, "server.daemon_uid", srv.daemon_uid,
+           "a uid must be in 0..4294967294")
     for key in ("reconcile_interval_s", "snapshot_interval_s", "maintenance_interval_s"):
         val = getattr(cfg.schedule, key)
         _check(val >= 1, f"schedule.{key}", val, "must be >= 1")

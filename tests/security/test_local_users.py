@@ -115,6 +115,11 @@ def test_the_daemon_uid_opt_in_is_read_from_the_config(tmp_path: Path) -> None:
     assert configmod.load(cfg, {"HOME": str(tmp_path)}).server.daemon_uid == 1001
     cfg.write_text("[server]\n", encoding="utf-8")
     assert client_daemon_uid(cfg, {}) is None
+    cfg.write_text("[server]\ndaemon_uid = -1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"server\.daemon_uid"):
+        configmod.load(cfg, {"HOME": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"server\.daemon_uid"):
+        client_daemon_uid(cfg, {})
 
 
 # -- item 13: the config file -------------------------------------------------------------------
