@@ -102,5 +102,9 @@ class IndexInUseError(DaemonError):
     """Another process holds the data directory's lock (a daemon or ``memoryd index``)."""
 
 
+class UntrustedListenerError(DaemonError):
+    """The process listening on the socket is not the uid the client expects; nothing was sent to it."""
+
+
 class NotRunningError(DaemonError):
     """No daemon answers on the socket path."""

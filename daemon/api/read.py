@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from memoryd.daemon.api import path_redaction as shown_paths
 from memoryd.daemon.api.access import path_check, resolve_for_read
 from memoryd.daemon.api.ports import SearchIndex, WorkQueue, worker_result
 from memoryd.daemon.api.redaction import redacts, text_for
@@ -103,7 +104,7 @@ class ReadMethods:
             sites=self._sites(req.sites),
         ))
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
-        out = result.to_json()
+        out = shown_paths.hits(result.to_json())
         if "degraded" in out and redacts(req.session):  # the server's own words are the owner's to read
             out["degraded"] = DEGRADED_CONFINED
         roots = len(self._roots().roots)
@@ -141,7 +142,7 @@ class ReadMethods:
                               self._line_scorer(req.query, vector, chunk_ids) if hits else None)
         if found is not None and found.abstained:  # nothing confident: say so rather than hand back noise
             block = block.abstaining(found.reason)
-        return {**block.to_json(), "max_tokens": req.max_tokens,
+        return {**shown_paths.context(block.to_json()), "max_tokens": req.max_tokens,
                 "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
     def _line_scorer(self, query: str, vector: Callable[[], Any] | None,

@@ -19,7 +19,7 @@ from typing import Any
 
 from memoryd.daemon.client.cli_help import command, positive_int
 from memoryd.daemon.exits import EXIT_REJECTED, EXIT_USAGE
-from memoryd.indexer.paths import client_socket_path
+from memoryd.indexer.paths import client_daemon_uid, client_socket_path
 
 # memoryd.indexer.write.router.TYPES, spelled out: compiling the router's regexes costs ~10 ms
 # that every `memoryd reindex` (editor on-save hook) would pay. A test keeps the two equal.
@@ -67,7 +67,7 @@ def _socket(args: argparse.Namespace) -> Path:
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> Any:
     from memoryd.daemon.client.rpc_client import Client
 
-    with Client(_socket(args)) as client:
+    with Client(_socket(args), expect_uid=client_daemon_uid(args.config, os.environ)) as client:
         return client.call(method, params)
 
 

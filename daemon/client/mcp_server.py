@@ -146,8 +146,10 @@ class DaemonBridge:
     """
 
     def __init__(self, socket: str | os.PathLike[str], session: Session | None = None,
-                 timeout: float = CALL_TIMEOUT_S, turns: TurnClock | None = None) -> None:
+                 timeout: float = CALL_TIMEOUT_S, turns: TurnClock | None = None,
+                 expect_uid: int | None = None) -> None:
         self.socket = Path(socket)
+        self.expect_uid = expect_uid  # the listener's uid the client requires (None: ours)
         self.session: Session = dict(session or {"kind": "owner"})
         self.timeout = timeout
         self.turns = turns or TurnClock()
@@ -222,7 +224,7 @@ class DaemonBridge:
 
     def _call(self, method: str, params: dict[str, Any]) -> Any:
         try:
-            with Client(self.socket, timeout=self.timeout) as client:
+            with Client(self.socket, timeout=self.timeout, expect_uid=self.expect_uid) as client:
                 return client.call(method, params)
         except NotRunningError as exc:
             raise ToolError(f"{exc} If it runs on another socket, start the MCP server with "

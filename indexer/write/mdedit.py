@@ -131,11 +131,20 @@ def replace(text: str, old: str, line: int, new: str, now: datetime, where: str)
     return _finish(text, doc, where, Edit(doc.text(), e.index + 1, new, previous=e.text, block=block))
 
 
+def same_entry(expect: str, text: str) -> bool:
+    """True if ``expect`` (as a client last saw the entry, maybe with its marker) is the entry ``text``.
+
+    Why: a line number alone names whatever sits there now; a peer that wrote one more
+    entry meanwhile moved the one the owner meant (forget and promote both guard with it).
+    """
+    return fold(strip(expect)) == fold(text)
+
+
 def remove(text: str, line: int, expect: str | None, now: datetime, where: str) -> Edit | None:
     """Delete the entry on 1-based ``line`` (if ``expect`` is given, only if its text matches); else None."""
     doc = MdLines(text)
     e = next((x for x in doc.entries if x.index == line - 1), None)
-    if e is None or (expect is not None and fold(strip(expect)) != fold(e.text)):  # a marker copied along is fine
+    if e is None or (expect is not None and not same_entry(expect, e.text)):  # a marker copied along is fine
         return None
     before = len(doc.lines)
     _touch(doc, now, drop=entry_id(e.text))

@@ -168,7 +168,8 @@ _EN_AMBIGUOUS = _w("""prefer use run live work lead cost start begin end open cl
 _EN_LICENSE = _w("""i we you they he she it who will would can could should must may might do does did don't doesn't
     didn't to always never usually often sometimes also still now no longer only generally typically rarely""")
 #: Common Chinese words that begin with a character of the verb tables but are not verbs (用户 "user", 现在 "now").
-_ZH_NOT_VERBS = [tuple(w) for w in _w("""用户 使用者 费用 作用 常用 通用 适用 专用 好用 实用 信用 应用 在线 现在 正在 因为 为了 作为 成为 以为 认为 所有 没有 有些
+_ZH_NOT_VERBS = [tuple(w) for w in _w("""用户 使用者 费用 作用 常用 通用 适用 专用 好用 实用 信用
+    应用 在线 现在 正在 因为 为了 作为 成为 以为 认为 所有 没有 有些
     有时 有点 对于 对象 说明 爱好 想法 想到 叫做 为什么 存在 实在 在于 吃饭 喝水""")]
 
 
