@@ -29,7 +29,7 @@ def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Any, Path]]:
         return dataclasses.replace(cfg, write=write)
 
     with running_daemon(tmp_path, short_dir / "m.sock", {"MEMORY.md": "# Memory\n"}, timeout=20,
-                        tweak=tweak) as (d, client, root):
+                        tweak=tweak) as (_d, client, root):
         yield client, root
 
 
