@@ -160,19 +160,27 @@ def test_non_utf8_files_and_broken_blocks_are_never_rewritten(env) -> None:
     assert f.read_text() == "<!-- USER_BLOCK_START -->\n- open block\n"
 
 
-def test_a_duplicate_in_another_file_of_the_namespace_is_named_not_edited(env) -> None:
+def test_a_duplicate_in_another_file_of_the_namespace_is_reinforced_there_never_written_twice(env) -> None:
+    index, root, w = env
+    fact = "The user prefers window seats on long flights."
+    (root / "notes.md").write_text(f"# Notes\n\n- {fact}\n")
+    index.index_files([(root, "notes.md")])
+    out = w.remember(plan(fact))  # issue #37 item 2: the same entry anywhere in the scope (seed 000)
+    assert (out.decision, out.path, out.line, out.previous) == ("reinforced", "notes.md", 3, fact)
+    assert not (root / "user" / "preferences.md").exists()
+    again = w.remember(plan(fact.lower()))
+    assert (again.decision, again.path, again.line, again.reinforcement) == ("reinforced", "notes.md", 3, 2)
+    assert (root / "notes.md").read_text().count(fact) == 1
+
+
+def test_a_restatement_in_another_file_of_the_namespace_is_named_not_edited(env) -> None:
     index, root, w = env
     notes = "# Notes\n\n- The user prefers window seats on long flights.\n"
     (root / "notes.md").write_text(notes)
     index.index_files([(root, "notes.md")])
-    out = w.remember(plan("The user prefers window seats on long flights."))
-    assert (out.decision, out.path, out.line) == ("appended", "user/preferences.md", 7)  # where the route says
-    assert out.related is not None and (out.related["flag"], out.related["path"], out.related["line"]) == (
-        "possible_duplicate", "notes.md", 3)
-    assert (root / "notes.md").read_text() == notes  # the entry elsewhere is never edited
-    again = w.remember(plan("The user prefers window seats on long flights."))
-    assert (again.decision, again.path, again.line) == ("reinforced", "user/preferences.md", 7)
-    assert (root / "notes.md").read_text() == notes
+    out = w.remember(plan("The user prefers window seats on flights that are long."))
+    assert (out.decision, out.path) == ("appended", "user/preferences.md")  # where the route says
+    assert (root / "notes.md").read_text() == notes  # a paraphrase elsewhere is never edited
 
 
 def test_other_namespaces_are_not_candidates(env) -> None:

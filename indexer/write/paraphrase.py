@@ -75,6 +75,8 @@ _EN_GROUPS = (
     "doctor physician",
     "error mistake",
     "bug defect",
+    "dark",
+    "light bright",
 )
 _EN_IRREGULAR = {"chose": "choose", "chosen": "choose", "bought": "buy", "began": "begin", "begun": "begin",
                  "spoke": "speak", "spoken": "speak", "children": "child", "kids": "kid", "loved": "love",
@@ -119,6 +121,8 @@ _ZH_GROUPS = (
     "妈妈 母亲",
     "爸爸 父亲",
     "医生 大夫",
+    "深色 暗色",
+    "浅色 亮色",
 )
 #: Set aside before a slot is looked up: they grade a word, they do not change what it says.
 _DEGREE_EN = frozenset(["very", "really", "quite", "truly", "so", "extremely", "highly"])
@@ -193,9 +197,10 @@ def synonymous(a: Sequence[str], b: Sequence[str], stop: frozenset[str] = frozen
 #: Groups that say the opposite of each other (named by one word of each): "likes" → "hates" flips what a
 #: memory says about the same thing, like a negation — the same slot with its value changed.
 _EN_OPPOSITES = (("like", "dislike"), ("fast", "slow"), ("quickly", "slow"), ("easy", "hard"), ("cheap", "expensive"),
-                 ("correct", "wrong"), ("often", "seldom"), ("big", "small"), ("allow", "forbid"),
+                 ("correct", "wrong"), ("often", "seldom"), ("big", "small"), ("allow", "forbid"), ("dark", "light"),
                  )
-_ZH_OPPOSITES = (("喜欢", "讨厌"), ("快", "慢"), ("简单", "难"), ("便宜", "贵"), ("正确", "错误"), ("允许", "禁止"))
+_ZH_OPPOSITES = (("喜欢", "讨厌"), ("快", "慢"), ("简单", "难"), ("便宜", "贵"), ("正确", "错误"), ("允许", "禁止"),
+                 ("深色", "浅色"))
 _OPPOSITE = frozenset(
     {(lang, table[x], table[y]) for lang, table, pairs in (("en", _EN, _EN_OPPOSITES), ("zh", _ZH, _ZH_OPPOSITES))
      for p, q in pairs for x, y in ((p, q), (q, p))})

@@ -171,6 +171,8 @@ def _judge(regions: tuple[Region, ...], cue: bool, flip: bool, multi: bool) -> t
             SAME_SLOT, "the same words (a rewording)")
     if cue:
         return _judge_cued(regions)
+    if len(regions) == 1 and regions[0].opposite and not regions[0].qualifier:
+        return SAME_SLOT, f"says the opposite about the same thing ({regions[0].words()})"
     quals = [r for r in regions if r.qualifier or (r.modifier and not r.quantity)]
     if quals:
         return SIBLING, f"a different subject or qualifier ({quals[0].words()}): another fact"
@@ -179,8 +181,6 @@ def _judge(regions: tuple[Region, ...], cue: bool, flip: bool, multi: bool) -> t
             return SAME_SLOT, "only numbers, times or dates changed"
         return SIBLING, f"{len(regions)} places differ ({'; '.join(r.words() for r in regions)}): another fact"
     r = regions[0]
-    if r.opposite:
-        return SAME_SLOT, f"says the opposite about the same thing ({r.words()})"
     if r.pure_quantity:
         return SAME_SLOT, f"the number, time or date changed ({r.words()})"
     if multi or r.governor == "multi":
