@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from memoryd.daemon.api.access import path_check
 from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage_requests import (
+    MAX_IMPORT_LINES,
     Filters,
     parse_clear,
     parse_export,
@@ -62,10 +63,12 @@ from memoryd.indexer.write.access import (
 from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.refusals import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
+from memoryd.indexer.write.restore import Restore, check_restore
 from memoryd.indexer.write.sections import SectionRefused, check_allowed
-from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, parse_jsonl, to_jsonl, to_markdown
+from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, export_jsonl, parse_jsonl, to_markdown
 
-if TYPE_CHECKING:  # the editor (dedup's candidates, the embedding cache) brings numpy
+if TYPE_CHECKING:  # the editor and the importer (dedup's candidates, the embedding cache) bring numpy
+    from memoryd.indexer.write import importer
     from memoryd.indexer.write.editor import MemoryEditor
 
 T = TypeVar("T")
@@ -79,13 +82,15 @@ class ManageMethods:
     """The methods and what they share with the write methods (``writes``: limits, audit log, worker)."""
 
     def __init__(self, *, writes: WriteMethods, roots: Callable[[], RootMap], cfg: WriteConfig, max_file_bytes: int,
-                 new_editor: Callable[[], MemoryEditor], jobs: Jobs | None = None) -> None:
+                 new_editor: Callable[[], MemoryEditor], jobs: Jobs | None = None,
+                 max_request_bytes: int = 1_048_576) -> None:
         self._writes = writes
         self._jobs = jobs or Jobs()
         self._cfg = cfg
         self._roots = roots
         self._max_file_bytes = max_file_bytes
         self._new_editor = new_editor
+        self._max_request_bytes = max_request_bytes  # the socket's cap, told to importers so they split under it
 
     def handlers(self) -> dict[str, Handler]:
         return {"list": self.list_entries, "export": self.export, "stats": self.stats, "import": self.import_,
@@ -107,9 +112,9 @@ class ManageMethods:
         req = parse_export(params, peer)
         files = self._files(req.claim, req.filters.namespace)
         if req.format == JSONL:
-            entries = list(select(files, memory_type=req.filters.type, since=req.filters.since,
-                                  until=req.filters.until))
-            return {"format": JSONL, "count": len(entries), "text": to_jsonl(entries)}
+            count, text = export_jsonl(files, select(files, memory_type=req.filters.type, since=req.filters.since,
+                                                     until=req.filters.until))
+            return {"format": JSONL, "count": count, "text": text}
         if req.filters != Filters(req.filters.namespace, None, None, None):
             raise InvalidParams("params 'type', 'since' and 'until' select entries: use them with format 'jsonl'")
         return {"format": req.format, "count": len(files), "text": to_markdown(files)}
@@ -188,41 +193,51 @@ class ManageMethods:
             if req.namespace is not None:
                 rec["namespace"] = str(_checked(lambda: parse_namespace(req.namespace, session)))
             report: list[dict[str, Any]] = []
-            plans: list[tuple[int, Accepted]] = []
+            lines: list[importer.Line] = []
             for item in parse_jsonl(req.data):
                 checked = self._import_item(item, req.namespace, session)
-                if isinstance(checked, Accepted):
-                    plans.append((item.line, checked))
+                if isinstance(checked, Accepted | Restore):
+                    lines.append((item.line, checked))
                 else:
                     report.append(checked)
-            report += self._import_plans(plans, req.dry_run, session.describe())
+            report += self._import_lines(lines, req.dry_run, session.describe())
             report.sort(key=lambda r: int(r["input_line"]))
             summary = dict(Counter(str(r["decision"]) for r in report))
             rec.update(decision="dry_run" if req.dry_run else "imported",
                        reason=", ".join(f"{n} {d}" for d, n in sorted(summary.items())) or "nothing to import")
-            return {"dry_run": req.dry_run, "summary": summary, "entries": report}
+            return {"dry_run": req.dry_run, "summary": summary, "entries": report,
+                    "limits": {"max_lines": MAX_IMPORT_LINES, "max_request_bytes": self._max_request_bytes}}
 
-    def _import_plans(self, plans: list[tuple[int, Accepted]], dry_run: bool,
-                      session: dict[str, str]) -> list[dict[str, Any]]:
-        """A dry run reads on this thread (no write lock, no worker); a real import writes in slices of
-        ``IMPORT_SLICE_S`` on the worker, which runs the saves queued meanwhile between two slices."""
+    def _import_lines(self, lines: list[importer.Line], dry_run: bool, session: dict[str, str]) -> list[dict[str, Any]]:
+        """Every line is decided on this thread, reading only (:func:`importer.plan`, the same for a dry run
+        and a real one); a real import then carries the decisions out in slices of ``IMPORT_SLICE_S`` on
+        the worker, which runs the saves queued meanwhile between two slices. The job counts each line
+        once decided and once done (a dry run: once)."""
+        from memoryd.indexer.write import importer
+
         editor = self._new_editor()
-        with self._jobs.run("import", len(plans), dry_run) as job:
+        n = len(lines)
+        with self._jobs.run("import", n if dry_run else 2 * n, dry_run) as job:
+            steps = importer.plan(editor, lines, job.advance_to)
             if dry_run:
-                return editor.import_dry_run(plans, job.advance_to)
+                return importer.dry_report(editor, steps)
             out: list[dict[str, Any]] = []
-            while job.done < len(plans):
-                part, nxt = self._on_worker(partial(editor.import_slice, plans, job.done, session, IMPORT_SLICE_S))
+            done = 0
+            while done < n:
+                part, done = self._on_worker(partial(importer.execute, editor, steps, done, session, IMPORT_SLICE_S))
                 out += part
-                job.advance_to(nxt)
+                job.advance_to(n + done)
             return out
 
     def _import_item(self, item: ImportItem | BadLine, default_ns: str | None,
-                     session: Session) -> Accepted | dict[str, Any]:
-        """An import line's plan, or its report line: invalid, over the size limit, gated or filtered."""
+                     session: Session) -> Accepted | Restore | dict[str, Any]:
+        """An import line's plan (a restore for a line with a ``path``), or its report line: invalid, over
+        the size limit, outside what the session may write, gated or filtered."""
         if isinstance(item, BadLine):
             return {"input_line": item.line, "decision": "invalid", "reason": item.reason}
         limit = self._cfg.max_content_bytes
+        if item.path is not None:
+            return check_restore(item, session, limit)
         if len(item.text.encode("utf-8", "surrogatepass")) > limit:
             return {"input_line": item.line, "decision": "rejected", "stage": "limit",
                     "rule": "write.max_content_bytes", "reason": f"over {limit} bytes"}
