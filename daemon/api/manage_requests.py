@@ -132,7 +132,7 @@ def parse_stats(params: Params, peer: Peer) -> StatsRequest:
 def parse_import(params: Params, peer: Peer) -> ImportRequest:
     reject_unknown(params, {"data", "namespace", "dry_run", SESSION_PARAM})
     data = param(params, "data", str)
-    lines = sum(1 for line in data.splitlines() if line.strip())
+    lines = sum(1 for line in data.split("\n") if line.strip())  # JSON holds no raw newline: split on it alone
     if lines > MAX_IMPORT_LINES:
         raise InvalidParams(f"param 'data' has {lines} lines; an import takes at most {MAX_IMPORT_LINES} "
                             "(split the file)", {"max": MAX_IMPORT_LINES})

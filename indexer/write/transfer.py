@@ -87,9 +87,12 @@ def to_markdown(files: Iterable[MemoryFile]) -> str:
 
 
 def parse_jsonl(data: str) -> list[ImportItem | BadLine]:
-    """Each non-blank line of ``data`` as an :class:`ImportItem`, or a :class:`BadLine` saying why not."""
+    """Each non-blank line of ``data`` as an :class:`ImportItem`, or a :class:`BadLine` saying why not.
+
+    Lines end at ``\n`` alone: export writes text unescaped (``ensure_ascii=False``), and a U+2028 or
+    a form feed inside an entry's text is not a line break of the JSONL (``str.splitlines`` says it is)."""
     out: list[ImportItem | BadLine] = []
-    for n, raw in enumerate(data.splitlines(), 1):
+    for n, raw in enumerate(data.split("\n"), 1):
         if not raw.strip():
             continue
         try:
