@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from memoryd.indexer.entrymeta import EntryMeta
-from memoryd.indexer.memblocks import assert_user_blocks_unchanged
+from memoryd.indexer.memblocks import USER_END, assert_user_blocks_unchanged
 from memoryd.indexer.write import mdedit, privacy
 from memoryd.indexer.write.access import REMEMBER, Session, authorize, check_relative, namespace_of
 from memoryd.indexer.write.mdlines import MdLines
@@ -199,15 +199,26 @@ def _spot(doc: MdLines, starts: list[int], span: tuple[int, int, int], want: int
 
 
 def _free(doc: MdLines, starts: list[int], at: int) -> bool:
-    """Whether lines may be inserted before line ``at``: not in the front matter, a code fence, a USER
-    block, nor between an entry and its continuation lines."""
+    """Whether lines may be inserted before line ``at``: not in the front matter, inside a code fence or a
+    USER block (two of them back to back have a free place between them), nor between an entry and its
+    continuation lines."""
     if at < doc.body_start:
         return False
-    for protected in (doc.fenced, doc.user_lines):
-        if at - 1 in protected and at in protected:
-            return False
+    if at - 1 in doc.fenced and at in doc.fenced and not _fence_closes(doc, at - 1):
+        return False
+    if at - 1 in doc.user_lines and at in doc.user_lines and USER_END not in doc.lines[at - 1][0]:
+        return False
     i = bisect.bisect_left(starts, at) - 1
     return not (i >= 0 and doc.entries[i].index < at < doc.entries[i].end)
+
+
+def _fence_closes(doc: MdLines, i: int) -> bool:
+    """Whether fenced line ``i`` closes its fence (an odd count of fence lines from the fence's start)."""
+    j = i
+    while j - 1 in doc.fenced:
+        j -= 1
+    fence = [k for k in range(j, i + 1) if doc.content(k).lstrip().startswith(("```", "~~~"))]
+    return len(fence) % 2 == 0 and bool(fence) and fence[-1] == i
 
 
 def _rebuild(doc: MdLines, ins: list[tuple[int, int, tuple[str, ...]]],
