@@ -212,8 +212,10 @@ NEW = [f"The quarterly report for region {r} is due on March {d}." for r, d in
     "The office is in Lisbon, near the river."]
 RESTORES = [{"path": "MEMORY.md", "section": "Facts", "text": "The office is in Lisbon, near the river."},
             {"path": "MEMORY.md", "section": "Facts", "text": "The quokka fact holds in the harbour."},
-            {"path": "user/preferences.md", "section": "Preferences", "text": "The user prefers black coffee in the morning."},
-            {"path": "notes/new.md", "section": "Ideas", "text": "The quarterly report for region North is due on March 1."}]
+            {"path": "user/preferences.md", "section": "Preferences",
+             "text": "The user prefers black coffee in the morning."},
+            {"path": "notes/new.md", "section": "Ideas",
+             "text": "The quarterly report for region North is due on March 1."}]
 
 
 def _dry_and_real(s: Store, data: str) -> tuple[list[str], list[str]]:
