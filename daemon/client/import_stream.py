@@ -1,7 +1,7 @@
 """``memoryd import FILE``: a JSONL file of any size, sent in requests the daemon accepts, with one progress bar.
 
 The daemon takes at most ``max_lines`` lines and ``max_request_bytes`` bytes a
-request (its first answer says both; the first request is sized for the defaults).
+request; an empty dry run first asks it for both (every answer repeats them).
 This client reads the file line by line — never whole — and cuts it into requests
 under both limits, counting each line as the JSON request will spell it. A line
 that alone is over the cap is reported ``invalid`` here and not sent.
@@ -98,6 +98,7 @@ def run(args: argparse.Namespace, socket: Path, out: Callable[[str], None] = pri
     from memoryd.daemon.client.long_call import call_with_progress
 
     limits = {"max_lines": MAX_LINES, "max_request_bytes": MAX_REQUEST_BYTES}
+    limits.update(_limits(socket))
     summary: Counter[str] = Counter()
     total = count_lines(Path(args.file)) if args.file != "-" else None
     stream = sys.stdin.buffer if args.file == "-" else Path(args.file).open("rb")  # noqa: SIM115 (closed below)
@@ -135,6 +136,15 @@ def run(args: argparse.Namespace, socket: Path, out: Callable[[str], None] = pri
         if stream is not sys.stdin.buffer:
             stream.close()
     return dict(summary)
+
+
+def _limits(socket: Path) -> dict[str, int]:
+    """The daemon's caps, from an empty dry run (a few bytes; it writes nothing and counts against nothing)."""
+    from memoryd.daemon.client.rpc_client import Client
+
+    with Client(socket) as client:
+        found = client.call("import", {"data": "", "dry_run": True}).get("limits") or {}
+    return {k: int(v) for k, v in found.items() if k in ("max_lines", "max_request_bytes")}
 
 
 def _show(args: argparse.Namespace, result: dict[str, Any], out: Callable[[str], None], bar: Any) -> None:
