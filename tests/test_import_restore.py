@@ -270,7 +270,6 @@ def test_restores_are_refused_per_line_outside_the_root_or_the_sessions_namespac
             {"path": "/etc/motd.md", "text": "An absolute path."},
             {"path": "MEMORY.txt", "text": "Not a memory file."},
             {"path": "MEMORY.md", "namespace": "peer:alice", "text": "A namespace that is not the path's."},
-            {"path": "MEMORY.md", "text": "The deploy token is ghp_Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0dC9bA"},
             {"path": "MEMORY.md", "text": "one", "lines": ["- two"]}]
     for row in rows:
         [item] = parse_jsonl(json.dumps(row))
@@ -288,3 +287,7 @@ def test_restores_are_refused_per_line_outside_the_root_or_the_sessions_namespac
     [d] = store.editor.import_plans([(1, owner)], dry_run=True)
     assert d["decision"] == "rejected"  # the dry run says so too
     assert namespace_of("peers/bob/MEMORY.md").id == "bob"
+    secret = json.dumps({"path": "MEMORY.md", "text": "The deploy token is ghp_Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0dC9bA"})
+    for dry in (True, False):
+        [r] = store.import_(secret + "\n", dry_run=dry)
+        assert (r["decision"], r["stage"]) == ("rejected", "privacy") and store.snapshot() == before

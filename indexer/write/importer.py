@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd.indexer.memblocks import BlockError
-from memoryd.indexer.write import mdedit
+from memoryd.indexer.write import mdedit, privacy
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import embed_entries, gather, read_text
 from memoryd.indexer.write.dedup import APPEND, REPLACE, Candidate, Verdict, decide
@@ -62,7 +62,7 @@ class Step:
     restore: Restore | None = None
     plan: Accepted | None = None
     verdict: Verdict | None = None
-    reason: str | None = None  # why a restore is refused ("rejected": the path guard)
+    refusal: dict[str, Any] | None = None  # a refused restore ("rejected"): stage, reason, rule
 
     @property
     def namespace(self) -> str:
@@ -146,11 +146,14 @@ def plan(writer: MemoryWriter, lines: Sequence[Line], progress: Callable[[int], 
         return embed_entries(writer.index, texts, memo=memo)
 
     out: list[Step] = []
+    guarded: dict[str, dict[str, Any] | None] = {}
     for done, (n, what) in enumerate(lines, start=1):
         if isinstance(what, Restore):
-            refused = _refusal(writer, what.path)
+            if what.path not in guarded:
+                guarded[what.path] = _refusal(writer, what.path)
+            refused = guarded[what.path] or (None if overlay.present(what.path, what.text) else _secret(what))
             if refused is not None:
-                out.append(Step(n, "rejected", restore=what, reason=refused))
+                out.append(Step(n, "rejected", restore=what, refusal=refused))
             elif overlay.present(what.path, what.text):
                 out.append(Step(n, UNCHANGED, restore=what))
             else:
@@ -166,13 +169,20 @@ def plan(writer: MemoryWriter, lines: Sequence[Line], progress: Callable[[int], 
     return out
 
 
-def _refusal(writer: MemoryWriter, rel: str) -> str | None:
+def _refusal(writer: MemoryWriter, rel: str) -> dict[str, Any] | None:
     """Why memoryd may not write ``rel`` (a link, a folder that is a file, ...), or None."""
     try:
         resolve_target(writer.root, rel)
     except BadTarget as exc:
-        return str(exc)
+        return {"stage": "path", "reason": str(exc)}
     return None
+
+
+def _secret(r: Restore) -> dict[str, Any] | None:
+    """The privacy filter over every line a restore would write (an entry already there writes nothing,
+    so it is not asked: a re-import of a large export costs no filter time)."""
+    secret = privacy.check("\n".join(r.block))
+    return None if secret.passed else {"stage": "privacy", "rule": secret.rule, "reason": secret.reason}
 
 
 def _apply(overlay: Overlay, p: Accepted, v: Verdict) -> None:
@@ -201,7 +211,7 @@ def dry_report(writer: MemoryWriter, steps: Sequence[Step]) -> list[dict[str, An
     out = []
     for s in steps:
         if s.decision == "rejected":
-            out.append(_restore_report(s, "rejected", 0, s.reason) | {"stage": "path"})
+            out.append(_refused(s))
         elif s.restore is not None:
             out.append(_restore_report(s, WOULD[s.decision], lines.get(s.line, 0)))
         else:
@@ -226,6 +236,12 @@ def _restore_report(s: Step, decision: str, line: int, reason: str | None = None
             "namespace": s.namespace, "section": r.section}
 
 
+def _refused(s: Step) -> dict[str, Any]:
+    why = s.refusal or {}
+    return _restore_report(s, "rejected", 0, str(why.get("reason", ""))) | {k: v for k, v in why.items()
+                                                                           if k != "reason"}
+
+
 def _would(n: int, p: Accepted, v: Verdict) -> dict[str, Any]:
     """A dry-run line's report: the decision dedup would take, and where."""
     c = v.candidate
@@ -245,7 +261,7 @@ def execute(writer: MemoryWriter, steps: Sequence[Step], start: int, session: di
     while i < len(steps) and (i == start or clock() < deadline):
         s = steps[i]
         if s.decision == "rejected":
-            out.append(_restore_report(s, "rejected", 0, s.reason) | {"stage": "path"})
+            out.append(_refused(s))
             i += 1
             continue
         if s.restore is not None:

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memoryd.indexer.entrymeta import EntryMeta
+from memoryd.indexer.entrymeta import EntryMeta, split
 from memoryd.indexer.memblocks import USER_END, assert_user_blocks_unchanged
-from memoryd.indexer.write import mdedit, privacy
+from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import REMEMBER, Session, authorize, check_relative, namespace_of
-from memoryd.indexer.write.mdlines import MdLines
+from memoryd.indexer.write.mdlines import ITEM, MdLines
 from memoryd.indexer.write.refusals import WriteError
 from memoryd.indexer.write.transfer import ImportItem
 
@@ -70,6 +70,10 @@ def entry_block(text: str, lines: tuple[str, ...] | None, importance: int | None
         lines = (f"- {text}{EntryMeta(importance, reinforcements or 0).render()}",)
     if any("\n" in x or "\r" in x for x in lines):
         raise BadEntry("each of 'lines' must be one line (no line breaks inside)")
+    if len(lines) == 1 and (m := ITEM.match(lines[0])) is not None:  # the usual entry: one line, no parse
+        if split(m.group(2))[0] != text:
+            raise BadEntry("'lines' hold another entry than 'text'")
+        return tuple(lines)
     try:
         found = MdLines("\n".join(lines) + "\n").entries
     except ValueError as exc:
@@ -83,8 +87,9 @@ def entry_block(text: str, lines: tuple[str, ...] | None, importance: int | None
 
 def check_restore(item: ImportItem, session: Session, max_bytes: int) -> Restore | dict[str, Any]:
     """An import line with a ``path`` as a :class:`Restore`, or its report line: the same refusals as any
-    write — the path guard (relative, ``.md``, inside the root), the session's permission on the path's
-    namespace, the size limit and the privacy filter (over every line written)."""
+    write — the path guard (relative, ``.md``; links and the root are checked where the file is), the
+    session's permission on the path's namespace, the size limit. The privacy filter runs over every line
+    a restore writes, when the plan finds it must (:func:`memoryd.indexer.write.importer.plan`)."""
     assert item.path is not None
     n = item.line
     try:
@@ -103,10 +108,6 @@ def check_restore(item: ImportItem, session: Session, max_bytes: int) -> Restore
         block = entry_block(item.text, item.lines, item.importance, item.reinforcements)
     except BadEntry as exc:
         return {"input_line": n, "decision": "invalid", "reason": str(exc)}
-    secret = privacy.check("\n".join(block))
-    if not secret.passed:
-        return {"input_line": n, "decision": "rejected", "stage": "privacy", "rule": secret.rule,
-                "reason": secret.reason}
     hint = item.start_line - 1 if item.start_line else None
     return Restore(rel, item.section, hint, block, item.text)
 
