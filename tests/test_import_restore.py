@@ -291,3 +291,27 @@ def test_restores_are_refused_per_line_outside_the_root_or_the_sessions_namespac
     for dry in (True, False):
         [r] = store.import_(secret + "\n", dry_run=dry)
         assert (r["decision"], r["stage"]) == ("rejected", "privacy") and store.snapshot() == before
+
+
+def test_new_lines_for_one_file_are_written_in_one_rewrite_of_it(tmp_path: Path) -> None:
+    """Appends decided for one file are carried out in one conditional write, not one rewrite per line."""
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = _cfg(root, tmp_path / "data")
+    index = MemoryIndex(cfg, HashEmbedder())
+    writes: list[Path] = []
+    try:
+        s = Store(root, index, cfg, tmp_path)
+        s.editor = MemoryEditor(index, root, cfg.write, clock=lambda: NOW, before_write=writes.append)
+        s.reset(SEED)
+        texts = ("Met Lisbon's harbour master about violin lessons.", "Porto shipment arrives with garden soil.",
+                 "Repaired the bicycle chain in Madrid yesterday.", "Berlin tax forms were filed early.",
+                 "Piano tuning happens every spring in Oslo.", "Vienna roof tiles cracked during winter storms.")
+        data = "".join(json.dumps({"text": t}) + "\n" for t in texts)
+        done = s.import_(data)
+    finally:
+        index.close()
+    assert [r["decision"] for r in done] == ["appended"] * 6 and len({r["path"] for r in done}) == 1
+    assert len(writes) == 1
+    text = (root / done[0]["path"]).read_text().splitlines()
+    assert [text[r["line"] - 1].split(" <!--")[0] for r in done] == [f"- {t}" for t in texts]

@@ -272,19 +272,71 @@ def execute(writer: MemoryWriter, steps: Sequence[Step], start: int, session: di
             out += _restore_file(writer, steps[i:j])
             i = j
             continue
-        assert s.plan is not None and s.verdict is not None
-        outcome: Outcome = writer._execute(s.plan, s.verdict, session)
-        rep = {"input_line": s.line, **outcome.to_dict()}
-        out.append(rep)
-        touched.setdefault(outcome.path, []).append(rep)
-        for extra in outcome.also or ():
-            touched.setdefault(str(extra["path"]), [])
-        i += 1
+        j = i
+        while j < len(steps) and _appends_to(steps[j]) == _appends_to(s) is not None:
+            j += 1
+        outcomes = _append_all(writer, steps[i:j]) if j > i else [writer._execute(_plan(s), _verdict(s), session)]
+        for step, outcome in zip(steps[i:max(j, i + 1)], outcomes, strict=True):
+            rep = {"input_line": step.line, **outcome.to_dict()}
+            out.append(rep)
+            touched.setdefault(outcome.path, []).append(rep)
+            for extra in outcome.also or ():
+                touched.setdefault(str(extra["path"]), [])
+        i = max(j, i + 1)
     for rel, reps in touched.items():
         reason = writer._reindex(rel)
         for rep in reps if reason is not None else ():
             rep.update(indexed=False, index_note=reason)
     return out, i
+
+
+def _plan(s: Step) -> Accepted:
+    assert s.plan is not None
+    return s.plan
+
+
+def _verdict(s: Step) -> Verdict:
+    assert s.verdict is not None
+    return s.verdict
+
+
+def _appends_to(s: Step) -> str | None:
+    """The file a plain append of ``s`` goes to (None: not a plain append: a restore, an edit of an
+    entry, a row of the Memory Bank's Decision Highlights)."""
+    if s.plan is None or s.verdict is None or s.verdict.action != APPEND or s.plan.route.highlights:
+        return None
+    return s.plan.target
+
+
+def _append_all(writer: MemoryWriter, group: Sequence[Step]) -> list[Outcome]:
+    """Consecutive plain appends to one file, in one conditional write (not one rewrite of the file per line)."""
+    from memoryd.indexer.write.writer import Outcome, _related
+
+    rel = _plan(group[0]).target
+    lines: list[int] = []
+
+    def edit(text: str | None) -> mdedit.Edit:
+        lines.clear()
+        for s in group:
+            e = writer._append(text, _plan(s))
+            text = e.text
+            lines.append(e.line)
+        assert text is not None
+        return mdedit.Edit(text, lines[-1], _plan(group[-1]).content)
+
+    done, _ = writer._write(rel, edit)
+    assert done is not None
+    at: dict[str, int] = {}  # an append to an earlier section moved the ones before it down: read them again
+    for e in MdLines(done.text).entries:
+        at.setdefault(e.text, e.index + 1)
+    out = []
+    for s, first in zip(group, lines, strict=True):
+        line = at.get(_plan(s).content, first)
+        v, c = _verdict(s), _verdict(s).candidate
+        out.append(Outcome("appended", v.reason, rel, line, str(_plan(s).namespace),
+                           None if c is None else round(c.score, 4), related=_related(v)))
+    log.info("write.imported_appends", path=rel, entries=len(group))
+    return out
 
 
 def _restore_file(writer: MemoryWriter, group: Sequence[Step]) -> list[dict[str, Any]]:
