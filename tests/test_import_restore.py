@@ -97,7 +97,7 @@ class Store:
 
 def _cfg(root: Path, data: Path, backend: str = "embedded", dsn: str | None = None) -> Any:
     cfg = storage_config(backend, root, data, dsn) if backend != "embedded" else make_config(root, data)
-    return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
+    return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))
 
 
 @pytest.fixture
@@ -277,9 +277,9 @@ def test_restores_are_refused_per_line_outside_the_root_or_the_sessions_namespac
         got = check_restore(item, OWNER, 2048)
         assert isinstance(got, dict) and got["decision"] in ("rejected", "invalid"), (row, got)
     [item] = parse_jsonl(json.dumps({"path": "peers/bob/MEMORY.md", "text": "Bob's entry."}))
-    alice = check_restore(item, Session("direct", peer="alice"), 2048)  # type: ignore[arg-type]
+    alice = check_restore(item, Session("direct", peer="alice"), 2048)
     assert isinstance(alice, dict) and alice["stage"] == "path" and "peer:bob" in alice["reason"]
-    owner = check_restore(item, OWNER, 2048)  # type: ignore[arg-type]
+    owner = check_restore(item, OWNER, 2048)
     assert isinstance(owner, Restore)
     before = store.snapshot()
     [r] = store.editor.import_plans([(1, owner)], dry_run=False)

@@ -39,7 +39,7 @@ FILES = {**{f"notes/n{k}.md": _file(k, 60) for k in range(5)}, "peers/alice/MEMO
 def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Daemon, Client, Path]]:
     def tweak(cfg: Config) -> Config:
         cfg = dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, max_request_bytes=CAP))
-        return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
+        return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))
 
     with running_daemon(tmp_path, short_dir / "m.sock", FILES, timeout=20, tweak=tweak) as started:
         yield started
