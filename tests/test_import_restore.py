@@ -269,6 +269,7 @@ def test_restores_are_refused_per_line_outside_the_root_or_the_sessions_namespac
     rows = [{"path": "../outside.md", "text": "An entry outside the root."},
             {"path": "/etc/motd.md", "text": "An absolute path."},
             {"path": "MEMORY.txt", "text": "Not a memory file."},
+            {"path": ".git/notes.md", "text": "Into a hidden folder."},
             {"path": "MEMORY.md", "namespace": "peer:alice", "text": "A namespace that is not the path's."},
             {"path": "MEMORY.md", "text": "one", "lines": ["- two"]}]
     for row in rows:

@@ -32,7 +32,7 @@ from memoryd.indexer.memblocks import USER_END, assert_user_blocks_unchanged
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import REMEMBER, Session, authorize, check_relative, namespace_of
 from memoryd.indexer.write.mdlines import ITEM, MdLines
-from memoryd.indexer.write.refusals import WriteError
+from memoryd.indexer.write.refusals import BadTarget, WriteError
 from memoryd.indexer.write.transfer import ImportItem
 
 RESTORED, UNCHANGED = "restored", "unchanged"
@@ -94,6 +94,9 @@ def check_restore(item: ImportItem, session: Session, max_bytes: int) -> Restore
     n = item.line
     try:
         rel = check_relative(item.path)
+        if any(part.startswith(".") for part in rel.split("/")):
+            raise BadTarget(f"{rel[:200]!r}: a hidden file or folder; memoryd neither indexes nor exports those, "
+                            "so it does not restore into them")
         ns = namespace_of(rel)
         if item.namespace is not None and item.namespace != str(ns):
             return {"input_line": n, "decision": "invalid", "reason": f"'namespace' {item.namespace[:60]!r} is not "
