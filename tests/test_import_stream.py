@@ -22,6 +22,7 @@ from tests.write_fixtures import HASH_WRITE
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 CAP = 16_384
+DONE = {"would_append": "appended", "would_reinforce": "reinforced", "would_replace": "replaced"}
 WORDS = ("harbour", "violet", "granite", "lantern", "meadow", "copper", "thistle", "orchard", "falcon", "ember")
 
 
@@ -132,3 +133,34 @@ def test_a_restore_line_outside_the_root_is_refused_through_the_socket(daemon) -
     assert [e["decision"] for e in res["entries"]] == ["rejected", "invalid", "unchanged"]
     assert "'..'" in res["entries"][0]["reason"] and res["limits"]["max_request_bytes"] == CAP
     assert _snapshot(root) == before and not (root.parent / "escape.md").exists()
+
+
+def _texts(n: int) -> list[str]:
+    return [f"The user noted item {i}: the {WORDS[i % 10]} plan uses {WORDS[(i * 3) % 10]} and "
+            f"{WORDS[(i * 7) % 10]} number {i * 37}." for i in range(n)]
+
+
+def test_a_dry_run_of_many_requests_judges_each_line_against_all_before_it(daemon, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The daemon keeps a dry run's decisions for its next request (``continues``): a line repeating one
+    of an earlier request is a reinforcement in the dry run as in the real import, and the two agree."""
+    d, _client, _root = daemon
+    sock = ["--socket", str(d.cfg.socket_path)]
+    first = "Met Lisbon's harbour master about violin lessons."
+    texts = [first, *_texts(199), first]
+    src = tmp_path / "new.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    assert src.stat().st_size > CAP
+
+    def decisions(*extra: str) -> list[str]:
+        capsys.readouterr()
+        assert cli.main(["import", *sock, "--json", *extra, str(src)]) == 0
+        rows = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+        assert len(rows) >= 2  # several requests
+        got = sorted((e["input_line"], e["decision"]) for r in rows for e in r["entries"])
+        assert [n for n, _ in got] == list(range(1, 202))
+        return [DONE.get(x, x) for _, x in got]
+
+    dry = decisions("--dry-run")
+    real = decisions()
+    assert dry[-1] == "reinforced" and dry == real

@@ -16,7 +16,9 @@ only (a bulk write, an emptied namespace, a copy across namespaces);
 
 from __future__ import annotations
 
-from collections import Counter
+import secrets
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from datetime import date
 from functools import partial
@@ -91,6 +93,8 @@ class ManageMethods:
         self._max_file_bytes = max_file_bytes
         self._new_editor = new_editor
         self._max_request_bytes = max_request_bytes  # the socket's cap, told to importers so they split under it
+        self._dry_runs: OrderedDict[str, Any] = OrderedDict()  # import_id -> importer.Overlay, latest last
+        self._dry_lock = threading.Lock()
 
     def handlers(self) -> dict[str, Handler]:
         return {"list": self.list_entries, "export": self.export, "stats": self.stats, "import": self.import_,
@@ -200,27 +204,36 @@ class ManageMethods:
                     lines.append((item.line, checked))
                 else:
                     report.append(checked)
-            report += self._import_lines(lines, req.dry_run, session.describe())
+            reply: dict[str, Any] = {}
+            report += self._import_lines(lines, req.dry_run, session.describe(), req.continues, reply)
             report.sort(key=lambda r: int(r["input_line"]))
             summary = dict(Counter(str(r["decision"]) for r in report))
             rec.update(decision="dry_run" if req.dry_run else "imported",
                        reason=", ".join(f"{n} {d}" for d, n in sorted(summary.items())) or "nothing to import")
-            return {"dry_run": req.dry_run, "summary": summary, "entries": report,
+            return {"dry_run": req.dry_run, "summary": summary, "entries": report, **reply,
                     "limits": {"max_lines": MAX_IMPORT_LINES, "max_request_bytes": self._max_request_bytes}}
 
-    def _import_lines(self, lines: list[importer.Line], dry_run: bool, session: dict[str, str]) -> list[dict[str, Any]]:
+    def _import_lines(self, lines: list[importer.Line], dry_run: bool, session: dict[str, str],
+                      continues: str | None, reply: dict[str, Any]) -> list[dict[str, Any]]:
         """Every line is decided on this thread, reading only (:func:`importer.plan`, the same for a dry run
         and a real one); a real import then carries the decisions out in slices of ``IMPORT_SLICE_S`` on
         the worker, which runs the saves queued meanwhile between two slices. The job counts each line
-        once decided and once done (a dry run: once)."""
+        once decided and once done (a dry run: once).
+
+        A dry run's decisions are kept under its ``import_id`` (in ``reply``) for the next request of the
+        same dry run (``continues``): nothing was written, so that is how it sees the lines before it."""
         from memoryd.indexer.write import importer
 
         editor = self._new_editor()
         n = len(lines)
         with self._jobs.run("import", n if dry_run else 2 * n, dry_run) as job:
-            steps = importer.plan(editor, lines, job.advance_to)
+            if dry_run and not lines and continues is None:
+                return []  # nothing to decide (memoryd import asks for the limits so): nothing to keep
             if dry_run:
-                return importer.dry_report(editor, steps)
+                rid, overlay = self._dry_overlay(continues, editor.root)
+                reply["import_id"] = rid
+                return importer.dry_report(editor, importer.plan(editor, lines, job.advance_to, overlay=overlay))
+            steps = importer.plan(editor, lines, job.advance_to)
             out: list[dict[str, Any]] = []
             done = 0
             while done < n:
@@ -228,6 +241,24 @@ class ManageMethods:
                 out += part
                 job.advance_to(n + done)
             return out
+
+    def _dry_overlay(self, continues: str | None, root: Any) -> tuple[str, importer.Overlay]:
+        """The overlay of the dry run ``continues`` (a fresh one for None); the oldest of more than
+        :data:`DRY_RUNS_KEPT` are dropped. Raises InvalidParams for an id not (or no longer) kept."""
+        from memoryd.indexer.write import importer
+
+        with self._dry_lock:
+            if continues is None:
+                rid, overlay = f"imp-{secrets.token_hex(8)}", importer.Overlay(root)
+            elif continues in self._dry_runs:
+                rid, overlay = continues, self._dry_runs.pop(continues)
+            else:
+                raise InvalidParams(f"param 'continues': no dry run {continues[:40]!r} is kept (at most "
+                                    f"{DRY_RUNS_KEPT}, the latest); start the dry run again")
+            self._dry_runs[rid] = overlay
+            while len(self._dry_runs) > DRY_RUNS_KEPT:
+                self._dry_runs.popitem(last=False)
+        return rid, overlay
 
     def _import_item(self, item: ImportItem | BadLine, default_ns: str | None,
                      session: Session) -> Accepted | Restore | dict[str, Any]:
@@ -282,6 +313,8 @@ class ManageMethods:
             raise RpcError(SECTION_REFUSED, str(exc), {"rule": exc.rule}) from None
 
 
+DRY_RUNS_KEPT = 4
+"""Dry runs whose decisions are kept for their next request (``continues``)."""
 IMPORT_SLICE_S = 0.2
 """How long one slice of an import may hold the index worker before a queued save gets its turn."""
 

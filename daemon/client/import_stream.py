@@ -100,6 +100,7 @@ def run(args: argparse.Namespace, socket: Path, out: Callable[[str], None] = pri
     limits = {"max_lines": MAX_LINES, "max_request_bytes": MAX_REQUEST_BYTES}
     limits.update(_limits(socket))
     summary: Counter[str] = Counter()
+    continues: str | None = None
     total = count_lines(Path(args.file)) if args.file != "-" else None
     stream = sys.stdin.buffer if args.file == "-" else Path(args.file).open("rb")  # noqa: SIM115 (closed below)
     tqdm.monitor_interval = 0
@@ -119,6 +120,8 @@ def run(args: argparse.Namespace, socket: Path, out: Callable[[str], None] = pri
             params: dict[str, Any] = {"data": b.data, "dry_run": bool(args.dry_run)}
             if getattr(args, "namespace", None):
                 params["namespace"] = args.namespace
+            if continues is not None:  # a dry run: the daemon keeps what its earlier requests decided
+                params["continues"] = continues
             start = bar.n
 
             def moved(done: int, of: int, start: int = start, size: int = b.lines) -> None:
@@ -126,6 +129,7 @@ def run(args: argparse.Namespace, socket: Path, out: Callable[[str], None] = pri
 
             result = call_with_progress(socket, "import", params, "import", progress=moved)
             limits.update(result.get("limits") or {})
+            continues = result.get("import_id") if args.dry_run else None
             for r in result.get("entries", []):
                 r["input_line"] = int(r["input_line"]) + b.first - 1
             summary.update(result.get("summary") or {})

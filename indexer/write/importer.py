@@ -89,9 +89,10 @@ class _Virtual:
 @dataclass
 class Overlay:
     """What is stored, as the lines planned so far leave it: the files as read, plus what earlier lines
-    add, minus what they replace."""
+    add, minus what they replace (``memo``: the entry vectors computed meanwhile)."""
 
     root: Any
+    memo: dict[bytes, Any] = field(default_factory=dict)
     added: list[_Virtual] = field(default_factory=list)
     removed: set[tuple[str, str]] = field(default_factory=set)
     _texts: dict[str, set[str]] = field(default_factory=dict)
@@ -136,11 +137,14 @@ class Overlay:
 
 
 def plan(writer: MemoryWriter, lines: Sequence[Line], progress: Callable[[int], object] = lambda done: None,
-         memo: dict[bytes, FloatArray] | None = None) -> list[Step]:
+         memo: dict[bytes, FloatArray] | None = None, overlay: Overlay | None = None) -> list[Step]:
     """The decision for each line, in order, each judged against what is stored and what the lines
-    before it do. Reads only (vectors go to ``memo``, not the cache): safe off the writer thread."""
-    memo = {} if memo is None else memo
-    overlay = Overlay(writer.root)
+    before it do. Reads only (vectors go to ``memo``, not the cache): safe off the writer thread.
+
+    ``overlay``: what the earlier requests of the same dry run decided (:class:`Overlay`, kept by the
+    caller), so a dry run sent in several requests judges each line against all the lines before it."""
+    overlay = Overlay(writer.root) if overlay is None else overlay
+    memo = overlay.memo if memo is None else memo
 
     def embed(texts: Sequence[str]) -> FloatArray:
         return embed_entries(writer.index, texts, memo=memo)
