@@ -68,9 +68,11 @@ from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.write.access import resolve_target
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
-from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, recover
+from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal
+from memoryd.indexer.write.recovery import recover
 
 SHUTDOWN_BUDGET_S = 9.0
 SERVER_STOP_S = 2.0  # of the budget: running requests answer, then the connections close
@@ -317,14 +319,17 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
 
 
 def recover_edits(history: History, roots: RootMap) -> dict[str, int]:
-    """Settle the memory-file edits a kill interrupted (memoryd.indexer.write.journal): each is finished
-    or was never started, and its history records are kept either way."""
+    """Settle the memory-file edits a kill interrupted (memoryd.indexer.write.journal): each is finished,
+    was never started or is kept as the user left it, and recorded only where the file shows it. The
+    journal's paths are resolved like every write's (a served root, then ``resolve_target``), so a
+    planted journal file cannot make a start write outside the roots. Torn history tails go first."""
     served = {str(r): r for r in roots.roots}
 
     def resolve(root: str, rel: str) -> Path | None:
         base = served.get(root)
-        return None if base is None else base / rel
+        return None if base is None else resolve_target(base, rel)
 
+    history.heal()
     return recover(EditJournal(history.path.parent / JOURNAL_DIR), resolve, history.append_new)
 
 

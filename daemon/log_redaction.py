@@ -8,7 +8,9 @@ processor, installed by :mod:`memoryd.daemon.logs` for memoryd's own events and 
 stdlib records of libraries alike: each string value (in lists and dicts too) is
 passed through :func:`memoryd.indexer.write.privacy.redact` at level ``all`` (the
 level of ``redact_for_log``), so a secret becomes ``[REDACTED:rule]`` and the rest of
-the value stays readable. The event's timestamp, level and logger name are left alone.
+the value stays readable. Configured secrets (the embedding server's API key) are redacted by
+value first (:func:`protect`): the detector knows secrets by their form, and a key need not
+have one. The event's timestamp, level and logger name are left alone.
 
 The detector is imported on the first event, not with this module: the CLI configures
 logging on every command and most commands never log anything.
@@ -21,6 +23,26 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 _KEEP = frozenset({"timestamp", "level", "logger"})
+_KNOWN: set[str] = set()  # configured secrets, by value (protect)
+KNOWN_MARK = "[REDACTED:configured]"
+
+
+def protect(secret: str) -> None:
+    """Redact ``secret`` by its value from every log line from now on, whatever it looks like.
+
+    Why: the detector knows secrets by their form, and a configured key need not have one (a
+    self-hosted server's ``local-embed-key-…``): a 401 that repeated it reached four kinds of log
+    line. The embedder scrubs it where the server's text comes in (indexer/embedding/server_text.py);
+    this is the second line. Values under 8 characters are ignored (they would redact common words)."""
+    if len(secret) >= 8:
+        _KNOWN.add(secret)
+
+
+def _known_out(text: str) -> str:
+    for secret in _KNOWN:
+        if secret in text:
+            text = text.replace(secret, KNOWN_MARK)
+    return text
 
 
 def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -28,7 +50,7 @@ def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any
     from memoryd.indexer.write.privacy import redact
 
     def scrub(value: object) -> object:
-        return _scrubbed(value, lambda text: redact(text, "all"))
+        return _scrubbed(value, lambda text: redact(_known_out(text), "all"))
 
     for key in list(event_dict):
         if key not in _KEEP:

@@ -31,6 +31,9 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
 
     if not read_only:
         remove_legacy_models(cfg.data_dir, cfg.model_cache_dir)
+    from memoryd.daemon.log_redaction import protect
+
+    protect(cfg.embedding_api_key)  # by value, from every log line of this process (see log_redaction)
     embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
     from memoryd.indexer.storage import open_index as open_backend
 

@@ -11,18 +11,24 @@ private too.
 Directories are different: memoryd never changes the mode of a directory it
 did not create (the data directory may be one the user made and shares on
 purpose). A data directory that other users can read is *reported* at start
-(``datadir.permissive``) instead. Files inside it that memoryd itself wrote
+(``datadir.permissive``) instead; one that other users can *write* (or that
+another uid owns), and likewise its ``journal/``, is refused (``datadir.unsafe``):
+its journal files are edits the next start carries out. Files inside it that memoryd itself wrote
 (known names only, owned by us, not symlinks) and that an older version left
 group/world-readable are tightened to 0600 (``datafile.mode_fixed``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
 
 import structlog
+
+from memoryd.indexer.errors import DaemonError
+from memoryd.indexer.write.journal import JOURNAL_DIR
 
 log = structlog.get_logger(__name__)
 
@@ -37,16 +43,26 @@ def set_private_umask() -> int:
     return os.umask(PRIVATE_UMASK)
 
 
-def check_data_dir(data_dir: Path) -> list[Path]:
-    """Warn if ``data_dir`` is open to other users; tighten memoryd's own loose files in it.
+class UnsafeDataDir(DaemonError):
+    """The data directory (or its ``journal/``) can be written by another user: refused at start."""
 
-    Returns the files whose mode was changed. Never raises for a missing
-    directory or a file that vanishes meanwhile (it is checked again next start).
+
+def check_data_dir(data_dir: Path) -> list[Path]:
+    """Refuse a ``data_dir`` others can write; warn if others can read it; tighten memoryd's own loose files.
+
+    A folder another user can write (a group/other write bit, or owned by another uid) lets that user
+    plant a journal file — which the next start would carry out — or swap the history: raises
+    :class:`UnsafeDataDir` naming the folder and the fix. Returns the files whose mode was changed.
+    Never raises for a missing directory or a file that vanishes meanwhile (checked again next start).
     """
     try:
         st = os.stat(data_dir)
     except OSError:
         return []
+    _refuse_writable(data_dir, st)
+    with contextlib.suppress(FileNotFoundError):
+        journal = data_dir / JOURNAL_DIR
+        _refuse_writable(journal, os.lstat(journal))
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o077:
         log.warning("datadir.permissive", dir=str(data_dir), mode=f"{mode:04o}",
@@ -54,6 +70,22 @@ def check_data_dir(data_dir: Path) -> list[Path]:
                     fix=f"chmod 700 {data_dir}")
     fixed = [p for p in _own_files(data_dir) if _tighten(p)]
     return fixed
+
+
+def _refuse_writable(folder: Path, st: os.stat_result) -> None:
+    """Raise :class:`UnsafeDataDir` when another user can write ``folder`` (or it is a link)."""
+    mode = stat.S_IMODE(st.st_mode)
+    why = ""
+    if stat.S_ISLNK(st.st_mode):
+        why = "is a symlink"
+    elif st.st_uid != os.geteuid():
+        why = f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    elif mode & 0o022:
+        why = f"can be written by other users (mode {mode:04o})"
+    if why:
+        log.error("datadir.unsafe", dir=str(folder), why=why, fix=f"chmod 700 {folder}")
+        raise UnsafeDataDir(f"{folder} {why}: another user could plant edits memoryd would carry out at start; "
+                            f"make it yours alone (chown it to this user, then `chmod 700 {folder}`)")
 
 
 def _own_files(data_dir: Path) -> list[Path]:

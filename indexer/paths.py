@@ -51,17 +51,36 @@ def client_socket_path(config: Path | None, env: Mapping[str, str]) -> Path:
     Raises :class:`ConfigError` when an explicit config file is missing or the
     file is not valid TOML.
     """
+    sock = _client_server_table(config, env).get("socket")
+    if isinstance(sock, str) and sock:
+        return Path(os.path.abspath(os.path.expanduser(sock)))
+    return default_socket_path(runtime_dir(env))
+
+
+def client_daemon_uid(config: Path | None, env: Mapping[str, str]) -> int | None:
+    """``[server] daemon_uid`` of the config file: the uid a client accepts as the listener (None: its own)."""
+    value = _client_server_table(config, env).get("daemon_uid")
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"config 'server.daemon_uid' must be a uid (an integer >= 0); got {value!r}")
+    return value
+
+
+def _client_server_table(config: Path | None, env: Mapping[str, str]) -> dict[str, object]:
     path = config or default_config_path(env)
     if path.exists():
         import tomllib
 
+        from memoryd.indexer.config_trust import check_config_file
+
+        check_config_file(path)
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"config file {path} cannot be read: {exc}") from None
-        sock = data.get("server", {}).get("socket") if isinstance(data.get("server"), dict) else None
-        if isinstance(sock, str) and sock:
-            return Path(os.path.abspath(os.path.expanduser(sock)))
-    elif config is not None:
+        server = data.get("server")
+        return server if isinstance(server, dict) else {}
+    if config is not None:
         raise ConfigError(f"config file {config} does not exist")
-    return default_socket_path(runtime_dir(env))
+    return {}

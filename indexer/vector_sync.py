@@ -3,8 +3,9 @@
 SQLite (chunks + embedding cache) is the source of truth; ``vectors.faiss`` is
 a snapshot that may be missing, stale or from before a crash. Opening it must
 never re-embed what the cache holds: missing vectors come from the cache,
-extra ones are dropped, and only a vector the cache lost (which should not
-happen: live vectors are never evicted) goes back through the model.
+extra ones are dropped (so are vectors that are not finite: their chunks count as
+missing), and only a vector the cache lost (which should not happen: live vectors
+are never evicted) goes back through the model.
 Also here: the read snapshot a background rebuild of the structure reads.
 """
 
@@ -60,6 +61,10 @@ def sync_with_chunks(vectors: VectorIndex, store: Store, cache: EmbeddingCache, 
     before their vectors), so only the unfinished part is embedded again.
     """
     want_ids = store.chunk_ids()
+    poisoned = vectors.nonfinite_ids()
+    if poisoned:  # never searched with: their chunks get a vector again (the cache reads them as misses too)
+        vectors.remove(poisoned)
+        log.warning("vectors.nonfinite_dropped", chunks=len(poisoned), action="re-embedded (or pending)")
     have = vectors.ids()
     extra = np.setdiff1d(have, want_ids, assume_unique=True)
     missing = np.setdiff1d(want_ids, have, assume_unique=True).tolist()
@@ -118,7 +123,9 @@ def rebuild_source(store: Store, dimension: int) -> tuple[ann.Batches, Callable[
                 rows = [r for r in part if len(r[1]) == width]
                 if rows:
                     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                    yield ids, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+                    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+                    ok = np.isfinite(mat).all(axis=1)  # a poisoned cache row is no vector (cache.usable)
+                    yield (ids, mat) if ok.all() else (ids[ok], mat[ok])
         finally:
             conn.close()  # ends the read transaction as soon as the build has read everything
 

@@ -286,6 +286,17 @@ class VectorIndex:
             return out
         return dict(zip(wanted.tolist(), sims.astype(float).tolist(), strict=True))
 
+    def nonfinite_ids(self) -> list[int]:
+        """Ids whose stored vector holds a NaN or inf (one made every search fail: an older memoryd stored
+        a bad server answer). Reads every vector once, a batch at a time (~40 ms at 100k x 384)."""
+        inner, ids = faiss.downcast_index(self._index.index), self._all_ids()
+        bad: list[int] = []
+        for start in range(0, ids.size, REBUILD_BATCH):
+            n = min(REBUILD_BATCH, ids.size - start)
+            rows = inner.reconstruct_n(start, n)
+            bad += ids[start : start + n][~np.isfinite(rows).all(axis=1)].tolist()
+        return [i for i in bad if i not in self._tomb]
+
     def vectors_of(self, ids: Iterable[int]) -> np.ndarray:
         """The stored vectors of ``ids`` as rows (a zero row for an id not in the index)."""
         rows = []

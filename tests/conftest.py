@@ -33,6 +33,10 @@ from tests.pgfixture import pg_dsn, pg_server, restartable_pg  # noqa: F401  (a 
 settings.register_profile("memoryd", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("memoryd")
 
+# The folders tests make (tmp_path/"data" before a daemon starts) get the same mode on every runner: under a
+# umask of 002 (many CI images) they would be group-writable, and memoryd refuses a data dir others can write.
+os.umask(0o022)
+
 
 @pytest.fixture(autouse=True)
 def no_leaked_logging_config(request: pytest.FixtureRequest) -> Iterator[None]:

@@ -180,6 +180,7 @@ def test_openclaw_install_registers_the_server_and_writes_a_workspace_config(tmp
     cfg = configmod.load(config, env={})
     assert cfg.watch.roots == (home / ".openclaw" / "workspace",)
     assert cfg.watch.include == tuple(tomllib.loads(snippet("openclaw.toml"))["watch"]["include"])
+    assert config.stat().st_mode & 0o777 == 0o600  # every file memoryd creates is 0600 (#38 item 13)
 
 
 def test_openclaw_leaves_an_existing_memoryd_config_and_says_what_to_add(

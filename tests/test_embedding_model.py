@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 from memoryd.indexer.config import EmbeddingConfig
 from memoryd.indexer.embedding import e5_model as e5m
 from memoryd.indexer.embedding import ensure_e5_model, load_embedder
+from memoryd.indexer.embedding.checked import CheckedEmbedder
 from memoryd.indexer.embedding.onnx_embedder import OnnxEmbedder
 from memoryd.indexer.embedding.word_table import table_path
 from memoryd.indexer.search import calibration
@@ -289,7 +290,7 @@ def test_word_table_with_wrong_content_is_not_used(data_dir: Path, e5: Embedder,
 
 def test_minilm_provider(tmp_path: Path) -> None:
     emb = load_embedder(EmbeddingConfig(provider="minilm", threads=2), tmp_path)
-    assert isinstance(emb, OnnxEmbedder)
+    assert isinstance(emb, CheckedEmbedder) and isinstance(emb.inner, OnnxEmbedder)  # every answer checked
     assert emb.dimension == 384 and emb.model_id.startswith("all-MiniLM-L6-v2:")
     docs = emb.embed_passages(
         [

@@ -97,7 +97,7 @@ def test_every_mcp_write_carries_the_turn_that_marks_it_an_agents() -> None:
     bridge = Recording("/nonexistent/s.sock")  # the owner: the default session
     args = {"memory_remember": {"content": "A fact."}, "memory_update_section": {
         "path": "MEMORY.md", "section": "Current Focus", "content": "- x"},
-        "memory_promote": {"path": "peers/a/MEMORY.md", "line": 1}}
+        "memory_promote": {"path": "peers/a/MEMORY.md", "line": 1, "text": "- A fact."}}
     writes = [t for t in TOOLS if not t.read_only]
     assert {t.name for t in writes} == set(args)
     for tool in writes:

@@ -15,7 +15,7 @@ import pytest
 from memoryd.daemon.app import Daemon
 from memoryd.daemon.client import cli
 from memoryd.daemon.client.mcp_server import DaemonBridge
-from memoryd.daemon.client.mcp_tools import ToolError
+from memoryd.daemon.client.mcp_tools import BY_NAME, ToolError
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.exits import EXIT_USAGE
 from memoryd.daemon.rpc.errors import (
@@ -230,7 +230,7 @@ def test_update_section_is_the_owners_alone_and_filters_secrets(daemon) -> None:
 
 def test_promote_copies_with_a_back_reference_through_dedup(daemon) -> None:
     _d, client, root = daemon
-    res = client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 3})
+    res = client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 3, "text": FALCON})
     assert (res["decision"], res["path"], res["type"]) == ("appended", "agent/decisions.md", "decision")
     assert res["source"] == {"path": "peers/alice/MEMORY.md", "line": 3, "namespace": "peer:alice"}
     line, meta = split((root / res["path"]).read_text().splitlines()[res["line"] - 1])
@@ -238,7 +238,7 @@ def test_promote_copies_with_a_back_reference_through_dedup(daemon) -> None:
                     "(from peers/alice/MEMORY.md)")
     assert meta is not None and meta.reinforced == 0
     assert (root / "peers/alice/MEMORY.md").read_text() == ALICE_MEMORY  # the source stays
-    again = client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 3})
+    again = client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 3, "text": FALCON})
     assert (again["decision"], again["path"]) == ("reinforced", "agent/decisions.md")
     assert (root / res["path"]).read_text().count("Falcon") == 1
     meta = split((root / res["path"]).read_text().splitlines()[res["line"] - 1])[1]
@@ -254,6 +254,32 @@ def test_promote_copies_with_a_back_reference_through_dedup(daemon) -> None:
 def test_promote_refusals(daemon, params: dict[str, Any], code: int) -> None:
     _d, client, _root = daemon
     assert _code(client, "promote", {"path": "peers/alice/MEMORY.md", "line": 3, **params}) == code
+
+
+FALCON = "Alice decided to use the Falcon framework for the billing service."
+
+
+def test_promote_with_the_text_refuses_a_line_that_moved(daemon) -> None:
+    """#38 item 18: the peer wrote one more entry between the owner's list and promote; the wrong one was copied."""
+    _d, client, root = daemon
+    md = root / "peers/alice/MEMORY.md"
+    md.write_text(ALICE_MEMORY.replace("## Decisions\n\n", "## Decisions\n\n- Alice wrote this one later.\n"))
+    with pytest.raises(RpcClientError) as err:
+        client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 3, "text": FALCON})
+    assert err.value.code == ENTRY_NOT_FOUND
+    assert "the entry on line 3 changed" in err.value.message and "later" in err.value.message
+    assert not (root / "agent/decisions.md").exists()  # nothing was copied
+    res = client.call("promote", {"path": "peers/alice/MEMORY.md", "line": 4, "text": f"- {FALCON}"})
+    assert res["decision"] == "appended" and "Falcon" in (root / res["path"]).read_text()
+
+
+def test_promote_text_is_passed_by_the_cli_and_required_by_mcp(daemon, capsys: pytest.CaptureFixture[str]) -> None:
+    d, _client, root = daemon
+    sock = ["--socket", str(d.cfg.socket_path)]
+    assert cli.main(["promote", *sock, "peers/alice/MEMORY.md:3", "--text", "Alice drinks tea."]) != 0
+    assert "the entry on line 3 changed" in capsys.readouterr().err
+    assert not (root / "agent/decisions.md").exists()
+    assert "text" in BY_NAME["memory_promote"].schema["required"]
 
 
 # -- CLI ---------------------------------------------------------------------------------------
@@ -302,9 +328,9 @@ def test_mcp_bridge_lists_scoped_and_writes_through_the_daemon(daemon) -> None:
         "memory_update_section", {"path": "peers/alice/MEMORY.md", "section": "Current Focus", "content": "- via MCP"})
     assert upd["decision"] == "updated" and "- via MCP" in (root / "peers/alice/MEMORY.md").read_text()
     with pytest.raises(ToolError, match="permission denied"):
-        alice.call_tool("memory_promote", {"path": "peers/alice/MEMORY.md", "line": 3})
-    _text, promoted = DaemonBridge(d.cfg.socket_path).call_tool("memory_promote",
-                                                                {"path": "peers/alice/MEMORY.md", "line": 3})
+        alice.call_tool("memory_promote", {"path": "peers/alice/MEMORY.md", "line": 3, "text": FALCON})
+    _text, promoted = DaemonBridge(d.cfg.socket_path).call_tool(
+        "memory_promote", {"path": "peers/alice/MEMORY.md", "line": 3, "text": FALCON})
     assert promoted["decision"] == "appended" and promoted["citation"].startswith("agent/decisions.md:")
 
 

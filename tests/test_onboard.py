@@ -36,6 +36,7 @@ def test_init_creates_the_missing_folder_and_a_config_that_loads(
     cfg = configmod.load(path, env={"HOME": str(home)})
     assert cfg.watch.roots == (tmp_path / "notes", tmp_path / "work")
     assert (tmp_path / "notes").is_dir()
+    assert path.stat().st_mode & 0o777 == 0o600  # #38 item 13: every file memoryd creates is 0600
     text = path.read_text()  # the commented config of `memoryd config`, roots filled in
     assert text.replace(text.splitlines()[11] + "\n", ROOTS_LINE) == default_config_text()
 

@@ -146,8 +146,8 @@ def test_server_down_keyword_first_and_says_so_then_the_backlog_fills(server: Se
             index.fill_vectors()
         assert len(index.backlog) == 1  # nothing lost
         server.start()
-        oe_emb: OpenAIEmbedder = emb  # type: ignore[assignment]
-        oe_emb._down_until = 0.0  # the cool-down is time-based; the test does not wait it out
+        oe_emb: OpenAIEmbedder = emb.inner  # type: ignore[attr-defined]
+        oe_emb.retry_now()  # the cool-down is time-based; the test does not wait it out
         assert index.fill_vectors() == 1
         assert len(index.backlog) == 0 and index.vectors.size == 2
         assert index.search("lighthouse Skagen", mode="hybrid").degraded is None

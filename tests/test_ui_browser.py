@@ -108,9 +108,24 @@ def test_the_token_url_sets_the_cookie_and_leaves_the_address_bar(site: Site) ->
     sync_api.expect(site.page.locator("h1")).to_have_text("Dashboard")
     wait_for(lambda: "token=" not in site.page.url, timeout=10, what="the token to leave the address bar")
     (cookie,) = site.page.context.cookies()
-    assert cookie["name"] == "memoryd_ui" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    port = int(site.base.rsplit(":", 1)[1])
+    assert cookie["name"] == f"memoryd_ui_{port}" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/" and cookie["value"] != site.token
     assert site.page.evaluate("document.cookie") == ""  # HttpOnly: no script reads it
     assert site.page.goto(site.base + "/history").status == 200  # the cookie alone now suffices
+
+
+def test_the_launcher_page_forwards_the_browser_and_is_removed(site: Site, tmp_path: Path) -> None:
+    """#38 item 6: the browser is given a 0600 file:// page, never the token on its command line."""
+    from memoryd.daemon.ui.launch import Launcher
+
+    launcher = Launcher({"XDG_RUNTIME_DIR": str(tmp_path)})
+    site.page.goto(launcher.write(site.url))
+    sync_api.expect(site.page.locator("h1")).to_have_text("Dashboard")
+    assert site.page.url.startswith(site.base)
+    (cookie,) = site.page.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    launcher.remove()
 
 
 def test_search_as_you_type_shows_the_matched_line_highlighted(site: Site) -> None:

@@ -92,7 +92,7 @@ def test_neither_token_nor_cookie_is_401(ui: Ui, url: str) -> None:
 
 def test_a_wrong_token_or_cookie_is_403(ui: Ui) -> None:
     assert ui.client.get("/?token=not-the-token").status_code == 403
-    ui.client.cookies.set("memoryd_ui", "not-the-token")
+    ui.client.cookies.set(f"memoryd_ui_{PORT}", "not-the-token")
     assert ui.client.get("/").status_code == 403
 
 
@@ -100,11 +100,27 @@ def test_the_token_sets_an_httponly_strict_cookie_that_then_suffices(ui: Ui) -> 
     r = ui.get("/")
     assert r.status_code == 200
     cookie = r.headers["set-cookie"]
-    assert cookie.startswith(f"memoryd_ui={ui.keys.token};")
+    assert cookie.startswith(f"memoryd_ui_{PORT}={ui.keys.cookie_value(PORT)};")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     again = ui.client.get("/search?q=Lisbon")  # the client's cookie jar now holds it
     assert again.status_code == 200 and "Lisbon" in again.text
     assert "set-cookie" not in again.headers  # set only where the token came in the URL
+
+
+def test_only_this_ports_own_cookie_is_accepted(ui: Ui) -> None:
+    """#38 item 6: cookies are not port-scoped; another port's server got the cookie. Its name and value are
+    now bound to the port: the old name, the raw token, another port's cookie are not credentials here."""
+    ui.client.cookies.set("memoryd_ui", ui.keys.cookie_value(PORT))  # the old, port-less name
+    assert ui.client.get("/").status_code == 401
+    ui.client.cookies.clear()
+    ui.client.cookies.set(f"memoryd_ui_{PORT}", ui.keys.token)  # the token itself is not the cookie
+    assert ui.client.get("/").status_code == 403
+    ui.client.cookies.clear()
+    ui.client.cookies.set(f"memoryd_ui_{PORT}", ui.keys.cookie_value(PORT + 1))  # minted for another port
+    assert ui.client.get("/").status_code == 403
+    ui.client.cookies.clear()
+    ui.client.cookies.set(f"memoryd_ui_{PORT}", ui.keys.cookie_value(PORT))
+    assert ui.client.get("/").status_code == 200
 
 
 def test_each_start_has_its_own_token() -> None:
@@ -284,6 +300,20 @@ def test_entries_list_namespaces_with_forget_and_promote_forms(ui: Ui) -> None:
     assert 'name="csrf" value="' + ui.keys.csrf + '"' in html
 
 
+def test_the_promote_form_carries_the_entry_text_and_a_moved_line_is_refused(ui: Ui) -> None:
+    """#38 item 18: the page's promote form names the entry by its text too, so a line a peer moved is refused."""
+    html = ui.get("/entries?namespace=peer:alice").text
+    form = html.split('action="/promote"')[1].split("</form>")[0]
+    assert 'name="text" value="Alice prefers green tea over coffee."' in form
+    md = ui.root / "peers/alice/MEMORY.md"
+    md.write_text(md.read_text().replace("## Preferences\n\n", "## Preferences\n\n- Alice wrote this later.\n"))
+    r = ui.post("/promote", {"path": "peers/alice/MEMORY.md", "line": "5", "to": "default",
+                             "text": "Alice prefers green tea over coffee.", "csrf": ui.keys.csrf})
+    assert any("the entry on line 5 changed" in f for f in _flash(r.text)), _flash(r.text)
+    copied = [p for p in ui.root.rglob("*.md") if p != md and "wrote this later" in p.read_text()]
+    assert copied == []  # the entry now on line 5 was not copied
+
+
 def test_access_shows_what_each_peer_and_group_can_read(ui: Ui) -> None:
     html = ui.get("/access").text
     alice = html.split('id="ns-peer:alice"')[1].split("</section>")[0]
@@ -337,6 +367,15 @@ def test_promote_and_section_edit(ui: Ui) -> None:
     assert any(f.startswith("updated") for f in _flash(r.text)), _flash(r.text)
     text = (ui.root / "memory-bank/activeContext.md").read_text(encoding="utf-8")
     assert "- Write the ui docs." in text and "Ship the ui command" not in text and "## Notes" in text
+
+
+def test_a_second_promote_says_which_entry_it_reinforced_and_how_to_undo_it(ui: Ui) -> None:
+    ui.get("/")
+    fields = {"path": "peers/alice/MEMORY.md", "line": "5", "to": "default", "csrf": ui.keys.csrf}
+    ui.post("/promote", fields)
+    flash = _flash(ui.post("/promote", fields).text)
+    done = [f for f in flash if f.startswith("reinforced ")]
+    assert done and ' (was: "' in done[0] and re.search(r"undo it from the history \(h-[0-9a-f]{16}\)", done[0]), flash
 
 
 def test_history_texts_are_shown_as_the_daemon_redacts_them(ui: Ui) -> None:

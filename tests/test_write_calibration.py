@@ -44,7 +44,11 @@ def test_default_thresholds_on_the_held_out_pairs(e5: Embedder) -> None:
     assert m[("related_other_fact", "reinforce")] + m[("related_other_fact", "replace")] == 0
     assert m[("conflicting_update", "reinforce")] == 0  # an update is never silently dropped
     same = cal.confusion([p for p in pairs if p.kind != "cross"], cos, th)
-    assert cal.accuracy(same) >= 0.88, cal.render(same, "heldout, same-language pairs")
+    # A replace needs evidence of the same subject and slot (indexer/write/slots.py, issue #37): an update
+    # the check cannot confirm is appended beside the old entry (named in `related`), so accuracy against
+    # "replace every update" fell from 0.93 to 0.85 on this half — the price of never replacing a sibling.
+    assert cal.accuracy(same) >= 0.83, cal.render(same, "heldout, same-language pairs")
+    assert m[("conflicting_update", "replace")] >= 5, cal.render(same, "heldout, same-language pairs")
     cross = [p for p in pairs if p.kind == "cross"]  # across languages: always appended, never merged
     assert {cal.predict(p, cos[p.id], th) for p in cross} == {"append"}
 

@@ -68,9 +68,13 @@ def put(index: MemoryIndex, root: Path, rel: str, text: str) -> None:
 def test_an_entry_outside_the_route_is_flagged_never_reinforced_or_replaced() -> None:
     dup = Candidate("memory/2026-11-26.md", 3, NEOVIM, 0.99, scoped=False)
     upd = Candidate("memory/2026-11-26.md", 4, VIM, 0.97, scoped=False)
-    v = decide(NEOVIM, [dup], TH)
-    assert (v.action, v.flag, v.candidate) == (APPEND, POSSIBLE_DUPLICATE, dup)
-    assert "not edited" in v.reason and NEOVIM not in v.reason  # reasons name places, never text
+    v = decide(NEOVIM, [dup], TH)  # the same entry elsewhere in the scope: reinforced there (issue #37 item 2)
+    assert (v.action, v.candidate) == (REINFORCE, dup)
+    assert "already exists" in v.reason and NEOVIM not in v.reason  # reasons name places, never text
+    restated = Candidate("memory/2026-11-26.md", 3, "The user likes Neovim best as their editor.", 0.99, scoped=False)
+    v = decide(NEOVIM, [restated], TH)  # a restatement elsewhere: named, never edited
+    assert (v.action, v.flag, v.candidate) == (APPEND, POSSIBLE_DUPLICATE, restated)
+    assert "not edited" in v.reason
     v = decide(NEOVIM, [upd], TH)
     assert (v.action, v.flag, v.candidate) == (APPEND, POSSIBLE_UPDATE, upd)
     assert decide(NEOVIM, [dataclasses.replace(upd, scoped=True)], TH).action == REPLACE  # the same entry, in scope
@@ -80,10 +84,12 @@ def test_an_entry_outside_the_route_is_flagged_never_reinforced_or_replaced() ->
 
 def test_the_route_s_own_entry_wins_and_the_one_elsewhere_is_reported_beside_it() -> None:
     mine = Candidate("user/preferences.md", 7, VIM, 0.97)
-    other = Candidate(JOURNAL, 3, NEOVIM, 0.99, scoped=False)
+    other = Candidate(JOURNAL, 3, "The user likes Neovim best as their editor.", 0.99, scoped=False)
     v = decide(NEOVIM, [other, mine], TH)
     assert (v.action, v.candidate) == (REPLACE, mine)
     assert v.elsewhere is not None and (v.elsewhere.flag, v.elsewhere.candidate) == (POSSIBLE_DUPLICATE, other)
+    twin = Candidate(JOURNAL, 3, NEOVIM, 0.99, scoped=False)  # the new text itself, elsewhere: never twice
+    assert (decide(NEOVIM, [twin, mine], TH).action, decide(NEOVIM, [twin, mine], TH).candidate) == (REINFORCE, twin)
     same = Candidate("user/preferences.md", 7, NEOVIM, 0.99)
     v = decide(NEOVIM, [other, same], TH)
     assert (v.action, v.candidate) == (REINFORCE, same) and v.elsewhere is not None
@@ -116,15 +122,38 @@ def test_a_preference_never_rewrites_a_journal_line(env) -> None:
 
 def test_a_replace_names_the_line_it_changed_in_the_route_s_file(env) -> None:
     index, root, w = env
-    put(index, root, JOURNAL, f"# 2026-11-26\n\n- {VIM}\n")
-    first = w.remember(plan(VIM))  # into user/preferences.md (the journal's copy is only named)
+    journal = f"# 2026-11-26\n\n- Talked about editors: {VIM}\n"
+    put(index, root, JOURNAL, journal)
+    first = w.remember(plan(VIM))  # into user/preferences.md (the journal's line is only named)
     assert (first.decision, first.path) == ("appended", "user/preferences.md")
-    assert first.related is not None and first.related["path"] == JOURNAL
     out = w.remember(plan(NEOVIM))
     assert (out.decision, out.path, out.line, out.previous) == ("replaced", "user/preferences.md", first.line, VIM)
     assert (root / out.path).read_text().splitlines()[out.line - 1].startswith(f"- {NEOVIM}")
-    assert out.related is not None and (out.related["path"], out.related["line"]) == (JOURNAL, 3)
-    assert (root / JOURNAL).read_text() == f"# 2026-11-26\n\n- {VIM}\n"
+    assert (root / JOURNAL).read_text() == journal
+
+
+def test_the_same_entry_in_another_file_of_the_scope_is_reinforced_there_not_written_twice(env) -> None:
+    index, root, w = env
+    memory = f"# Memory\n\n- {VIM}\n- The deploy window is Friday.\n"
+    put(index, root, "MEMORY.md", memory)
+    out = w.remember(plan(VIM.lower()))  # routed to user/preferences.md; the entry lives in MEMORY.md
+    assert (out.decision, out.path, out.line) == ("reinforced", "MEMORY.md", 3)
+    assert out.previous == VIM and out.history_id
+    assert not (root / "user" / "preferences.md").exists()
+    assert (root / "MEMORY.md").read_text().count(VIM) == 1
+
+
+def test_an_exact_repeat_older_than_the_last_entries_of_a_big_file_is_reinforced(env) -> None:
+    index, root, w = env
+    rel = "user/preferences.md"
+    facts = [f"- The user's favourite colour number {i} is shade {i * 7}." for i in range(320)]
+    put(index, root, rel, "# Preferences\n\n" + "\n".join([f"- {VIM}", *facts]) + "\n")
+    before = (root / rel).read_text()
+    out = w.remember(plan(VIM))  # line 3, with 320 entries after it (max_file_entries is 300)
+    assert (out.decision, out.path, out.line) == ("reinforced", rel, 3)
+    after = (root / rel).read_text()
+    assert after.count(VIM) == 1 and all(f in after for f in facts)  # nothing else replaced
+    assert len(after.splitlines()) == len(before.splitlines())
 
 
 def test_a_peer_s_other_section_is_not_edited(env) -> None:

@@ -13,6 +13,9 @@ namespace, and an undo rewrites a file. A confined session (``direct``,
   write (rate limits, ``write.enabled``, the index worker, one audit record).
   An unknown id is ``ENTRY_NOT_FOUND`` (-32028); an id already undone, or an
   undo, is ``WRITE_CONFLICT`` (-32025) with nothing changed.
+* ``purge {"id": str, "session"?}`` → ``{"decision": "purged", "id", "entry"}``: the record's texts
+  (old, new, block, patch) are removed from the history file for good — a forgotten secret —
+  and the record stays as a marker (it can no longer be undone). Runs like ``undo``, audited.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 from memoryd.daemon.api.requests import parse_history, parse_undo
 from memoryd.daemon.api.session import owner_only
-from memoryd.daemon.api.write import WriteMethods
+from memoryd.daemon.api.write import WriteMethods, answer_of
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.write.history import History
@@ -39,7 +42,7 @@ class HistoryMethods:
         self._roots = roots
 
     def handlers(self) -> dict[str, Handler]:
-        return {"history": self.history, "undo": self.undo}
+        return {"history": self.history, "undo": self.undo, "purge": self.purge}
 
     def history(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_history(params, peer)
@@ -61,8 +64,20 @@ class HistoryMethods:
             writer = self._writes.new_writer()
             outcome = self._writes.on_worker(lambda: writer.undo(req.id, session.describe()))
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
-            result: dict[str, Any] = outcome.to_dict()
-            return result
+            return answer_of(outcome)
+
+    def purge(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        """Remove one record's texts from the history for good (a forgotten secret), audited like a write."""
+        req = parse_undo(params, peer)  # the same params: ``id`` and ``session``
+        rec: dict[str, Any] = {"action": "purge", "uid": peer.uid, "pid": peer.pid, "reason": f"purge {req.id}"}
+        with self._writes.audited(rec):
+            session = req.claim.resolve()
+            rec["session"] = session.describe()
+            owner_only(session, "purge")
+            self._writes.admit(req.claim, rec)
+            kept = self._writes.on_worker(lambda: self.store.purge(req.id))
+            rec.update(decision="purged", path=kept.get("path"), line=kept.get("line"))
+            return {"decision": "purged", "id": req.id, "entry": shown(kept)}
 
 
 _TEXTS = ("old", "new", "reason")

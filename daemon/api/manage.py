@@ -24,6 +24,7 @@ from datetime import date
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from memoryd.daemon.api import path_redaction as shown_paths
 from memoryd.daemon.api.access import path_check
 from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage_requests import (
@@ -110,22 +111,24 @@ class ManageMethods:
             found, cursor = page(entries, req.cursor, req.limit)
         except ValueError as exc:
             raise InvalidParams(str(exc)) from None
-        return {"entries": [e.to_dict() for e in found], "next_cursor": cursor}
+        return {"entries": [e.to_dict() for e in shown_paths.entries(found)],
+                "next_cursor": cursor if cursor is None else shown_paths.shown(cursor)}
 
     def export(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_export(params, peer)
         files = self._files(req.claim, req.filters.namespace)
         if req.format == JSONL:
-            count, text = export_jsonl(files, select(files, memory_type=req.filters.type, since=req.filters.since,
-                                                     until=req.filters.until))
+            entries = shown_paths.entries(list(select(files, memory_type=req.filters.type, since=req.filters.since,
+                                                      until=req.filters.until)))
+            count, text = export_jsonl(shown_paths.files(files), entries)  # both redacted alike: lines still found
             return {"format": JSONL, "count": count, "text": text}
         if req.filters != Filters(req.filters.namespace, None, None, None):
             raise InvalidParams("params 'type', 'since' and 'until' select entries: use them with format 'jsonl'")
-        return {"format": req.format, "count": len(files), "text": to_markdown(files)}
+        return {"format": req.format, "count": len(files), "text": to_markdown(shown_paths.files(files))}
 
     def stats(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_stats(params, peer)
-        per = stats(self._files(req.claim, req.namespace))
+        per = shown_paths.per_namespace(stats(self._files(req.claim, req.namespace)))
         total = {k: sum(row[k] for row in per.values()) for k in ("files", "entries", "bytes")}
         return {"namespaces": per, "total": total}
 
@@ -179,7 +182,7 @@ class ManageMethods:
                                f"not {to}")
             editor = self._new_editor()
             result, plan = self._on_worker(lambda: editor.promote(rel, req.line, to, date.today(),
-                                                                  session.describe(), req.type))
+                                                                  session.describe(), req.type, req.expect))
             src = {"path": rel, "line": req.line, "namespace": str(source)}
             if isinstance(result, Rejected):
                 rec.update(decision="rejected", reason=result.reason, rule=result.rule)

@@ -84,6 +84,7 @@ class PromoteRequest:
     to: str
     type: str | None
     claim: SessionClaim
+    expect: str | None = None  # the entry's text as the caller saw it: refused if the line now holds another
 
 
 def _filters(params: Params) -> Filters:
@@ -159,7 +160,7 @@ def parse_section(params: Params, peer: Peer) -> SectionRequest:
 
 
 def parse_promote(params: Params, peer: Peer) -> PromoteRequest:
-    reject_unknown(params, {"path", "line", "to", "type", SESSION_PARAM})
+    reject_unknown(params, {"path", "line", "to", "type", "text", SESSION_PARAM})
     path = param(params, "path", str)
     line = param(params, "line", int)
     if line < 1:
@@ -168,4 +169,4 @@ def parse_promote(params: Params, peer: Peer) -> PromoteRequest:
     kind = param(params, "type", str, None)
     if kind is not None and kind not in TYPES:
         raise InvalidParams(f"param 'type' must be one of {list(TYPES)}, got {kind[:40]!r}")
-    return PromoteRequest(path, line, to, kind, SessionClaim.of(params, peer))
+    return PromoteRequest(path, line, to, kind, SessionClaim.of(params, peer), param(params, "text", str, None))

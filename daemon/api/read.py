@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from memoryd.daemon.api import path_redaction as shown_paths
 from memoryd.daemon.api.access import path_check, resolve_for_read
 from memoryd.daemon.api.ports import SearchIndex, WorkQueue, worker_result
-from memoryd.daemon.api.redaction import text_for
+from memoryd.daemon.api.redaction import redacts, text_for
 from memoryd.daemon.api.requests import (
     ContextRequest,
     SearchRequest,
@@ -35,7 +36,7 @@ from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
-from memoryd.indexer.errors import FileSkipped, MemorydError
+from memoryd.indexer.errors import FileSkipped, MemorydError, ProviderUnavailable
 from memoryd.indexer.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.query import Query
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from memoryd.indexer.search.context import LineScorer
 
 REINDEX_WAIT_S = 300.0
+DEGRADED_CONFINED = "keyword results only: embedding server unavailable"  # what a confined session is told
 
 log = structlog.get_logger("memoryd")
 
@@ -102,7 +104,9 @@ class ReadMethods:
             sites=self._sites(req.sites),
         ))
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
-        out = result.to_json()
+        out = shown_paths.hits(result.to_json())
+        if "degraded" in out and redacts(req.session):  # the server's own words are the owner's to read
+            out["degraded"] = DEGRADED_CONFINED
         roots = len(self._roots().roots)
         if roots > 1:  # a bare relative path is then ambiguous: clients show each hit's root
             out["roots"] = roots
@@ -138,7 +142,7 @@ class ReadMethods:
                               self._line_scorer(req.query, vector, chunk_ids) if hits else None)
         if found is not None and found.abstained:  # nothing confident: say so rather than hand back noise
             block = block.abstaining(found.reason)
-        return {**block.to_json(), "max_tokens": req.max_tokens,
+        return {**shown_paths.context(block.to_json()), "max_tokens": req.max_tokens,
                 "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
     def _line_scorer(self, query: str, vector: Callable[[], Any] | None,
@@ -151,14 +155,20 @@ class ReadMethods:
         line_vectors = self._line_vectors
         if self._embedder is None or line_vectors is None:
             return None
-        qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        try:
+            qvec = vector() if vector is not None else self._embedder.embed_query(clean_query(query))
+        except ProviderUnavailable:  # the embedding server is down: lines in matched order, as without the model
+            return None
         loaded: list[bool] = []
 
         def embed(lines: list[str]) -> Any:
             if not loaded:
                 loaded.append(True)
                 line_vectors.preload(chunk_ids)
-            return line_vectors(lines)
+            try:
+                return line_vectors(lines)
+            except ProviderUnavailable:  # down since the query's vector: all tie, the matched order stays
+                return [[0.0] * len(qvec) for _ in lines]
 
         return cosine_scorer(embed, qvec)
 

@@ -82,6 +82,7 @@ class RememberRequest:
     type: str | None
     namespace: str | None
     claim: SessionClaim
+    explain: bool = False  # the reply says why: the entry compared, its cosine, the subject, the slot, what differs
 
 
 @dataclass(frozen=True)
@@ -209,13 +210,14 @@ def parse_reindex(params: Params) -> ReindexRequest:
 
 
 def parse_remember(params: Params, peer: Peer) -> RememberRequest:
-    reject_unknown(params, {"content", "type", "namespace", SESSION_PARAM})
+    reject_unknown(params, {"content", "type", "namespace", "explain", SESSION_PARAM})
     content = param(params, "content", str)
     mtype = param(params, "type", str, None)
     ns_raw = param(params, "namespace", str, None)
     if mtype is not None and mtype not in TYPES:
         raise InvalidParams(f"param 'type' must be one of {list(TYPES)}, got {mtype[:40]!r}")
-    return RememberRequest(content, mtype, ns_raw, SessionClaim.of(params, peer))
+    explain = param(params, "explain", bool, False)
+    return RememberRequest(content, mtype, ns_raw, SessionClaim.of(params, peer), explain)
 
 
 def parse_forget(params: Params, peer: Peer) -> ForgetRequest:

@@ -37,6 +37,7 @@ from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
     BAD_TARGET,
     CONTENT_TOO_LARGE,
+    DISK_FULL,
     ENTRY_NOT_FOUND,
     MINUTE_LIMIT,
     SHUTTING_DOWN,
@@ -49,6 +50,7 @@ from memoryd.daemon.rpc.errors import (
 )
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.errors import DiskFullError
 from memoryd.indexer.pathguard import normalize
 from memoryd.indexer.storage.site import foreign_site
 from memoryd.indexer.write import privacy
@@ -65,13 +67,14 @@ from memoryd.indexer.write.refusals import (
 )
 
 if TYPE_CHECKING:  # the writer (dedup's candidates, the embedding cache) brings numpy
-    from memoryd.indexer.write.writer import MemoryWriter
+    from memoryd.indexer.write.writer import MemoryWriter, Outcome
 
 T = TypeVar("T")
 
 _CODES: dict[type[WriteError], int] = {AccessDenied: ACCESS_DENIED, BadTarget: BAD_TARGET,
                                        WriteConflict: WRITE_CONFLICT, EntryNotFound: ENTRY_NOT_FOUND}
-AUDITED_AS_ERROR = frozenset({WRITE_CONFLICT, WRITE_TIMEOUT, SHUTTING_DOWN})  # audited as "error", not "denied"
+#: Audited as "error", not "denied".
+AUDITED_AS_ERROR = frozenset({WRITE_CONFLICT, WRITE_TIMEOUT, SHUTTING_DOWN, DISK_FULL})
 AUDIT_NAME = "audit.jsonl"
 #: Audit decisions of a write that changed nothing: they give their rate-limit place back.
 NOT_COUNTED = frozenset({"rejected", "unchanged", "dry_run"})
@@ -131,9 +134,10 @@ class WriteMethods:
                 self._log_rejection(plan, content)
                 return {"decision": "rejected", "reason": plan.reason, "rule": plan.rule, "stage": plan.stage}
             rec["path"] = plan.target
-            outcome = self.on_worker(lambda: self.new_writer().remember(plan, session.describe()))
+            outcome = self.on_worker(lambda: self.new_writer().remember(plan, session.describe(),
+                                                                         explain=req.explain))
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
-            return {**outcome.to_dict(), **plan.describe()}
+            return {**answer_of(outcome), **plan.describe()}
 
     def forget(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_forget(params, peer)
@@ -148,8 +152,7 @@ class WriteMethods:
             _write_error(lambda: authorize(session, FORGET, namespace_of(rel)))
             outcome = self.on_worker(lambda: self.new_writer().forget(rel, req.line, req.text, session.describe()))
             rec.update(decision=outcome.decision, reason=outcome.reason)
-            result: dict[str, Any] = outcome.to_dict()
-            return result
+            return answer_of(outcome)
 
     def audit(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_audit(params, peer)
@@ -258,6 +261,15 @@ class WriteMethods:
         log.info("write.rejected", stage=plan.stage, rule=plan.rule, preview=preview)
 
 
+def answer_of(outcome: Outcome) -> dict[str, Any]:
+    """A write's answer: the entry it replaced or removed (``previous``) passes the secret redactor that
+    the history listing uses (the history file keeps the exact bytes, for undo and ``purge``)."""
+    out: dict[str, Any] = outcome.to_dict()
+    if isinstance(out.get("previous"), str):
+        out["previous"] = privacy.redact(out["previous"])
+    return out
+
+
 def _limit_error(exc: RateLimited) -> RpcError:
     """-32021 / -32022, ``data`` = ``{limit, max, retry_after_s?}`` (see :mod:`memoryd.daemon.rpc.errors`)."""
     code = TURN_LIMIT if exc.limit == TURN_LIMIT_KEY else MINUTE_LIMIT
@@ -282,6 +294,8 @@ def _write_error(fn: Callable[[], T]) -> T:
 
 
 def _write_error_of(exc: BaseException) -> BaseException:
+    if isinstance(exc, DiskFullError):  # the writer names the directory; nothing was changed
+        return RpcError(DISK_FULL, str(exc), {"directory": exc.directory})
     if isinstance(exc, UnknownType):
         return InvalidParams(str(exc))
     if isinstance(exc, SessionError):

@@ -55,7 +55,7 @@ from memoryd.indexer.errors import (
     NotRunningError,
     SocketInUseError,
 )
-from memoryd.indexer.paths import client_socket_path
+from memoryd.indexer.paths import client_daemon_uid, client_socket_path
 
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
@@ -292,7 +292,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> Any:
     from memoryd.daemon.client.rpc_client import Client
 
-    return Client(_socket(args))
+    return Client(_socket(args), expect_uid=client_daemon_uid(args.config, os.environ))
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""``memoryd history [PATH]`` and ``memoryd undo ID``: see and revert what writes replaced, removed or absorbed.
+"""``memoryd history [PATH]``, ``memoryd undo ID``, ``memoryd purge ID``: see and revert what writes replaced,
+removed or absorbed, and remove a record's text for good.
 
 Clients of the running daemon, like ``memoryd audit`` (owner only; the socket
 methods are in :mod:`memoryd.daemon.api.history`). ``memoryd.daemon.cli`` adds the parsers
@@ -40,6 +41,11 @@ def add_parsers(sub: Any) -> None:
     _common(p)
     p.add_argument("id", help="the record's ID, as printed by `memoryd history`")
 
+    p = command(sub, "purge", "remove one history record's texts for good (a forgotten secret); no undo after",
+                "memoryd purge h-3f2a9c0d1e4b5a67   # an ID from `memoryd history`")
+    _common(p)
+    p.add_argument("id", help="the record's ID, as printed by `memoryd history`")
+
 
 def cmd_history(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"limit": args.limit}
@@ -71,4 +77,16 @@ def cmd_undo(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"history": cmd_history, "undo": cmd_undo}
+def cmd_purge(args: argparse.Namespace) -> int:
+    result = _call(args, "purge", {"id": args.id})
+    if args.json:
+        _print_json(result)
+    else:
+        entry = result.get("entry") or {}
+        print(f"purged: {_safe(result.get('id', '?'))} ({_safe(entry.get('action', '?'))} of "
+              f"{_safe(entry.get('path', '-'))}:{_safe(entry.get('line', '?'))}); its texts are gone from the history")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"history": cmd_history, "undo": cmd_undo,
+                                                            "purge": cmd_purge}

@@ -79,6 +79,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("target", help="PATH:LINE of the entry, as `memoryd list` prints it")
     p.add_argument("--to", default="default", help="default (the default) or agent:ID")
     p.add_argument("--type", choices=TYPES, help="skip the router's keyword rules")
+    p.add_argument("--text", help="only if the entry on that line has this text (as `memoryd list` prints it)")
 
 
 def _with(params: dict[str, Any], args: argparse.Namespace, *keys: str) -> dict[str, Any]:
@@ -177,13 +178,15 @@ def cmd_promote(args: argparse.Namespace) -> int:
     if not sep or not path or not line.isdigit():
         print(f"memoryd: promote needs PATH:LINE, got {args.target!r}", file=sys.stderr)
         return EXIT_USAGE
-    result = _call(args, "promote", _with({"path": path, "line": int(line), "to": args.to}, args, "type"))
+    result = _call(args, "promote", _with({"path": path, "line": int(line), "to": args.to}, args, "type", "text"))
     if args.json:
         _print_json(result)
     elif result.get("decision") == "rejected":
         print(f"rejected ({result.get('rule')}): {result.get('reason')}")
     else:
-        print(f"{result['decision']}: {result['path']}:{result['line']} ({result.get('reason', '')})")
+        from memoryd.daemon.client.render import render_written
+
+        print("\n".join(render_written(result)))  # a promote can reinforce or replace too: say what it was
     return EXIT_REJECTED if result.get("decision") == "rejected" else 0
 
 

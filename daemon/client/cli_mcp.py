@@ -100,7 +100,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not socket.exists():
         log.warning("mcp.daemon_not_running", socket=str(socket),
                     hint="every tool answers with an error until `memoryd run` starts the daemon")
-    return serve(DaemonBridge(socket, session), version=_version())
+    from memoryd.indexer.paths import client_daemon_uid
+
+    return serve(DaemonBridge(socket, session, expect_uid=client_daemon_uid(args.config, os.environ)),
+                 version=_version())
 
 
 def _version() -> str:

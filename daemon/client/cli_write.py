@@ -19,7 +19,7 @@ from typing import Any
 
 from memoryd.daemon.client.cli_help import command, positive_int
 from memoryd.daemon.exits import EXIT_REJECTED, EXIT_USAGE
-from memoryd.indexer.paths import client_socket_path
+from memoryd.indexer.paths import client_daemon_uid, client_socket_path
 
 # memoryd.indexer.write.router.TYPES, spelled out: compiling the router's regexes costs ~10 ms
 # that every `memoryd reindex` (editor on-save hook) would pay. A test keeps the two equal.
@@ -41,6 +41,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("text", nargs="+", help="the memory, one fact")
     p.add_argument("--type", choices=TYPES, help="skip the router's keyword rules")
     p.add_argument("--namespace", help="default (the root), agent:ID, peer:ID or group:ID")
+    p.add_argument("--explain", action="store_true",
+                   help="also say why: the entry compared, its cosine, the subject, the slot, the words that differ")
 
     p = command(sub, "forget", "remove one memory entry: PATH:LINE (path relative to the first root)",
                 "memoryd forget MEMORY.md:12", "memoryd forget MEMORY.md:12 --text 'Uses Redis for sessions.'")
@@ -65,7 +67,7 @@ def _socket(args: argparse.Namespace) -> Path:
 def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> Any:
     from memoryd.daemon.client.rpc_client import Client
 
-    with Client(_socket(args)) as client:
+    with Client(_socket(args), expect_uid=client_daemon_uid(args.config, os.environ)) as client:
         return client.call(method, params)
 
 
@@ -79,13 +81,17 @@ def cmd_remember(args: argparse.Namespace) -> int:
         params["type"] = args.type
     if args.namespace:
         params["namespace"] = args.namespace
+    if args.explain:
+        params["explain"] = True
     result = _call(args, "remember", params)
     if args.json:
         _print_json(result)
     elif result.get("decision") == "rejected":
         print(f"rejected ({result.get('rule')}): {result.get('reason')}")
     else:
-        print(f"{result['decision']}: {result['path']}:{result['line']} ({result.get('reason', '')})")
+        from memoryd.daemon.client.render import render_written
+
+        print("\n".join(render_written(result)))
         if result.get("related"):  # appended next to an entry it may update or restate: say which
             r = result["related"]
             print(f"  {r.get('flag', 'related')}: {r.get('path')}:{r.get('line')}")
@@ -93,7 +99,27 @@ def cmd_remember(args: argparse.Namespace) -> int:
             print(f"  also: {also.get('path')}:{also.get('line')}")
         if result.get("indexed") is False:  # written, but not searchable yet: say why
             print(f"  not indexed yet: {result.get('index_note', '')}")
+        if result.get("explain"):
+            _print_explain(result["explain"])
     return EXIT_REJECTED if result.get("decision") == "rejected" else 0
+
+
+def _print_explain(ex: dict[str, Any], indent: str = "  ") -> None:
+    """``remember --explain``: the entry compared and what the same-slot check read in the two texts."""
+    c = ex.get("candidate")
+    if not c:
+        print(f"{indent}why: {ex.get('reason', '')} (nothing similar in scope)")
+        return
+    print(f"{indent}compared with {c['path']}:{c['line']} (cosine {c['cosine']}, {ex.get('kind')}, "
+          f"{'in the route' if c.get('in_route') else 'elsewhere in scope'}): {c['text']}")
+    sd = ex.get("slots") or {}
+    signals = ", ".join(ex.get("signals") or ()) or "none"
+    print(f"{indent}signals: {signals}; shared words {ex.get('shared_words')}")
+    print(f"{indent}subject: {sd.get('subject') or '-'}; slot: {sd.get('slot') or '-'}; "
+          f"differs: {'; '.join(sd.get('differs') or ()) or 'nothing'}")
+    print(f"{indent}{sd.get('verdict', '')}: {sd.get('why', '')}")
+    if ex.get("elsewhere"):
+        _print_explain(ex["elsewhere"], indent + "  ")
 
 
 def cmd_forget(args: argparse.Namespace) -> int:

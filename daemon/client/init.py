@@ -61,7 +61,7 @@ def plan_init(path: Path, roots: Sequence[Path], force: bool, env: Mapping[str, 
                          f"as {path.name}.bak; 'memoryd config' prints the default to compare)")
     text = config_text(roots)
     check_loads(text, env)
-    return Change(path, old, text, "the memoryd config", mode=0o644)
+    return Change(path, old, text, "the memoryd config", mode=0o600)
 
 
 def check_loads(text: str, env: Mapping[str, str]) -> None:

@@ -20,8 +20,9 @@ until the agent pauses; the refusal says how long that pause is. The turn is
 also how the daemon knows an owner session is an agent's, held to the limits
 like a confined one (a person's own ``memoryd`` commands send none).
 
-**Shutdown.** The host ends a session by closing stdin: the server then exits 0
-with nothing on stderr. It reads and writes its own duplicates of fds 0 and 1,
+**Shutdown.** The host ends a session by closing stdin: the server answers every
+request it has read (:mod:`memoryd.daemon.client.mcp_drain`, at most ``DRAIN_S``),
+then exits 0 with nothing on stderr. It reads and writes its own duplicates of fds 0 and 1,
 so the SDK closing its streams never closes ``sys.stdout`` under the CLI.
 
 Every failure is an MCP *tool* error (``isError: true``) with a message a model
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
+from memoryd.daemon.client.mcp_drain import run_draining
 from memoryd.daemon.client.mcp_prompts import recall_message, recall_params
 from memoryd.daemon.client.mcp_resources import PAGE, ResourceError, cursor_offset, path_of, resource_of
 from memoryd.daemon.client.mcp_tools import (
@@ -80,6 +82,7 @@ log = structlog.get_logger(__name__)
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 CALL_TIMEOUT_S = 90.0  # a remember may wait 2 x write.wait_s for the index worker
+DRAIN_S = CALL_TIMEOUT_S + 10  # at stdin EOF, the longest wait for the calls read to be answered
 SNIPPET_CHARS = 1200
 INSTRUCTIONS = (
     "memoryd keeps a live search index over the user's Markdown memory files. Call memory_search (or "
@@ -143,8 +146,10 @@ class DaemonBridge:
     """
 
     def __init__(self, socket: str | os.PathLike[str], session: Session | None = None,
-                 timeout: float = CALL_TIMEOUT_S, turns: TurnClock | None = None) -> None:
+                 timeout: float = CALL_TIMEOUT_S, turns: TurnClock | None = None,
+                 expect_uid: int | None = None) -> None:
         self.socket = Path(socket)
+        self.expect_uid = expect_uid  # the listener's uid the client requires (None: ours)
         self.session: Session = dict(session or {"kind": "owner"})
         self.timeout = timeout
         self.turns = turns or TurnClock()
@@ -219,7 +224,7 @@ class DaemonBridge:
 
     def _call(self, method: str, params: dict[str, Any]) -> Any:
         try:
-            with Client(self.socket, timeout=self.timeout) as client:
+            with Client(self.socket, timeout=self.timeout, expect_uid=self.expect_uid) as client:
                 return client.call(method, params)
         except NotRunningError as exc:
             raise ToolError(f"{exc} If it runs on another socket, start the MCP server with "
@@ -380,7 +385,8 @@ def serve(bridge: DaemonBridge, version: str = "0") -> int:
 
     async def main(stdin: TextIO, stdout: TextIO) -> None:
         async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            await run_draining(lambda r, w: server.run(r, w, server.create_initialization_options()), read, write,
+                               DRAIN_S)
 
     # The SDK flushes each message: nothing is left to flush at close, unless the host stopped reading
     # (a BrokenPipeError then, which the CLI ends quietly with 141).

@@ -122,6 +122,9 @@ _PATH_PREFIX = {"type": "string", "minLength": 1, "maxLength": 4096,
                                "folder (e.g. 'memory/' for the daily notes, 'memory-bank/') or absolute. Omit "
                                "to read every file this session may read."}
 _CITED = {"path": _STR, "startLine": _INT, "endLine": _INT, "root": _opt("string")}
+_PREVIOUS = {"type": "string", "description": "'replaced': the entry's text before; 'reinforced': the entry that "
+                                             "absorbed the memory."}
+_UNDO_ID = {"type": "string", "description": "The history record of the change: `memoryd undo ID` takes it back."}
 
 SEARCH = ToolSpec(
     "memory_search", "Search memory",
@@ -206,8 +209,10 @@ REMEMBER = ToolSpec(
     "'appended' (written as a new entry at `path`:`line`), 'reinforced' (an equivalent memory already "
     "existed; it was confirmed, nothing duplicated), 'replaced' (it updated an older conflicting entry) or "
     "'rejected' (not written: noise, a question, too vague, or it looks like a secret or personal data; "
-    "`reason` says which). Writes are rate-limited (a few per minute) and limited to the namespaces this "
-    "session may write.",
+    "`reason` says which). A 'replaced' or 'reinforced' result says what changed: `previous` is the entry "
+    "as it was (the text replaced, or the entry that absorbed this memory) and `history_id` the record the "
+    "user can take it back with (`memoryd undo ID`); tell the user when a replace was not what they meant. "
+    "Writes are rate-limited (a few per minute) and limited to the namespaces this session may write.",
     _obj({
         "content": {"type": "string", "minLength": 1,
                     "description": "The memory: one fact, in plain language (at most about 2 KB)."},
@@ -220,8 +225,8 @@ REMEMBER = ToolSpec(
     _out({
         "decision": {"type": "string", "enum": ["appended", "reinforced", "replaced", "rejected"]},
         "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "namespace": _STR,
-        "score": _NUM, "previous": _STR, "reinforcement": _INT, "related": {"type": "object"},
-        "history_id": _STR, "type": _STR, "section": _STR, "scope": _STR, "importance": _INT,
+        "score": _NUM, "previous": _PREVIOUS, "reinforcement": _INT, "related": {"type": "object"},
+        "history_id": _UNDO_ID, "type": _STR, "section": _STR, "scope": _STR, "importance": _INT,
         "routed_by": _STR, "rule": _STR, "stage": _STR,
     }, ("decision",)),
     read_only=False, destructive=True, idempotent=False,  # 'replaced' overwrites an older entry
@@ -305,20 +310,23 @@ PROMOTE = ToolSpec(
     "a back-reference '(from PATH)' to where it came from. The copy goes through the quality gate, the privacy "
     "filter and dedup: if the user's memory already holds it, it is reinforced instead of duplicated. The "
     "source is not changed. Owner sessions only. Returns `decision` ('appended', 'reinforced', 'replaced' or "
-    "'rejected') and where it was written.",
+    "'rejected') and where it was written; a 'replaced' or 'reinforced' one also the entry as it was "
+    "(`previous`) and the undo id (`history_id`).",
     _obj({
         "path": {"type": "string", "minLength": 1,
                  "description": "The source file, e.g. 'peers/alice/MEMORY.md' (as memory_list shows it)."},
         "line": {"type": "integer", "minimum": 1, "description": "The entry's first line (its startLine)."},
+        "text": {"type": "string", "minLength": 1,
+                 "description": "The entry's text as memory_list showed it: refused if the line now holds another."},
         "to": {"type": "string", "pattern": rf"^(default|agent:{ID})$", "default": "default",
                "description": "Where to copy it: 'default' (the shared memory; the default) or 'agent:ID'."},
         "type": {"type": "string", "enum": list(TYPES),
                  "description": "What kind of memory it is. Omit to let memoryd decide from the wording."},
-    }, ("path", "line")),
+    }, ("path", "line", "text")),
     _out({
         "decision": {"type": "string", "enum": ["appended", "reinforced", "replaced", "rejected"]},
-        "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "namespace": _STR, "history_id": _STR,
-        "source": {"type": "object"}, "rule": _STR, "stage": _STR,
+        "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "namespace": _STR, "history_id": _UNDO_ID,
+        "previous": _PREVIOUS, "reinforcement": _INT, "source": {"type": "object"}, "rule": _STR, "stage": _STR,
     }, ("decision",)),
     read_only=False, idempotent=False,  # a second promote reinforces the copy
 )

@@ -294,6 +294,22 @@ def _backlog(v: dict[str, Any]) -> str:
     return f"{v['pending']} ({speed}{eta}; keyword search covers them already)"
 
 
+def render_written(result: dict[str, Any]) -> list[str]:
+    """A ``remember`` (or ``promote``) answer in words: what it did, where, and for a replace or a
+    reinforcement the entry as it was and the command that takes it back (so a person sees what
+    changed without opening the file or the history)."""
+    decision, where = result.get("decision", "?"), f"{result.get('path')}:{result.get('line')}"
+    if decision not in ("replaced", "reinforced"):
+        return [f"{decision}: {where} ({result.get('reason', '')})"]
+    head = f"{decision} {escape_line(where)}"
+    if result.get("previous") is not None:
+        head += f' (was: "{escape_line(str(result["previous"]))}")'
+    if result.get("history_id"):
+        head += f" — undo: memoryd undo {escape_line(str(result['history_id']))}"
+    count = f" (now reinforced {result['reinforcement']}×)" if result.get("reinforcement") else ""
+    return [head, f"  {result.get('reason', '')}{count}"]
+
+
 def render_reindex(result: dict[str, Any]) -> str:
     """``reindex`` in words; a file that was already indexed as it is says "unchanged", not "reindexed 0"."""
     if not result.get("done"):

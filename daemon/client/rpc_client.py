@@ -11,6 +11,12 @@ names the path and how to start one), ``RpcClientError`` for an error response
 connection. A ``Client`` reuses one connection for many calls (reconnecting
 transparently if the daemon closed it while idle); it is not thread-safe.
 
+Who listens: right after ``connect`` and before a byte is sent, the listener's uid is read
+with ``SO_PEERCRED`` and must be ``expect_uid`` (default: our own effective uid; a uid bound
+in another user's ``server.allowed_uids`` sets ``[server] daemon_uid`` in its own config).
+Root is not accepted by default either: a socket path another user could have prepared
+(``/tmp/memoryd-UID`` without ``XDG_RUNTIME_DIR``) must not receive what we remember.
+
 Load: a daemon at ``server.max_clients`` answers a newcomer -32002 "server
 busy", and may close an idle connection with -32004 to make room; both come
 with a null id and before the request was read, so the request never ran.
@@ -26,10 +32,11 @@ import os
 import random
 import select
 import socket
+import struct
 import time
 
 from memoryd.daemon.rpc.errors import IDLE_CLOSED, SERVER_BUSY
-from memoryd.indexer.errors import DaemonError, NotRunningError
+from memoryd.indexer.errors import DaemonError, NotRunningError, UntrustedListenerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,6 +48,7 @@ _RECV_BYTES = 65536
 _RETRY_CODES = (SERVER_BUSY, IDLE_CLOSED)
 _FIRST_BACKOFF_S = 0.01
 _MAX_BACKOFF_S = 0.5
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 class RpcClientError(DaemonError):
@@ -56,9 +64,10 @@ class RpcClientError(DaemonError):
 class Client:
     """Calls methods on the daemon at ``path``; ``timeout`` (seconds) bounds each connect and call."""
 
-    def __init__(self, path: str | os.PathLike[str], timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], timeout: float = 30.0, expect_uid: int | None = None) -> None:
         self.path = os.fspath(path)
         self.timeout = timeout
+        self.expect_uid = os.geteuid() if expect_uid is None else expect_uid
         self._sock: socket.socket | None = None
         self._buf = bytearray()
         self._next_id = 0
@@ -175,6 +184,11 @@ class Client:
             except OSError as exc:
                 sock.close()
                 raise self._connect_error(exc) from None
+            try:
+                check_listener(sock, self.path, self.expect_uid)
+            except BaseException:
+                sock.close()
+                raise
             self._sock = sock
             return sock
 
@@ -186,6 +200,24 @@ class Client:
         if isinstance(exc, TimeoutError):
             return DaemonError(f"memoryd on {self.path} did not accept within {self.timeout:g} s")
         return DaemonError(f"cannot connect to memoryd on {self.path}: {exc.strerror or exc}")
+
+
+def check_listener(sock: socket.socket, path: str, expect_uid: int) -> None:
+    """Raise :class:`UntrustedListenerError` unless the process at the other end of ``sock`` runs as ``expect_uid``.
+
+    Why: whoever can create the socket path first (another user, in a shared ``/tmp``)
+    can run a fake daemon that receives every query and every ``remember``; the kernel's
+    ``SO_PEERCRED`` names the listener's uid, which that user cannot forge.
+    """
+    try:
+        _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    except OSError as exc:
+        raise UntrustedListenerError(f"cannot check who listens on {path}: {exc.strerror or exc}") from None
+    if uid != expect_uid:
+        raise UntrustedListenerError(
+            f"refusing the socket {path}: it is served by uid {uid}, not by uid {expect_uid} as expected; nothing "
+            f"was sent. Another user may have created it: remove it or its folder, or set XDG_RUNTIME_DIR (if uid "
+            f"{uid} is a daemon you trust, set [server] daemon_uid = {uid} in your memoryd.toml)")
 
 
 def _request(method: str, params: dict[str, Any] | None, rid: int | None) -> bytes:

@@ -44,6 +44,8 @@ Application codes (-32010..-32099); ``data`` names the limit or rule. The rate l
 -32030  AMBIGUOUS_PATH       ``get``: a relative path that several roots hold; ``data.candidates`` lists them
 -32031  STORAGE_UNAVAILABLE  the database backend is unreachable (within ``storage.connect_timeout_s``);
                              ``data`` = ``{backend, where}``, ``where`` password-free
+-32032  DISK_FULL            a write found no room (ENOSPC/EDQUOT) in the data dir or a memory root;
+                             nothing changed; ``data`` = ``{directory}``
 ======  ===================  ==================================================
 """
 
@@ -78,6 +80,7 @@ ENTRY_NOT_FOUND = -32028
 SECTION_REFUSED = -32029
 AMBIGUOUS_PATH = -32030
 STORAGE_UNAVAILABLE = -32031
+DISK_FULL = -32032
 
 
 class RpcError(Exception):

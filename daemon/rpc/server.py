@@ -10,6 +10,10 @@ the confined methods, as that session (:func:`memoryd.daemon.api.session.bind_ui
 When there is one, the directory is created 0711 and the socket 0666, so those uids
 can connect at all; ``SO_PEERCRED`` is then the gate. Start-up warns
 (``server.socket_unreachable``) when a folder above the socket keeps a bound uid out.
+Slots are shared fairly (:mod:`memoryd.daemon.rpc.fairness`): a bound uid holds at most
+its share, the bound uids together leave the owner its reserved slots, and a uid over its
+limit may only push out an idle connection of its own pool. Refusals are logged
+(``server.busy``, ``peer.denied``) once per uid per ``busy_log_interval_s`` with a count.
 When ``max_clients`` connections are open, the one idle longest (for at least ``evict_idle_after_s``) is closed with
 one -32004 line to make room, so idle clients cannot lock new ones out; only
 when none is idle does a newcomer get one -32002 "server busy" line (and
@@ -50,6 +54,7 @@ import structlog
 from memoryd.daemon.api.session import bind_uids
 from memoryd.daemon.rpc.connection import Connection, Limits
 from memoryd.daemon.rpc.errors import PERMISSION_DENIED, SERVER_BUSY
+from memoryd.daemon.rpc.fairness import Pool, RefusalLog, SlotPolicy
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer, encode_error
 from memoryd.daemon.rpc.sockpath import (
     adopt_listening_socket,
@@ -92,6 +97,7 @@ class SocketServer:
         listen_fd: int | None = None,
         owner_uid: int | None = None,
         evict_idle_after_s: float = 1.0,
+        busy_log_interval_s: float = 10.0,
     ) -> None:
         self._path = Path(path)
         owner = os.geteuid() if owner_uid is None else owner_uid
@@ -100,6 +106,9 @@ class SocketServer:
         self._trusted = frozenset({owner, *self._bound})
         self._limits = Limits(max_request_bytes, idle_timeout_s, read_timeout_s, write_timeout_s)
         self._max_clients = max_clients
+        self._slots = SlotPolicy(max_clients, owner)
+        self._busy_log = RefusalLog("server.busy", busy_log_interval_s)
+        self._denied_log = RefusalLog("peer.denied", busy_log_interval_s)
         self._evict_after = evict_idle_after_s
         self._closed = False
         self._listen_fd = listen_fd
@@ -209,13 +218,14 @@ class SocketServer:
             return
         peer = Peer(*peer_credentials(sock))
         if peer.uid not in self._trusted:
-            log.warning("peer.denied", uid=peer.uid, pid=peer.pid)
+            self._denied_log.note(peer.uid, pid=peer.pid)
             _refuse(sock, PERMISSION_DENIED, f"permission denied: uid {peer.uid} is not allowed")
             return
         with self._lock:
-            if len(self._conns) >= self._max_clients and not self._evict_idle():
-                log.warning("server.busy", pid=peer.pid, max_clients=self._max_clients)
-                _refuse(sock, SERVER_BUSY, f"server busy: {self._max_clients} clients connected, try again")
+            pool = self._slots.full_pool(peer.uid, (c.peer.uid for c in self._conns.values()))
+            if pool is not None and not self._evict_idle(pool, peer.uid):
+                self._busy_log.note(peer.uid, pid=peer.pid, max_clients=self._max_clients, pool=pool)
+                _refuse(sock, SERVER_BUSY, f"server busy: {self._slots.describe(pool, peer.uid)}, try again")
                 return
             conn = Connection(sock, peer, self._handlers, self._limits, self._stop_r, self._stopping)
             self._serial += 1
@@ -232,16 +242,16 @@ class SocketServer:
                 log.error("server.thread_failed", error=str(exc))
                 _refuse(sock, SERVER_BUSY, "server busy: cannot start a thread for this client")
 
-    def _evict_idle(self) -> bool:
-        """Close the connection idle longest (at least ``evict_idle_after_s``); True if one went.
+    def _evict_idle(self, pool: Pool, uid: int) -> bool:
+        """Close the connection of ``pool`` idle longest (at least ``evict_idle_after_s``); True if one went.
 
         Called with ``_lock`` held. The evicted one's thread removes it from the
         table when it ends; the newcomer may take its place at once (the table
         briefly holds one more: each entry is a thread, a bounded overshoot).
         """
         now = time.monotonic()
-        idle = [(age, conn) for conn in self._conns.values()
-                if (age := conn.idle_for(now)) is not None and age >= self._evict_after]
+        idle = [(age, conn) for conn in self._conns.values() if self._slots.in_pool(pool, uid, conn.peer.uid)
+                and (age := conn.idle_for(now)) is not None and age >= self._evict_after]
         for age, conn in sorted(idle, key=lambda pair: -pair[0]):
             if conn.evict(f"connection closed: idle for {age:.0f} s while the server was full "
                           f"({self._max_clients} clients); reconnect to continue"):

@@ -12,7 +12,10 @@ Why each rule exists:
   out of ``/tmp``; ``--socket ~/m.sock`` would tighten ``$HOME``). It must
   belong to us and must not be group- or world-writable (whoever can write
   there can create names in it, and without the sticky bit delete or replace
-  our socket); else :class:`UnsafeSocketDir` names it and the mode.
+  our socket); else :class:`UnsafeSocketDir` names it and the mode. Every existing folder
+  *above* it must be ours or root's and not writable by others unless root's and sticky
+  (``/tmp``), checked before we create anything (:func:`check_dir_chain`): the owner of a
+  parent can rename our folder away and put their own socket in its place.
   One that is merely readable by others is fine: the socket itself is 0600,
   and Linux checks write permission on the socket file at ``connect``.
 - With other uids bound (``server.allowed_uids``) the socket is *shared*: a missing
@@ -90,8 +93,13 @@ class UnsafeSocketDir(DaemonError):
         self.mode = mode
 
 
-def _prepare_dir(directory: Path, shared: bool = False) -> None:
-    """Create ``directory`` 0700 (``shared``: 0711) if missing; else check it is ours and not writable by others."""
+def _prepare_dir(directory: Path, shared: bool = False, uid: int | None = None) -> None:
+    """Create ``directory`` 0700 (``shared``: 0711) if missing; else check it is ours and not writable by others.
+
+    ``uid`` is the owner to require (default: our effective uid); tests pass another one.
+    """
+    uid = os.geteuid() if uid is None else uid
+    check_dir_chain(directory, uid)  # before mkdir: never create our folder inside someone else's
     old = os.umask(0o066 if shared else 0o077)
     try:
         directory.mkdir(mode=0o711 if shared else 0o700, parents=True, exist_ok=True)
@@ -101,10 +109,38 @@ def _prepare_dir(directory: Path, shared: bool = False) -> None:
     mode = stat.S_IMODE(st.st_mode)
     if not stat.S_ISDIR(st.st_mode):
         raise DaemonError(f"socket directory {directory} is not a directory")
-    if st.st_uid != os.geteuid():
-        raise UnsafeSocketDir(directory, mode, f"it belongs to uid {st.st_uid}, not to us (uid {os.geteuid()})")
+    if st.st_uid != uid:
+        raise UnsafeSocketDir(directory, mode, f"it belongs to uid {st.st_uid}, not to us (uid {uid})")
     if mode & 0o022:
         raise UnsafeSocketDir(directory, mode, "other users can write to it and could replace the socket")
+    check_dir_chain(directory, uid)  # and again once it exists (a parent may have been created just now)
+
+
+def check_dir_chain(directory: Path, uid: int) -> None:
+    """Refuse when a folder above the socket's (that exists) lets another uid swap what lies below it.
+
+    Why: checking only the socket's own folder let ``/tmp/memoryd-UID``, created first by
+    another user (world-writable or theirs), hold our 0700 folder: its owner can rename ours
+    away and put a folder and socket of their own in its place, and every client then talks
+    to them. Each existing ancestor must belong to ``uid`` or root, and a group- or
+    world-writable one must be root's with the sticky bit (``/tmp``: nobody can rename
+    another user's entry in it).
+    """
+    for part in [directory, *directory.parents]:
+        try:
+            st = os.stat(part)
+        except FileNotFoundError:
+            continue  # created by us, 0700, below the nearest one that exists
+        except OSError as exc:
+            raise DaemonError(f"cannot check the socket directory {part}: {exc.strerror or exc}") from None
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in (uid, 0):
+            raise UnsafeSocketDir(part, mode, f"it belongs to uid {st.st_uid}, not to us (uid {uid}) or root, "
+                                  f"so its owner could replace the socket below it (remove it, or set "
+                                  f"XDG_RUNTIME_DIR / server.socket to a folder of your own)")
+        if mode & 0o022 and not (st.st_uid == 0 and mode & stat.S_ISVTX):
+            raise UnsafeSocketDir(part, mode, "other users can write to it and could replace the socket below it "
+                                  f"(chmod go-w {part}, or choose another folder)")
 
 
 def _clear_stale(path: Path) -> None:
@@ -174,7 +210,7 @@ def adopt_listening_socket(fd: int) -> socket.socket:
     return sock
 
 
-def check_socket_path(path: Path) -> None:
+def check_socket_path(path: Path, uid: int | None = None) -> None:
     """Fail early, before the model loads, for a socket path that :func:`bind_unix_socket` would refuse.
 
     The same checks (length, private directory, a live server answering, not a socket),
@@ -184,9 +220,11 @@ def check_socket_path(path: Path) -> None:
     """
     if len(os.fsencode(path)) > _MAX_PATH_BYTES:
         raise DaemonError(f"socket path {path} is too long for a Unix socket (max {_MAX_PATH_BYTES} bytes)")
+    uid = os.geteuid() if uid is None else uid
     if not path.parent.exists():
+        check_dir_chain(path.parent, uid)  # the folders above that exist must already be safe
         return
-    _prepare_dir(path.parent)
+    _prepare_dir(path.parent, uid=uid)
     _clear_stale(path)
 
 

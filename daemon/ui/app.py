@@ -9,6 +9,7 @@ messages a POST leaves for the page it redirects to (:mod:`memoryd.daemon.ui.sta
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -21,13 +22,15 @@ from memoryd.daemon.ui.security import Guard, Keys
 from memoryd.daemon.ui.state import HERE, QUICK_TIMEOUT_S, Ui, environment
 
 
-def create_app(socket: str | os.PathLike[str], port: int, keys: Keys | None = None) -> Starlette:
-    """The app for one start on ``port`` (the Host allow-list names it), talking to the daemon on ``socket``."""
+def create_app(socket: str | os.PathLike[str], port: int, keys: Keys | None = None,
+               on_token: Callable[[], None] | None = None) -> Starlette:
+    """The app for one start on ``port`` (the Host allow-list names it), talking to the daemon on ``socket``;
+    ``on_token`` runs when a request brings the token (:mod:`memoryd.daemon.ui.launch` removes its file)."""
     ui = Ui(daemon=Daemon(socket), quick=Daemon(socket, timeout=QUICK_TIMEOUT_S), keys=keys or Keys.fresh(),
             port=port, env=environment())
     app = Starlette(
         routes=[*ROUTES, Mount("/static", StaticFiles(directory=HERE / "static"), name="static")],
-        middleware=[Middleware(Guard, keys=ui.keys, port=port)],
+        middleware=[Middleware(Guard, keys=ui.keys, port=port, on_token=on_token)],
     )
     app.state.ui = ui
     return app

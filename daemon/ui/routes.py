@@ -279,9 +279,16 @@ def forget(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
 @post
 def promote(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
     (path,) = _required(fields, "path")
-    r = ui.daemon.call("promote", {"path": path, "line": _line(fields), "to": fields.get("to") or "default"})
+    params: dict[str, Any] = {"path": path, "line": _line(fields), "to": fields.get("to") or "default"}
+    if fields.get("text"):
+        params["text"] = fields["text"]  # the entry as the page showed it: refused if the line moved since
+    r = ui.daemon.call("promote", params)
     if r.get("decision") == "rejected":
         return "error", f"not promoted ({r.get('rule')}): {r.get('reason')}", "/entries"
+    if r.get("decision") in ("replaced", "reinforced"):  # say what it was, and how to take it back
+        was = f' (was: "{r["previous"]}")' if r.get("previous") is not None else ""
+        undo = f" — undo it from the history ({r['history_id']})" if r.get("history_id") else ""
+        return "ok", f"{r.get('decision')} {r.get('path')}:{r.get('line')}{was}{undo}", "/entries"
     return "ok", f"{r.get('decision')}: {r.get('path')}:{r.get('line')} ({r.get('reason', '')})", "/entries"
 
 

@@ -6,8 +6,13 @@ browser, another local user's browser or a DNS-rebinding host must reach none of
 * **Host allow-list** — ``127.0.0.1:PORT`` and ``localhost:PORT`` only, else 403: a rebinding
   name (``evil.example`` resolving to 127.0.0.1) still sends its own name as ``Host``.
 * **Token** — a random token per start, printed in the URL (``/?token=…``). A request that
-  carries it (``token=`` in the query) gets it back as an ``HttpOnly``, ``SameSite=Strict``
-  cookie; a request with neither gets 401, a wrong one 403. The token is compared in constant time.
+  carries it (``token=`` in the query) gets an ``HttpOnly``, ``SameSite=Strict``, ``Path=/``
+  cookie named for the port (``memoryd_ui_PORT``) whose value is derived from the token *and*
+  the port: browsers send 127.0.0.1's cookies to every port, so the name keeps two starts apart
+  and only this server's own cookie, under its own name, is accepted. A request with neither gets
+  401, a wrong one 403. Tokens and cookies are compared in constant time. The browser is never
+  given the token on its command line (``/proc/PID/cmdline`` is readable by every local user):
+  :mod:`memoryd.daemon.ui.launch` opens a 0600 file that hands it over.
 * **Origin** — a request that is not ``GET``/``HEAD`` with a foreign ``Origin`` (``null``
   included) or a ``Sec-Fetch-Site`` other than ``same-origin``/``none`` gets 403; the CSRF
   token itself is checked by :func:`memoryd.daemon.ui.routes.post`, the only way a route takes a POST.
@@ -39,7 +44,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-COOKIE = "memoryd_ui"
+COOKIE = "memoryd_ui"  # the prefix: the cookie is COOKIE_PORT (see cookie_name)
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
 TOKEN_PARAM = "token"
@@ -72,6 +77,13 @@ class Keys:
     def token_ok(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.encode(), self.token.encode())
 
+    def cookie_value(self, port: int) -> str:
+        """The cookie's value for this start on ``port``: useless to a server on any other port."""
+        return hmac.new(self.token.encode(), f"memoryd-ui cookie {port}".encode(), hashlib.sha256).hexdigest()
+
+    def cookie_ok(self, candidate: str, port: int) -> bool:
+        return hmac.compare_digest(candidate.encode(), self.cookie_value(port).encode())
+
     def csrf_ok(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
 
@@ -87,6 +99,11 @@ class Verdict:
     """A request let through: whether its token came in the query (then the cookie is set)."""
 
     query_token: bool
+
+
+def cookie_name(port: int) -> str:
+    """``memoryd_ui_PORT``: cookies are not port-scoped, so each start on a port has its own name."""
+    return f"{COOKIE}_{port}"
 
 
 def allowed_hosts(port: int) -> frozenset[str]:
@@ -106,16 +123,16 @@ def judge(keys: Keys, port: int, method: str, headers: dict[str, str], query: st
     tokens = parse_qs(query, keep_blank_values=True).get(TOKEN_PARAM)
     if tokens:
         return Verdict(query_token=True) if keys.token_ok(tokens[-1]) else Refusal(403, "wrong token")
-    cookie = _cookie(headers.get("cookie", ""))
+    cookie = _cookie(headers.get("cookie", ""), cookie_name(port))
     if cookie is None:
         return Refusal(401, "open the URL that `memoryd ui` printed (it carries the token)")
-    return Verdict(query_token=False) if keys.token_ok(cookie) else Refusal(403, "wrong token")
+    return Verdict(query_token=False) if keys.cookie_ok(cookie, port) else Refusal(403, "wrong token")
 
 
-def _cookie(header: str) -> str | None:
+def _cookie(header: str, wanted: str) -> str | None:
     for part in header.split(";"):
         name, sep, value = part.strip().partition("=")
-        if sep and name == COOKIE:
+        if sep and name == wanted:
             return value
     return None
 
@@ -123,11 +140,12 @@ def _cookie(header: str) -> str | None:
 class Guard:
     """ASGI middleware applying :func:`judge`, and the security headers to every answer."""
 
-    def __init__(self, app: ASGIApp, keys: Keys, port: int) -> None:
+    def __init__(self, app: ASGIApp, keys: Keys, port: int, on_token: Callable[[], None] | None = None) -> None:
         self.app = app
         self.keys = keys
         self.port = port
-        self.cookie = (f"{COOKIE}={keys.token}; Path=/; HttpOnly; SameSite=Strict").encode()
+        self.on_token = on_token  # called when a request brought the right token (the launcher file goes)
+        self.cookie = f"{cookie_name(port)}={keys.cookie_value(port)}; Path=/; HttpOnly; SameSite=Strict".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -143,6 +161,8 @@ class Guard:
             await _refuse(send, verdict)
             return
         scope["memoryd.query_token"] = verdict.query_token
+        if verdict.query_token and self.on_token is not None:
+            self.on_token()
         extra = (*HEADERS, (b"set-cookie", self.cookie)) if verdict.query_token else HEADERS
 
         async def send_with_headers(message: Message) -> None:

@@ -13,6 +13,9 @@ Providers:
 * ``openai``: an OpenAI-compatible HTTP server (:mod:`memoryd.indexer.embedding.openai_embedder`);
 * ``hash``: :class:`~memoryd.indexer.embedding.hash_embedder.HashEmbedder`, for tests.
 
+Whatever the provider, the embedder returned checks every answer
+(:class:`~memoryd.indexer.embedding.checked.CheckedEmbedder`: finite, of the model's width).
+
 Model ids name the weights by content (sha256 prefix) plus any setting that
 changes vectors, so switching any of them forces a clean re-embed. Heavy
 libraries (numpy, onnxruntime, tokenizers) are imported only when a model is
@@ -83,7 +86,10 @@ def load_embedder(cfg: EmbeddingConfig, model_dir: Path, api_key: str = "") -> E
     _log().info("model.loaded", provider=cfg.provider, model_id=embedder.model_id,
                 dimension=embedder.dimension, passages=getattr(embedder, "passage_precision", None),
                 seconds=round(time.monotonic() - started, 2))
-    return embedder
+    from memoryd.indexer.embedding.checked import checked  # numpy: not at import (the CLI client)
+
+    # Every provider's answers are checked (finite, the model's width) before anything stores them.
+    return checked(embedder)
 
 
 def _log() -> Any:

@@ -5,7 +5,11 @@ Two sources, both inside the plan's namespace of the first root:
 * the entries of the target file itself (up to ``max_file_entries``, the last
   ones) — the router sends a fact and its update to the same file and section;
 * the entries inside the chunks the index's vector search ranks nearest
-  (``candidates`` chunks) — a similar fact may live in another file of the namespace.
+  (``candidates`` chunks), and the few its keyword search ranks first — a similar fact
+  may live in another file of the namespace, and the keyword leg finds the same entry
+  while its vector is still pending;
+* anywhere in the target file, the same entry word for word (:func:`memoryd.indexer.write.dedup.near_exact`),
+  however old: a file of thousands of entries never gets a second copy.
 
 Only the entries of the route's own place — the target file's section the
 router chose (:func:`in_route`) — are *scoped* (:attr:`Candidate.scoped`): they
@@ -30,16 +34,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memoryd.indexer.cache import cache_key
-from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.config import SearchMode, WriteConfig
 from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.errors import ProviderUnavailable
 from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.write.access import namespace_of, resolve_target
-from memoryd.indexer.write.dedup import Candidate
+from memoryd.indexer.write.dedup import Candidate, near_exact
 from memoryd.indexer.write.intake import Accepted
 from memoryd.indexer.write.mdedit import entries
 from memoryd.indexer.write.mdlines import MdLines
 from memoryd.indexer.write.refusals import BadTarget
+
+#: Chunks the keyword leg adds to the vector leg's (:func:`_nearest_chunks`): enough to find the entry itself.
+KEYWORD_CANDIDATES = 3
 
 if TYPE_CHECKING:
     from memoryd.indexer.engine import MemoryIndex
@@ -70,8 +79,12 @@ def gather(index: MemoryIndex, root: Path, plan: Accepted, cfg: WriteConfig, *,
         text = texts[rel]
         return list(_entries_of(text)) if text else []
 
-    for line, text in file_entries(plan.target)[-cfg.max_file_entries :]:
+    own = file_entries(plan.target)
+    for line, text in own[-cfg.max_file_entries :]:
         found[(plan.target, line)] = text
+    for line, text in own[: -cfg.max_file_entries]:  # older entries: only the same entry counts (no embedding)
+        if near_exact(text, plan.content):
+            found[(plan.target, line)] = text
     for hit in _nearest_chunks(index, root, plan, cfg.candidates):
         for line, text in file_entries(hit[0]):
             if hit[1] <= line <= hit[2]:
@@ -115,14 +128,23 @@ def in_route(text: str, section: str) -> frozenset[int]:
 
 
 def _nearest_chunks(index: MemoryIndex, root: Path, plan: Accepted, k: int) -> list[tuple[str, int, int]]:
+    """The chunks of the namespace nearest the new memory: by vector, and by keyword too, so the same
+    entry is found while its vector is still pending (or the embedding model is away)."""
     prefix = f"{root}/{plan.namespace.folder}/" if plan.namespace.folder else f"{root}/"
-    try:
-        hits = index.search(plan.content, k=k, mode="vector", path_prefix=prefix).hits
-    except StorageUnavailableError:  # files are the truth: compare with the target file only, write anyway
-        return []
-    return [(h.path, h.start_line, h.end_line) for h in hits
-            if Path(h.root) == root and h.path.endswith(".md") and namespace_of(h.path) == plan.namespace
-            and _writable(root, h.path)]
+    hits = []
+    legs: tuple[tuple[SearchMode, int], ...] = (("vector", k), ("keyword", KEYWORD_CANDIDATES))
+    for mode, n in legs:
+        try:
+            found = index.query(Query(plan.content, k=n, mode=mode, path_prefix=prefix, min_score=0.0))
+        except (StorageUnavailableError, ProviderUnavailable):  # files are the truth: the target file only
+            continue
+        if found.degraded and mode == "vector":  # the embedder is down: keyword neighbours are no similarity
+            continue                             # evidence for the vector leg (the keyword leg finds twins)
+        hits += found.hits
+    chunks = {(h.path, h.start_line, h.end_line) for h in hits
+              if Path(h.root) == root and h.path.endswith(".md") and namespace_of(h.path) == plan.namespace
+              and _writable(root, h.path)}
+    return sorted(chunks)
 
 
 def _writable(root: Path, rel: str) -> bool:
@@ -138,7 +160,8 @@ def _writable(root: Path, rel: str) -> bool:
 def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
                   memo: dict[bytes, FloatArray] | None = None) -> FloatArray:
     """Passage vectors for entry texts, through the index's embedding cache (rows in ``texts`` order);
-    with ``memo``, new vectors go there instead of into the cache (see :func:`gather`)."""
+    with ``memo``, new vectors go there instead of into the cache (see :func:`gather`). While the embedder
+    is down, the rows only tell the same text from another (:func:`_same_text_only`): the write goes on."""
     embedder = index.embedder
     etexts = [clean_line(t) or t for t in texts]
     keys = [cache_key(embedder.model_id, t) for t in etexts]
@@ -147,7 +170,10 @@ def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
         have |= index.cache.get_many([k for k in keys if k not in have], count=False)
     todo = {k: t for k, t in zip(keys, etexts, strict=True) if k not in have}
     if todo:
-        mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
+        try:
+            mat = np.asarray(embedder.embed_passages(list(todo.values())), dtype=np.float32)
+        except ProviderUnavailable:  # the embedder is down: the memory is written anyway, embedded later
+            return _same_text_only(etexts)
         new = dict(zip(todo, mat, strict=True))
         have.update(new)
         if memo is not None:
@@ -159,3 +185,14 @@ def embed_entries(index: MemoryIndex, texts: Sequence[str], *,
             except StorageUnavailableError:  # the shared cache out of reach: the vectors only go unsaved
                 pass
     return np.stack([have[k] for k in keys])
+
+
+def _same_text_only(texts: Sequence[str]) -> FloatArray:
+    """Stand-in "vectors" while the embedder is down: one-hot by folded text, so a cosine is 1 for the
+    same text after folding (case, width, punctuation, spaces) and 0 otherwise. Without real vectors
+    nothing is replaced or reinforced on resemblance: only a restatement of the very text reinforces."""
+    from memoryd.indexer.write.lexical import fold
+
+    groups: dict[str, int] = {}
+    ids = [groups.setdefault(fold(t), len(groups)) for t in texts]
+    return np.eye(len(groups), dtype=np.float32)[ids]

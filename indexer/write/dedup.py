@@ -31,9 +31,16 @@ reinforce, name the same values. The rule:
 5. otherwise **append**.
 
 Only the entries of the file and section the router chose (:attr:`Candidate.scoped`)
-may be reinforced or replaced; a similar entry anywhere else is reported as a flag
+may be replaced; a similar entry anywhere else is reported as a flag
 (``possible_duplicate`` for what would be a reinforce, ``possible_update`` for a
-replace) and left alone (:func:`decide`). A slot exchanged for a synonym is a
+replace) and left alone (:func:`decide`) — except the same entry, word for word
+(:func:`near_exact`), which is reinforced wherever in the scope it lives (seed 000):
+a memory is never written twice.
+
+A replace is a delete: it also needs evidence that both entries are about the same
+subject and slot (:mod:`memoryd.indexer.write.slots`). A *sibling* — the same sentence
+pattern with another tier, server, person or item — is appended and named in
+``related`` (flag ``sibling``); so is a doubt (flag ``possible_update``). A slot exchanged for a synonym is a
 rewording, not a changed value (:mod:`memoryd.indexer.write.paraphrase`), so a
 paraphrase ("prefers" → "likes" → "enjoys") reinforces.
 
@@ -52,10 +59,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.write.lexical import Features, features
+from memoryd.indexer.write import slots
+from memoryd.indexer.write.lexical import Features, content_sequence, features, fold, negated, values
 
 REINFORCE, REPLACE, APPEND = "reinforce", "replace", "append"
-POSSIBLE_UPDATE, POSSIBLE_DUPLICATE = "possible_update", "possible_duplicate"
+POSSIBLE_UPDATE, POSSIBLE_DUPLICATE, SIBLING = "possible_update", "possible_duplicate", "sibling"
 _RANK = {REINFORCE: 3, REPLACE: 2, APPEND: 0}
 KINDS = ("latin", "cjk", "cross")
 #: Content-word overlap a same-language reinforce / replace needs (bench/dedup_eval.py picks them).
@@ -112,6 +120,7 @@ class Verdict:
     candidate: Candidate | None = None
     flag: str | None = None
     elsewhere: Verdict | None = None
+    slots: slots.SlotDiff | None = None  # what the same-slot check read (subject, slot, words that differ)
 
     @property
     def label(self) -> str:
@@ -136,8 +145,8 @@ def judge(new_text: str, cand: Candidate, th: Thresholds, f: Features | None = N
             return Verdict(APPEND, f"differs from the closest entry (cosine {score} < {limit}, {f.kind})", cand)
         why = ", ".join(f.signals())
         if f.overlap >= th.replace_overlap:
-            return Verdict(REPLACE, f"updates an existing entry (cosine {score} >= {limit}, {f.kind}; {why}; "
-                           f"shared words {f.overlap:.2f})", cand)
+            return _same_fact(new_text, cand, f"cosine {score} >= {limit}, {f.kind}; {why}; "
+                              f"shared words {f.overlap:.2f}")
         return Verdict(APPEND, f"may update {cand.path}:{cand.line} (cosine {score}; {why}) but shares too few "
                        f"words to replace it ({f.overlap:.2f} < {th.replace_overlap}); both kept", cand,
                        POSSIBLE_UPDATE)
@@ -146,13 +155,41 @@ def judge(new_text: str, cand: Candidate, th: Thresholds, f: Features | None = N
         return Verdict(APPEND, f"new fact (closest entry: cosine {score} < {limit}, {f.kind})", cand)
     residue_ok = f.residue <= MAX_RESIDUE[f.kind]
     if f.overlap >= th.reinforce_overlap and f.entities_agree and residue_ok:
+        sd = slots.compare(cand.text, new_text)
+        if sd.qualifies_other:
+            flag = SIBLING if sd.verdict == slots.SIBLING else POSSIBLE_UPDATE
+            what = "a sibling of" if flag == SIBLING else "may update"
+            return Verdict(APPEND, f"{what} {cand.path}:{cand.line} (cosine {score}): {sd.why}; both kept",
+                           cand, flag, slots=sd)
         return Verdict(REINFORCE, f"restates an existing entry (cosine {score} >= {limit}, {f.kind}; "
-                       f"shared words {f.overlap:.2f})", cand)
+                       f"shared words {f.overlap:.2f})", cand, slots=sd)
     lacking = f.missing_old | f.missing_new  # counted, not quoted: reasons go to the audit log
     why = (f"one names {len(lacking)} value(s) the other does not" if lacking
            else f"shares too few words ({f.overlap:.2f} < {th.reinforce_overlap})" if f.overlap < th.reinforce_overlap
            else f"says something else in the same frame ({f.residue} tokens exchanged)")
     return Verdict(APPEND, f"new fact: similar to {cand.path}:{cand.line} (cosine {score}) but {why}", cand)
+
+
+def _same_fact(new_text: str, cand: Candidate, evidence: str) -> Verdict:
+    """A replace only with evidence of the same subject and slot (:func:`memoryd.indexer.write.slots.compare`);
+    a sibling fact (another tier, server, person, item) or a doubt is appended, naming the entry."""
+    sd = slots.compare(cand.text, new_text)
+    if sd.same_slot:
+        return Verdict(REPLACE, f"updates an existing entry ({evidence}; same subject and slot: {sd.why})", cand,
+                       slots=sd)
+    if sd.verdict == slots.SIBLING:
+        return Verdict(APPEND, f"a sibling of {cand.path}:{cand.line}, not an update ({sd.why}); both kept", cand,
+                       SIBLING, slots=sd)
+    return Verdict(APPEND, f"may update {cand.path}:{cand.line} ({evidence}) but {sd.why}; both kept", cand,
+                   POSSIBLE_UPDATE, slots=sd)
+
+
+def near_exact(a: str, b: str) -> bool:
+    """The same entry up to case, width, punctuation and stop words: the same content words, in the same
+    order ("tea over coffee" is not "coffee over tea"), and the same values."""
+    if fold(a) == fold(b):
+        return True
+    return content_sequence(a) == content_sequence(b) and values(a) == values(b) and negated(a) == negated(b)
 
 
 def _judge_cross(cand: Candidate, th: Thresholds, f: Features, score: float) -> Verdict:
@@ -177,12 +214,24 @@ def decide(new_text: str, candidates: Iterable[Candidate], th: Thresholds) -> Ve
     cands = list(candidates)
     inside = _strongest(new_text, [c for c in cands if c.scoped], th)
     outside = [c for c in cands if not c.scoped]
+    if inside.action != REINFORCE:
+        twin = _twin(new_text, outside)
+        if twin is not None:  # the memory is already in the scope: reinforce it there, never write it twice
+            return Verdict(REINFORCE, f"the same entry already exists at {twin.path}:{twin.line} (outside the "
+                           "file and section the memory is routed to): reinforced there", twin)
     near = _as_flag(_strongest(new_text, outside, th)) if outside else None
     if near is None:
         return inside
     if inside.action != APPEND or inside.flag:
         return replace(inside, elsewhere=near)
     return near
+
+
+def _twin(new_text: str, candidates: list[Candidate]) -> Candidate | None:
+    """The most similar candidate that is the same entry up to case, punctuation and stop words
+    (:func:`near_exact`); None when there is none."""
+    twins = [c for c in candidates if near_exact(c.text, new_text)]
+    return max(twins, key=lambda c: c.score) if twins else None
 
 
 def _as_flag(v: Verdict) -> Verdict | None:
@@ -228,3 +277,22 @@ def _better(a: Verdict, b: Verdict) -> bool:
     sa = a.candidate.score if a.candidate else -1.0
     sb = b.candidate.score if b.candidate else -1.0
     return sa > sb
+
+
+def explain_verdict(new_text: str, v: Verdict) -> dict[str, object]:
+    """Why ``v`` was decided, JSON-able (``remember --explain``): the entry compared, its cosine, the lexical
+    signals, and the same-slot check's subject, slot and differing words; the same for an entry elsewhere."""
+    out: dict[str, object] = {"action": v.action, "flag": v.flag, "reason": v.reason}
+    c = v.candidate
+    if c is not None:
+        f = features(c.text, new_text)
+        sd = v.slots or slots.compare(c.text, new_text)
+        out["candidate"] = {"path": c.path, "line": c.line, "text": c.text, "cosine": round(c.score, 4),
+                            "in_route": c.scoped}
+        out["signals"] = f.signals()
+        out["shared_words"] = round(f.overlap, 3)
+        out["kind"] = f.kind
+        out["slots"] = sd.explain()
+    if v.elsewhere is not None:
+        out["elsewhere"] = explain_verdict(new_text, v.elsewhere)
+    return out

@@ -143,13 +143,18 @@ class MemoryEditor(MemoryWriter):
     # -- promote --------------------------------------------------------------------
 
     def promote(self, rel: str, line: int, to: Namespace, today: date, session: dict[str, str] | None = None,
-                memory_type: str | None = None) -> tuple[Outcome | Rejected, Accepted | None]:
+                memory_type: str | None = None, expect: str | None = None,
+                ) -> tuple[Outcome | Rejected, Accepted | None]:
         """Copy the entry on 1-based ``line`` of ``rel`` into namespace ``to`` through the gate, the privacy
-        filter and dedup; what is written ends with ``(from REL)``. Raises EntryNotFound, BadTarget."""
+        filter and dedup; what is written ends with ``(from REL)``. ``expect``: only if that entry still has
+        this text. Raises EntryNotFound, BadTarget."""
         text, _sha = self._read(resolve_target(self.root, rel), rel)
         entry = next((e for e in MdLines(text).entries if e.index == line - 1), None) if text is not None else None
         if entry is None:
             raise EntryNotFound(f"{rel}:{line}: no memory entry on that line (list items outside USER blocks)")
+        if expect is not None and not mdedit.same_entry(expect, entry.text):
+            raise EntryNotFound(f"{rel}:{line}: the entry on line {line} changed (it now reads "
+                                f"{entry.text[:80]!r}); nothing was promoted: list the file again")
         bare = prepare(entry.text, to, today, memory_type)
         if isinstance(bare, Rejected):
             return bare, None

@@ -40,16 +40,17 @@ Bounds: two rings, each kept under :data:`MAX_BYTES` on its own — the owner's
 (``history.jsonl``: the CLI, the owner's agent) and the confined sessions'
 (``history-agents.jsonl``) — so no peer can push the owner's records out.
 When an append passes a ring's bound, its oldest records are dropped until
-half is left (the newest is always kept). A reinforcement of an entry by the
-same text as an earlier reinforcement that is not undone adds no record.
-One writer appends (the index worker); readers skip a torn last line.
+half is left (the newest is always kept); an undo dropped takes the record it
+undid with it, whichever ring holds that, so a trim never makes an undone
+record undoable again. A reinforcement of an entry by the same text as an
+earlier reinforcement that is not undone adds no record. One writer appends
+(the index worker); appends are whole or absent (:mod:`memoryd.indexer.write.ring`).
+:meth:`History.purge` removes one record's texts for good (a forgotten secret).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
 import threading
 from collections.abc import Iterator
@@ -57,7 +58,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes
+import structlog
+
+from memoryd.indexer.atomic import remove_stale_temps
+from memoryd.indexer.errors import DiskFullError, is_disk_full
+from memoryd.indexer.write.refusals import EntryNotFound
+from memoryd.indexer.write.ring import Ring, parse_lines
+
+log = structlog.get_logger(__name__)
 
 HISTORY_NAME = "history.jsonl"
 MAX_BYTES = 4 * 1024 * 1024
@@ -65,7 +73,6 @@ MAX_BLOCK_CHARS = 64 * 1024  # an entry longer than this is recorded, but not re
 REPLACE, FORGET, REINFORCE, UNDO = "replace", "forget", "reinforce", "undo"
 CLEAR, SECTION = "clear", "section"  # memoryd.indexer.write.editor: a namespace emptied, a section body replaced
 ACTIONS = (REPLACE, FORGET, REINFORCE, UNDO, CLEAR, SECTION)
-_FILE_MODE = 0o600
 
 
 def new_id() -> str:
@@ -100,66 +107,6 @@ def ring_of(rec: dict[str, Any]) -> str:
     return OWNER_RING if kind in (None, "owner") else AGENT_RING
 
 
-class _Ring:
-    """One bounded JSON-lines file, parsed once and then only its new tail (the file is append-only
-    between trims; a trim or an outside rewrite is seen as a shrink or a new inode and read again)."""
-
-    def __init__(self, path: Path, max_bytes: int) -> None:
-        self.path = path
-        self.max_bytes = max_bytes
-        self._recs: list[dict[str, Any]] = []
-        self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes parsed)
-
-    def append(self, *recs: dict[str, Any]) -> None:
-        """Append ``recs`` in one write and one fsync."""
-        line = b"".join((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-                        for rec in recs)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
-        try:
-            os.fchmod(fd, _FILE_MODE)
-            _write_all(fd, line)
-            os.fsync(fd)  # the journal file of the edit is removed once this returns
-            size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-        if size > self.max_bytes:
-            self._trim(len(recs))
-
-    def records(self) -> list[dict[str, Any]]:
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            self._recs, self._seen = [], (-1, 0)
-            return []
-        inode, done = self._seen
-        if st.st_ino != inode or st.st_size < done:
-            self._recs, done = [], 0
-        if st.st_size > done:
-            with self.path.open("rb") as f:
-                f.seek(done)
-                data = f.read()
-            complete = data.rfind(b"\n") + 1  # a torn last line is read again once it is whole
-            self._recs.extend(_parse(data[:complete]))
-            done += complete
-        self._seen = (st.st_ino, done)
-        return self._recs
-
-    def _trim(self, newest: int) -> None:
-        """Keep the newest records that fit in half of ``max_bytes`` — and always the ``newest`` just
-        appended, so a large edit never pushes out its own records — through a 0600 temp file and an
-        atomic rename."""
-        lines = self.path.read_bytes().splitlines(keepends=True)
-        keep: list[bytes] = []
-        total = 0
-        for raw in reversed(lines):
-            if len(keep) >= newest and total + len(raw) > self.max_bytes // 2:
-                break
-            keep.append(raw)
-            total += len(raw)
-        atomic_write_bytes(self.path, b"".join(reversed(keep)), keep_mode=False, new_mode=_FILE_MODE,
-                           temp_suffix=DATA_TEMP_SUFFIX)
-
-
 class History:
     """The write history of a data dir: two bounded rings, one per kind of session.
 
@@ -173,8 +120,8 @@ class History:
     def __init__(self, path: Path, max_bytes: int = MAX_BYTES, agents_max_bytes: int | None = None) -> None:
         self.path = path
         self.max_bytes = max_bytes
-        self._rings = {OWNER_RING: _Ring(path, max_bytes),
-                       AGENT_RING: _Ring(path.with_name(AGENTS_NAME), agents_max_bytes or max_bytes)}
+        self._rings = {OWNER_RING: Ring(path, max_bytes),
+                       AGENT_RING: Ring(path.with_name(AGENTS_NAME), agents_max_bytes or max_bytes)}
         self._lock = threading.Lock()
 
     @classmethod
@@ -187,17 +134,81 @@ class History:
 
     def append(self, rec: dict[str, Any]) -> dict[str, Any]:
         """Append one record (a line of JSON, fsynced) to its ring; trims that ring past its bound."""
-        with self._lock:
-            self._rings[ring_of(rec)].append(rec)
+        self.extend([rec])
         return rec
 
     def extend(self, recs: list[dict[str, Any]]) -> None:
-        """Append several records, one write and one fsync per ring (an edit's records, written together)."""
+        """Append several records, one write and one fsync per ring (an edit's records, written together:
+        they share one session, so one ring, and land whole or not at all). Raises
+        :class:`~memoryd.indexer.errors.DiskFullError` when the data dir has no room (nothing appended)."""
         with self._lock:
+            grown = []
             for name, ring in self._rings.items():
                 mine = [r for r in recs if ring_of(r) == name]
-                if mine:
-                    ring.append(*mine)
+                if not mine:
+                    continue
+                try:
+                    size = ring.append(*mine)
+                except OSError as exc:
+                    if is_disk_full(exc):
+                        raise DiskFullError.of(exc, ring.path.parent, f"the write history ({ring.path.name})",
+                                               "the records were not appended") from exc
+                    raise
+                if size > ring.max_bytes:
+                    grown.append((ring, len(mine)))
+            for ring, newest in grown:
+                self._trim(ring, newest)
+
+    def _trim(self, ring: Ring, newest: int) -> None:
+        """Drop ``ring``'s oldest records (see :meth:`Ring.trim_plan`) — and with each undo dropped, the
+        record it undid, in whichever ring that is: an undo and what it undid go together, so a trim
+        never makes an undone record undoable again. A trim that fails (no room for its temp file)
+        leaves both rings whole and over their bound until the next append."""
+        try:
+            keep, dropped = ring.trim_plan(newest)
+            undone = set(_undone(dropped))
+            for other in self._rings.values():
+                lines = other.lines() if other is not ring and undone else []
+                left = [raw for raw in lines if _id_of(raw) not in undone]
+                if len(left) != len(lines):  # first the undone records, then their undos: never the reverse
+                    other.rewrite(left)
+            ring.rewrite(keep)
+        except OSError as exc:
+            log.warning("history.trim_failed", path=str(ring.path), error=str(exc),
+                        action="kept whole, over its bound; trimmed at the next append")
+
+    def heal(self) -> None:
+        """At start (under the data-dir lock): cut torn tails, remove the temp files killed trims left."""
+        with self._lock:
+            for ring in self._rings.values():
+                ring.heal()
+                for tmp in remove_stale_temps(ring.path):
+                    log.info("history.temp_removed", path=str(tmp), why="left by a trim that was killed")
+
+    def purge(self, rid: str, now: datetime | None = None) -> dict[str, Any]:
+        """Remove the texts of record ``rid`` for good (old, new, block, patch …): what stays says
+        that an edit happened, where and when, and that it was purged; it can no longer be undone.
+        The ring is rewritten through a temp file (the old bytes are not scrubbed from the disk's
+        free blocks). Raises :class:`~memoryd.indexer.write.refusals.EntryNotFound`."""
+        with self._lock:
+            for ring in self._rings.values():
+                lines = ring.lines()
+                for i, raw in enumerate(lines):
+                    if _id_of(raw) != rid:
+                        continue
+                    old = parse_lines(raw)[0]
+                    kept = {k: v for k, v in old.items() if k in _KEPT_ON_PURGE}
+                    kept.update(purged=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"), redacted=True)
+                    lines[i] = (json.dumps(kept, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+                    try:
+                        ring.rewrite(lines)
+                    except OSError as exc:
+                        if is_disk_full(exc):
+                            raise DiskFullError.of(exc, ring.path.parent, f"the write history ({ring.path.name})",
+                                                   "nothing was purged") from exc
+                        raise
+                    return kept
+        raise EntryNotFound(f"{rid[:40]!r}: no such history entry")
 
     def append_new(self, recs: list[dict[str, Any]]) -> None:
         """Append the records whose ids are not in the history yet (a recovered edit's, at most once)."""
@@ -277,20 +288,13 @@ def _undone(recs: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def _parse(data: bytes) -> list[dict[str, Any]]:
-    out = []
-    for raw in data.splitlines():
-        with contextlib.suppress(ValueError):
-            rec = json.loads(raw)
-            if isinstance(rec, dict) and isinstance(rec.get("id"), str):
-                out.append(rec)
-    return out
+_KEPT_ON_PURGE = frozenset({"id", "time", "action", "root", "path", "line", "lines", "session", "namespace",
+                            "undoes", "covers", "group", "entries", "section", "undone_action", "exact", "score"})
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _id_of(raw: bytes) -> str | None:
+    recs = parse_lines(raw)
+    return str(recs[0]["id"]) if recs else None
 
 
 def _under(path: str, want: str) -> bool:

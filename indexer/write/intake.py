@@ -68,4 +68,8 @@ def prepare(content: str, namespace: Namespace, today: date, memory_type: str | 
     layout = BANK if bank and namespace.kind == "default" else namespace.layout
     r = route(gate.content, today, memory_type, layout)
     target = f"{namespace.folder}/{r.target}" if namespace.folder else r.target
+    named = privacy.check(target)  # the folder and file name are returned in every hit, list and export
+    if not named.passed:
+        return Rejected("privacy", named.rule, f"the namespace {privacy.redact(str(namespace), 'secrets')!r} "
+                        f"would put a secret in a file path ({named.reason}); choose another name")
     return Accepted(gate.content, r, namespace, check_relative(target))

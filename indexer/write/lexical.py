@@ -37,13 +37,18 @@ import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from memoryd.indexer.write import stopwords
 from memoryd.indexer.write.paraphrase import synonymous
 
 CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_CHAR = re.compile(f"[{CJK}]")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#.]*[A-Za-z0-9+#]|[A-Za-z]")
+#: A letter of any alphabet but the CJK ideographs ("ü", "é", "ñ" are letters: German, French, Spanish words
+#: stay whole), and what may follow it inside a word.
+_LETTER = f"[^\\W\\d_{CJK}]"
+_WORD_CHAR = f"(?:[^\\W{CJK}]|[+#])"
+_WORD = re.compile(f"{_LETTER}(?:{_WORD_CHAR}|\\.)*{_WORD_CHAR}|{_LETTER}")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-_SEQ_TOKEN = re.compile(f"[A-Za-z][A-Za-z0-9_+#]*|\\d+(?:[.:]\\d+)*|[{CJK}]")
+_SEQ_TOKEN = re.compile(f"{_LETTER}{_WORD_CHAR}*|\\d+(?:[.:]\\d+)*|[{CJK}]")
 
 
 
@@ -60,6 +65,8 @@ _MONTHS = {m: str(i) for i, m in enumerate(
     _words("january february march april may june july august september october november december"), 1)}
 _WEEKDAYS = {"monday": "mon", "tuesday": "tue", "wednesday": "wed", "thursday": "thu", "friday": "fri",
              "saturday": "sat", "sunday": "sun"}
+#: A title in book-title marks or corner quotes (《三体》, 「千と千尋」): a name, whatever its script.
+_TITLE = re.compile(r"[《「『]([^》」』]{1,40})[》」』]")
 _ZH_WEEKDAY = re.compile(r"(?:周|星期|礼拜)([一二三四五六日天])")
 _ZH_WEEKDAY_MAP = dict(zip("一二三四五六日天", ["mon", "tue", "wed", "thu", "fri", "sat", "sun", "sun"], strict=True))
 
@@ -84,10 +91,21 @@ _NEGATION_ZH = re.compile(r"不再|不|没|别|无需|勿|未|停止|禁止")
 _NOT_NEGATION_ZH = re.compile(r"不同|不错|不过|不断|不少|不仅|不管|不久|不论|不如|不得不|要不|无论")
 _UPDATE_EN = re.compile(
     r"\b(?:now|no\s+longer|any\s?more|switched|switching|changed|moved|instead|upgraded|downgraded|updated"
-    r"|replaced|migrated|became|from\s+now\s+on|has\s+become|going\s+forward)\b", re.IGNORECASE)
-_UPDATE_ZH = re.compile(r"改为|改成|改由|改用|改喝|换成|换为|换了|不再|现在|已经|已升级|升级到|升级为|调整为|变为|变成"
-                        r"|搬到|迁移到|从此|今后|以后")
+    r"|replaced|migrated|became|from\s+now\s+on|has\s+become|going\s+forward|postponed|rescheduled|pushed\s+(?:back\s+)?to"
+    r"|delayed|brought\s+forward|renamed|stopped|quit|gave\s+up|rather\s+than|instead\s+of)\b", re.IGNORECASE)
+_UPDATE_ZH = re.compile(r"改为|改成|改由|改用|改喝|改到|换成|换为|换了|不再|现在|已经|已升级|升级到|升级为|调整为"
+                        r"|变为|变成|搬到|迁移到|从此|今后|以后|延期|推迟|提前到|戒掉|戒了|改名")
 
+#: Update cues and negations of Spanish, German, French and Portuguese (memoryd.indexer.write.predicates).
+_UPDATE_OTHER = re.compile(
+    r"\b(?:ahora|ya\s+no|en\s+lugar\s+de|en\s+vez\s+de|desde\s+ahora|cambió|se\s+mudó|pasó\s+a|jetzt|nun|nicht\s+mehr"
+    r"|stattdessen|gewechselt|umgezogen|geändert|ab\s+sofort|neuerdings|désormais|maintenant|ne\s+\w+\s+plus"
+    r"|à\s+la\s+place|a\s+changé|a\s+déménagé|est\s+passée?|agora|não\s+\w+\s+mais|em\s+vez\s+de|mudou"
+    r"|passou\s+a|a\s+partir\s+de\s+agora|pospuesto|aplazado|aplazada|retrasado|adelantado|dejó\s+de|verschoben|verlegt"
+    r"|aufgehört|repoussée?|reportée?|avancée?|arrêté|remarcad[oa]|adiad[oa]|parou\s+de|deixou\s+de)\b", re.IGNORECASE)
+_NEGATION_OTHER = re.compile(r"\b(?:nicht|kein|keine|keinen|nie|niemals|jamais|não|nunca|ya\s+no)\b"
+                             r"|\bn(?:e\s+|['’])\S+\s+(?:pas|plus|jamais)\b",
+                             re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Features:
@@ -155,6 +173,7 @@ def values(text: str) -> frozenset[str]:
     out = {_canon_number(n) for n in _NUMBER.findall(text)}
     out |= {str(_zh_number(m.group(1))) for m in _ZH_NUMERAL.finditer(text)}
     out |= {"weekday:" + _ZH_WEEKDAY_MAP[m.group(1)] for m in _ZH_WEEKDAY.finditer(text)}
+    out |= {"title:" + fold(m.group(1)) for m in _TITLE.finditer(text) if fold(m.group(1))}
     in_cjk = script_of(text) == "cjk"
     words = list(_WORD.finditer(text))
     for i, m in enumerate(words):
@@ -305,16 +324,16 @@ def residue(old: str, new: str) -> int:
 
 
 def negated(text: str) -> bool:
-    if _NEGATION_EN.search(text):
+    if _NEGATION_EN.search(text) or _NEGATION_OTHER.search(text):
         return True
     return bool(_NEGATION_ZH.search(_NOT_NEGATION_ZH.sub("", text)))
 
 
 def update_cue(text: str) -> bool:
-    return bool(_UPDATE_EN.search(text) or _UPDATE_ZH.search(text))
+    return bool(_UPDATE_EN.search(text) or _UPDATE_ZH.search(text) or _UPDATE_OTHER.search(text))
 
 
-_CONTENT_WORD = re.compile(r"[a-z][a-z0-9_+#.-]*[a-z0-9+#]|[a-z]|\d+(?:[.:]\d+)*")
+_CONTENT_WORD = re.compile(f"{_LETTER}(?:{_WORD_CHAR}|[.-])*{_WORD_CHAR}|{_LETTER}|\\d+(?:[.:]\\d+)*")
 _CJK_RUN = re.compile(f"[{CJK}]+")
 _SUFFIXES = ("ing", "ed", "es", "s")
 
@@ -328,15 +347,32 @@ def _stem(word: str) -> str:
     return word
 
 
+def stop_words_of(words: list[str]) -> frozenset[str]:
+    """English stop words, plus those of the Spanish, German, French or Portuguese list when ``words``
+    use that language's more (:mod:`memoryd.indexer.write.stopwords`)."""
+    return _STOP_EN | stopwords.OTHER.get(stopwords.language_of(words, _STOP_EN), frozenset())
+
+
 def content_tokens(text: str) -> frozenset[str]:
-    """Stemmed Latin content words and numbers, and Chinese character bigrams without stop characters."""
+    """Stemmed Latin content words and numbers, and Chinese character bigrams without stop characters;
+    a word with letters beyond ASCII ("läuft", "catalán") is one word."""
     text = unicodedata.normalize("NFKC", text).lower()
-    out = {_stem(w) for w in _CONTENT_WORD.findall(text) if w not in _STOP_EN}
+    words = _CONTENT_WORD.findall(text)
+    stop = stop_words_of(words)
+    out = {_stem(w) for w in words if w not in stop}
     for run in _CJK_RUN.findall(text):
         if len(run) == 1:
             out.add(run)
         out |= {a + b for a, b in itertools.pairwise(run) if a not in _STOP_ZH and b not in _STOP_ZH}
     return frozenset(out)
+
+
+def content_sequence(text: str) -> tuple[str, ...]:
+    """The content words of ``text`` in order (stemmed, stop words and punctuation dropped; Chinese as
+    single characters less stop characters): two entries with the same sequence say the same thing."""
+    toks = seq_tokens(text)
+    stop = stop_words_of(toks) | _STOP_ZH
+    return tuple(_stem(t) for t in toks if t not in stop)
 
 
 def overlap(old: str, new: str) -> float:

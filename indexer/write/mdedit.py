@@ -27,6 +27,7 @@ from memoryd.indexer.entrymeta import EntryMeta, strip
 from memoryd.indexer.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.write.lexical import fold
 from memoryd.indexer.write.mdlines import ITEM, Entry, MdLines
+from memoryd.indexer.write.patch import Patch
 
 _UPDATED = re.compile(r"^updated[ \t]*:[ \t]*(.*)$")
 _REINFORCEMENT = re.compile(r"^reinforcement[ \t]*:[ \t]*(.*?)[ \t]*$")
@@ -130,11 +131,20 @@ def replace(text: str, old: str, line: int, new: str, now: datetime, where: str)
     return _finish(text, doc, where, Edit(doc.text(), e.index + 1, new, previous=e.text, block=block))
 
 
+def same_entry(expect: str, text: str) -> bool:
+    """True if ``expect`` (as a client last saw the entry, maybe with its marker) is the entry ``text``.
+
+    Why: a line number alone names whatever sits there now; a peer that wrote one more
+    entry meanwhile moved the one the owner meant (forget and promote both guard with it).
+    """
+    return fold(strip(expect)) == fold(text)
+
+
 def remove(text: str, line: int, expect: str | None, now: datetime, where: str) -> Edit | None:
     """Delete the entry on 1-based ``line`` (if ``expect`` is given, only if its text matches); else None."""
     doc = MdLines(text)
     e = next((x for x in doc.entries if x.index == line - 1), None)
-    if e is None or (expect is not None and fold(strip(expect)) != fold(e.text)):  # a marker copied along is fine
+    if e is None or (expect is not None and not same_entry(expect, e.text)):  # a marker copied along is fine
         return None
     before = len(doc.lines)
     _touch(doc, now, drop=entry_id(e.text))
@@ -197,14 +207,15 @@ def insert_after(text: str | None, old: str, line: int, entry: str, now: datetim
     The undo of a reinforcement: the memory that was absorbed is written after all.
     """
     doc = MdLines(text) if text is not None else MdLines(new_file(now))
+    _touch(doc, now)  # first: a missing ``updated:`` line restore would add must not move the place found below
+    doc = MdLines(doc.text())
     e = _find(doc, old, line - 1)
     if e is None:
         return restore(text, 1 << 30, [f"- {entry}"], now, where)
     if e.meta is not None and e.meta.reinforced > 0:  # the reinforcement being undone no longer counts
         less = EntryMeta(e.meta.importance, e.meta.reinforced - 1, e.meta.extra)
         doc.replace_line(e.index, _prefix(doc, e) + e.text + less.render())
-        text = doc.text()
-    return restore(text, e.end + 1, [e.prefix.lstrip("\ufeff") + entry], now, where)
+    return restore(doc.text(), e.end + 1, [e.prefix.lstrip("\ufeff") + entry], now, where)
 
 
 def revert(text: str, new: str, line: int, block: list[str], now: datetime, where: str) -> Edit | None:
@@ -222,6 +233,26 @@ def revert(text: str, new: str, line: int, block: list[str], now: datetime, wher
     doc.insert(e.index, list(block))
     return _finish(text, doc, where, Edit(doc.text(), e.index + 1, block[0] if block else "", previous=e.text,
                                           block=replaced))
+
+
+def edited_line(before: str, after: str, entry: str | None, hint: int) -> int:
+    """The 1-based line of entry ``entry`` in ``after`` among the lines an edit of ``before`` changed.
+
+    An edit's line must come from the text it wrote, not from where its hunks were recorded or where
+    the first byte differs: an exact undo also puts back the old ``updated:`` stamp (line 2), and lines
+    added above since move everything. The lines changed outside front matter are diffed afresh; of the
+    entries among them with ``entry``'s text (markers aside), the one nearest ``hint`` (the line the edit
+    meant: an undone reinforcement changes the absorbing entry's marker and adds a line of the same
+    words under it). Without such an entry: the first changed line outside front matter, else ``hint``.
+    """
+    spans = [(h.at, h.at + len(h.new)) for h in Patch.between(before, after, 0).hunks if not h.meta]
+    if entry is not None:
+        want = fold(strip(entry))
+        found = [e.index + 1 for e in MdLines(after).entries
+                 if fold(e.text) == want and any(lo < e.end and e.index < hi for lo, hi in spans)]
+        if found:
+            return min(found, key=lambda n: abs(n - hint))
+    return spans[0][0] + 1 if spans else hint
 
 
 def _block(doc: MdLines, e: Entry) -> tuple[str, ...]:

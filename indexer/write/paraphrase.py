@@ -188,3 +188,20 @@ def synonymous(a: Sequence[str], b: Sequence[str], stop: frozenset[str] = frozen
     """Whether two exchanged slots say the same (one group, the same grade): see :func:`sense`."""
     sa = sense(a, stop)
     return sa is not None and sa == sense(b, stop)
+
+
+#: Groups that say the opposite of each other (named by one word of each): "likes" → "hates" flips what a
+#: memory says about the same thing, like a negation — the same slot with its value changed.
+_EN_OPPOSITES = (("like", "dislike"), ("fast", "slow"), ("quickly", "slow"), ("easy", "hard"), ("cheap", "expensive"),
+                 ("correct", "wrong"), ("often", "seldom"), ("big", "small"), ("allow", "forbid"),
+                 )
+_ZH_OPPOSITES = (("喜欢", "讨厌"), ("快", "慢"), ("简单", "难"), ("便宜", "贵"), ("正确", "错误"), ("允许", "禁止"))
+_OPPOSITE = frozenset(
+    {(lang, table[x], table[y]) for lang, table, pairs in (("en", _EN, _EN_OPPOSITES), ("zh", _ZH, _ZH_OPPOSITES))
+     for p, q in pairs for x, y in ((p, q), (q, p))})
+
+
+def opposite(a: Sequence[str], b: Sequence[str], stop: frozenset[str] = frozenset()) -> bool:
+    """Whether two exchanged slots say the opposite ("likes" / "hates", "容易" / "困难"): see :func:`sense`."""
+    sa, sb = sense(a, stop), sense(b, stop)
+    return sa is not None and sb is not None and (sa[0], sa[1], sb[1]) in _OPPOSITE

@@ -137,6 +137,25 @@ class Patch:
         return "".join(lines), False
 
 
+    def written_in(self, current: str) -> bool:
+        """Whether ``current`` shows this edit done, though it may hold other changes too: every hunk's
+        new lines stand in place (a removal: its neighbours meet again) and none of its old lines still
+        stand there. Journal recovery records an edit only when it can see it
+        (:func:`memoryd.indexer.write.recovery.recover`); ambiguity answers False."""
+        lines = split_lines(current)
+        where: dict[str, list[int]] = {}
+        for i, line in enumerate(lines):
+            where.setdefault(line, []).append(i)
+        for h in self.hunks:
+            if h.meta:
+                continue
+            if _place(lines, h, where) is None:
+                return False
+            undone = Hunk(h.at, h.new, h.old, h.before, h.after)  # the old lines, where the edit took them
+            if any(x.strip() for x in h.old) and _place(lines, undone, where) is not None:
+                return False
+        return True
+
 def _place(lines: list[str], h: Hunk, where: dict[str, list[int]]) -> int | None:
     """Where hunk ``h``'s ``new`` lines are in ``lines`` now: the one position whose neighbours agree best.
 

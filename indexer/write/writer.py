@@ -25,13 +25,13 @@ import structlog
 from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
 from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.errors import ModelError, StoreError
+from memoryd.indexer.errors import DiskFullError, ModelError, StoreError, is_disk_full
 from memoryd.indexer.memblocks import BlockError, assert_user_blocks_unchanged
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
-from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide
+from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide, explain_verdict
 from memoryd.indexer.write.intake import Accepted
 from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, FileEdit, Intent
 from memoryd.indexer.write.patch import Patch
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 MAX_ATTEMPTS = 5
+EMBEDDED_LATER = "embedded later: embedding server unavailable"
 Clock = Callable[[], datetime]
 STEPS = ("journaled", "written", "recorded")
 """The points of a write-ahead edit: intent durable / file replaced / history appended (journal not yet removed)."""
@@ -60,13 +61,14 @@ class Outcome:
     line: int  # 1-based line of the entry now (removed: where it was)
     namespace: str
     score: float | None = None
-    previous: str | None = None  # the entry replaced or removed
+    previous: str | None = None  # the entry before: replaced, removed, or (reinforced) the one that absorbed it
     reinforcement: int | None = None  # the entry's count after a reinforcement (kept in its marker)
     related: dict[str, Any] | None = None  # appended, but it may update or restate this entry (flag, path, line, text)
-    history_id: str | None = None  # the history record of a replace, reinforce, removal or restore (undo ID)
+    history_id: str | None = None  # the record of a replace, reinforce, removal or restore (`memoryd undo ID`)
     also: list[dict[str, Any]] | None = None  # other files this edit changed ({path, line}): a decision's patterns.md
     indexed: bool | None = None  # False: the file is written but not searchable yet (index_note says why)
     index_note: str | None = None
+    explain: dict[str, Any] | None = None  # asked for: why this decision (dedup.explain)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -89,9 +91,11 @@ class MemoryWriter:
         self.not_indexed: dict[str, str] = {}  # files written but not (re-)indexed, and why
         self._at_step = at_step or (lambda step: None)  # test seam: each write-ahead step (STEPS), for crash tests
 
-    def remember(self, plan: Accepted, session: dict[str, str] | None = None) -> Outcome:
+    def remember(self, plan: Accepted, session: dict[str, str] | None = None, *, explain: bool = False) -> Outcome:
         verdict = decide(plan.content, gather(self.index, self.root, plan, self.cfg), self.thresholds)
         outcome = self._noted(self._execute(plan, verdict, session))
+        if explain:
+            outcome = replace(outcome, explain=explain_verdict(plan.content, verdict))
         log.info("write.remembered", decision=outcome.decision, path=outcome.path, line=outcome.line,
                  namespace=outcome.namespace, score=outcome.score, history_id=outcome.history_id,
                  flag=outcome.related["flag"] if outcome.related else None)
@@ -134,11 +138,13 @@ class MemoryWriter:
                               undone_action=action, exact=exact[0])]
 
         patch = Patch.from_json(rec.get("patch"))
+        back = rec.get("old") if action in (hist.REPLACE, hist.FORGET) else rec.get("new")  # what it writes back
+        entry = back if isinstance(back, str) else None
         if action in (hist.REPLACE, hist.FORGET) and patch is not None:
             previous = str(rec["new"]) if action == hist.REPLACE and rec.get("new") is not None else None
-            edit, recs = self._revert(rel, patch, rid, exact, record, previous)
+            edit, recs = self._revert(rel, patch, rid, exact, record, previous, entry)
         else:
-            edit, recs = self._undo_by_entry(rec, rid, record)
+            edit, recs = self._undo_by_entry(rec, rid, record, entry)
         hid = _id(recs)
         log.info("write.undone", history_id=rid, action=action, path=rel, line=edit.line, exact=exact[0], undo_id=hid)
         return self._noted(Outcome("restored", f"undid {action} {rid}", rel, edit.line, ns, previous=edit.previous,
@@ -164,9 +170,10 @@ class MemoryWriter:
         return rec
 
     def _revert(self, rel: str, patch: Patch, rid: str, exact: list[bool], records: RecordsFn,
-                previous: str | None = None) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
+                previous: str | None = None, entry: str | None = None) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
         """Undo ``patch`` on ``rel`` (exactly, or placed by content; ``exact[0]`` says which); raises
-        WriteConflict when it cannot be placed safely."""
+        WriteConflict when it cannot be placed safely. The edit's line is where ``entry`` is in the text
+        written (:func:`_located`); its lines are the body's (a reverted ``updated:`` stamp is not the entry)."""
 
         def edit(text: str | None) -> mdedit.Edit:
             back = patch.revert(text) if text is not None else None
@@ -176,34 +183,36 @@ class MemoryWriter:
             assert text is not None
             assert_user_blocks_unchanged(text, back[0], rel)
             exact[0] = back[1]
-            old = [x.rstrip("\r\n") for x in patch.old_lines]
-            return mdedit.Edit(back[0], _first_changed_line(text, back[0]), old[0] if old else "", previous=previous,
-                               block=tuple(old))
+            old = [x.rstrip("\r\n") for h in patch.hunks if not h.meta for x in h.old]
+            return mdedit.Edit(back[0], 1, old[0] if old else "", previous=previous, block=tuple(old))
 
-        done, recs = self._write(rel, edit, records)
+        done, recs = self._write(rel, _located(edit, entry), records)
         if done is None:
             raise WriteConflict(f"{rid}: nothing to put back in {rel}")
         return done, recs
 
-    def _undo_by_entry(self, rec: dict[str, Any], rid: str,
-                       records: RecordsFn) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
-        """The undo of a record without a patch (a reinforce, or one an older memoryd wrote), by the entry's text."""
+    def _undo_by_entry(self, rec: dict[str, Any], rid: str, records: RecordsFn,
+                       entry: str | None) -> tuple[mdedit.Edit, list[dict[str, Any]]]:
+        """The undo of a record without a patch (a reinforce, or one an older memoryd wrote), by the entry's
+        text; the edit's line is where ``entry`` is in the text written (:func:`_located`)."""
         action, rel, line = rec.get("action"), str(rec.get("path", "")), int(rec.get("line", 1))
         block = rec.get("block")
         if action in (hist.REPLACE, hist.FORGET) and not isinstance(block, list):
             raise WriteConflict(f"{rid}: the old entry was too long to keep; it is in the history, restore it by hand")
         now = self._clock()
-        if action == hist.REPLACE:
+        old, new = str(rec.get("old", "")), str(rec.get("new", ""))
+
+        def put_back(t: str | None) -> mdedit.Edit | None:
+            if action not in (hist.REPLACE, hist.FORGET):  # a reinforce: write the memory it absorbed
+                return mdedit.insert_after(t, old, line, new, now, rel)
             assert isinstance(block, list)
-            new = str(rec.get("new", ""))
-            edit, recs = self._write(rel, lambda t: (mdedit.revert(t, new, line, block, now, rel) if t is not None
-                                                     else None) or mdedit.restore(t, line, block, now, rel), records)
-        elif action == hist.FORGET:
-            assert isinstance(block, list)
-            edit, recs = self._write(rel, lambda t: mdedit.restore(t, line, block, now, rel), records)
-        else:
-            old, new = str(rec.get("old", "")), str(rec.get("new", ""))
-            edit, recs = self._write(rel, lambda t: mdedit.insert_after(t, old, line, new, now, rel), records)
+            if action == hist.REPLACE and t is not None:
+                found = mdedit.revert(t, new, line, block, now, rel)
+                if found is not None:
+                    return found
+            return mdedit.restore(t, line, block, now, rel)
+
+        edit, recs = self._write(rel, _located(put_back, entry), records)
         assert edit is not None
         return edit, recs
 
@@ -234,8 +243,8 @@ class MemoryWriter:
                         hist.REINFORCE, c.path, e.line, before, None, old=e.entry, new=plan.content,
                         session=session, namespace=ns, reason=v.reason, score=score)])
                 if edit is not None:
-                    return Outcome("reinforced", v.reason, c.path, edit.line, ns, score, None, edit.reinforcement,
-                                   related=related, history_id=repeat or _id(recs))
+                    return Outcome("reinforced", v.reason, c.path, edit.line, ns, score, edit.entry,
+                                   edit.reinforcement, related=related, history_id=repeat or _id(recs))
             else:
                 edit, recs = self._write(
                     c.path, lambda t: mdedit.replace(t, c.text, c.line, plan.content, now, c.path),
@@ -263,8 +272,10 @@ class MemoryWriter:
         prel = str(PurePosixPath(rel).parent / "details" / "patterns.md")
         current, _ = self._read(resolve_target(self.root, rel), rel)
         same = highlights.has_decision(current, plan.content) if current is not None else None
-        if same is not None:
-            return Outcome("reinforced", "the same decision is already in Decision Highlights", rel, same, ns, score)
+        if same is not None and current is not None:  # nothing is written, so there is nothing to undo
+            kept = next((highlights.first_cell(r) for i, r in highlights.rows(current) if i + 1 == same), None)
+            return Outcome("reinforced", "the same decision is already in Decision Highlights", rel, same, ns, score,
+                           kept)
         moved: list[str] = []
 
         def both(texts: list[str | None]) -> list[mdedit.Edit | None]:
@@ -325,9 +336,11 @@ class MemoryWriter:
                     self.journal.abandon(intent.id)
                 log.info("write.concurrent_edit", path=rel, attempt=attempt, action="re-reading and re-applying")
                 continue
-            except BaseException:
+            except BaseException as exc:
                 if self.journal is not None:  # the rename did not happen: the file is as it was
                     self.journal.abandon(intent.id)
+                if isinstance(exc, OSError) and is_disk_full(exc):
+                    raise DiskFullError.of(exc, path.parent, rel) from exc
                 raise
             self._at_step("written")
             self._commit(intent)
@@ -339,7 +352,7 @@ class MemoryWriter:
         """Edit several files as one write-ahead edit: ``edit_fn`` gets their texts (None: absent) and
         returns one edit per file (None: leave it). Every new text is in one journal intent before the
         first file is replaced, and the files are replaced in ``rels`` order; a kill between two files
-        leaves an intent that :func:`memoryd.indexer.write.journal.recover` finishes at the next start
+        leaves an intent that :func:`memoryd.indexer.write.recovery.recover` finishes at the next start
         (the files not yet written get their new text), so the edit is all or nothing. Edits carry no
         history records (what is added is undone by ``forget``).
 
@@ -378,13 +391,25 @@ class MemoryWriter:
                              action="re-reading and re-applying")
                     continue
                 self._finish_rest(rels, edit_fn, todo[done:])
-            except BaseException:
-                if done == 0 and self.journal is not None:  # nothing was replaced: the files are as they were
-                    self.journal.abandon(intent.id)
-                raise  # else the intent stays: the next start finishes the edit
+            except BaseException as exc:
+                typed = self._failed_all(exc, intent, done, rels[todo[done][0]])
+                if typed is None:
+                    raise  # a kill after the first file: the intent stays, the next start finishes the edit
+                raise typed from exc
             self._commit(intent)
             return edits
         raise WriteConflict(f"{', '.join(rels)} changed during each of {MAX_ATTEMPTS} attempts; nothing was written")
+
+    def _failed_all(self, exc: BaseException, intent: Intent, done: int, rel: str) -> DiskFullError | None:
+        """After a multi-file write failed on ``rel`` with ``done`` files replaced: drop the intent when none
+        was; a full disk refuses the whole edit (what was written goes back); the typed error, if any."""
+        if done == 0 and self.journal is not None:  # nothing was replaced: the files are as they were
+            self.journal.abandon(intent.id)
+        if not isinstance(exc, OSError) or not is_disk_full(exc):
+            return None
+        if done and self.journal is not None:
+            return _refused(exc, self.journal.roll_back(intent, self._target), self._target(rel).parent, rel)
+        return DiskFullError.of(exc, self._target(rel).parent, rel)
 
     def _finish_rest(self, rels: list[str], edit_fn: Callable[[list[str | None]], list[mdedit.Edit | None]],
                      rest: list[tuple[int, mdedit.Edit]]) -> None:
@@ -401,12 +426,27 @@ class MemoryWriter:
             self._write(rels[i], part)
 
     def _commit(self, intent: Intent) -> None:
-        """The file is written: its records go into the history, then the journal file goes."""
+        """The file is written: its records go into the history, then the journal file goes.
+
+        Records that cannot be made durable (a full disk) refuse the write: the file is put back
+        (:meth:`EditJournal.roll_back`), so a write answered with an error never changed a file."""
         if self.history is not None:
-            self.history.extend(list(intent.records))
+            try:
+                self.history.extend(list(intent.records))
+            except (OSError, DiskFullError) as exc:
+                if self.journal is None:
+                    raise
+                where = Path(exc.directory or ".") if isinstance(exc, DiskFullError) else self.history.path.parent
+                refused = _refused(exc, self.journal.roll_back(intent, self._target), where, "the write history")
+                if refused is None:
+                    raise
+                raise refused from exc
         self._at_step("recorded")
         if self.journal is not None:
             self.journal.finish(intent.id)
+
+    def _target(self, rel: str) -> Path:
+        return resolve_target(self.root, rel)
 
     @staticmethod
     def _read(path: Path, rel: str) -> tuple[str | None, str | None]:
@@ -439,9 +479,16 @@ class MemoryWriter:
         return reason
 
     def _noted(self, outcome: Outcome) -> Outcome:
-        """``outcome`` once its file is re-indexed, saying so when it could not be."""
+        """``outcome`` once its file is re-indexed, saying so when it could not be, or when its vectors wait
+        (the embedder was down: keyword-searchable now, the vector backlog embeds it later)."""
         reason = self._reindex(outcome.path)
+        if reason is None and self._vectors_pending(outcome.path):
+            return replace(outcome, index_note=EMBEDDED_LATER)
         return outcome if reason is None else replace(outcome, indexed=False, index_note=reason)
+
+    def _vectors_pending(self, rel: str) -> bool:
+        store = self.index.store
+        return any(i in self.index.backlog for i in store.chunk_ids_of(store.root_id(self.root), rel))
 
 
 def _related(v: Verdict) -> dict[str, Any] | None:
@@ -454,14 +501,31 @@ def _related(v: Verdict) -> dict[str, Any] | None:
     return {"flag": flagged.flag, "path": c.path, "line": c.line, "text": c.text, "score": round(c.score, 4)}
 
 
+def _refused(exc: BaseException, rolled_back: bool, where: Path, what: str) -> DiskFullError | None:
+    """The error a write answers when ``what`` (in ``where``) could not be made durable after a file was
+    replaced (``rolled_back``: the files are back as they were, else the next start puts them back);
+    None when ``exc`` is not a full disk (then it is raised as it is)."""
+    cause = exc.__cause__ if isinstance(exc, DiskFullError) else exc
+    if not isinstance(cause, OSError) or not is_disk_full(cause):
+        return None
+    return DiskFullError.of(cause, where, what, "the edit was rolled back, nothing was changed" if rolled_back
+                            else "the edit could not be rolled back yet: the next start puts the file back")
+
+
 def _id(recs: list[dict[str, Any]]) -> str | None:
     return str(recs[0]["id"]) if recs else None
 
 
-def _first_changed_line(a: str, b: str) -> int:
-    """The 1-based line where ``a`` and ``b`` first differ (where an undo put something back)."""
-    la, lb = a.splitlines(), b.splitlines()
-    for i, (x, y) in enumerate(zip(la, lb, strict=False)):
-        if x != y:
-            return i + 1
-    return min(len(la), len(lb)) + 1
+def _located(fn: Callable[[str | None], mdedit.Edit | None],
+             entry: str | None) -> Callable[[str | None], mdedit.Edit | None]:
+    """``fn`` (an undo's edit), its line taken from the text it wrote: the line of ``entry`` among the lines
+    the edit changed outside front matter, nearest the line ``fn`` meant
+    (:func:`memoryd.indexer.write.mdedit.edited_line`), at each attempt. The reply, the log and the
+    history all read this line, so none can name the ``updated:`` stamp an exact revert also put back,
+    nor a line that lines added above have moved."""
+
+    def run(text: str | None) -> mdedit.Edit | None:
+        e = fn(text)
+        return e if e is None else replace(e, line=mdedit.edited_line(text or "", e.text, entry, e.line))
+
+    return run

@@ -19,9 +19,9 @@ Contract (environment, set by the test only):
   loaded" from "the point was never reached".
 
 The wrapped code is the real code: for the snapshot, ``remember`` and the write-ahead
-steps of an edit, ``os`` as seen by :mod:`memoryd.indexer.atomic` and
-:mod:`memoryd.indexer.write.history` (memoryd's one atomic writer; the temp file's
-name tells a snapshot from a user's file); for SQLite,
+steps of an edit, ``os`` as seen by :mod:`memoryd.indexer.atomic` (memoryd's one atomic
+writer; the temp file's name tells a snapshot from a user's file) and by
+:mod:`memoryd.indexer.write.ring` (the history's appends); for SQLite,
 :func:`memoryd.indexer.store._replace_chunks` (which runs inside ``Store.replace_file``'s
 transaction).
 """
@@ -138,7 +138,7 @@ def _history_fsync(fd: int) -> None:
 
 def _install() -> None:
     from memoryd.indexer import atomic, store
-    from memoryd.indexer.write import history
+    from memoryd.indexer.write import ring
 
     original = store._replace_chunks
 
@@ -151,7 +151,7 @@ def _install() -> None:
 
     store._replace_chunks = replace_chunks  # replace_file looks it up at call time
     atomic.os = _OsProxy(fdopen=_atomic_fdopen, replace=_atomic_replace)  # type: ignore[assignment]
-    history.os = _OsProxy(fsync=_history_fsync)  # type: ignore[assignment]
+    ring.os = _OsProxy(fsync=_history_fsync)  # type: ignore[assignment]  # the history's appends
     _announce("loaded", {"point": POINT, "pid": os.getpid()})
 
 

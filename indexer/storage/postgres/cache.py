@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psycopg
 
-from memoryd.indexer.cache import evict_count
+from memoryd.indexer.cache import evict_count, usable
 from memoryd.indexer.storage.base import StorageUnavailableError
 
 if TYPE_CHECKING:
@@ -146,6 +146,6 @@ def _vectors(rows: Sequence[Any], dimension: int) -> dict[bytes, FloatArray]:
     found: dict[bytes, FloatArray] = {}
     for key, vec in rows:
         arr = np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32)
-        if arr.shape[0] == dimension:
+        if arr.shape[0] == dimension and usable(arr):  # a non-finite row is a miss (pgvector refuses NaN anyway)
             found[bytes(key)] = arr
     return found

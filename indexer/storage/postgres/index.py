@@ -332,7 +332,7 @@ class PgMemoryIndex(MemoryIndex):
         if query.path_check is not None and not self.cfg.storage.share_peers_across_sites:
             sites = query.sites if query.sites is not None else (self.site,)
             query = replace(query, sites=tuple(s for s in sites if s == self.site))
-        return self.searcher.search(query)
+        return super().query(query)  # the embedded index's outage path: the embedder down, the keyword leg answers
 
     def lines_pending(self) -> bool:
         """As :meth:`MemoryIndex.lines_pending`; never while this daemon writes nothing (``identity_changed``,
