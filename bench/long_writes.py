@@ -14,7 +14,7 @@ waits until it is idle, exports the owner's entries (JSONL) and measures:
 
 * the **reference**: save → keyword-searchable on the idle daemon (median of 5);
 * ``import --dry-run`` of the export: wall time (nothing is written);
-* the real ``import`` of the export (each line reinforces its entry), while a
+* the real ``import`` of the export (each line is already in its file: ``unchanged``), while a
   note is saved every second: each save's save → searchable time;
 * ``clear peer:bob`` and the ``undo`` of it: wall time, and whether the file
   came back byte for byte.

@@ -310,7 +310,7 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
                           index=d.index)
     history = HistoryMethods(writes=writes, history=d.history, roots=roots)
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
-                           new_editor=new_writer, jobs=d.jobs)
+                           new_editor=new_writer, jobs=d.jobs, max_request_bytes=cfg.server.max_request_bytes)
     files = FileMethods(roots=roots, path_filter=d.path_filter)
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
     d.on_shutdown.append(read_log.flush)

@@ -295,8 +295,8 @@ def test_cli_commands(daemon, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     dump = tmp_path / "alice.jsonl"
     assert cli.main(["export", *sock, "--namespace", "peer:alice", "-o", str(dump)]) == 0
     assert len(dump.read_text().splitlines()) == 2
-    assert cli.main(["import", *sock, "--dry-run", str(dump)]) == 0  # each line names peer:alice: already there
-    assert "dry run: 2 would_reinforce" in capsys.readouterr().out
+    assert cli.main(["import", *sock, "--dry-run", str(dump)]) == 0  # each line restores to its path: already there
+    assert "dry run: 2 unchanged" in capsys.readouterr().out
     assert cli.main(["clear", *sock, "peer:bob"]) == EXIT_USAGE and "--yes" in capsys.readouterr().err
     assert cli.main(["clear", *sock, "peer:bob", "--yes"]) == 0
     assert "undo with: memoryd undo h-" in capsys.readouterr().out

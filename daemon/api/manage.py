@@ -16,7 +16,9 @@ only (a bulk write, an emptied namespace, a copy across namespaces);
 
 from __future__ import annotations
 
-from collections import Counter
+import secrets
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from datetime import date
 from functools import partial
@@ -26,6 +28,7 @@ from memoryd.daemon.api import path_redaction as shown_paths
 from memoryd.daemon.api.access import path_check
 from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage_requests import (
+    MAX_IMPORT_LINES,
     Filters,
     parse_clear,
     parse_export,
@@ -63,10 +66,12 @@ from memoryd.indexer.write.access import (
 from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.refusals import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
+from memoryd.indexer.write.restore import Restore, check_restore
 from memoryd.indexer.write.sections import SectionRefused, check_allowed
-from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, parse_jsonl, to_jsonl, to_markdown
+from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, export_jsonl, parse_jsonl, to_markdown
 
-if TYPE_CHECKING:  # the editor (dedup's candidates, the embedding cache) brings numpy
+if TYPE_CHECKING:  # the editor and the importer (dedup's candidates, the embedding cache) bring numpy
+    from memoryd.indexer.write import importer
     from memoryd.indexer.write.editor import MemoryEditor
 
 T = TypeVar("T")
@@ -80,13 +85,17 @@ class ManageMethods:
     """The methods and what they share with the write methods (``writes``: limits, audit log, worker)."""
 
     def __init__(self, *, writes: WriteMethods, roots: Callable[[], RootMap], cfg: WriteConfig, max_file_bytes: int,
-                 new_editor: Callable[[], MemoryEditor], jobs: Jobs | None = None) -> None:
+                 new_editor: Callable[[], MemoryEditor], jobs: Jobs | None = None,
+                 max_request_bytes: int = 1_048_576) -> None:
         self._writes = writes
         self._jobs = jobs or Jobs()
         self._cfg = cfg
         self._roots = roots
         self._max_file_bytes = max_file_bytes
         self._new_editor = new_editor
+        self._max_request_bytes = max_request_bytes  # the socket's cap, told to importers so they split under it
+        self._dry_runs: OrderedDict[str, Any] = OrderedDict()  # import_id -> importer.Overlay, latest last
+        self._dry_lock = threading.Lock()
 
     def handlers(self) -> dict[str, Handler]:
         return {"list": self.list_entries, "export": self.export, "stats": self.stats, "import": self.import_,
@@ -109,9 +118,10 @@ class ManageMethods:
         req = parse_export(params, peer)
         files = self._files(req.claim, req.filters.namespace)
         if req.format == JSONL:
-            entries = list(select(files, memory_type=req.filters.type, since=req.filters.since,
-                                  until=req.filters.until))
-            return {"format": JSONL, "count": len(entries), "text": to_jsonl(shown_paths.entries(entries))}
+            entries = shown_paths.entries(list(select(files, memory_type=req.filters.type, since=req.filters.since,
+                                                      until=req.filters.until)))
+            count, text = export_jsonl(shown_paths.files(files), entries)  # both redacted alike: lines still found
+            return {"format": JSONL, "count": count, "text": text}
         if req.filters != Filters(req.filters.namespace, None, None, None):
             raise InvalidParams("params 'type', 'since' and 'until' select entries: use them with format 'jsonl'")
         return {"format": req.format, "count": len(files), "text": to_markdown(shown_paths.files(files))}
@@ -190,41 +200,78 @@ class ManageMethods:
             if req.namespace is not None:
                 rec["namespace"] = str(_checked(lambda: parse_namespace(req.namespace, session)))
             report: list[dict[str, Any]] = []
-            plans: list[tuple[int, Accepted]] = []
+            lines: list[importer.Line] = []
             for item in parse_jsonl(req.data):
                 checked = self._import_item(item, req.namespace, session)
-                if isinstance(checked, Accepted):
-                    plans.append((item.line, checked))
+                if isinstance(checked, Accepted | Restore):
+                    lines.append((item.line, checked))
                 else:
                     report.append(checked)
-            report += self._import_plans(plans, req.dry_run, session.describe())
+            reply: dict[str, Any] = {}
+            report += self._import_lines(lines, req.dry_run, session.describe(), req.continues, reply)
             report.sort(key=lambda r: int(r["input_line"]))
             summary = dict(Counter(str(r["decision"]) for r in report))
             rec.update(decision="dry_run" if req.dry_run else "imported",
                        reason=", ".join(f"{n} {d}" for d, n in sorted(summary.items())) or "nothing to import")
-            return {"dry_run": req.dry_run, "summary": summary, "entries": report}
+            return {"dry_run": req.dry_run, "summary": summary, "entries": report, **reply,
+                    "limits": {"max_lines": MAX_IMPORT_LINES, "max_request_bytes": self._max_request_bytes}}
 
-    def _import_plans(self, plans: list[tuple[int, Accepted]], dry_run: bool,
-                      session: dict[str, str]) -> list[dict[str, Any]]:
-        """A dry run reads on this thread (no write lock, no worker); a real import writes in slices of
-        ``IMPORT_SLICE_S`` on the worker, which runs the saves queued meanwhile between two slices."""
+    def _import_lines(self, lines: list[importer.Line], dry_run: bool, session: dict[str, str],
+                      continues: str | None, reply: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every line is decided on this thread, reading only (:func:`importer.plan`, the same for a dry run
+        and a real one); a real import then carries the decisions out in slices of ``IMPORT_SLICE_S`` on
+        the worker, which runs the saves queued meanwhile between two slices. The job counts each line
+        once decided and once done (a dry run: once).
+
+        A dry run's decisions are kept under its ``import_id`` (in ``reply``) for the next request of the
+        same dry run (``continues``): nothing was written, so that is how it sees the lines before it."""
+        from memoryd.indexer.write import importer
+
         editor = self._new_editor()
-        with self._jobs.run("import", len(plans), dry_run) as job:
+        n = len(lines)
+        with self._jobs.run("import", n if dry_run else 2 * n, dry_run) as job:
+            if dry_run and not lines and continues is None:
+                return []  # nothing to decide (memoryd import asks for the limits so): nothing to keep
             if dry_run:
-                return editor.import_dry_run(plans, job.advance_to)
+                rid, overlay = self._dry_overlay(continues, editor.root)
+                reply["import_id"] = rid
+                return importer.dry_report(editor, importer.plan(editor, lines, job.advance_to, overlay=overlay))
+            steps = importer.plan(editor, lines, job.advance_to)
             out: list[dict[str, Any]] = []
-            while job.done < len(plans):
-                part, nxt = self._on_worker(partial(editor.import_slice, plans, job.done, session, IMPORT_SLICE_S))
+            done = 0
+            while done < n:
+                part, done = self._on_worker(partial(importer.execute, editor, steps, done, session, IMPORT_SLICE_S))
                 out += part
-                job.advance_to(nxt)
+                job.advance_to(n + done)
             return out
 
+    def _dry_overlay(self, continues: str | None, root: Any) -> tuple[str, importer.Overlay]:
+        """The overlay of the dry run ``continues`` (a fresh one for None); the oldest of more than
+        :data:`DRY_RUNS_KEPT` are dropped. Raises InvalidParams for an id not (or no longer) kept."""
+        from memoryd.indexer.write import importer
+
+        with self._dry_lock:
+            if continues is None:
+                rid, overlay = f"imp-{secrets.token_hex(8)}", importer.Overlay(root)
+            elif continues in self._dry_runs:
+                rid, overlay = continues, self._dry_runs.pop(continues)
+            else:
+                raise InvalidParams(f"param 'continues': no dry run {continues[:40]!r} is kept (at most "
+                                    f"{DRY_RUNS_KEPT}, the latest); start the dry run again")
+            self._dry_runs[rid] = overlay
+            while len(self._dry_runs) > DRY_RUNS_KEPT:
+                self._dry_runs.popitem(last=False)
+        return rid, overlay
+
     def _import_item(self, item: ImportItem | BadLine, default_ns: str | None,
-                     session: Session) -> Accepted | dict[str, Any]:
-        """An import line's plan, or its report line: invalid, over the size limit, gated or filtered."""
+                     session: Session) -> Accepted | Restore | dict[str, Any]:
+        """An import line's plan (a restore for a line with a ``path``), or its report line: invalid, over
+        the size limit, outside what the session may write, gated or filtered."""
         if isinstance(item, BadLine):
             return {"input_line": item.line, "decision": "invalid", "reason": item.reason}
         limit = self._cfg.max_content_bytes
+        if item.path is not None:
+            return check_restore(item, session, limit)
         if len(item.text.encode("utf-8", "surrogatepass")) > limit:
             return {"input_line": item.line, "decision": "rejected", "stage": "limit",
                     "rule": "write.max_content_bytes", "reason": f"over {limit} bytes"}
@@ -269,6 +316,8 @@ class ManageMethods:
             raise RpcError(SECTION_REFUSED, str(exc), {"rule": exc.rule}) from None
 
 
+DRY_RUNS_KEPT = 4
+"""Dry runs whose decisions are kept for their next request (``continues``)."""
 IMPORT_SLICE_S = 0.2
 """How long one slice of an import may hold the index worker before a queued save gets its turn."""
 

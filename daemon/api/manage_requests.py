@@ -60,6 +60,7 @@ class ImportRequest:
     namespace: str | None  # for lines that name none
     dry_run: bool
     claim: SessionClaim
+    continues: str | None = None  # a dry run's import_id: this request goes on from that one
 
 
 @dataclass(frozen=True)
@@ -131,14 +132,17 @@ def parse_stats(params: Params, peer: Peer) -> StatsRequest:
 
 
 def parse_import(params: Params, peer: Peer) -> ImportRequest:
-    reject_unknown(params, {"data", "namespace", "dry_run", SESSION_PARAM})
+    reject_unknown(params, {"data", "namespace", "dry_run", "continues", SESSION_PARAM})
     data = param(params, "data", str)
-    lines = sum(1 for line in data.splitlines() if line.strip())
+    lines = sum(1 for line in data.split("\n") if line.strip())  # JSON holds no raw newline: split on it alone
     if lines > MAX_IMPORT_LINES:
         raise InvalidParams(f"param 'data' has {lines} lines; an import takes at most {MAX_IMPORT_LINES} "
                             "(split the file)", {"max": MAX_IMPORT_LINES})
-    return ImportRequest(data, param(params, "namespace", str, None), param(params, "dry_run", bool, False),
-                         SessionClaim.of(params, peer))
+    dry_run, continues = param(params, "dry_run", bool, False), param(params, "continues", str, None)
+    if continues is not None and not dry_run:
+        raise InvalidParams("param 'continues' is for a dry run (a real import's earlier requests are written)")
+    return ImportRequest(data, param(params, "namespace", str, None), dry_run, SessionClaim.of(params, peer),
+                         continues)
 
 
 def parse_clear(params: Params, peer: Peer) -> ClearRequest:

@@ -45,10 +45,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl", help="jsonl (default) or markdown")
     p.add_argument("-o", "--output", type=Path, help="write to this file (default: stdout)")
 
-    p = command(sub, "import", "import JSONL entries through the quality gate, privacy filter and dedup",
+    p = command(sub, "import", "restore exported entries to their files; add other lines through gate, filter, dedup",
                 "memoryd import --dry-run memories.jsonl", "memoryd import --namespace agent:coder memories.jsonl")
     _common(p)
-    p.add_argument("file", help="a JSONL file (one {\"text\", \"type\"?, \"namespace\"?} per line), or - for stdin")
+    p.add_argument("file", help="a JSONL file (an export, or one {\"text\", \"type\"?, \"namespace\"?} per line), "
+                   "or - for stdin; any size: sent in parts, and a re-run adds nothing twice")
     p.add_argument("--namespace", help="for lines that name none (default: the default namespace)")
     p.add_argument("--dry-run", action="store_true", help="write nothing; say what would happen to each line")
 
@@ -116,19 +117,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    data = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-    from memoryd.daemon.client.long_call import call_with_progress
+    """Stream the file in requests under the daemon's caps (:mod:`memoryd.daemon.client.import_stream`)."""
+    from memoryd.daemon.client.import_stream import run
 
-    params = _with({"data": data, "dry_run": bool(args.dry_run)}, args, "namespace")
-    result = call_with_progress(_socket(args), "import", params, "import")  # no 30 s wall: waits while it moves
-    if args.json:
-        _print_json(result)
-        return 0
-    for r in result.get("entries", []):
-        where = f"  {r['path']}" + (f":{r['line']}" if r.get("line") else "") if r.get("path") else ""
-        print(f"line {r['input_line']}: {r['decision']}{where}  {r.get('reason', '')}")
-    summary = ", ".join(f"{n} {d}" for d, n in sorted(result.get("summary", {}).items()))
-    print(("dry run: " if result.get("dry_run") else "imported: ") + (summary or "nothing"))
+    summary = run(args, _socket(args))
+    if not args.json:
+        text = ", ".join(f"{n} {d}" for d, n in sorted(summary.items()))
+        print(("dry run: " if args.dry_run else "imported: ") + (text or "nothing"))
     return 0
 
 

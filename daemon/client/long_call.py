@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from memoryd.indexer.errors import DaemonError
@@ -24,8 +25,10 @@ _NO_WALL_S = 7 * 24 * 3600.0  # the call's own socket timeout: the stall check d
 
 
 def call_with_progress(socket_path: str | os.PathLike[str], method: str, params: dict[str, Any], kind: str,
-                       stall_s: float = STALL_S) -> Any:
-    """``method(params)`` on the daemon, waiting as long as its job of ``kind`` makes progress."""
+                       stall_s: float = STALL_S, progress: Callable[[int, int], object] | None = None) -> Any:
+    """``method(params)`` on the daemon, waiting as long as its job of ``kind`` makes progress;
+    ``progress(done, total)`` gets the job's counts instead of a bar of its own (a caller drawing one bar
+    over several calls)."""
     from memoryd.daemon.client.rpc_client import Client
 
     box: dict[str, Any] = {}
@@ -39,13 +42,14 @@ def call_with_progress(socket_path: str | os.PathLike[str], method: str, params:
 
     worker = threading.Thread(target=run, name=f"memoryd-{method}", daemon=True)
     worker.start()
-    _watch(worker, socket_path, kind, stall_s)
+    _watch(worker, socket_path, kind, stall_s, progress)
     if "error" in box:
         raise box["error"]
     return box.get("result")
 
 
-def _watch(worker: threading.Thread, socket_path: str | os.PathLike[str], kind: str, stall_s: float) -> None:
+def _watch(worker: threading.Thread, socket_path: str | os.PathLike[str], kind: str, stall_s: float,
+           progress: Callable[[int, int], object] | None = None) -> None:
     from tqdm import tqdm
 
     from memoryd.daemon.client.rpc_client import Client
@@ -60,10 +64,13 @@ def _watch(worker: threading.Thread, socket_path: str | os.PathLike[str], kind: 
                 break
             job = _job(status, kind)
             if job is not None:
-                if bar is None:
-                    bar = tqdm(total=job["total"], unit="entry", desc=kind, file=_terminal(), leave=False,
-                               disable=not sys.stderr.isatty())
-                bar.update(job["done"] - bar.n)
+                if progress is not None:
+                    progress(int(job["done"]), int(job["total"]))
+                else:
+                    if bar is None:
+                        bar = tqdm(total=job["total"], unit="entry", desc=kind, file=_terminal(), leave=False,
+                                   disable=not sys.stderr.isatty())
+                    bar.update(job["done"] - bar.n)
                 if job["done"] != last:
                     last, moved = job["done"], time.monotonic()
             if time.monotonic() - moved > stall_s:

@@ -16,25 +16,25 @@ re-index), with these on top:
 * :meth:`MemoryEditor.promote` copies an entry of a peer or group namespace into
   an owner namespace through dedup; what is written carries a back-reference
   ``(from PATH)`` to where it came from, so promoting it again reinforces the copy;
-* :meth:`MemoryEditor.import_plans` runs accepted import lines through the
-  writer (or, for a dry run, only through dedup).
+* :meth:`MemoryEditor.import_plans` decides and carries out import lines
+  (:mod:`memoryd.indexer.write.importer`: one decision function for the dry run and
+  the real run; restores by path, new memories through dedup).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
 import structlog
 
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write import mdedit
+from memoryd.indexer.write import importer, mdedit
 from memoryd.indexer.write.access import Namespace, namespace_of, resolve_target
 from memoryd.indexer.write.candidates import gather
-from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Verdict, decide
+from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, decide
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.mdlines import MdLines
 from memoryd.indexer.write.patch import CONTEXT, Hunk, Patch, split_lines
@@ -45,8 +45,6 @@ from memoryd.indexer.write.writer import MemoryWriter, Outcome
 log = structlog.get_logger(__name__)
 
 _STRENGTH = {APPEND: 0, REPLACE: 1, REINFORCE: 2}
-#: What a dry-run import reports for each dedup action.
-WOULD = {"append": "would_append", "reinforce": "would_reinforce", "replace": "would_replace"}
 
 
 class MemoryEditor(MemoryWriter):
@@ -172,39 +170,14 @@ class MemoryEditor(MemoryWriter):
 
     # -- import ---------------------------------------------------------------------
 
-    def import_plans(self, plans: list[tuple[int, Accepted]], dry_run: bool,
+    def import_plans(self, plans: Sequence[importer.Line], dry_run: bool,
                      session: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        """Write each accepted import line (``remember``'s whole back half), or for ``dry_run`` only say what
-        dedup would decide against what is stored now (lines of one import are not compared together)."""
+        """Decide every import line (:func:`memoryd.indexer.write.importer.plan`: against what is stored and
+        the lines before it), then for ``dry_run`` report the decisions, else carry them all out."""
+        steps = importer.plan(self, plans)
         if dry_run:
-            return self.import_dry_run(plans)
-        return self.import_slice(plans, 0, session, budget_s=float("inf"))[0]
-
-    def import_slice(self, plans: list[tuple[int, Accepted]], start: int, session: dict[str, str] | None,
-                     budget_s: float, clock: Callable[[], float] = time.monotonic) -> tuple[list[dict[str, Any]], int]:
-        """Write import lines from ``start`` on until ``budget_s`` has passed (at least one line);
-        returns their reports and where the next slice starts. The caller yields the writer thread
-        between slices, so a save made during a long import is indexed in its usual time."""
-        out: list[dict[str, Any]] = []
-        deadline = clock() + budget_s
-        i = start
-        while i < len(plans) and (i == start or clock() < deadline):
-            n, plan = plans[i]
-            out.append({"input_line": n, **self.remember(plan, session).to_dict()})
-            i += 1
-        return out, i
-
-    def import_dry_run(self, plans: list[tuple[int, Accepted]],
-                       progress: Callable[[int], object] = lambda done: None) -> list[dict[str, Any]]:
-        """What dedup would decide for each line against what is stored now. Reads only (the index's read
-        side, no cache writes), so it runs off the writer thread and takes no write lock."""
-        out = []
-        memo: dict[bytes, Any] = {}  # entry vectors computed for earlier lines: the files do not change meanwhile
-        for done, (n, plan) in enumerate(plans, start=1):
-            v = decide(plan.content, gather(self.index, self.root, plan, self.cfg, memo=memo), self.thresholds)
-            out.append(_would(n, plan, v))
-            progress(done)
-        return out
+            return importer.dry_report(self, steps)
+        return importer.execute(self, steps, 0, session, budget_s=float("inf"))[0]
 
     # -- undo -----------------------------------------------------------------------
 
@@ -321,11 +294,3 @@ def _entry_patch(lines: list[str], r: mdedit.Removed) -> Patch:
     i, j = r.line - 1, r.line - 1 + len(r.block)
     return Patch((Hunk(i, tuple(lines[i:j]), (), tuple(lines[max(0, i - CONTEXT):i]), tuple(lines[j:j + CONTEXT])),),
                  post_sha="")
-
-
-def _would(n: int, plan: Accepted, v: Verdict) -> dict[str, Any]:
-    """A dry-run line's report: the decision dedup would take, and where."""
-    c = v.candidate
-    where = {"path": c.path, "line": c.line} if c is not None and v.action != APPEND else {"path": plan.target}
-    return {"input_line": n, "decision": WOULD[v.action], "reason": v.reason, "namespace": str(plan.namespace), **where,
-            **plan.describe()}
