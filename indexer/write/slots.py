@@ -71,6 +71,9 @@ SAME_SLOT, SIBLING, UNCLEAR = "same_slot", "sibling", "unclear"
 QUALIFIER_FRAME = 0.5
 #: Below this share two texts hardly share a sentence: their differences are a rewording's, not places.
 SHARED_FRAME = 0.35
+#: With no verb found, what the first tokens hold is taken for the subject ("*Lab 2* closes at 6", "*3号*楼"):
+#: a number there names a thing, it is no value.
+_SUBJECT_SPAN = 2
 _ZH_NUMERAL = re.compile("[零一二两三四五六七八九十百千万]")
 _CJK = re.compile(f"[{CJK}]")
 
@@ -93,6 +96,7 @@ class Region:
     pure_quantity: bool = False  # only a number, time or date differs; the words around it are the same
     adjacent: bool = False  # only stop words between its governing verb and it ("prefers *Vim*")
     exchange: bool = False  # each side has a content word (not a verb, cue or stop word) the other text lacks
+    after_verb: bool = False  # after the verb on both sides (no verb: past the first tokens): in the value
     added: bool = False  # one side only, with a content word the other text lacks ("User's *partner's* …")
     compound: bool = False  # more than a value: a qualifying phrase inside ("Linux *at work*", "app *for* delivery")
 
@@ -177,11 +181,11 @@ def _judge(regions: tuple[Region, ...], cue: bool, flip: bool, multi: bool) -> t
     if quals:
         return SIBLING, f"a different subject or qualifier ({quals[0].words()}): another fact"
     if len(regions) > 1:
-        if all(r.pure_quantity for r in regions):
+        if all(r.pure_quantity and r.after_verb for r in regions) and not multi:
             return SAME_SLOT, "only numbers, times or dates changed"
         return SIBLING, f"{len(regions)} places differ ({'; '.join(r.words() for r in regions)}): another fact"
     r = regions[0]
-    if r.pure_quantity:
+    if r.pure_quantity and r.after_verb:
         return SAME_SLOT, f"the number, time or date changed ({r.words()})"
     if multi or r.governor == "multi":
         return SIBLING, f"a verb that holds many values ({r.words()}): both true"
@@ -221,8 +225,11 @@ def _regions(a: list[str], b: list[str], pa: int | None, pb: int | None, vals: f
         exchange = _new_content(sa, b, lang) and _new_content(sb, a, lang)
         added = not (sa and sb) and _new_content(sa or sb, b if sa else a, lang)
         compound = _compound(sa, lang) or _compound(sb, lang)
-        out.append(Region(tuple(sa), tuple(sb), i1, j1, in_subject, value, quantity, governor, whole, flip,
-                          modifier, pure, adjacent, exchange, added, compound))
+        after = (i1 > pa and j1 > pb) if pa is not None and pb is not None else (
+            pa is None and pb is None and min(i1, j1) >= _SUBJECT_SPAN)
+        out.append(Region(tuple(sa), tuple(sb), i1, j1, in_subject, value, quantity, governor, whole, opposite=flip,
+                          modifier=modifier, pure_quantity=pure, adjacent=adjacent, exchange=exchange,
+                          after_verb=after, added=added, compound=compound))
     return out
 
 
