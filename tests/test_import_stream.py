@@ -147,7 +147,8 @@ def test_a_dry_run_of_many_requests_judges_each_line_against_all_before_it(daemo
     d, _client, _root = daemon
     sock = ["--socket", str(d.cfg.socket_path)]
     first = "Met Lisbon's harbour master about violin lessons."
-    texts = [first, *_texts(199), first]
+    pad = " It was written down in the shared planning notes together with the reasons, the owners and the dates."
+    texts = [first, *(t + pad * 4 for t in _texts(39)), first]  # long lines: few, yet over the cap
     src = tmp_path / "new.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     assert src.stat().st_size > CAP
@@ -158,7 +159,7 @@ def test_a_dry_run_of_many_requests_judges_each_line_against_all_before_it(daemo
         rows = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
         assert len(rows) >= 2  # several requests
         got = sorted((e["input_line"], e["decision"]) for r in rows for e in r["entries"])
-        assert [n for n, _ in got] == list(range(1, 202))
+        assert [n for n, _ in got] == list(range(1, len(texts) + 1))
         return [DONE.get(x, x) for _, x in got]
 
     dry = decisions("--dry-run")

@@ -16,6 +16,7 @@ numbers, single CJK characters. Chinese entries are matched as character runs.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -126,6 +127,8 @@ _CALENDAR = _w("""monday tuesday wednesday thursday friday saturday sunday janua
 _CJK_CHAR = re.compile(f"[{CJK}]")
 
 
+#: Every word a Latin language's tables know, to tell which language a text is in.
+_KNOWN = {lang: STOP[lang] | SINGLE[lang] | MULTI[lang] for lang in ("en", "es", "de", "fr", "pt")}
 #: Letters that only some of the Latin languages use: each one seen adds to their score.
 _LETTERS = {"es": "ñ¿¡", "pt": "ãõ", "fr": "èùœëïî", "de": "äöüß"}
 _SHARED_LETTERS = {"ç": ("fr", "pt"), "ê": ("fr", "pt"), "â": ("fr", "pt"), "ô": ("fr", "pt"), "á": ("es", "pt"),
@@ -138,8 +141,7 @@ def language_of(tokens: Sequence[str]) -> str:
     cjk = sum(bool(_CJK_CHAR.fullmatch(t)) for t in tokens)
     if cjk and cjk * 2 >= len(tokens):
         return "zh"
-    score = {lang: float(sum(t in STOP[lang] | SINGLE[lang] | MULTI[lang] for t in tokens))
-             for lang in ("en", "es", "de", "fr", "pt")}
+    score = {lang: float(sum(t in words for t in tokens)) for lang, words in _KNOWN.items()}
     for ch in "".join(tokens):
         for lang, letters in _LETTERS.items():
             score[lang] += 2 * (ch in letters)
@@ -197,9 +199,14 @@ def verbal(tokens: Sequence[str], lang: str) -> bool:
     return all(i in covered or light([t], lang) for i, t in enumerate(rest))
 
 
-def _verbs(tokens: Sequence[str], lang: str) -> list[tuple[int, int, str]]:
+def _verbs(tokens: Sequence[str], lang: str) -> tuple[tuple[int, int, str], ...]:
     """(start, length, class) of each verb of the tables in ``tokens``, left to right; the characters of a
-    listed non-verb word (用户, 因为) are skipped whole."""
+    listed non-verb word (用户, 因为) are skipped whole. Cached: every region of a pair asks again."""
+    return _verbs_of(tuple(tokens), lang)
+
+
+@functools.lru_cache(maxsize=8192)
+def _verbs_of(tokens: tuple[str, ...], lang: str) -> tuple[tuple[int, int, str], ...]:
     out: list[tuple[int, int, str]] = []
     i = 0
     while i < len(tokens):
@@ -214,7 +221,7 @@ def _verbs(tokens: Sequence[str], lang: str) -> list[tuple[int, int, str]]:
             i += m[0]
         else:
             i += 1
-    return out
+    return tuple(out)
 
 
 def predicate_at(tokens: Sequence[str], lang: str) -> int | None:
