@@ -21,13 +21,23 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from typing import Any, ClassVar
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """The errnos of a write that found no room: the disk is full, or the user's quota is used."""
 
 
 class MemorydError(Exception):
-    """Base class of every error memoryd raises on purpose."""
+    """Base class of every error memoryd raises on purpose.
+
+    ``rpc_code`` is the JSON-RPC error code a socket answer carries for it (-32000, "application error",
+    unless a subclass says otherwise) and :meth:`rpc_data` its ``data``: the error says what it is, so the
+    transport maps no error type of its own (daemon/rpc/errors.py lists the codes)."""
+
+    rpc_code: ClassVar[int] = -32000
+
+    def rpc_data(self) -> dict[str, Any] | None:
+        return None
 
 
 class ConfigError(MemorydError):
@@ -62,9 +72,14 @@ class DiskFullError(StoreError):
     answer carries it, so the user knows which disk to free).
     """
 
+    rpc_code: ClassVar[int] = -32032  # DISK_FULL
+
     def __init__(self, message: str, directory: str | None = None) -> None:
         super().__init__(message)
         self.directory = directory
+
+    def rpc_data(self) -> dict[str, Any] | None:
+        return {"directory": self.directory} if self.directory else None
 
     @classmethod
     def of(cls, exc: OSError, directory: Path, what: str, after: str = "nothing was changed") -> DiskFullError:

@@ -26,7 +26,7 @@ from memoryd.daemon.rpc.jsonrpc import (
     parse_request,
     reject_unknown,
 )
-from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.errors import ConfigError, DiskFullError
 
 PEER = Peer(pid=1234, uid=1000, gid=1000)
 
@@ -47,6 +47,10 @@ def _memoryd_error(params: dict[str, Any], peer: Peer) -> Any:
     raise ConfigError("search.k: must be > 0, got -1")
 
 
+def _disk_full(params: dict[str, Any], peer: Peer) -> Any:  # e.g. reindex, whose worker has no error map
+    raise DiskFullError("/data: no space left on device while writing the index; nothing was changed", "/data")
+
+
 CALLS: list[dict[str, Any]] = []
 HANDLERS = {
     "echo": lambda params, peer: params,
@@ -56,6 +60,7 @@ HANDLERS = {
     "boom": _boom,
     "app_error": _app_error,
     "memoryd_error": _memoryd_error,
+    "disk_full": _disk_full,
     "nan": lambda params, peer: float("nan"),
     "unserialisable": lambda params, peer: threading.Lock(),
 }
@@ -164,6 +169,12 @@ def test_application_errors_keep_code_message_and_data() -> None:
     assert resp["error"] == {"code": -32010, "message": "index is rebuilding", "data": {"retry_after_s": 3}}
     resp = ask(req("memoryd_error"))
     assert resp["error"] == {"code": -32000, "message": "search.k: must be > 0, got -1"}
+
+
+def test_an_error_carries_its_own_code_a_full_disk_names_the_directory() -> None:
+    resp = ask(req("disk_full"))
+    assert resp["error"]["code"] == -32032 and resp["error"]["data"] == {"directory": "/data"}
+    assert "no space left on device" in resp["error"]["message"]
 
 
 @pytest.mark.parametrize("method", ["boom", "nan", "unserialisable"])

@@ -28,7 +28,6 @@ from typing import Any, TypeVar, overload
 import structlog
 
 from memoryd.daemon.rpc.errors import (
-    APPLICATION_ERROR,
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -150,9 +149,9 @@ def dispatch(request: Request, handlers: Mapping[str, Handler], peer: Peer) -> b
     except StorageUnavailableError as exc:
         log.info("request.failed", method=request.method, code=STORAGE_UNAVAILABLE, message=str(exc))
         line = encode_error(request.id, STORAGE_UNAVAILABLE, str(exc), exc.data())
-    except MemorydError as exc:
-        log.info("request.failed", method=request.method, code=APPLICATION_ERROR, message=str(exc))
-        line = encode_error(request.id, APPLICATION_ERROR, str(exc))
+    except MemorydError as exc:  # the error carries its code (DiskFullError: -32032 with the directory)
+        log.info("request.failed", method=request.method, code=exc.rpc_code, message=str(exc))
+        line = encode_error(request.id, exc.rpc_code, str(exc), exc.rpc_data())
     except Exception:
         log.exception("request.error", method=request.method, peer_pid=peer.pid)
         message = f"internal error in {request.method}; see the daemon log"
