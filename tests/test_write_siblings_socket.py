@@ -3,7 +3,6 @@ answer names the first as its ``sibling``, and ``explain`` says why (subject, sl
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.indexer.config import Config
-from tests.helpers import running_daemon
-from tests.write_fixtures import HASH_WRITE
+from tests.write_fixtures import start_write_daemon
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 FREE = "The API rate limit for the free tier is 100 requests per minute."
@@ -24,13 +21,11 @@ PRO_NOW = "The API rate limit for the pro tier is now 2000 requests per minute."
 
 @pytest.fixture
 def daemon(tmp_path: Path, short_dir: Path) -> Iterator[tuple[Any, Path]]:
-    def tweak(cfg: Config) -> Config:  # thresholds for the hash embedder's scores; several writes in one turn
-        write = dataclasses.replace(cfg.write, **HASH_WRITE, max_per_turn=10)  # type: ignore[arg-type]
-        return dataclasses.replace(cfg, write=write)
-
-    with running_daemon(tmp_path, short_dir / "m.sock", {"MEMORY.md": "# Memory\n"}, timeout=20,
-                        tweak=tweak) as (_d, client, root):
-        yield client, root
+    wd = start_write_daemon(tmp_path, short_dir, max_per_turn=10)  # several writes in one turn
+    try:
+        yield wd.client, wd.root
+    finally:
+        wd.close()
 
 
 def test_a_sibling_is_kept_beside_the_first_and_explained(daemon) -> None:
