@@ -156,7 +156,7 @@ def judge(new_text: str, cand: Candidate, th: Thresholds, f: Features | None = N
     residue_ok = f.residue <= MAX_RESIDUE[f.kind]
     if f.overlap >= th.reinforce_overlap and f.entities_agree and residue_ok:
         sd = slots.compare(cand.text, new_text)
-        if sd.qualifies_other:
+        if sd.names_another_fact:
             flag = SIBLING if sd.verdict == slots.SIBLING else POSSIBLE_UPDATE
             what = "a sibling of" if flag == SIBLING else "may update"
             return Verdict(APPEND, f"{what} {cand.path}:{cand.line} (cosine {score}): {sd.why}; both kept",

@@ -23,23 +23,29 @@ sequences, without a parser:
   one value at a time, a *multi-valued* one (likes, visited, is planning, 喜欢,
   去过) holds many, so "likes tea" and "likes coffee" are both true.
 
-The rule (:func:`compare`), when in doubt append:
+The rule (:func:`compare`, :func:`_judge`), when in doubt append:
 
 * no region at all (only a cue or a negation added or removed) → **same slot**;
-* a qualifier region (subject or modifier differs) → **sibling**, cue or not —
-  "the *staging* server now runs …" is another server; the one exception is a
-  whole subject exchanged before its verb *with* an update cue ("*Bob* leads the
-  team *now*");
-* two or more regions → **sibling**, unless an update cue is present and every
-  region is a value after the predicate ("moved from 9:30 Tuesday to 10:00
-  Thursday");
-* one region after the predicate → **same slot** when an update cue is
-  present, or it is a number/time/version/date, or a value governed by a
-  single-valued verb; **sibling** under a multi-valued verb; otherwise unclear,
-  which the caller treats as a sibling.
+* an update cue in the new entry ("now", "switched to", "改用", "ab sofort") →
+  **same slot**, unless a region exchanges a qualifier of the subject or of
+  shared words ("the *pro* tier is now …": another tier) → **sibling**;
+* without a cue: one region that says the opposite after the verb ("likes" →
+  "hates", "dark" → "light mode") → **same slot**; a qualifier region →
+  **sibling**; two or more regions → **sibling** unless every one is only a
+  number, time or date after the verb, with no verb of many values;
+* one region after the verb: only a number, time, version or date changed →
+  **same slot** (a number in a name, "db-01", is an identifier: a qualifier); a
+  verb of many values anywhere in the clause → **sibling**; one value right
+  after a verb of one value, with no qualifying phrase inside → **same slot**;
+  anything else → **unclear**, which dedup appends flagged ``possible_update``.
 
-Pure and deterministic; tuned on the ``tune`` half of
-``tests/security/data/sibling_pairs.jsonl`` (docs/security/dedup.md).
+:attr:`SlotDiff.names_another_fact` applies the same reading to a reinforce (which
+leaves the new text unwritten): two places that each say something new, an item
+exchanged under a verb of many values, a value changed beside an exchanged word,
+or a qualifier added to the subject — another fact, appended.
+
+Pure and deterministic; written on the ``tune`` half of
+``tests/security/data/sibling_pairs.jsonl`` and judged on the rest (docs/security/dedup.md).
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ from memoryd.indexer.write.paraphrase import opposite
 
 SAME_SLOT, SIBLING, UNCLEAR = "same_slot", "sibling", "unclear"
 #: How much of the sentence must align for a lone qualifier to count as "the same sentence" (see
-#: :attr:`SlotDiff.qualifies_other`); a rewording that moves words around aligns less.
+#: :attr:`SlotDiff.names_another_fact`); a rewording that moves words around aligns less.
 QUALIFIER_FRAME = 0.5
 #: Below this share two texts hardly share a sentence: their differences are a rewording's, not places.
 SHARED_FRAME = 0.35
@@ -102,7 +108,7 @@ class Region:
 
     @property
     def size(self) -> int:
-        """Content tokens on the longer side."""
+        """Tokens on the longer side."""
         return max(len(self.old), len(self.new))
 
     def words(self) -> str:
@@ -126,10 +132,12 @@ class SlotDiff:
         return self.verdict == SAME_SLOT
 
     @property
-    def qualifies_other(self) -> bool:
-        """The same sentence frame with another subject, qualifier or item ("the API timeout" / "the API
-        *retry* timeout", "speaks Catalan" / "speaks Italian"): another fact, which a reinforce would swallow.
-        A rewording that moves words around aligns less than :data:`QUALIFIER_FRAME` and is not judged here."""
+    def names_another_fact(self) -> bool:
+        """Another fact that a reinforce would swallow: two places that each say something new (in texts that
+        share at least :data:`SHARED_FRAME` of a sentence), or one exchanged word in a shared sentence
+        (:data:`QUALIFIER_FRAME`), under a verb of many values or beside a changed value ("speaks Catalan" /
+        "speaks Italian"), or a short qualifier added to the subject ("User's *partner's* favourite band").
+        An unclear pair is left to the reinforce rule's own checks."""
         if self.verdict == UNCLEAR:
             return False
         values_changed = self.values_differ
