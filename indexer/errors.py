@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import Any, ClassVar
+
+TYPE_CHECKING = False  # not typing's: the clients import this module and must not load typing (test_client)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """The errnos of a write that found no room: the disk is full, or the user's quota is used."""
