@@ -75,7 +75,7 @@ def read_memory_file(path: Path, root: Path, max_bytes: int, *, follow_symlinks:
         if not stat.S_ISREG(before.st_mode):
             raise FileSkipped(rel, NOT_REGULAR)
         if before.st_size > max_bytes:
-            raise FileSkipped(rel, TOO_LARGE, f"{before.st_size} bytes > limit {max_bytes}")
+            raise FileSkipped(rel, TOO_LARGE, f"{_mb(before.st_size)} > limit {_mb(max_bytes)} (watch.max_file_bytes)")
         data = _read_all(fd, max_bytes, rel)
         after = os.fstat(fd)
     finally:
@@ -84,6 +84,11 @@ def read_memory_file(path: Path, root: Path, max_bytes: int, *, follow_symlinks:
         raise FileSkipped(rel, CHANGED)
     text, warnings = decode_text(data, rel)
     return FileContent(text, hashlib.sha256(data).hexdigest(), after.st_size, after.st_mtime_ns, warnings)
+
+
+def _mb(n: int) -> str:
+    """A size as the user reads it (``12.0 MB``), so a skip reason names what to raise and by how much."""
+    return f"{n / 1_000_000:.1f} MB"
 
 
 def _read_all(fd: int, max_bytes: int, rel: str) -> bytes:
@@ -100,7 +105,7 @@ def _read_all(fd: int, max_bytes: int, rel: str) -> bytes:
             return b"".join(parts)
         total += len(block)
         if total > max_bytes:
-            raise FileSkipped(rel, TOO_LARGE, f"grew past limit {max_bytes} while reading")
+            raise FileSkipped(rel, TOO_LARGE, f"grew past limit {_mb(max_bytes)} (watch.max_file_bytes) while reading")
         parts.append(block)
 
 

@@ -211,12 +211,14 @@ class ReadMethods:
         if req.paths is None:
             task = self._worker.request_reconcile("reindex request")
         else:
-            files, unknown = self._files_for(req.paths)
+            files, unknown, refused = self._files_for(req.paths)
             if unknown:
                 raise InvalidParams(f"not inside any memory root: {', '.join(unknown[:5])}")
             task = self._worker.index_now(files)
+        # Each path named that will not be indexed, with why: "queued 1 paths" for a typo'd name misled.
+        named = {} if req.paths is None else {"not_indexed": refused}
         if not req.wait:
-            return {"queued": 1 if req.paths is None else len(req.paths), "done": False}
+            return {"queued": 1 if req.paths is None else len(files), "done": False, **named}
         try:
             stats = worker_result(task, REINDEX_WAIT_S)
         except TimeoutError:
@@ -226,10 +228,17 @@ class ReadMethods:
             raise  # its own code (-32031)
         except MemorydError as exc:
             raise RpcError(APPLICATION_ERROR, str(exc)) from None
-        return {"done": True, "took_ms": round((time.monotonic() - t0) * 1000, 1), **stats}
+        if named:  # the engine's skips (too large, binary ...) with their reasons, after the ones known up front
+            named["not_indexed"] = refused + [{"path": path, "reason": reason}
+                                              for path, reason in stats.pop("skipped_files", {}).items()]
+        return {"done": True, "took_ms": round((time.monotonic() - t0) * 1000, 1), **stats, **named}
 
-    def _files_for(self, paths: tuple[str, ...]) -> tuple[list[tuple[Path, str]], list[str]]:
-        """(root, rel) of every file to index for ``paths``; and the paths that lie outside every root.
+    def _files_for(self, paths: tuple[str, ...]) -> tuple[list[tuple[Path, str]], list[str], list[dict[str, str]]]:
+        """(root, rel) of every file to index for ``paths``; the paths that lie outside every root; and
+        the paths inside a root that will not be indexed, each with its reason.
+
+        A missing file is still queued (its chunks, if any, are removed) but named as missing; a file
+        the path filter refuses (``watch.include``/``watch.exclude``) is not queued.
 
         Each path goes through the resolver: malformed ones (NUL, ``..``, over-long) are refused with
         -32024; a folder is walked at its resolved place (and only if that is inside a root); a file
@@ -238,6 +247,7 @@ class ReadMethods:
         guard = self._roots().guard
         files: list[tuple[Path, str]] = []
         unknown: list[str] = []
+        refused: list[dict[str, str]] = []
         for p in paths:
             try:
                 cands = guard.candidates(p, "param 'paths' entry")
@@ -249,12 +259,19 @@ class ReadMethods:
                 if r.is_dir and r.real_root is not None and r.real_rel is not None:
                     files += [(r.real_root, _join(r.real_rel, sub)) for sub in self._md_under(r.real_root, r.real_rel)]
                 elif not r.is_dir and loc is not None and (r.real_root is not None or not r.exists):
+                    if not self._filter(loc[1]):
+                        refused.append({"path": p, "reason": "not a memory file: watch.include is "
+                                        f"{', '.join(self._filter.include) or '(all)'}, watch.exclude is "
+                                        f"{', '.join(self._filter.exclude) or '(none)'}"})
+                        continue
+                    if not r.exists:
+                        refused.append({"path": p, "reason": "no such file"})
                     files.append(loc)
                 else:
                     unknown.append(p)
             if not cands:
                 unknown.append(p)
-        return files, unknown
+        return files, unknown, refused
 
     def _md_under(self, root: Path, folder: str) -> list[str]:
         """Accepted files under ``root/folder`` (relative to ``folder``), judged by the root-relative filter."""

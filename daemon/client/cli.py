@@ -350,7 +350,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         from memoryd.daemon.client.render import render_reindex
 
         print(render_reindex(result))
-    return 0
+    # --wait promises "indexed": a path that was not (missing, filtered, too large ...) is a failure
+    return 1 if args.wait and (result.get("not_indexed") or result.get("skipped")) else 0
 
 
 def cmd_context(args: argparse.Namespace) -> int:

@@ -311,9 +311,19 @@ def render_written(result: dict[str, Any]) -> list[str]:
 
 
 def render_reindex(result: dict[str, Any]) -> str:
-    """``reindex`` in words; a file that was already indexed as it is says "unchanged", not "reindexed 0"."""
+    """``reindex`` in words; a file that was already indexed as it is says "unchanged", not "reindexed 0".
+
+    Each path named that was not indexed gets its own line with the reason (missing, refused by the
+    path filter, too large ...): a bare "1 skipped" left the user to guess which and why."""
+    return "\n".join([_reindex_head(result)] + [
+        f"  not indexed: {escape_line(str(x.get('path')))}: {escape_line(str(x.get('reason')))}"
+        for x in result.get("not_indexed", [])])
+
+
+def _reindex_head(result: dict[str, Any]) -> str:
     if not result.get("done"):
-        return f"queued {result.get('queued', 0)} paths"
+        return f"queued {_files(result.get('queued', 0))}" if "not_indexed" in result \
+            else f"queued {result.get('queued', 0)} paths"
     took = f"({result.get('took_ms', 0):.0f} ms)"
     indexed, unchanged = result.get("files", 0), result.get("unchanged", 0)
     others = [f"{result[k]} {k}" for k in ("removed", "skipped") if result.get(k)]

@@ -340,7 +340,9 @@ class IndexWorker:
         if task.kind == "changes":
             return self._logged(self._apply_changes(task.changes), "changes")
         if task.kind == "index":
-            return self._logged(_stats_dict(self.index.index_files(task.files)), "reindex")
+            stats = self.index.index_files(task.files)
+            # path -> reason for the files named: the reindex reply says why each was not indexed
+            return {**self._logged(_stats_dict(stats), "reindex"), "skipped_files": dict(stats.skipped)}
         if task.kind == "reconcile":
             return self._reconcile(task.reason)
         if task.kind == "call" and task.fn is not None:

@@ -1,0 +1,46 @@
+"""CLI messages that used to mislead a new user (issue #42): each names what went wrong and why."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from memoryd.daemon.client import cli
+from tests.helpers import running_daemon
+
+
+def _own_lines(out: str) -> list[str]:
+    """The command's own lines: the in-process daemon's log lines share the captured stdout."""
+    return [line for line in out.splitlines() if not re.match(r"\d{4}-\d\d-\d\d[ T]", line)]
+
+
+def test_reindex_names_each_path_not_indexed_and_wait_fails(
+        tmp_path: Path, short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sock = short_dir / "s.sock"
+    small = lambda cfg: dataclasses.replace(cfg, watch=dataclasses.replace(cfg.watch, max_file_bytes=2_000_000))  # noqa: E731
+    with running_daemon(tmp_path, sock, {"a.md": "# A\n\nalpha\n"}, tweak=small) as (_d, _c, root):
+        (root / "big.md").write_text("x" * 3_000_000)
+        (root / "notes.txt").write_text("plain\n")
+        capsys.readouterr()
+        assert cli.main(["reindex", "--socket", str(sock), str(root / "nope.md")]) == 0  # queued: no promise
+        queued = _own_lines(capsys.readouterr().out)
+        assert cli.main(["reindex", "--wait", "--socket", str(sock), str(root / "nope.md"),
+                         str(root / "notes.txt"), str(root / "big.md"), str(root / "a.md")]) == 1
+        waited = _own_lines(capsys.readouterr().out)
+    assert queued[0] == "queued 1 file" and f"not indexed: {root}/nope.md: no such file" in queued[1]
+    text = "\n".join(waited)
+    assert f"not indexed: {root}/nope.md: no such file" in text
+    assert f"not indexed: {root}/notes.txt: not a memory file: watch.include is *.md" in text
+    assert f"not indexed: {root}/big.md: too-large: 3.0 MB > limit 2.0 MB (watch.max_file_bytes)" in text
+    assert f"{root}/a.md" not in text  # the one that was indexed (or unchanged) is not listed
+
+
+def test_reindex_wait_of_a_good_file_still_exits_0(
+        tmp_path: Path, short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sock = short_dir / "s.sock"
+    with running_daemon(tmp_path, sock, {"a.md": "# A\n\nalpha\n"}) as (_d, _c, root):
+        assert cli.main(["reindex", "--wait", "--socket", str(sock), str(root / "a.md")]) == 0
+    assert "not indexed" not in capsys.readouterr().out
