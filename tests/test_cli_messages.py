@@ -44,3 +44,18 @@ def test_reindex_wait_of_a_good_file_still_exits_0(
     with running_daemon(tmp_path, sock, {"a.md": "# A\n\nalpha\n"}) as (_d, _c, root):
         assert cli.main(["reindex", "--wait", "--socket", str(sock), str(root / "a.md")]) == 0
     assert "not indexed" not in capsys.readouterr().out
+
+
+def test_history_of_a_path_that_names_nothing_says_so_and_fails(
+        tmp_path: Path, short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sock = short_dir / "s.sock"
+    with running_daemon(tmp_path, sock, {"a.md": "# A\n\nalpha\n", "notes/b.md": "# B\n"}) as (_d, _c, root):
+        capsys.readouterr()
+        assert cli.main(["history", "--socket", str(sock), "nope/"]) == 1
+        missing = capsys.readouterr()
+        assert cli.main(["history", "--socket", str(sock), "a.md"]) == 0
+        quiet_file = _own_lines(capsys.readouterr().out)
+        assert cli.main(["history", "--socket", str(sock), "notes/"]) == 0
+        quiet_dir = _own_lines(capsys.readouterr().out)
+    assert missing.err.strip() == f"memoryd history: no memory file or folder 'nope/' under {root}"
+    assert quiet_file == ["no history for a.md"] and quiet_dir == ["no history for notes/"]

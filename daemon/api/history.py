@@ -6,7 +6,8 @@ namespace, and an undo rewrites a file. A confined session (``direct``,
 
 * ``history {"path"?: str, "limit"?: int, "session"?}`` →
   ``{"entries": [{id, time, action, root, path, line, old, new, session, …}], "path": <history file>}``,
-  newest first; ``path`` keeps the records of one file or of a folder's files. Texts are redacted
+  newest first; ``path`` keeps the records of one file or of a folder's files (then the answer also says
+  ``path_exists``: whether it names a file or folder under a root, and ``roots``). Texts are redacted
   here (:func:`shown`); the records on disk keep the exact bytes so that every undo works.
 * ``undo {"id": str, "session"?}`` → the restore's outcome
   (``{"decision": "restored", "path", "line", "history_id", …}``). Runs like a
@@ -48,10 +49,14 @@ class HistoryMethods:
         req = parse_history(params, peer)
         owner_only(req.session, "history")
         path = req.path
+        roots = self._roots()
         if path is not None and os.path.isabs(path):
-            loc = self._roots().locate(path)
+            loc = roots.locate(path)
             path = loc[1] if loc is not None else path
-        return {"entries": [shown(r) for r in self.store.recent(path, req.limit)], "path": str(self.store.path)}
+        out: dict[str, Any] = {"entries": [shown(r) for r in self.store.recent(path, req.limit)], "path": str(self.store.path)}
+        if req.path is not None:  # an empty list alone cannot tell "no history" from a typo'd path
+            out.update(path_exists=_names_something(roots, req.path), roots=[str(r) for r in roots.roots])
+        return out
 
     def undo(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_undo(params, peer)
@@ -78,6 +83,15 @@ class HistoryMethods:
             kept = self._writes.on_worker(lambda: self.store.purge(req.id))
             rec.update(decision="purged", path=kept.get("path"), line=kept.get("line"))
             return {"decision": "purged", "id": req.id, "entry": shown(kept)}
+
+
+def _names_something(roots: RootMap, path: str) -> bool:
+    """Whether ``path`` (absolute, or relative to a root) is a file or folder inside one of the roots."""
+    if ".." in path.replace("\\", "/").split("/"):
+        return False  # never a probe of what lies outside the roots
+    if os.path.isabs(path):
+        return roots.locate(path) is not None and os.path.lexists(path)
+    return any(os.path.lexists(os.path.join(root, path)) for root in roots.roots)
 
 
 _TEXTS = ("old", "new", "reason")

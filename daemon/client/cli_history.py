@@ -55,6 +55,13 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
         return 0
+    if not result.get("entries") and args.path:  # silence read as "nothing happened there", even for a typo
+        if result.get("path_exists", True):
+            print(f"no history for {_safe(args.path)}")
+            return 0
+        where = ", ".join(_safe(r) for r in result.get("roots", [])) or "the memory roots"
+        print(f"memoryd history: no memory file or folder '{_safe(args.path)}' under {where}", file=sys.stderr)
+        return 1
     cut = 200 if sys.stdout.isatty() else 0  # a pipe gets the whole entry (a script must not lose text)
     for e in result.get("entries", []):
         done = f"  (undone by {_safe(e['undone_by'])})" if e.get("undone_by") else ""
