@@ -59,3 +59,21 @@ def test_history_of_a_path_that_names_nothing_says_so_and_fails(
         quiet_dir = _own_lines(capsys.readouterr().out)
     assert missing.err.strip() == f"memoryd history: no memory file or folder 'nope/' under {root}"
     assert quiet_file == ["no history for a.md"] and quiet_dir == ["no history for notes/"]
+
+
+def test_a_mistyped_command_gets_a_suggestion_not_the_list(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["serach", "x"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.splitlines()[-1] == "memoryd: error: argument COMMAND: invalid choice: 'serach'; did you mean 'search'?"
+    assert "'reindex'" not in err and len(err.splitlines()) == 2  # the usage line and the error
+    with pytest.raises(SystemExit):
+        cli.main(["bank", "plann"])
+    assert capsys.readouterr().err.endswith("did you mean 'plan'?\n")
+    with pytest.raises(SystemExit):
+        cli.main(["search", "--mode", "keywrd", "x"])  # a short list of values is still shown
+    assert "(choose from 'hybrid', 'vector', 'keyword'); did you mean 'keyword'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "reindex" in capsys.readouterr().out  # --help still lists every command

@@ -36,7 +36,7 @@ from memoryd.daemon.client import (
     cli_ui,
     cli_write,
 )
-from memoryd.daemon.client.cli_help import command, positive_int, unit_float
+from memoryd.daemon.client.cli_help import Parser, command, positive_int, unit_float
 from memoryd.daemon.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
@@ -79,8 +79,9 @@ def _common(p: argparse.ArgumentParser, daemon_side: bool = False) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memoryd", description="Live hybrid search over Markdown memory files.",
-                                     epilog="Run 'memoryd COMMAND --help' for a command's options and an example.")
+    parser: argparse.ArgumentParser = Parser(
+        prog="memoryd", description="Live hybrid search over Markdown memory files.",
+        epilog="Run 'memoryd COMMAND --help' for a command's options and an example.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

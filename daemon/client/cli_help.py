@@ -14,6 +14,31 @@ from typing import Any
 Subparsers = argparse._SubParsersAction  # the type argparse gives ``add_subparsers``
 
 
+class Parser(argparse.ArgumentParser):
+    """The ``memoryd`` parser: a value outside its choices gets a "did you mean" (``serach`` → ``search``).
+
+    A mistyped command used to list all ~30 command names and suggest none; a command's list is
+    ``--help``'s to show, so the error names the closest one instead. Smaller choice lists (``--mode``)
+    are still listed. Sub-command parsers inherit the class, so ``bank``'s and ``agents``' ACTIONs
+    get the same error.
+    """
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        import difflib  # only on this error: the parser is built on every editor save
+
+        names = [str(c) for c in choices]
+        close = difflib.get_close_matches(str(value), names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        if isinstance(action, Subparsers):
+            listed = "" if close else f" (run '{self.prog} --help' for the list)"
+        else:
+            listed = f" (choose from {', '.join(repr(n) for n in names)})"
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}{listed}{hint}")
+
+
 def command(sub: Subparsers[argparse.ArgumentParser], name: str, summary: str, *examples: str, note: str = "",
             **kwargs: Any) -> argparse.ArgumentParser:
     """Add sub-command ``name``: ``summary`` is its line in the command list and opens its help page;
