@@ -30,6 +30,7 @@ $(VENV)/.dev: $(VENV)/.runtime
 # The daemon in the foreground on the built-in defaults (default memory folder,
 # embedded index under ~/.local/state/memoryd); `memoryd init` writes a config first if you want others.
 run: $(VENV)/.runtime
+	@echo "memoryd: installed at $(abspath $(BIN))/memoryd — in another terminal: $(abspath $(BIN))/memoryd search '…'"
 	@echo "memoryd: web page: run 'make ui' (or '$(BIN)/memoryd ui') in another terminal; it prints its URL"
 	$(BIN)/memoryd run
 

@@ -48,6 +48,7 @@ from memoryd.daemon.api.status import DaemonStatus, RootStatus, WatchState, ring
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.datalock import DataDirLock
 from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
+from memoryd.daemon.invocation import memoryd_command
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
 from memoryd.daemon.oneshot import ensure_roots, open_index
@@ -164,11 +165,12 @@ class Daemon:
         self.notifier.ready("reconciling")
         self.scheduler = Scheduler(self.worker, self.index, cfg.schedule, self._check_watchers)
         self.scheduler.start()
+        me = memoryd_command()  # the venv's path when `memoryd` on PATH is not this one
         log.info("daemon.ready", socket=str(self.server.address), roots=[str(r) for r in self.roots.roots],
                  data_dir=str(cfg.data_dir), model=self.index.embedder.model_id, pid=os.getpid(),
                  startup_s=round(time.monotonic() - self.started, 2),
-                 try_search=f"memoryd search --socket {self.server.address} \"what did we decide\"",
-                 try_status=f"memoryd status --socket {self.server.address}")
+                 try_search=f"{me} search --socket {self.server.address} \"what did we decide\"",
+                 try_status=f"{me} status --socket {self.server.address}")
 
     def _check_watchers(self) -> None:
         if self.watcher is not None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,35 @@ def test_a_mistyped_command_gets_a_suggestion_not_the_list(capsys: pytest.Captur
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert "reindex" in capsys.readouterr().out  # --help still lists every command
+
+
+def test_the_ready_hint_names_the_memoryd_that_runs(
+        tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import structlog
+
+    from memoryd.daemon.invocation import memoryd_command
+
+    script = tmp_path / "venv" / "bin" / "memoryd"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    assert memoryd_command(str(script), which=lambda _n: None) == str(script)  # not on PATH: the full path
+    assert memoryd_command(str(script), which=lambda _n: "/usr/bin/memoryd") == str(script)  # another one is
+    assert memoryd_command(str(script), which=lambda _n: str(script)) == "memoryd"
+    assert memoryd_command("/x/memoryd/__main__.py", which=lambda _n: None, executable="/v/python") == \
+        "/v/python -m memoryd"
+
+    monkeypatch.setattr(sys, "argv", [str(script), "run"])  # as `make run` starts it: .venv/bin/memoryd run
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with structlog.testing.capture_logs() as logs, running_daemon(tmp_path, short_dir / "s.sock", {"a.md": "a\n"}):
+        pass
+    ready = next(e for e in logs if e["event"] == "daemon.ready")
+    assert ready["try_search"].startswith(f"{script} search --socket")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_run_prints_where_it_installed_memoryd() -> None:
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run(["make", "-s", "-n", "-o", ".venv/.runtime", "run"], cwd=repo, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert f"installed at {repo}/.venv/bin/memoryd" in done.stdout
+    assert f"in another terminal: {repo}/.venv/bin/memoryd search" in done.stdout
