@@ -112,3 +112,18 @@ def test_make_run_prints_where_it_installed_memoryd() -> None:
                           text=True, timeout=60, check=True)
     assert f"installed at {repo}/.venv/bin/memoryd" in done.stdout
     assert f"in another terminal: {repo}/.venv/bin/memoryd search" in done.stdout
+
+
+def test_a_second_agents_uninstall_says_nothing_to_remove(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "config.toml").write_text('model = "o3"\n')
+    assert cli.main(["agents", "install", "codex", "--home", str(home)]) == 0
+    assert cli.main(["agents", "uninstall", "codex", "--home", str(home)]) == 0
+    capsys.readouterr()
+    assert cli.main(["agents", "uninstall", "codex", "--home", str(home)]) == 0
+    out = capsys.readouterr().out
+    assert "already as memoryd writes it" not in out
+    assert f"nothing to remove in {home}/.codex/config.toml" in out
+    assert "codex: nothing to remove (0 files changed)" in out

@@ -124,14 +124,14 @@ def cmd_agents(args: argparse.Namespace) -> int:
                                      project=absolute(args.project), workspace=absolute(args.workspace),
                                      config=config)
         changes, notes = agents_install.plan(args.host, where, install)
-        done = apply(changes, _say, dry_run=args.dry_run)
+        done = apply(changes, _say, dry_run=args.dry_run, install=install)
     except SetupError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_ERROR
     for note in notes:
         _say(f"note: {note}")
     if not args.dry_run:
-        verb = "installed" if install else "uninstalled"
+        verb = "installed" if install else "uninstalled" if done else "nothing to remove"
         _say(f"{args.host}: {verb} ({done} files changed)" + (
             "; restart the agent to load the MCP server" if install and done else ""))
     return 0

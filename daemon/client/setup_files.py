@@ -223,12 +223,16 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 
 
-def apply(changes: list[Change], say: Callable[[str], None], dry_run: bool = False) -> int:
-    """Write (or, ``dry_run``, only describe) every change; returns how many files changed."""
+def apply(changes: list[Change], say: Callable[[str], None], dry_run: bool = False, install: bool = True) -> int:
+    """Write (or, ``dry_run``, only describe) every change; returns how many files changed.
+
+    A file left as it is reads differently for an uninstall (``install`` False): "already as memoryd
+    writes it" there told the user memoryd's part was still in place when nothing of it was left."""
     done = 0
     for c in changes:
         if not c.changed:
-            say(f"unchanged {c.path} ({c.what}: already as memoryd writes it)")
+            say(f"unchanged {c.path} ({c.what}: already as memoryd writes it)" if install
+                else f"nothing to remove in {c.path} ({c.what}: not there)")
             continue
         verb = "remove" if c.new is None else ("create" if c.old is None else "update")
         if dry_run:
