@@ -53,7 +53,8 @@ class HistoryMethods:
         if path is not None and os.path.isabs(path):
             loc = roots.locate(path)
             path = loc[1] if loc is not None else path
-        out: dict[str, Any] = {"entries": [shown(r) for r in self.store.recent(path, req.limit)], "path": str(self.store.path)}
+        entries = [shown(r) for r in self.store.recent(path, req.limit)]
+        out: dict[str, Any] = {"entries": entries, "path": str(self.store.path)}
         if req.path is not None:  # an empty list alone cannot tell "no history" from a typo'd path
             out.update(path_exists=_names_something(roots, req.path), roots=[str(r) for r in roots.roots])
         return out
