@@ -279,6 +279,13 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def print_report(res: dict[str, Any]) -> None:
+    """A bench's key/value results, one per line, then the same as the final JSON line."""
+    for key, value in res.items():
+        print(f"{key:28} {round(value, 3) if isinstance(value, float) else value}")
+    print(json.dumps(res))
+
+
 def print_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     rows = [[str(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]

@@ -20,7 +20,6 @@ Prints a table and, last, one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, Daemon, bench_tmp, daemon_env, loadavg, remove_tree, write_config
+from _common import REPO, Daemon, bench_tmp, daemon_env, loadavg, print_report, remove_tree, write_config
 
 WORDS = ("harbour", "violet", "granite", "lantern", "meadow", "copper", "thistle", "orchard", "falcon", "ember",
          "juniper", "quartz", "saffron", "walnut", "heron", "maple", "pewter", "sorrel", "willow", "basalt")
@@ -143,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true")
     a = p.parse_args(argv)
     res = run(a.provider, a.files, a.entries, a.keep)
-    for key, value in res.items():
-        print(f"{key:28} {round(value, 3) if isinstance(value, float) else value}")
-    print(json.dumps(res))
+    print_report(res)
     return 0
 
 

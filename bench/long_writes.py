@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import statistics
 import sys
 import threading
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Daemon, bench_tmp, remove_tree, wait_until, write_config
+from _common import Daemon, bench_tmp, print_report, remove_tree, wait_until, write_config
 
 WORDS = ("harbour", "violet", "granite", "lantern", "meadow", "copper", "thistle", "orchard", "falcon", "ember",
          "juniper", "quartz", "saffron", "walnut", "heron", "maple", "pewter", "sorrel", "willow", "basalt")
@@ -134,9 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true")
     a = p.parse_args(argv)
     res = run(a.provider, a.entries, a.clear_entries, a.keep)
-    for key, value in res.items():
-        print(f"{key:28} {round(value, 3) if isinstance(value, float) else value}")
-    print(json.dumps(res))
+    print_report(res)
     return 0
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import secrets
 import shutil
 import socket
 import subprocess
@@ -24,6 +23,7 @@ from memoryd.indexer import config as configmod
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError, UntrustedListenerError
 from memoryd.indexer.paths import client_daemon_uid, client_socket_path
+from tests.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
 
 ME = os.geteuid()
 NOBODY = 65534
@@ -196,34 +196,27 @@ print(n, flush=True)
 
 @pytest.mark.slow
 @pytest.mark.skipif(ME != 0, reason="creating a second user needs root")
-def test_a_fake_daemon_of_another_user_in_the_tmp_fallback_gets_nothing(short_dir: Path) -> None:
-    from tests.test_second_uid import TOOLS, _as, _interpreter, _run
-
-    if any(shutil.which(t) is None for t in TOOLS):
-        pytest.skip(f"needs {', '.join(TOOLS)}")
-    name = f"mdtest{secrets.token_hex(4)}"
-    if _run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]).returncode != 0:
-        pytest.skip("useradd failed")
+@pytest.mark.skipif(any(shutil.which(x) is None for x in TOOLS), reason=f"needs {', '.join(TOOLS)}")
+def test_a_fake_daemon_of_another_user_in_the_tmp_fallback_gets_nothing(
+    short_dir: Path, other_user: pwd.struct_passwd,  # noqa: F811 (the fixture imported above)
+) -> None:
+    other = other_user
+    os.chmod(short_dir, 0o1777)  # a /tmp of our own
+    base = short_dir / f"memoryd-{ME}"
+    base.mkdir()
+    os.chown(base, other.pw_uid, other.pw_gid)
+    python = _interpreter(other)
+    proc = subprocess.Popen([shutil.which("setpriv") or "setpriv", *_as(other)[1:], python, "-I", "-c", FAKE,
+                             str(base)], stdout=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
     try:
-        other = pwd.getpwnam(name)
-        os.chmod(short_dir, 0o1777)  # a /tmp of our own
-        base = short_dir / f"memoryd-{ME}"
-        base.mkdir()
-        os.chown(base, other.pw_uid, other.pw_gid)
-        python = _interpreter(other)
-        proc = subprocess.Popen([shutil.which("setpriv") or "setpriv", *_as(other)[1:], python, "-I", "-c", FAKE,
-                                 str(base)], stdout=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
-        try:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-            sock = base / "memoryd" / "memoryd.sock"
-            with pytest.raises(UnsafeSocketDir, match=str(base)):
-                check_socket_path(sock)  # our daemon refuses to start there
-            with Client(sock, timeout=5) as client, pytest.raises(UntrustedListenerError, match=str(sock)):
-                client.call("remember", {"content": "the safe combination is 12-34-56"})
-            out, _ = proc.communicate(timeout=20)
-            assert out.strip() == "0"  # it received not one byte
-        finally:
-            proc.kill()
-            proc.wait(timeout=10)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        sock = base / "memoryd" / "memoryd.sock"
+        with pytest.raises(UnsafeSocketDir, match=str(base)):
+            check_socket_path(sock)  # our daemon refuses to start there
+        with Client(sock, timeout=5) as client, pytest.raises(UntrustedListenerError, match=str(sock)):
+            client.call("remember", {"content": "the safe combination is 12-34-56"})
+        out, _ = proc.communicate(timeout=20)
+        assert out.strip() == "0"  # it received not one byte
     finally:
-        _run(["userdel", name])
+        proc.kill()
+        proc.wait(timeout=10)

@@ -8,10 +8,8 @@ slots, and the refusals are logged once per uid per interval with a count.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
-import secrets
 import shutil
 import socket
 import subprocess
@@ -23,6 +21,8 @@ from structlog.testing import capture_logs
 
 from memoryd.daemon.rpc.fairness import RefusalLog, SlotPolicy
 from memoryd.daemon.rpc.server import SocketServer
+from tests.security.test_transport_load import _read_line
+from tests.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
 
 OWNER, BOB, CAROL = 1000, 1001, 1002
 
@@ -87,46 +87,33 @@ def _first_line(path: Path) -> dict[str, Any]:
         s.settimeout(30)
         s.connect(str(path))
         s.sendall(b'{"jsonrpc":"2.0","id":7,"method":"ping"}\n')
-        buf = b""
-        while b"\n" not in buf:
-            part = s.recv(65536)
-            if not part:
-                break
-            buf += part
-    return dict(json.loads(buf.split(b"\n", 1)[0]))
+        return _read_line(s)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="creating a second user needs root")
-def test_a_bound_uid_holding_every_slot_cannot_lock_the_owner_out(short_dir: Path) -> None:
-    from tests.test_second_uid import TOOLS, _as, _interpreter, _run
-
-    if any(shutil.which(t) is None for t in TOOLS):
-        pytest.skip(f"needs {', '.join(TOOLS)}")
-    name = f"mdtest{secrets.token_hex(4)}"
-    if _run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]).returncode != 0:
-        pytest.skip("useradd failed")
-    try:
-        other = pwd.getpwnam(name)
-        os.chmod(short_dir, 0o755)
-        sock = short_dir / "run" / "s.sock"
-        # no eviction and a long read deadline: only fairness can let the owner in
-        server = SocketServer(sock, {"ping": lambda p, peer: "pong"}, allowed_uids={other.pw_uid: "peer:alice"},
-                              max_clients=32, evict_idle_after_s=3600.0, read_timeout_s=60.0)
-        with server, capture_logs() as logs:
-            flood = subprocess.Popen([shutil.which("setpriv") or "setpriv", *_as(other)[1:], _interpreter(other),
-                                      "-I", "-c", FLOOD, str(sock), "32"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env={"PATH": "/usr/bin:/bin"})
-            try:
-                assert flood.stdout is not None and flood.stdout.readline().strip() == "ready"
-                # Accepted in order: every flood connection was admitted or refused before this one.
-                for _ in range(8):
-                    assert _first_line(sock) == {"jsonrpc": "2.0", "id": 7, "result": "pong"}
-            finally:
-                flood.kill()
-                flood.communicate(timeout=10)  # reaps it and closes the pipes
-        busy = [e for e in logs if e["event"] == "server.busy"]
-        assert [(e["uid"], e["pool"], e["refused"]) for e in busy] == [(other.pw_uid, "uid", 1)]  # 24 refusals
-    finally:
-        _run(["userdel", name])
+@pytest.mark.skipif(any(shutil.which(x) is None for x in TOOLS), reason=f"needs {', '.join(TOOLS)}")
+def test_a_bound_uid_holding_every_slot_cannot_lock_the_owner_out(
+    short_dir: Path, other_user: pwd.struct_passwd,  # noqa: F811 (the fixture imported above)
+) -> None:
+    other = other_user
+    os.chmod(short_dir, 0o755)
+    sock = short_dir / "run" / "s.sock"
+    # no eviction and a long read deadline: only fairness can let the owner in
+    server = SocketServer(sock, {"ping": lambda p, peer: "pong"}, allowed_uids={other.pw_uid: "peer:alice"},
+                          max_clients=32, evict_idle_after_s=3600.0, read_timeout_s=60.0)
+    with server, capture_logs() as logs:
+        flood = subprocess.Popen([shutil.which("setpriv") or "setpriv", *_as(other)[1:], _interpreter(other),
+                                  "-I", "-c", FLOOD, str(sock), "32"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 env={"PATH": "/usr/bin:/bin"})
+        try:
+            assert flood.stdout is not None and flood.stdout.readline().strip() == "ready"
+            # Accepted in order: every flood connection was admitted or refused before this one.
+            for _ in range(8):
+                assert _first_line(sock) == {"jsonrpc": "2.0", "id": 7, "result": "pong"}
+        finally:
+            flood.kill()
+            flood.communicate(timeout=10)  # reaps it and closes the pipes
+    busy = [e for e in logs if e["event"] == "server.busy"]
+    assert [(e["uid"], e["pool"], e["refused"]) for e in busy] == [(other.pw_uid, "uid", 1)]  # 24 refusals
