@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.intake import Accepted, prepare
@@ -36,7 +36,7 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
     (root / "user").mkdir(parents=True)
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         yield index, root, MemoryWriter(index, root, cfg.write, clock=lambda: NOW)
     finally:
