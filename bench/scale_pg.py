@@ -142,7 +142,7 @@ def measure_socket(work: Path, root: Path, data: Path, dsn: str, embedder: Any, 
 def reindex_kept(cfg: Any, embedder: Any, root: Path, files: list[str], args: Any) -> None:
     """A kept database of another memoryd's settings: re-index it with ``--reindex``, else say what to do."""
     from memoryd.indexer.engine import open_index
-    from memoryd.indexer.storage.postgres.backend import IdentityMismatchError
+    from memoryd.indexer.storage.postgres.identity import IdentityMismatchError
 
     try:
         mi = open_index(cfg, embedder, reindex=bool(getattr(args, "reindex", False)))

@@ -21,7 +21,7 @@ from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.storage.postgres import schema
-from memoryd.indexer.storage.postgres.backend import REINDEX_COMMAND
+from memoryd.indexer.storage.postgres.identity import REINDEX_COMMAND
 from memoryd.indexer.storage.postgres.store import IdentityChangedError
 from tests.helpers import CountingEmbedder
 from tests.test_pg_backend import write_corpus

@@ -14,14 +14,10 @@ its (site, root) locks (a database restart drops them), and skips the roots whos
 another daemon took meanwhile (:meth:`PostgresBackend.lost_roots`, shown by ``status``) until
 that daemon lets them go; then it takes them back and reconciles them.
 
-The identity (model, dimension, chunking, text rules) is the *database's*: a daemon
-whose identity differs from the stored one refuses to start while any chunk exists,
-because dropping every chunk, as the embedded backend does, would wipe other sites.
-Dropping them is explicit (``reindex=True``, ``memoryd migrate-storage --reindex``): it
-bumps the database's identity generation, which every write checks, so a daemon of the old
-settings stops writing at once (``storage.identity_changed``, its roots shown lost in
-``status``), while one whose settings match the new identity re-adds its roots at its next
-reconcile (its file rows are gone; the shared cache spares the embeddings).
+The identity is the *database's* (:mod:`.identity`): a re-index bumps its generation, which
+every write checks, so a daemon of the old settings stops writing at once
+(``storage.identity_changed``, its roots shown lost in ``status``), while one whose settings
+match re-adds its roots at its next reconcile (the shared cache spares the embeddings).
 """
 
 from __future__ import annotations
@@ -52,20 +48,21 @@ from memoryd.indexer.storage.base import (
     RebuildJob,
     StorageUnavailableError,
 )
-from memoryd.indexer.storage.index_status import (
-    BacklogProgress,
-    CacheStatus,
-    IndexStatus,
-    ModelStatus,
-    VectorIndexStatus,
-    skipped_files,
-)
+from memoryd.indexer.storage.index_status import BacklogProgress, IndexStatus, skipped_files
 from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache, PgLineStore
 from memoryd.indexer.storage.postgres.dsn import describe
+from memoryd.indexer.storage.postgres.identity import check_identity, differences
 from memoryd.indexer.storage.postgres.line_rows import PgLineRows
 from memoryd.indexer.storage.postgres.search import PgLegs, PgVectors
-from memoryd.indexer.storage.postgres.status import LostRoot, PgFigures, PgStorage, SiteLocks
+from memoryd.indexer.storage.postgres.status import (
+    LostRoot,
+    PgFigures,
+    PgStorage,
+    SiteLocks,
+    index_status,
+    read_figures,
+)
 from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
 from memoryd.indexer.storage.site import site_id
 from memoryd.indexer.types import Embedder
@@ -74,12 +71,6 @@ log = structlog.get_logger(__name__)
 
 POSTGRES = Capabilities(sites=True, keyword_first=True, vector_rebuilds=False, line_cache=True,
                         line_vectors=True, vectors_in_rows=True)
-
-REINDEX_COMMAND = "memoryd migrate-storage --reindex"
-
-
-class IdentityMismatchError(StoreError):
-    """The database's chunks were made with other settings (model, chunking, text rules) than this memoryd's."""
 
 
 class PostgresBackend:
@@ -262,7 +253,7 @@ class PostgresBackend:
         st = self.cfg.storage
         self._site_lock = connect.SiteLock(st.dsn, st.sslmode, st.connect_timeout_s)
         self._site_lock.claim_site(self.site, {"host": socket.gethostname(), "pid": os.getpid(),
-                                               "data_dir": str(self.data_dir), "version": _version()})
+                                               "data_dir": str(self.data_dir), "version": sites.memoryd_version()})
         for root in self.cfg.effective_roots:
             self._site_lock.acquire(self.site, root)
 
@@ -294,7 +285,7 @@ class PostgresBackend:
             self._follow_reset = True
             return
         assert self._site_lock is not None
-        why = (f"the database was re-indexed with other settings ({_differences(have or {}, self.identity)});"
+        why = (f"the database was re-indexed with other settings ({differences(have or {}, self.identity)});"
                " upgrade memoryd here and restart it")
         self.identity_changed = why
         for root in self._site_lock.held:
@@ -303,27 +294,9 @@ class PostgresBackend:
                   action="this daemon stopped writing: " + why)
 
     def _check_identity(self) -> None:
-        want = self.identity
-        stored = self.store.meta("identity")
-        have = json.loads(stored) if stored else None
-        if have != want:
-            with self.pg.connection() as c:
-                row = c.execute("SELECT EXISTS (SELECT 1 FROM memoryd_chunks)").fetchone()
-            if have is not None and row and row[0] and not self._reindex:
-                raise IdentityMismatchError(
-                    f"database {self.where} holds chunks indexed with other settings ({_differences(have, want)});"
-                    f" to re-index every site with this memoryd's settings, stop this daemon and run"
-                    f" `{REINDEX_COMMAND}` (it drops every site's chunks, keeps the embedding cache; daemons"
-                    " still on the old settings stop writing until upgraded), or use another database")
-            if self.read_only:
-                raise StoreError(f"no index in {self.where} (run `memoryd index` first)")
-            if have is not None and self._reindex:
-                same_vectors = all(have.get(k) == want[k] for k in ("model_id", "dimension"))
-                self.reset = self.pg.reset_all_sites(json.dumps(want, sort_keys=True), drop_cache=not same_vectors)
-                log.warning("storage.reindexed", database=self.where, site=self.site, files=self.reset[0],
-                            chunks=self.reset[1], generation=self.reset[2], changed=_differences(have, want))
-            else:
-                self.store.set_meta({"identity": json.dumps(want, sort_keys=True)})
+        reset = check_identity(self.pg, self.identity, self.where, read_only=self.read_only, reindex=self._reindex)
+        if reset is not None:
+            self.reset = reset
         if not self.read_only and self.pg.generation is None:
             self.pg.generation = self.pg.ensure_generation()
         if not self.read_only:
@@ -366,7 +339,7 @@ class PostgresBackend:
         try:
             st = self._status(skipped, lines_pending)
         except StorageUnavailableError:
-            last = self._last_status or self._never_read(skipped)
+            last = self._last_status or self._index_status(None, None, None, None, None, skipped)
             figures = last.storage.figures if isinstance(last.storage, PgStorage) else None
             return replace(last, storage=self._storage(figures), skipped=skipped_files(skipped),
                            vectors=BacklogProgress.from_progress(self.backlog.progress()))
@@ -385,36 +358,17 @@ class PostgresBackend:
                          locks=SiteLocks(held, lost), figures=figures)
 
     def _status(self, skipped: Mapping[str, str], lines_pending: Callable[[], int | None]) -> IndexStatus:
-        with self.pg.connection() as c:
-            row = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks),"
-                            " (SELECT count(*) FROM memoryd_embed_cache),"
-                            " (SELECT count(DISTINCT site) FROM memoryd_roots),"
-                            " (SELECT count(*) FROM memoryd_chunks WHERE embedding IS NULL)").fetchone()
-        assert row is not None
+        figures, entries, vectors = read_figures(self.pg)
         files, chunks = self.store.counts()
-        with self.pg.connection() as c:
-            all_sites = tuple(sites.list_sites(c))
-        figures = PgFigures(sites=int(row[3]), all_files=int(row[0]), all_chunks=int(row[1]), all_sites=all_sites)
-        # every site's chunks with a vector (a chunk committed keyword first has none yet)
-        vectors = int(row[1]) - int(row[4])
-        st = self._index_status(files, chunks, int(row[2]), vectors, self._storage(figures), skipped)
+        st = self._index_status(files, chunks, entries, vectors, figures, skipped)
         return replace(st, line_vectors_pending=lines_pending())
 
-    def _never_read(self, skipped: Mapping[str, str]) -> IndexStatus:
-        """``status``'s figures before the database ever answered (the daemon started without it)."""
-        return self._index_status(None, None, None, None, self._storage(None), skipped)
-
     def _index_status(self, files: int | None, chunks: int | None, entries: int | None, vectors: int | None,
-                      storage: PgStorage, skipped: Mapping[str, str]) -> IndexStatus:
-        return IndexStatus(
-            files=files, chunks=chunks,
-            model=ModelStatus(self.embedder.model_id, self.embedder.dimension,
-                              getattr(self.embedder, "query_precision", "exact")),
-            cache=CacheStatus(entries, self.cache.hits, self.cache.misses, self.cache.capacity),
-            index=VectorIndexStatus("pgvector-hnsw", vectors, tombstones=0, rebuilding=None),
-            skipped=skipped_files(skipped),
-            vectors=BacklogProgress.from_progress(self.backlog.progress()),  # this process's backlog
-            storage=storage)
+                      figures: PgFigures | None, skipped: Mapping[str, str]) -> IndexStatus:
+        """The figures given (all None: before the database ever answered, the daemon started without it)."""
+        return index_status(self.embedder, self.cache, files, chunks, entries, vectors, self._storage(figures),
+                            skipped=skipped_files(skipped),
+                            backlog=BacklogProgress.from_progress(self.backlog.progress()))  # this process's backlog
 
     def open_line_store(self) -> LineStore | None:
         """The shared embedding cache for the context excerpts' line vectors, through the pool (None read-only)."""
@@ -452,18 +406,3 @@ class PostgresBackend:
             pg = getattr(self, "pg", None)
             (pg.pool if pg is not None else self.pool).close()
 
-
-def _differences(have: dict[str, Any], want: dict[str, str]) -> str:
-    """The stored settings that differ from ``want``, as ``key=stored value`` (for messages; a key
-    only one side has shows None on the other)."""
-    return ", ".join(f"{k}={have.get(k)}" for k in sorted(have.keys() | want.keys()) if have.get(k) != want.get(k))
-
-
-def _version() -> str:
-    """This memoryd's version, for the site's record (``memoryd sites list``)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("memoryd")
-    except PackageNotFoundError:
-        return "unknown"
