@@ -165,7 +165,7 @@ def _analysis_lines(analysis: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _size(n: object) -> str:
+def size_text(n: object) -> str:
     """A byte count for a person: ``12.3 MB``; "unknown" when the daemon could not tell."""
     if not isinstance(n, int | float) or isinstance(n, bool):
         return "unknown"
@@ -177,7 +177,8 @@ def _size(n: object) -> str:
     return f"{size:.1f} GB"  # pragma: no cover - the loop returns at GB
 
 
-def _duration(seconds: object) -> str:
+def duration_text(seconds: object) -> str:
+    """Seconds for a person: ``42 s``, ``3 min 5 s``, ``2 h 10 min`` (the CLI and the UI say it alike)."""
     s = int(seconds) if isinstance(seconds, int | float) else 0
     if s < 60:
         return f"{s} s"
@@ -186,7 +187,7 @@ def _duration(seconds: object) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
-def _fresh(st: dict[str, Any]) -> str:
+def fresh_text(st: dict[str, Any]) -> str:
     """Whether every change seen so far is searchable; an older daemon has no ``fresh``: derive it."""
     pending, reconciling = st.get("pending") or 0, bool(st.get("reconciling"))
     if st.get("fresh", not pending and not reconciling):
@@ -201,11 +202,11 @@ def render_status(st: dict[str, Any]) -> str:
     rows = [
         ("version", f"{st.get('version', '')}" + (f" (pid {st['pid']})" if st.get("pid") else "")),
         ("socket", escape_line(str(st.get("socket") or "unknown"))),
-        ("uptime", _duration(st.get("uptime_s", 0))),
-        ("fresh", _fresh(st)),
+        ("uptime", duration_text(st.get("uptime_s", 0))),
+        ("fresh", fresh_text(st)),
         ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
         ("pending", str(st.get("pending", 0))),
-        ("vectors pending", _backlog(st.get("vectors") or {})),
+        ("vectors pending", backlog_text(st.get("vectors") or {})),
         *_line_rows(st.get("line_vectors")),
         ("reconciling", _reconciling(st)),
         ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries"
@@ -221,8 +222,8 @@ def render_status(st: dict[str, Any]) -> str:
         rows.append(("watch failure", escape_line(str(st["last_watch_failure"]))))
     rows += _storage_rows(st.get("storage"))
     rows += [
-        ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({_size(st.get('data_dir_bytes'))})"),
-        ("memory (RSS)", _size(st.get("rss_bytes"))),
+        ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({size_text(st.get('data_dir_bytes'))})"),
+        ("memory (RSS)", size_text(st.get("rss_bytes"))),
     ]
     for root in st.get("roots", []):
         state = "watching" if root.get("alive") else "NOT WATCHING"
@@ -285,12 +286,12 @@ def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
                              f"keep their plain order)")]
 
 
-def _backlog(v: dict[str, Any]) -> str:
+def backlog_text(v: dict[str, Any]) -> str:
     """``0``, or ``1200 (18.5/s, about 65 s left)`` while keyword-first chunks wait for their vectors."""
     if not v.get("pending"):
         return "0"
     speed = f"{v['per_s']:.1f}/s" if v.get("per_s") else "rate not measured yet"
-    eta = f", about {_duration(v['eta_s'])} left" if v.get("eta_s") is not None else ""
+    eta = f", about {duration_text(v['eta_s'])} left" if v.get("eta_s") is not None else ""
     return f"{v['pending']} ({speed}{eta}; keyword search covers them already)"
 
 
