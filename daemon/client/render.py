@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from memoryd.daemon.api.vocabulary import HitReply, SearchReply, StatusReply, WriteReply
 from memoryd.daemon.client.termsafe import escape, escape_line
 from memoryd.indexer.entrymeta import strip as strip_markers
 
@@ -87,7 +89,7 @@ def query_terms_of(query: str | None) -> frozenset[str]:
     return frozenset(query_terms(query))
 
 
-def _matched(hit: dict[str, Any], width: int | None, highlight: bool, terms: frozenset[str]) -> list[str]:
+def _matched(hit: HitReply, width: int | None, highlight: bool, terms: frozenset[str]) -> list[str]:
     """The hit's matched lines, numbered (``  12│ text``); bold on a terminal, the query's terms coloured.
     Content is escaped here, since highlighted output bypasses the escaping stream (see
     :mod:`memoryd.daemon.client.termsafe`)."""
@@ -104,13 +106,13 @@ def _matched(hit: dict[str, Any], width: int | None, highlight: bool, terms: fro
     return out
 
 
-def _location(hit: dict[str, Any], show_root: bool) -> str:
+def _location(hit: HitReply, show_root: bool) -> str:
     """``path:a-b``; with several roots, the absolute path, which ``memoryd get`` takes as it is."""
     path = f"{hit['root'].rstrip('/')}/{hit['path']}" if show_root and hit.get("root") else hit["path"]
     return f"{escape_line(path)}:{hit['start_line']}-{hit['end_line']}"
 
 
-def render_hits(result: dict[str, Any], highlight: bool = False, width: int | None = None,
+def render_hits(result: SearchReply, highlight: bool = False, width: int | None = None,
                 query: str | None = None) -> str:
     """Hits for a person: location, score, heading, then the lines that matched (the first lines for a
     daemon that does not name them). ``highlight``: terminal bold for the matched lines, with the words
@@ -187,7 +189,7 @@ def duration_text(seconds: object) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
-def fresh_text(st: dict[str, Any]) -> str:
+def fresh_text(st: Mapping[str, Any]) -> str:
     """Whether every change seen so far is searchable; an older daemon has no ``fresh``: derive it."""
     pending, reconciling = st.get("pending") or 0, bool(st.get("reconciling"))
     if st.get("fresh", not pending and not reconciling):
@@ -196,7 +198,7 @@ def fresh_text(st: dict[str, Any]) -> str:
     return f"no ({', '.join(why)})" if why else "no"
 
 
-def render_status(st: dict[str, Any]) -> str:
+def render_status(st: StatusReply) -> str:
     """The daemon's status as aligned ``name  value`` rows, in words (no Python ``None``/``True``)."""
     model = {"queries": "exact", **st.get("model", {})}
     rows = [
@@ -260,7 +262,7 @@ def _storage_rows(sto: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _reconciling(st: dict[str, Any]) -> str:
+def _reconciling(st: Mapping[str, Any]) -> str:
     """``yes: 12/31 files`` while a sweep reads and commits files; ``yes (vectors filling in)`` after it
     while keyword-first chunks wait for their vectors; an older daemon's plain yes/no otherwise."""
     if not st.get("reconciling"):
@@ -286,7 +288,7 @@ def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
                              f"keep their plain order)")]
 
 
-def backlog_text(v: dict[str, Any]) -> str:
+def backlog_text(v: Mapping[str, Any]) -> str:
     """``0``, or ``1200 (18.5/s, about 65 s left)`` while keyword-first chunks wait for their vectors."""
     if not v.get("pending"):
         return "0"
@@ -295,7 +297,7 @@ def backlog_text(v: dict[str, Any]) -> str:
     return f"{v['pending']} ({speed}{eta}; keyword search covers them already)"
 
 
-def render_written(result: dict[str, Any]) -> list[str]:
+def render_written(result: WriteReply) -> list[str]:
     """A ``remember`` (or ``promote``) answer in words: what it did, where, and for a replace or a
     reinforcement the entry as it was and the command that takes it back (so a person sees what
     changed without opening the file or the history)."""
