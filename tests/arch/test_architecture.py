@@ -27,7 +27,7 @@ SERVER_SIDE = ("memoryd.daemon.app", "memoryd.daemon.api", "memoryd.daemon.work"
                "memoryd.daemon.rpc.server", "memoryd.daemon.rpc.connection", "memoryd.indexer.engine")
 CLIENT_ROOTS = ("memoryd.daemon.cli", "memoryd.daemon.client")
 # Server modules the clients share: the socket's vocabulary (methods, params, replies, modes) and its
-# error codes. Both are the standard library only (tests/test_socket_vocabulary.py checks the vocabulary).
+# error codes. Both are the standard library only (tests/daemon/test_socket_vocabulary.py checks the vocabulary).
 SHARED_WITH_CLIENTS = ("memoryd.daemon.api.vocabulary",)
 
 

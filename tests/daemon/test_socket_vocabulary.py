@@ -18,7 +18,7 @@ from memoryd.daemon.api import vocabulary as vocab
 from memoryd.daemon.rpc.errors import InvalidParams
 from memoryd.daemon.rpc.jsonrpc import Peer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PEER = Peer(pid=1, uid=0, gid=0)
 
 
