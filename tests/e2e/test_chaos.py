@@ -105,7 +105,7 @@ import sys, time
 from pathlib import Path
 from memoryd.daemon.logs import configure_logging
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from tests.helpers import make_config
 
 configure_logging("warning", "json")  # stderr: stdout carries the progress lines
