@@ -27,7 +27,7 @@ def scope_kwargs(cfg: Config, params: dict[str, Any]) -> dict[str, Any] | None:
     ``namespace`` (removed from ``params``); None when they select nothing."""
     from memoryd.daemon.api.requests import read_scope
     from memoryd.daemon.rpc.errors import RpcError
-    from memoryd.indexer.write.access import OWNER, Session
+    from memoryd.indexer.access import OWNER, Session
 
     wanted: dict[str, Any] = {k: params.pop(k) for k in ("path_prefix", "namespace") if k in params}
     try:

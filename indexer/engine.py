@@ -67,6 +67,7 @@ from memoryd.indexer.ingest import (
     stage,
 )
 from memoryd.indexer.line_vectors import STEP_LINES, FillResult, LineRows, LineVectorFill
+from memoryd.indexer.redaction.privacy import REDACT_VERSION
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import EmbeddedLegs, ReaderPool
 from memoryd.indexer.search.pipeline import SearchPipeline
@@ -76,7 +77,6 @@ from memoryd.indexer.store_lines import SqliteLineRows, count_without_lines
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.vectorfill import EMBED_GROUP, VectorFill
 from memoryd.indexer.vectors import VectorIndex
-from memoryd.indexer.write.privacy import REDACT_VERSION
 
 log = structlog.get_logger(__name__)
 

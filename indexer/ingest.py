@@ -33,9 +33,9 @@ from memoryd.indexer.config import ChunkingConfig
 from memoryd.indexer.embedtext import embedding_text, keyword_text
 from memoryd.indexer.errors import FileSkipped, MemorydError
 from memoryd.indexer.files import FileContent
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.store import NewChunk
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write import privacy
 
 if TYPE_CHECKING:
     from memoryd.indexer.types import FloatArray

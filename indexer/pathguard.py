@@ -16,7 +16,7 @@ this module turns request text into:
   symlink, located again among the roots (``None`` outside all of them), plus
   the target's link count, so that callers can refuse a hard link.
 
-Who may read what is decided in :mod:`memoryd.indexer.write.access` on a
+Who may read what is decided in :mod:`memoryd.indexer.access` on a
 :class:`Resolved`; this module only answers "where does this name lead".
 Refusals are :class:`PathRefused` (a :class:`~memoryd.indexer.write.refusals.BadTarget`),
 whose message names the path (shortened) and the rule.

@@ -36,9 +36,9 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import ConfigError, DiskFullError, ModelError
 from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.storage import open_index
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write import privacy
 from tests.helpers import make_config
 from tests.write_fixtures import start_write_daemon
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.indexer.embedtext import embedding_text, keyword_text
-from memoryd.indexer.entrymeta import EntryMeta, split, strip, summarize
+from memoryd.indexer.markdown.entrymeta import EntryMeta, split, strip, summarize
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.prior import apply_prior, prior
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.indexer.write.access import (
+from memoryd.indexer.access import (
     ACTIONS,
     AUDIT,
     DEFAULT,

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.memblocks import user_blocks
-from memoryd.indexer.write.access import DEFAULT, Namespace
+from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MAX_ATTEMPTS, MemoryWriter

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from memoryd.daemon.client.termsafe import escape, escape_line
-from memoryd.indexer.entrymeta import strip as strip_markers
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 _RANGE = re.compile(r"(?P<start>\d+)(?:-(?P<end>\d+))?")
 

@@ -33,18 +33,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memoryd.indexer.access import namespace_of, resolve_target
 from memoryd.indexer.cache import cache_key
 from memoryd.indexer.config import SearchMode, WriteConfig
 from memoryd.indexer.embedtext import clean_line
 from memoryd.indexer.errors import ProviderUnavailable
-from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.markdown.mdedit import entries
+from memoryd.indexer.markdown.mdlines import MdLines
+from memoryd.indexer.markdown.memblocks import BlockError
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
-from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.dedup import Candidate, near_exact
 from memoryd.indexer.write.intake import Accepted
-from memoryd.indexer.write.mdedit import entries
-from memoryd.indexer.write.mdlines import MdLines
 from memoryd.indexer.write.refusals import BadTarget
 
 #: Chunks the keyword leg adds to the vector leg's (:func:`_nearest_chunks`): enough to find the entry itself.

@@ -21,7 +21,7 @@ old       the entry's text before (replace, forget, reinforce: the entry kept)
 new       the text after (replace: the new entry; reinforce: the memory *not* written)
 block     the old entry's exact lines
 patch     the edit as line hunks with terminators and neighbours, and the sha256 of
-          what it wrote (:mod:`memoryd.indexer.write.patch`): the undo is byte for
+          what it wrote (:mod:`memoryd.indexer.markdown.patch`): the undo is byte for
           byte while the file is untouched, placed by content after a hand edit
 session   who asked (``{"kind": "owner"}`` …), namespace, reason, score
 group     (``clear``) one id shared by the records of one clear over several files

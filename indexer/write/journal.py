@@ -39,7 +39,7 @@ from memoryd.indexer.atomic import (
     fsync_dir,
 )
 from memoryd.indexer.errors import DiskFullError, is_disk_full
-from memoryd.indexer.write.patch import sha256_text
+from memoryd.indexer.markdown.patch import sha256_text
 from memoryd.indexer.write.refusals import BadTarget
 
 log = structlog.get_logger(__name__)

@@ -3,7 +3,7 @@
     MemorydError
     └── WriteError
         ├── SessionError     a malformed ``session`` (bad kind, id or field)
-        ├── AccessDenied     the session may not do this (write/access.py's rules)
+        ├── AccessDenied     the session may not do this (access.py's rules)
         ├── BadTarget        a path/namespace memoryd will not write (escape, symlink, not .md)
         ├── UnknownType      a ``type`` that is not a router type
         ├── EntryNotFound    ``forget``: no memory entry on that line

@@ -16,10 +16,10 @@ import pytest
 from memoryd.daemon.client import cli_history
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
+from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter
