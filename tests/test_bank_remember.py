@@ -16,9 +16,9 @@ from memoryd.indexer.bank import apply_plan, make_plan
 from memoryd.indexer.bank import highlights as hl
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import WriteConflict
 from memoryd.indexer.markdown.memblocks import machine_span, user_blocks
 from memoryd.indexer.write.intake import Accepted, has_bank, prepare
-from memoryd.indexer.write.refusals import WriteConflict
 from memoryd.indexer.write.router import BANK, route
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config

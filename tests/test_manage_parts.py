@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from memoryd.indexer.access import DEFAULT, Namespace
+from memoryd.indexer.errors import EntryNotFound, WriteConflict
 from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.markdown.sections import SectionRefused, check_allowed, replace_body, restore_body
 from memoryd.indexer.write.entries import file_entries, memory_files, page, select, stats
-from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.transfer import BadLine, ImportItem, parse_jsonl, to_jsonl, to_markdown
 
 BANK = ("# Active\n\n<!-- MACHINE_BLOCK_START -->\n## Current Focus\n\n- old focus\n- second\n\n## Next Steps\n\n"

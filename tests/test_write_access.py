@@ -25,7 +25,7 @@ from memoryd.indexer.access import (
     resolve_target,
     scoped_prefix,
 )
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget, SessionError
+from memoryd.indexer.errors import AccessDenied, BadTarget, SessionError
 
 OWNER = Session("owner")
 ALICE = Session("direct", peer="alice")

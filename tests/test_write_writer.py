@@ -16,9 +16,9 @@ from structlog.testing import capture_logs
 from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write.intake import Accepted, prepare
-from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MAX_ATTEMPTS, MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE

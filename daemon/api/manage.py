@@ -62,11 +62,11 @@ from memoryd.indexer.access import (
     parse_namespace,
 )
 from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.errors import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
 from memoryd.indexer.markdown.sections import SectionRefused, check_allowed
 from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
 from memoryd.indexer.write.restore import Restore, check_restore
 from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, export_jsonl, parse_jsonl, to_markdown
 

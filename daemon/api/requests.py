@@ -18,8 +18,8 @@ from memoryd.daemon.rpc.errors import ACCESS_DENIED, BAD_TARGET, InvalidParams, 
 from memoryd.daemon.rpc.jsonrpc import Peer, param, reject_unknown
 from memoryd.indexer.access import NAMESPACE_FOLDERS, Session, parse_namespace, scoped_prefix
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
+from memoryd.indexer.errors import AccessDenied, BadTarget
 from memoryd.indexer.pathguard import PathRefused
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget
 from memoryd.indexer.write.router import TYPES
 
 MAX_QUERY_CHARS = 8192

@@ -19,7 +19,7 @@ import structlog
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.access import OWNER, Session, binding_text, parse_session
-from memoryd.indexer.write.refusals import AccessDenied, SessionError
+from memoryd.indexer.errors import AccessDenied, SessionError
 
 log = structlog.get_logger(__name__)
 

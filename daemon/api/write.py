@@ -51,20 +51,20 @@ from memoryd.daemon.rpc.errors import (
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.errors import DiskFullError
-from memoryd.indexer.pathguard import normalize
-from memoryd.indexer.redaction import privacy
-from memoryd.indexer.storage.site import foreign_site
-from memoryd.indexer.write.intake import Rejected, has_bank, prepare
-from memoryd.indexer.write.refusals import (
+from memoryd.indexer.errors import (
     AccessDenied,
     BadTarget,
+    DiskFullError,
     EntryNotFound,
     SessionError,
     UnknownType,
     WriteConflict,
     WriteError,
 )
+from memoryd.indexer.pathguard import normalize
+from memoryd.indexer.redaction import privacy
+from memoryd.indexer.storage.site import foreign_site
+from memoryd.indexer.write.intake import Rejected, has_bank, prepare
 
 if TYPE_CHECKING:  # the writer (dedup's candidates, the embedding cache) brings numpy
     from memoryd.indexer.write.writer import MemoryWriter, Outcome

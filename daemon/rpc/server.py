@@ -65,8 +65,7 @@ from memoryd.daemon.rpc.sockpath import (
     unreachable_for,
 )
 from memoryd.indexer.access import Session, parse_binding
-from memoryd.indexer.errors import DaemonError
-from memoryd.indexer.write.refusals import SessionError
+from memoryd.indexer.errors import DaemonError, SessionError
 
 log = structlog.get_logger(__name__)
 

@@ -24,9 +24,8 @@ from datetime import datetime
 
 from memoryd.indexer.bank.templates import HIGHLIGHTS, HIGHLIGHTS_HEADER
 from memoryd.indexer.markdown import mdedit
-from memoryd.indexer.markdown.mdlines import MdLines
+from memoryd.indexer.markdown.mdlines import MdLines, fold
 from memoryd.indexer.markdown.memblocks import BlockError, assert_user_blocks_unchanged
-from memoryd.indexer.write.lexical import fold
 
 MAX_ROWS = 20
 HISTORY_SECTION = "Decision history (moved from Decision Highlights)"

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memoryd.indexer.markdown.entrymeta import EntryMeta, strip
-from memoryd.indexer.markdown.mdlines import ITEM, Entry, MdLines
+from memoryd.indexer.markdown.mdlines import ITEM, Entry, MdLines, fold
 from memoryd.indexer.markdown.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.markdown.patch import Patch
-from memoryd.indexer.write.lexical import fold
 
 _UPDATED = re.compile(r"^updated[ \t]*:[ \t]*(.*)$")
 _REINFORCEMENT = re.compile(r"^reinforcement[ \t]*:[ \t]*(.*?)[ \t]*$")

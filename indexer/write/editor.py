@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 
 from memoryd.indexer.access import Namespace, namespace_of, resolve_target
+from memoryd.indexer.errors import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.markdown import mdedit
 from memoryd.indexer.markdown.mdlines import MdLines
 from memoryd.indexer.markdown.patch import CONTEXT, Hunk, Patch, split_lines
@@ -40,7 +41,6 @@ from memoryd.indexer.write import importer
 from memoryd.indexer.write.candidates import gather
 from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, decide
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
-from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter, Outcome
 
 log = structlog.get_logger(__name__)

@@ -50,15 +50,15 @@ from typing import Any
 import structlog
 
 from memoryd.indexer.atomic import fsync_dir
+from memoryd.indexer.errors import BadTarget
 from memoryd.indexer.markdown.patch import Patch
 from memoryd.indexer.write.journal import EditJournal, FileEdit, Intent, put_text
-from memoryd.indexer.write.refusals import BadTarget
 
 log = structlog.get_logger(__name__)
 
 Resolve = Callable[[str, str], Path | None]
 """(root, rel) -> the file, or None when that root is not served; raises
-:class:`~memoryd.indexer.write.refusals.BadTarget` for a path no write may take (as the writer's)."""
+:class:`~memoryd.indexer.errors.BadTarget` for a path no write may take (as the writer's)."""
 AppendRecords = Callable[[list[dict[str, Any]]], None]  # appends records whose ids are not yet in the history
 OUTCOMES = ("completed", "finished", "edited", "not_started", "rolled_back", "kept", "unreadable")
 _RECORDED = frozenset({"completed", "finished", "edited"})

@@ -23,7 +23,7 @@ import structlog
 from memoryd.indexer.access import namespace_of, resolve_target
 from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.errors import ModelError, StoreError
+from memoryd.indexer.errors import BadTarget, EntryNotFound, ModelError, StoreError, WriteConflict
 from memoryd.indexer.markdown import mdedit
 from memoryd.indexer.markdown.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.markdown.patch import Patch
@@ -32,7 +32,6 @@ from memoryd.indexer.write.ahead import MAX_ATTEMPTS, STEPS, RecordsFn, WriteAhe
 from memoryd.indexer.write.candidates import gather
 from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide, explain_verdict
 from memoryd.indexer.write.intake import Accepted
-from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 
 if TYPE_CHECKING:
     from memoryd.indexer.engine import MemoryIndex

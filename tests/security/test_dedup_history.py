@@ -19,9 +19,9 @@ from memoryd.daemon.rpc.errors import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONF
 from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import EntryNotFound, WriteConflict
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.intake import Accepted, prepare
-from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE, WriteDaemon
