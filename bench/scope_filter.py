@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.search.query import Query
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -92,11 +94,12 @@ def main() -> None:
                 }
             q = "pelican heron budget"
             for mode in ("keyword", "hybrid"):
-                rows[f"c. {mode}, owner"] = median_ms(lambda m=mode: idx.search(q, k=8, mode=m), args.repeat)
+                rows[f"c. {mode}, owner"] = median_ms(lambda m=mode: idx.query(Query(q, k=8, mode=m)), args.repeat)
                 rows[f"c. {mode}, alice prefix"] = median_ms(
-                    lambda m=mode: idx.search(q, k=8, mode=m, path_prefix=prefix), args.repeat)
+                    lambda m=mode: idx.query(Query(q, k=8, mode=m, path_prefix=prefix)), args.repeat)
                 rows[f"c. {mode}, alice prefix+links"] = median_ms(
-                    lambda m=mode: (memo.clear(), idx.search(q, k=8, mode=m, path_prefix=prefix, path_check=check)),
+                    lambda m=mode: (memo.clear(),
+                                    idx.query(Query(q, k=8, mode=m, path_prefix=prefix, path_check=check))),
                     args.repeat)
         finally:
             idx.close()

@@ -42,7 +42,7 @@ from memoryd.indexer.backend import EMBEDDED, LINE_WAIT_MS, Backend, CacheStore,
 from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.cache import EmbeddingCache, SqliteLineStore, open_machine_cache
 from memoryd.indexer.chunker import CHUNKER_VERSION
-from memoryd.indexer.config import Config, SearchMode
+from memoryd.indexer.config import Config
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, ProviderUnavailable, StoreCorruptError, StoreError
 from memoryd.indexer.files import VANISHED, read_memory_file
@@ -425,17 +425,6 @@ class MemoryIndex:
             return self.store.move_file(self.store.root_id(root), rel, self.store.root_id(dest_root), dest_rel)
 
     # -- the rest -------------------------------------------------------------
-
-    def search(
-        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
-        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
-        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
-        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
-    ) -> SearchResult:
-        """One query; :class:`~memoryd.indexer.search.query.Query` says what each argument does."""
-        return self.query(Query(query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
-                                exclude_prefixes=tuple(exclude_prefixes), query_vector=query_vector,
-                                path_check=path_check, sites=None if sites is None else tuple(sites)))
 
     def query(self, query: Query) -> SearchResult:
         """Run ``query`` (:mod:`memoryd.indexer.search.pipeline`). The embedded index is one site:
