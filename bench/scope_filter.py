@@ -37,9 +37,9 @@ from memoryd.daemon.watch.pathfilter import PathFilter  # noqa: E402
 from memoryd.indexer.access import Session, read_refusal  # noqa: E402
 from memoryd.indexer.embedding import load_embedder  # noqa: E402
 from memoryd.indexer.engine import MemoryIndex  # noqa: E402
+from memoryd.indexer.ingestion.reconcile import reconcile  # noqa: E402
 from memoryd.indexer.pathguard import PathGuard  # noqa: E402
-from memoryd.indexer.reconcile import reconcile  # noqa: E402
-from memoryd.indexer.search.hybrid import _allowed_ids  # noqa: E402
+from memoryd.indexer.storage.embedded.hybrid import _allowed_ids  # noqa: E402
 from tests.helpers import make_config  # noqa: E402
 
 LIKE_SQL = ("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"

@@ -24,6 +24,7 @@ from memoryd.indexer.errors import MemorydError
 
 if TYPE_CHECKING:
     from memoryd.daemon.api.read import ReadMethods
+    from memoryd.daemon.api.vocabulary import ContextReply, SearchReply
     from memoryd.daemon.rpc.jsonrpc import Peer
     from memoryd.indexer.config import Config
 
@@ -94,7 +95,7 @@ def read_methods(cfg: Config) -> Iterator[ReadMethods]:
         index.close()
 
 
-def offline_search(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
+def offline_search(cfg: Config, params: dict[str, Any]) -> SearchReply:
     """The ``search`` socket method's answer, in-process. The params are parsed before the index (and
     the model) is opened, so a refused one costs nothing."""
     from memoryd.daemon.api.requests import parse_search
@@ -105,7 +106,7 @@ def offline_search(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
             return reads.run_search(req)
 
 
-def offline_context(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
+def offline_context(cfg: Config, params: dict[str, Any]) -> ContextReply:
     """The ``context`` socket method's answer, in-process (parsed first, as :func:`offline_search`)."""
     from memoryd.daemon.api.requests import parse_context
 

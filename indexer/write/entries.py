@@ -18,7 +18,7 @@ Each entry carries what the file says about it:
   the file's modification time.
 
 Only the first root holds namespaces (the other roots are read-only notes).
-Files are read with :func:`memoryd.indexer.files.read_memory_file` without
+Files are read with :func:`memoryd.indexer.ingestion.files.read_memory_file` without
 following links, so a listing never leaves its namespace; the caller adds the
 session's own check (``accept``).
 """
@@ -35,7 +35,7 @@ from typing import Any
 
 from memoryd.indexer.access import NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.errors import FileSkipped
-from memoryd.indexer.files import read_memory_file, walk_root
+from memoryd.indexer.ingestion.files import read_memory_file, walk_root
 from memoryd.indexer.markdown.mdedit import entry_id
 from memoryd.indexer.markdown.mdlines import MdLines
 from memoryd.indexer.markdown.memblocks import BlockError
