@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from memoryd.indexer.config import Config, SearchMode
+from memoryd.indexer.config import Config
 from memoryd.indexer.errors import ModelError, ProviderUnavailable
 from memoryd.indexer.fill.line_vectors import STEP_LINES, FillResult, LineVectorFill
 from memoryd.indexer.fill.vectorfill import EMBED_GROUP, VectorFill
@@ -187,17 +187,6 @@ class MemoryIndex:
         self.vector_fill.passages = embedder
 
     # -- search -----------------------------------------------------------------
-
-    def search(
-        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
-        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
-        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
-        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
-    ) -> SearchResult:
-        """One query; :class:`~memoryd.indexer.search.query.Query` says what each argument does."""
-        return self.query(Query(query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
-                                exclude_prefixes=tuple(exclude_prefixes), query_vector=query_vector,
-                                path_check=path_check, sites=None if sites is None else tuple(sites)))
 
     def query(self, query: Query) -> SearchResult:
         """Run ``query`` (:mod:`memoryd.indexer.search.pipeline`) over the rows the backend lets it see."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 from memoryd.indexer.config import Config
 from memoryd.indexer.ingestion.chunker import CHUNKER_VERSION
 from memoryd.indexer.ingestion.embedtext import EMBED_TEXT_VERSION
+from memoryd.indexer.redaction.privacy import REDACT_VERSION
 from memoryd.indexer.search import keyword
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write.privacy import REDACT_VERSION
 
 __all__ = ["rows_identity"]
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import ast
 
-from tests.arch.test_architecture import MODULES, imports_of
+from tests.arch.import_graph import FOLDERS, modules_in, read_graph
+
+GRAPH = read_graph(modules_in(FOLDERS))
+MODULES = GRAPH.modules
 
 AGNOSTIC = ("memoryd.indexer.engine", "memoryd.indexer.ingestion.indexing")
 BACKEND_PACKAGES = ("memoryd.indexer.storage.embedded", "memoryd.indexer.storage.postgres")
@@ -32,8 +35,8 @@ def _within(target: str, packages: tuple[str, ...]) -> bool:
 
 
 def test_the_backend_agnostic_side_imports_no_backend_and_no_driver() -> None:
-    bad = [f"{m} -> {i.target}" for m in AGNOSTIC for i in imports_of(m, type_checking=True)
-           if _within(i.target, BACKEND_PACKAGES) or _within(i.target, DRIVERS)]
+    bad = [str(e) for m in AGNOSTIC for e in GRAPH.out_of(m)
+           if _within(e.target, BACKEND_PACKAGES) or _within(e.target, DRIVERS)]
     assert not bad, "the index must reach storage through storage.base and the factory only: " + "; ".join(bad)
 
 
@@ -48,12 +51,12 @@ def test_the_engine_names_none_of_the_embedded_backends_parts() -> None:
 def test_only_the_factory_and_the_backends_own_package_import_a_backend() -> None:
     bad = []
     for module in MODULES:
-        for i in imports_of(module, type_checking=True):
-            home = BACKEND_MODULES.get(i.target)
+        for e in GRAPH.out_of(module):
+            home = BACKEND_MODULES.get(e.target)
             postgres = home == "memoryd.indexer.storage.postgres"
             allowed = MAY_NAME_A_BACKEND | (POSTGRES_ONLY_COMMANDS if postgres else set())
             if home is not None and not _within(module, (home,)) and module not in allowed:
-                bad.append(f"{module} imports {i.target}")
+                bad.append(str(e))
     assert not bad, "; ".join(bad)
 
 
