@@ -44,6 +44,7 @@ from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage import ManageMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.read_audit import audit_reads, open_read_audit
+from memoryd.daemon.api.session import admission
 from memoryd.daemon.api.status import DaemonStatus, RootStatus, WatchState, ring_sizes
 from memoryd.daemon.api.vocabulary import unlisted
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
@@ -58,6 +59,7 @@ from memoryd.daemon.procstat import rss_bytes, tree_bytes
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler
 from memoryd.daemon.rpc.server import SocketServer
+from memoryd.daemon.rpc.serving import ServerConfig
 from memoryd.daemon.rpc.sockpath import check_socket_path
 from memoryd.daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
 from memoryd.daemon.watch.debouncer import Debouncer
@@ -150,10 +152,10 @@ class Daemon:
         self.worker.request_reconcile("start-up")
         srv = cfg.server
         self.server = SocketServer(
-            cfg.socket_path, build_handlers(self), allowed_uids=srv.allowed_uids,
-            max_request_bytes=srv.max_request_bytes, max_clients=srv.max_clients,
-            idle_timeout_s=srv.idle_timeout_s, read_timeout_s=srv.read_timeout_s,
-            listen_fd=fds[0] if fds else None,
+            ServerConfig(cfg.socket_path, max_request_bytes=srv.max_request_bytes, max_clients=srv.max_clients,
+                         idle_timeout_s=srv.idle_timeout_s, read_timeout_s=srv.read_timeout_s,
+                         listen_fd=fds[0] if fds else None),
+            admission(build_handlers(self), srv.allowed_uids),
         )
         self.server.start()
         self.debouncer = Debouncer(self.worker.submit_changes, quiet_ms=cfg.watch.debounce_ms,

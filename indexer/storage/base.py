@@ -7,6 +7,8 @@ without running this package's ``__init__`` (whose ``open_index`` imports the in
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from memoryd.indexer.backend import EMBEDDED, Backend, CacheStore, Capabilities, ChunkStore, VectorStore
 from memoryd.indexer.errors import StoreError
 
@@ -22,6 +24,8 @@ class StorageUnavailableError(StoreError):
     JSON-RPC error's ``data``, so that a caller can tell this outage from any other error.
     """
 
+    rpc_code: ClassVar[int] = -32031  # STORAGE_UNAVAILABLE (daemon/rpc/errors.py)
+
     def __init__(self, message: str, *, backend: str = "postgres", where: str = "") -> None:
         super().__init__(message)
         self.backend = backend
@@ -30,6 +34,9 @@ class StorageUnavailableError(StoreError):
     def data(self) -> dict[str, str]:
         """What a client is told besides the message (never the DSN itself)."""
         return {"backend": self.backend, "where": self.where}
+
+    def rpc_data(self) -> dict[str, Any] | None:
+        return dict(self.data())
 
 
 class SiteLockedError(StoreError):
