@@ -23,8 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = {"memoryd.daemon": REPO / "daemon", "memoryd.indexer": REPO / "indexer", "memoryd": REPO / "src" / "memoryd"}
 HEAVY = ("numpy", "onnxruntime", "faiss", "onnx", "tokenizers", "watchdog", "apscheduler")
-SERVER_SIDE = ("memoryd.daemon.app", "memoryd.daemon.api", "memoryd.daemon.work", "memoryd.daemon.watch",
-               "memoryd.daemon.rpc.server", "memoryd.daemon.rpc.connection", "memoryd.indexer.engine")
+SERVER_SIDE = ("memoryd.daemon.app", "memoryd.daemon.assembly", "memoryd.daemon.api", "memoryd.daemon.work",
+               "memoryd.daemon.watch", "memoryd.daemon.rpc.server", "memoryd.daemon.rpc.connection",
+               "memoryd.indexer.engine")
 CLIENT_ROOTS = ("memoryd.daemon.cli", "memoryd.daemon.client")
 # Server modules the clients share: the socket's vocabulary (methods, params, replies, modes) and its
 # error codes. Both are the standard library only (tests/test_socket_vocabulary.py checks the vocabulary).
@@ -144,7 +145,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_import_reader_sees_the_known_edges() -> None:
     """A guard on the checker itself: edges we know exist are found, in both forms."""
     app = {i.target for i in imports_of("memoryd.daemon.app")}
-    assert {"memoryd.daemon.api.read", "memoryd.daemon.work.worker", "memoryd.indexer.engine"} <= app
+    assert {"memoryd.daemon.assembly", "memoryd.daemon.work.worker", "memoryd.indexer.engine"} <= app
+    assert "memoryd.daemon.api.read" in {i.target for i in imports_of("memoryd.daemon.assembly")}
     cli = imports_of("memoryd.daemon.client.cli")
     assert Import("memoryd.daemon.app", top_level=False) in cli  # `memoryd run`, loaded lazily
     assert Import("memoryd.daemon.client.cli_write", top_level=True) in cli  # `from package import module`
