@@ -28,7 +28,7 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import InvalidParams
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer, param, reject_unknown
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.indexer.files import walk_root
+from memoryd.indexer.ingestion.files import walk_root
 
 DEFAULT_LIMIT = 500
 MAX_LIMIT = 5000
@@ -120,7 +120,7 @@ def _start_folder(root: Path, prefix: str | None) -> str | None:
 
 
 def _in_scope(root: Path, rel: str, scope: Scope) -> bool:
-    """The test a search applies (``memoryd.indexer.search.hybrid``): the prefix on the relative or the
+    """The test a search applies (``memoryd.indexer.storage.embedded.hybrid``): the prefix on the relative or the
     absolute path, and no excluded folder on the relative one."""
     prefix = scope.path_prefix
     if prefix is not None and not (rel.startswith(prefix) or f"{root}/{rel}".startswith(prefix)):

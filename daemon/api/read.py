@@ -38,7 +38,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError, ProviderUnavailable
-from memoryd.indexer.files import read_memory_file, walk_root
+from memoryd.indexer.ingestion.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query

@@ -9,7 +9,7 @@ from typing import Any
 
 from memoryd.daemon.api.vocabulary import HitReply, SearchReply, StatusReply, WriteReply
 from memoryd.daemon.client.termsafe import escape, escape_line
-from memoryd.indexer.entrymeta import strip as strip_markers
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 _RANGE = re.compile(r"(?P<start>\d+)(?:-(?P<end>\d+))?")
 
@@ -75,7 +75,7 @@ def _terms_marked(text: str, terms: frozenset[str]) -> str:
 @lru_cache(maxsize=4096)
 def _word_terms(word: str) -> frozenset[str]:
     """A word's terms as the keyword index analyses them (stemmed, CJK bigrams): what the query matched."""
-    from memoryd.indexer.keyword import query_terms  # lazily: a terminal's highlighting only
+    from memoryd.indexer.search.keyword import query_terms  # lazily: a terminal's highlighting only
 
     return frozenset(query_terms(word))
 
@@ -84,7 +84,7 @@ def query_terms_of(query: str | None) -> frozenset[str]:
     """The analysed terms of ``query`` (empty for none): the words :func:`render_hits` highlights."""
     if not query:
         return frozenset()
-    from memoryd.indexer.keyword import query_terms
+    from memoryd.indexer.search.keyword import query_terms
 
     return frozenset(query_terms(query))
 

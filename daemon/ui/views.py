@@ -18,7 +18,7 @@ from markupsafe import Markup, escape
 
 from memoryd.daemon.client.render import backlog_text, duration_text, fresh_text, size_text
 from memoryd.daemon.client.termsafe import escape as visible_controls
-from memoryd.indexer.entrymeta import strip as strip_markers
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 CONTEXT_LINES = 1  # lines shown around a matched line of a long hit
 SHORT_HIT = 8  # a hit of at most this many lines is shown whole
