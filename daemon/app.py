@@ -46,7 +46,7 @@ from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
 from memoryd.daemon.invocation import memoryd_command
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
-from memoryd.daemon.oneshot import ensure_roots, open_index
+from memoryd.daemon.oneshot import ensure_roots, open_index, sweep_of
 from memoryd.daemon.private import check_data_dir, set_private_umask
 from memoryd.daemon.procstat import rss_bytes, tree_bytes
 from memoryd.daemon.roots import RootMap
@@ -182,7 +182,7 @@ class Daemon:
             trim("model loaded")
             _quiet_faiss_threads()
             embeddings = QueryEmbeddings(index.embedder)
-            worker = IndexWorker(index, self.roots, path_filter, path_filter.accept_dir,
+            worker = IndexWorker(index, self.roots, path_filter, path_filter.accept_dir, sweep=sweep_of(index),
                                  on_status=self.notifier.status, should_stop=self.should_exit.is_set)
         except BaseException:
             if embeddings is not None:

@@ -24,7 +24,7 @@ import structlog
 
 from memoryd.daemon.work.pause import RetryPause
 from memoryd.daemon.work.polite import SliceAbandoned
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.daemon.work.ports import WritableIndex
 from memoryd.indexer.errors import MemorydError
 
 log = structlog.get_logger(__name__)
@@ -37,7 +37,7 @@ LOUD_CHUNKS = 50  # a stretch of at least this many chunks ends with an info lin
 class LineSteps:
     """The line-vector stepping, for :class:`~memoryd.daemon.work.worker.IndexWorker`."""
 
-    def __init__(self, index: MemoryIndex, task_waiting: Callable[[], bool]) -> None:
+    def __init__(self, index: WritableIndex, task_waiting: Callable[[], bool]) -> None:
         self.index = index
         self._task_waiting = task_waiting
         self._since: float | None = None

@@ -1,7 +1,7 @@
 """The worker's idle-time job: stepping through the vector backlog of keyword-first indexing.
 
 When the worker's queue is empty it gives the backlog one bounded step
-(:meth:`MemoryIndex.fill_vectors`, newest files first); the step yields between model
+(``WritableIndex.fill_vectors``, newest files first); the step yields between model
 slices as soon as a task arrives, so saves and ``reindex`` requests never wait behind
 the backlog. While a backlog lasts this logs ``vectors.progress`` every
 ``PROGRESS_EVERY_S`` and puts the same in the systemd status line; once it is empty,
@@ -27,8 +27,8 @@ import structlog
 
 from memoryd.daemon.work.pause import RetryPause
 from memoryd.daemon.work.polite import SliceAbandoned
+from memoryd.daemon.work.ports import WritableIndex
 from memoryd.daemon.work.progress import backlog_line
-from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
 
 log = structlog.get_logger(__name__)
@@ -51,7 +51,7 @@ def slice_size(per_s: float | None) -> int:
 class VectorSteps:
     """The backlog stepping and its progress reports, for :class:`~memoryd.daemon.work.worker.IndexWorker`."""
 
-    def __init__(self, index: MemoryIndex, on_status: Callable[[str], object], idle_status: Callable[[], str],
+    def __init__(self, index: WritableIndex, on_status: Callable[[str], object], idle_status: Callable[[], str],
                  task_waiting: Callable[[], bool]) -> None:
         self.index = index
         self._on_status = on_status
@@ -80,7 +80,7 @@ class VectorSteps:
             log.info("vectors.backlog", pending=len(self.index.backlog))
         error = None
         size = slice_size(self.index.backlog.meter.per_s())
-        self.index.vector_fill.backlog_slice = size
+        self.index.set_backlog_slice(size)
         try:
             self.index.fill_vectors(limit=size * STEP_SLICES, should_yield=self._between_slices)
         except SliceAbandoned:

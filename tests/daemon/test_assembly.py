@@ -17,7 +17,7 @@ import pytest
 from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.vocabulary import BY_NAME
 from memoryd.daemon.assembly import Assembled, Parts, build_handlers
-from memoryd.daemon.oneshot import open_index
+from memoryd.daemon.oneshot import open_index, sweep_of
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
@@ -46,7 +46,7 @@ def parts(tmp_path: Path) -> Iterator[Parts]:
     index = open_index(cfg)
     roots = RootMap([root])
     flt = PathFilter(cfg.watch.include, cfg.watch.exclude)
-    worker = IndexWorker(index, roots, flt, flt.accept_dir)  # never started: building runs nothing on it
+    worker = IndexWorker(index, roots, flt, flt.accept_dir, sweep=sweep_of(index))  # never started
     try:
         yield Parts(index=index, worker=worker, roots=lambda: roots, path_filter=flt,
                     history=History.in_data_dir(cfg.data_dir), jobs=Jobs(), query_embeddings=None,
