@@ -52,12 +52,12 @@ import structlog
 
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
-from memoryd.daemon.work.line_steps import LineSteps
+from memoryd.daemon.work.line_steps import line_steps
 from memoryd.daemon.work.polite import PoliteEmbedder
 from memoryd.daemon.work.ports import Sweep, WritableIndex
 from memoryd.daemon.work.rebuilder import Rebuilder
 from memoryd.daemon.work.tasks import NOT_RUN, ReconcileState, Task, TaskStopped
-from memoryd.daemon.work.vector_steps import VectorSteps
+from memoryd.daemon.work.vector_steps import vector_steps
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.ingestion.indexstats import IndexStats
 from memoryd.indexer.storage.base import StorageUnavailableError
@@ -114,8 +114,8 @@ class IndexWorker:
         nice = index.cfg.embedding.background_nice
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
-        self.vector_steps = VectorSteps(index, on_status, self._idle_status, self._task_waiting)
-        self.line_steps = LineSteps(index, self._task_waiting)
+        self.vector_steps = vector_steps(index, on_status, self._idle_status, self._task_waiting)
+        self.line_steps = line_steps(index, self._task_waiting)
 
     # -- feeding ----------------------------------------------------------------
 
