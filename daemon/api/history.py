@@ -27,7 +27,7 @@ from typing import Any
 
 from memoryd.daemon.api.requests import parse_history, parse_undo
 from memoryd.daemon.api.session import owner_only
-from memoryd.daemon.api.vocabulary import WriteReply
+from memoryd.daemon.api.vocabulary import PurgeReply, WriteReply
 from memoryd.daemon.api.write import WriteMethods, answer_of
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
@@ -73,7 +73,7 @@ class HistoryMethods:
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
             return answer_of(outcome)
 
-    def purge(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def purge(self, params: dict[str, Any], peer: Peer) -> PurgeReply:
         """Remove one record's texts from the history for good (a forgotten secret), audited like a write."""
         req = parse_undo(params, peer)  # the same params: ``id`` and ``session``
         rec: dict[str, Any] = {"action": "purge", "uid": peer.uid, "pid": peer.pid, "reason": f"purge {req.id}"}
