@@ -40,7 +40,7 @@ from memoryd.daemon.api.manage_requests import (
 )
 from memoryd.daemon.api.redaction import files_for
 from memoryd.daemon.api.session import SessionClaim, owner_only
-from memoryd.daemon.api.vocabulary import ExportReply, StatsReply, WriteReply
+from memoryd.daemon.api.vocabulary import ExportReply, ListReply, StatsReply, WriteReply
 from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
@@ -104,7 +104,7 @@ class ManageMethods:
 
     # -- reads ----------------------------------------------------------------------
 
-    def list_entries(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def list_entries(self, params: dict[str, Any], peer: Peer) -> ListReply:
         req = parse_list(params, peer)
         entries = select(self._files(req.claim, req.filters.namespace), memory_type=req.filters.type,
                          since=req.filters.since, until=req.filters.until)
