@@ -52,10 +52,3 @@ class Admission:
     handlers_for: HandlersFor
     owner_uid: int = field(default_factory=os.geteuid)
     guests: frozenset[int] = frozenset()
-
-    @classmethod
-    def owner_only(cls, handlers: Mapping[str, Handler], owner_uid: int | None = None) -> Admission:
-        """Serve ``handlers`` to ``owner_uid`` (default: our effective uid) and refuse everyone else."""
-        owner = os.geteuid() if owner_uid is None else owner_uid
-        table = dict(handlers)
-        return cls(lambda peer: table if peer.uid == owner else None, owner)
