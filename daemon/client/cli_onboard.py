@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -121,8 +122,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
     config = absolute(args.config) or default_config_path(env)
     try:
         where = agents_install.Where(home=home(env), exe=running_executable(), python=os.path.abspath(sys.executable),
-                                     project=absolute(args.project), workspace=absolute(args.workspace),
-                                     config=config)
+                                     project=absolute(args.project), on_path=shutil.which("memoryd"),
+                                     workspace=absolute(args.workspace), config=config)
         changes, notes = agents_install.plan(args.host, where, install)
         done = apply(changes, _say, dry_run=args.dry_run, install=install)
     except SetupError as exc:
