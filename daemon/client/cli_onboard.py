@@ -149,10 +149,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             result: dict[str, Any] = client.call("status")
             return result
 
+    from memoryd.daemon.logs import configure_logging, reset_logging
+
     socket = Path(os.path.abspath(args.socket.expanduser())) if args.socket else None
     inputs = doctor.Inputs(env=os.environ, config=args.config, socket=socket, status=status,
                            unit_dir=unit_dir(args.unit_dir, os.environ), load_model=not args.no_model)
-    checks = doctor.run_checks(inputs)
+    configure_logging("warning", "auto")  # stdout is the checks' (a model load's info line is not one of them)
+    try:
+        checks = doctor.run_checks(inputs)
+    finally:
+        reset_logging()
     if args.json:
         print(json.dumps(doctor.as_json(checks), ensure_ascii=False))
     else:
