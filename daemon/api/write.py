@@ -31,7 +31,8 @@ from memoryd.daemon.api.audit import Audited, AuditLog
 from memoryd.daemon.api.limits import TURN_LIMIT_KEY, RateLimited, Ticket, WriteLimiter
 from memoryd.daemon.api.ports import Sited, WorkQueue, worker_result
 from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
-from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim, held_to_limits
+from memoryd.daemon.api.session import SessionClaim, held_to_limits
+from memoryd.daemon.api.vocabulary import UserPromptParams, UserPromptReply, WriteReply, param_names
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
@@ -117,7 +118,7 @@ class WriteMethods:
 
     # -- methods ------------------------------------------------------------------
 
-    def remember(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def remember(self, params: dict[str, Any], peer: Peer) -> WriteReply:
         req = parse_remember(params, peer)
         content = req.content
         rec: dict[str, Any] = {"action": "remember", "uid": peer.uid, "pid": peer.pid,
@@ -138,9 +139,9 @@ class WriteMethods:
             outcome = self.on_worker(lambda: self.new_writer().remember(plan, session.describe(),
                                                                          explain=req.explain))
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
-            return {**answer_of(outcome), **plan.describe()}
+            return cast(WriteReply, {**answer_of(outcome), **plan.describe()})  # the route: type, section …
 
-    def forget(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def forget(self, params: dict[str, Any], peer: Peer) -> WriteReply:
         req = parse_forget(params, peer)
         refusal = foreign_site(req.site, self._index.site) if req.site else None
         if refusal is not None:
@@ -161,12 +162,12 @@ class WriteMethods:
         log = self.read_audit_log if req.log == "reads" and self.read_audit_log is not None else self.audit_log
         return {"entries": log.tail(req.tail), "path": str(log.path), "log": req.log}
 
-    def user_prompt(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def user_prompt(self, params: dict[str, Any], peer: Peer) -> UserPromptReply:
         """A host's prompt hook (``memoryd context --user-prompt``): a person sent a new prompt, so
         every agent's write turn ends now rather than after its MCP server's silence. Only a person's
         own session may say so: an agent (a confined session, or one with a turn) would otherwise
         hand itself a fresh allowance."""
-        reject_unknown(params, {SESSION_PARAM})
+        reject_unknown(params, param_names(UserPromptParams))
         session = SessionClaim.of(params, peer).resolve()
         if held_to_limits(session):
             raise RpcError(ACCESS_DENIED, f"user_prompt: only the owner's own commands (the host's prompt hook) "
@@ -277,12 +278,13 @@ class WriteMethods:
         log.info("write.rejected", stage=plan.stage, rule=plan.rule, preview=preview)
 
 
-def answer_of(outcome: Outcome) -> dict[str, Any]:
+def answer_of(outcome: Outcome) -> WriteReply:
     """A write's answer: the entry it replaced or removed (``previous``) passes the secret redactor that
     the history listing uses (the history file keeps the exact bytes, for undo and ``purge``)."""
-    out: dict[str, Any] = outcome.to_dict()
-    if isinstance(out.get("previous"), str):
-        out["previous"] = privacy.redact(out["previous"])
+    out = cast(WriteReply, outcome.to_dict())  # Outcome's fields, the unset ones left out
+    previous = out.get("previous")
+    if isinstance(previous, str):
+        out["previous"] = privacy.redact(previous)
     return out
 
 
