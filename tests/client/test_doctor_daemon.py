@@ -11,9 +11,9 @@ import pytest
 
 from memoryd.daemon.client import cli, doctor
 from memoryd.indexer import embedding
-from tests.helpers import running_daemon
 from tests.client.test_cli_messages import _own_lines  # the in-process daemon's own log lines share stdout
 from tests.client.test_onboard import _by_name, _inputs
+from tests.helpers import running_daemon
 
 
 def _no_load(*_a: Any, **_k: Any) -> Any:

@@ -15,8 +15,8 @@ from memoryd.daemon.api.status import WatchState
 from memoryd.daemon.client.render import render_status
 from memoryd.daemon.work.tasks import ReconcileState
 from memoryd.indexer.storage.index_status import BacklogProgress
-from tests.helpers import running_daemon, wait_for
 from tests.daemon.test_api_handlers import _index_status, _status
+from tests.helpers import running_daemon, wait_for
 
 
 def _rows(st: dict[str, object]) -> dict[str, str]:
