@@ -72,6 +72,7 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
     from memoryd.daemon.api import manage_requests, requests
     from memoryd.daemon.api.files import FileMethods
     from memoryd.daemon.roots import RootMap
+    from memoryd.daemon.rpc.jsonrpc import reject_unknown
     from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.config import SearchConfig
 
@@ -89,6 +90,8 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
                "clear": lambda p: manage_requests.parse_clear(p, PEER),
                "update_section": lambda p: manage_requests.parse_section(p, PEER),
                "promote": lambda p: manage_requests.parse_promote(p, PEER),
+               # user_prompt takes only a session: its handler checks the keys with the table's own names
+               "user_prompt": lambda p: reject_unknown(p, vocab.param_names(vocab.UserPromptParams)),
                "files": lambda p: FileMethods(roots=lambda: RootMap([Path("/x")]),
                                               path_filter=PathFilter(("*.md",), ()))._parse(p, PEER)}
     assert parsers.keys() == vocab.BY_NAME.keys() - {"ping", "status"}  # every method with params
