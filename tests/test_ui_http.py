@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
+pytest.importorskip("jinja2", reason="the ui's dependencies are missing from this venv")
 
 from starlette.routing import Route
 from starlette.testclient import TestClient

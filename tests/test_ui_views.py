@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
+pytest.importorskip("jinja2", reason="the ui's dependencies are missing from this venv")
 
 from memoryd.daemon.ui import views
 
