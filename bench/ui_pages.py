@@ -51,8 +51,7 @@ def build_folder(root: Path, files: int, entries: int, seed: int = 11) -> dict[s
         + "\n".join(note_line(rnd) for _ in range(5)) + "\n\n## Decisions\n\n"
         + "\n".join(note_line(rnd) for _ in range(5)) + "\n")
     body = ["# A long log", ""]
-    for n in range(LONG_LINES - 2):
-        body.append(f"## Part {n // 500 + 1}" if n % 500 == 0 else note_line(rnd))
+    body += [f"## Part {n // 500 + 1}" if n % 500 == 0 else note_line(rnd) for n in range(LONG_LINES - 2)]
     (root / "notes" / "long-log.md").write_text("\n".join(body) + "\n")
     return {"long": "notes/long-log.md", "short": "MEMORY.md"}
 

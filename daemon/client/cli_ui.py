@@ -18,6 +18,7 @@ from pathlib import Path
 from memoryd.daemon.client.cli_help import command
 from memoryd.daemon.exits import EXIT_STARTUP
 
+
 def _port(text: str) -> int:
     try:
         value = int(text)
