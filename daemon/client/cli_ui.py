@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from memoryd.daemon.client.cli_help import command
 from memoryd.daemon.exits import EXIT_STARTUP
@@ -48,6 +49,20 @@ def _socket(args: argparse.Namespace) -> Path:
     return client_socket_path(args.config, os.environ)
 
 
+def _settings(args: argparse.Namespace) -> Any:
+    """The sections and abstention score from the config the daemon reads (its defaults when it has none,
+    or when it does not load: the daemon would refuse it too, and the page says what the daemon says)."""
+    from memoryd.daemon.ui.state import Settings
+    from memoryd.indexer import config
+    from memoryd.indexer.errors import MemorydError
+
+    try:
+        cfg = config.load(args.config)
+    except (MemorydError, OSError, ValueError):
+        return Settings()
+    return Settings(sections=tuple(cfg.write.sections), min_score=cfg.search.min_score)
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     try:
         from memoryd.daemon.ui.server import BindError, serve
@@ -57,7 +72,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(missing_ui_message(exc.name or str(exc)), file=sys.stderr)
         return EXIT_STARTUP
     try:
-        return serve(_socket(args), args.port, open_browser=not args.no_browser)
+        return serve(_socket(args), args.port, open_browser=not args.no_browser, settings=_settings(args))
     except BindError as exc:
         print(f"memoryd ui: {exc}", file=sys.stderr)
         return EXIT_STARTUP

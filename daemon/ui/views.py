@@ -18,7 +18,7 @@ from markupsafe import Markup, escape
 
 from memoryd.daemon.client.render import _backlog, _duration, _fresh, _size
 from memoryd.daemon.client.termsafe import escape as visible_controls
-from memoryd.daemon.ui.words import QueryWords, query_words  # noqa: F401 (query_words: tests, callers)
+from memoryd.daemon.ui.words import QueryWords, query_words
 from memoryd.indexer.entrymeta import strip as strip_markers
 
 CONTEXT_LINES = 1  # lines shown around a matched line of a long hit
@@ -173,13 +173,41 @@ class FileLine:
 
 
 def file_lines(result: dict[str, Any], marked: Iterable[int]) -> list[FileLine]:
-    """The lines ``get`` returned, numbered from its ``start_line``."""
+    """The lines ``get`` returned, numbered from its ``start_line``; ``<!-- memoryd: … -->`` markers (an
+    entry's importance and reinforcements) are memoryd's bookkeeping, never shown as text."""
     text = result.get("text", "")
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
     first, keep = int(result.get("start_line", 1)), set(marked)
-    return [FileLine(first + i, line, first + i in keep) for i, line in enumerate(lines)]
+    return [FileLine(first + i, strip_markers(line) if "<!--" in line else line, first + i in keep)
+            for i, line in enumerate(lines)]
+
+
+FILE_PAGE = 500  #: lines of a file per page: a 20,000-line file is 40 pages, never 3 MB of HTML at once
+
+
+def page_start(start: int | None, marked: Iterable[int]) -> int:
+    """The first line of the page to show: ``start`` (rounded to a page), else the page of the first
+    marked line (a hit's link), else 1."""
+    first = start or min(marked, default=1)
+    return (max(first, 1) - 1) // FILE_PAGE * FILE_PAGE + 1
+
+
+def file_pager(path: str, result: dict[str, Any], hl: str | None) -> list[tuple[str, str | None]]:
+    """(label, href or None) links around the page of ``result``: first, previous, next, last."""
+    total, start = int(result.get("total_lines") or 0), int(result.get("start_line") or 1)
+    if total <= FILE_PAGE:
+        return []
+    last = (total - 1) // FILE_PAGE * FILE_PAGE + 1
+
+    def href(at: int) -> str:
+        return "/file?" + urlencode({"path": path, "from": at, **({"hl": hl} if hl else {})})
+
+    return [("first", href(1) if start > 1 else None),
+            ("previous", href(start - FILE_PAGE) if start > 1 else None),
+            ("next", href(start + FILE_PAGE) if start < last else None),
+            ("last", href(last) if start < last else None)]
 
 
 def parse_lines(spec: str | None) -> set[int]:
