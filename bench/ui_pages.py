@@ -3,8 +3,8 @@
 
     python bench/ui_pages.py [--files 5000] [--entries 10] [--runs 30] [--backend embedded|postgres|both]
 
-Builds a memory folder of ``--files`` notes with about ``--entries`` entries each (5,000 x 10 =
-50,000 entries by default), a few peer and group namespaces, a ``MEMORY.md`` with the writable
+Builds a memory folder of ``--files`` notes with about ``--entries`` entries each (5,000 x 6, plus
+the 20,000-line file's entries: ~50,000 by default), a few peer and group namespaces, a ``MEMORY.md`` with the writable
 sections and one 20,000-line file, indexes it with a ``memoryd run`` on the hash embedder (quick:
 no model), and drives ``memoryd ui --no-browser --port 0`` over one keep-alive HTTP connection.
 Each page is fetched ``--runs`` times after 3 warm-ups; ``server ms`` is the app's own
@@ -159,7 +159,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=5_000)
-    ap.add_argument("--entries", type=int, default=10, help="entries per file, about")
+    ap.add_argument("--entries", type=int, default=6, help="entries per note, about (5,000 x 6 + the 20k-line file: ~50k)")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--backend", choices=("embedded", "postgres", "both"), default="both")
     ap.add_argument("--dsn", help="a PostgreSQL server to use (default: a private one from pgserver)")
