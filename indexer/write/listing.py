@@ -30,12 +30,20 @@ from pathlib import Path
 
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.files import read_memory_file
-from memoryd.indexer.write.access import NAMESPACE_FOLDERS, Namespace, namespace_of
+from memoryd.indexer.write.access import DEFAULT, NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.write.entries import MemoryFile, file_entries
 
 RECHECK_S = 10.0
 RACY_S = 2.0
 Accept = Callable[[str], bool]
+_FOLDERED = tuple(f"{folder}/" for folder in NAMESPACE_FOLDERS.values())
+_DEFAULT = str(DEFAULT)
+
+
+def _namespace_name(rel: str) -> str:
+    """``str(namespace_of(rel))``, without its path parsing for the common file outside every namespace folder
+    (5,000 of those cost ~200 ms under load)."""
+    return str(namespace_of(rel)) if rel.startswith(_FOLDERED) else _DEFAULT
 
 
 @dataclass(frozen=True)
@@ -83,15 +91,16 @@ class FolderCache:
                     continue
                 stack += [d for d in listing.dirs if d not in top]
                 out += [f[cut:] for f in listing.files]
-        keep = [rel for rel in out if (namespace is None or namespace_of(rel) == namespace) and accept(rel)]
+        want = None if namespace is None else str(namespace)
+        keep = [rel for rel in out if (want is None or _namespace_name(rel) == want) and accept(rel)]
         return sorted(keep)
 
     def counts(self, root: Path, rel: str) -> Counts:
         """``rel``'s counts, read again if it changed (or was never read)."""
-        path = str(root / rel)
-        with self._lock:
-            known = self._counts.get(path)
-        now = self._clock()
+        return self._counts_of(root, f"{root}/{rel}", rel, self._clock())
+
+    def _counts_of(self, root: Path, path: str, rel: str, now: float) -> Counts:
+        known = self._counts.get(path)  # a dict read is atomic; writes take the lock
         if known is not None and now - known.checked < RECHECK_S and not self._racy(known.key[1]):
             return known
         try:
@@ -119,7 +128,7 @@ class FolderCache:
         entries = file_entries(f)
         counts = Counts((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns), self._clock(), True,
                         len(entries), content.size, frozenset(e.type for e in entries))
-        return f, self._put(str(path), counts)
+        return f, self._put(f"{root}/{rel}", counts)
 
     def files_from(self, root: Path, rels: list[str], after: str | None = None,
                    memory_type: str | None = None) -> Iterator[MemoryFile]:
@@ -138,11 +147,12 @@ class FolderCache:
     def stats(self, root: Path, rels: list[str]) -> dict[str, dict[str, int]]:
         """Per namespace: files, entries and bytes, as :func:`memoryd.indexer.write.entries.stats` counts them."""
         acc: dict[str, dict[str, int]] = {}
+        now, base = self._clock(), f"{root}/"
         for rel in rels:
-            c = self.counts(root, rel)
+            c = self._counts_of(root, base + rel, rel, now)
             if not c.readable:
                 continue
-            row = acc.setdefault(str(namespace_of(rel)), {"files": 0, "entries": 0, "bytes": 0})
+            row = acc.setdefault(_namespace_name(rel), {"files": 0, "entries": 0, "bytes": 0})
             row["files"] += 1
             row["entries"] += c.entries
             row["bytes"] += c.size
