@@ -159,7 +159,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=5_000)
-    ap.add_argument("--entries", type=int, default=6, help="entries per note, about (5,000 x 6 + the 20k-line file: ~50k)")
+    ap.add_argument("--entries", type=int, default=6, help="entries a note, about (5,000 x 6 + 20k lines: ~50k)")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--backend", choices=("embedded", "postgres", "both"), default="both")
     ap.add_argument("--dsn", help="a PostgreSQL server to use (default: a private one from pgserver)")

@@ -53,15 +53,25 @@ PAGES = [("dashboard", "/", None), ("entries", "/entries", None), ("history", "/
          ("section", "/section?path=memory-bank/activeContext.md&section=Current+Focus", None)]
 
 
-def sample(root: Path, files: int) -> None:
-    sys.path.insert(0, str(REPO / "bench"))
-    from ui_pages import build_folder
-
-    if files:
-        build_folder(root, files, 6)  # bench/ui_pages.py's folder: notes, peers, groups, the 20k-line log
+def sample(root: Path) -> None:
     for rel, text in FILES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
+
+
+def grow(root: Path, files: int, work: Path) -> int:
+    """Add bench/ui_pages.py's folder (notes, peers, groups, the 20k-line log) beside the sample, leaving the
+    sample's files as the writes left them; returns how many memory files the root then holds."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from ui_pages import build_folder
+
+    build_folder(work, files, 6)
+    for src in sorted(work.rglob("*.md")):
+        dest = root / src.relative_to(work)
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            src.replace(dest)
+    return sum(1 for _ in root.rglob("*.md"))
 
 
 def writes(client: Client) -> None:
@@ -79,16 +89,25 @@ def writes(client: Client) -> None:
                                  "session": alice})
 
 
-def wait_searchable(client: Client, timeout: float = 1800) -> None:
-    """Until every file is indexed for keyword search (vectors may still be filling, as in a first hour)."""
+def wait_idle(client: Client) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        st = client.call("status")
+        if not st["pending"] and not st["reconciling"] and not st["vectors"]["pending"]:
+            return
+        time.sleep(0.1)
+    raise SystemExit("the daemon did not settle in 300 s")
+
+
+def wait_searchable(client: Client, files: int, timeout: float = 1800) -> None:
+    """Until all ``files`` are indexed for keyword search (vectors may still be filling, as in a first hour)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         st = client.call("status")
-        done, todo = st.get("reconcile_progress") or (0, 1)
-        if not st["pending"] and (not st["reconciling"] or done >= todo):
+        if st["files"] >= files and not st["pending"]:
             return
-        time.sleep(0.2)
-    raise SystemExit(f"the daemon did not index the folder in {timeout:g} s")
+        time.sleep(0.5)
+    raise SystemExit(f"the daemon did not index {files} files in {timeout:g} s")
 
 
 def shoot(url: str, base: str, out: Path, chromium: str) -> list[Path]:
@@ -133,16 +152,18 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="ui-shots-", dir="/tmp"))
     root = tmp / "notes"
-    sample(root, args.files)
+    sample(root)
     cfg = with_overrides(Config(), roots=[root], data_dir=tmp / "data", socket=tmp / "m.sock")
     d = Daemon(cfg, env={})
     d.startup()
     server = None
     try:
         with Client(cfg.socket_path, timeout=60) as client:
-            wait_searchable(client)
-            writes(client)
-            wait_searchable(client)
+            wait_idle(client)
+            writes(client)  # first: a write waits for the worker, which the bulk embedding keeps busy
+            wait_idle(client)
+            if args.files:
+                wait_searchable(client, grow(root, args.files, tmp / "generated"))
         server, sock, url = build(cfg.socket_path, 0)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()

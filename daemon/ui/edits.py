@@ -1,7 +1,7 @@
 """The edit-section form's text: what the person sees (no ``<!-- memoryd: … -->`` markers) and what is
 written back (every marker of a line they left alone, kept).
 
-A marker (:mod:`memoryd.indexer.entrymeta`) holds an entry's importance and reinforcements at the end
+A marker (:mod:`memoryd.indexer.markdown.entrymeta`) holds an entry's importance and reinforcements at the end
 of its line. It is memoryd's bookkeeping, not the person's text: shown in the textarea it invites
 being edited or deleted by hand, and ``update_section`` writes the body verbatim, so a form that
 merely hid the markers would drop every entry's metadata on save. :func:`restore_markers` puts each
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from memoryd.indexer.entrymeta import strip as strip_markers
-from memoryd.indexer.memblocks import USER_START
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
+from memoryd.indexer.markdown.memblocks import USER_START
 
 __all__ = ["editable_body", "has_user_block", "restore_markers"]
 

@@ -2,7 +2,7 @@
 
 The marks used to be a prefix pattern of the query's words, so "the" lit up inside "they" and
 "there", and every "the" of a hit was marked. Now a Latin word is marked when the keyword
-analysis (:mod:`memoryd.indexer.keyword`: stop words dropped, Snowball stems) gives it a term the
+analysis (:mod:`memoryd.indexer.search.keyword`: stop words dropped, Snowball stems) gives it a term the
 query has — "deployed" for ``deploy``, never "they" for ``the`` (a stop word, not searched at all).
 Words of scripts without spaces (CJK) still match as substrings of 2+ characters, as their
 keyword search does with character bigrams.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from memoryd.indexer.keyword import document_terms, query_terms
+from memoryd.indexer.search.keyword import document_terms, query_terms
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _LATIN = re.compile(r"[A-Za-z0-9_'À-ɏ]+")

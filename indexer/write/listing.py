@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.indexer.errors import FileSkipped
-from memoryd.indexer.files import read_memory_file
+from memoryd.indexer.ingestion.files import read_memory_file
 from memoryd.indexer.write.access import DEFAULT, NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.write.entries import MemoryFile, file_entries
 
