@@ -48,6 +48,7 @@ FILES = {
     "memory-bank/activeContext.md": "# Active Context\n\n## Current Focus\n\n- Ship the export command.\n"
                                     "- Keep the page light. <!-- memoryd: importance=4 reinforced=2 -->\n",
 }
+LONG_PAGES = {"entries"}  # 100 entries a page: the viewport, not a 10,000-pixel image
 PAGES = [("dashboard", "/", None), ("entries", "/entries", None), ("history", "/history", None),
          ("audit", "/audit", None), ("access", "/access", None),
          ("section", "/section?path=memory-bank/activeContext.md&section=Current+Focus", None)]
@@ -121,7 +122,7 @@ def shoot(url: str, base: str, out: Path, chromium: str) -> list[Path]:
         for name, path, _ in PAGES:
             page.goto(base + path)
             taken.append(out / f"{name}.png")
-            page.screenshot(path=str(taken[-1]), full_page=True)
+            page.screenshot(path=str(taken[-1]), full_page=name not in LONG_PAGES)
         page.goto(base + "/search")
         page.locator("#q").press_sequentially("when do we deploy", delay=30)
         page.locator(".hit").first.wait_for()
@@ -135,7 +136,7 @@ def shoot(url: str, base: str, out: Path, chromium: str) -> list[Path]:
         page.locator(".hit a.where").first.click()
         page.wait_for_load_state("load")
         taken.append(out / "file.png")
-        page.screenshot(path=str(taken[-1]), full_page=True)
+        page.screenshot(path=str(taken[-1]))  # the viewport: a page of a file is up to 500 lines
         page.goto(base + "/file?path=notes/long-log.md&hl=15000#L15000")  # page 30 of 40
         taken.append(out / "file-pages.png")
         page.screenshot(path=str(taken[-1]))  # the viewport: the whole page is 500 lines
