@@ -285,15 +285,19 @@ def access(request: Request, ui: Ui) -> Response:
     every namespace's on every view. Agents run as owner sessions (``memoryd mcp``): they read everything."""
     stats = ui.stats()
     chosen = request.query_params.get("namespace", "")
+    offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
     rows = []
     for name, counts in sorted(stats.get("namespaces", {}).items()):
         session = _session_of(name)
-        files = ui.daemon.call("files", {"limit": ACCESS_FILES, "session": session}) \
+        files = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session}) \
             if session and name == chosen else None
+        nxt = (files or {}).get("next_offset")
         rows.append({"namespace": name, "session": session, "counts": counts, "open": files is not None,
                      "href": "/access?" + urlencode({"namespace": name}) + f"#ns-{name}",
-                     "files": (files or {}).get("files"), "more": bool((files or {}).get("next_offset"))})
-    return ui.page(request, "access.html", nav="access", rows=rows, file_href=views.file_href)
+                     "files": (files or {}).get("files"), "offset": offset,
+                     "next": "/access?" + urlencode({"namespace": name, "offset": nxt}) + f"#ns-{name}"
+                     if nxt else None})
+    return ui.page(request, "access.html", nav="access", rows=rows, file_href=views.file_href, access_page=ACCESS_FILES)
 
 
 FAVICON = (Path(__file__).resolve().parent / "static" / "favicon.svg").read_bytes()

@@ -33,6 +33,8 @@ FILES = {
     "notes/long.md": "# Long\n\n" + "".join(f"- line {n} about the cache layer\n" for n in range(3, LONG + 1)),
     "memory-bank/activeContext.md": f"# Active Context\n\n## Current Focus\n\n{MARKED}\n- Keep it small.\n\n"
                                     "## Notes\n\n- They said there is the cache.\n",
+    "peers/alice/a.md": "# A\n\n- Alice's first note.\n",
+    "peers/alice/b.md": "# B\n\n- Alice's second note.\n",
 }
 
 
@@ -143,6 +145,17 @@ def test_entries_come_in_pages_with_a_way_back(page: Page) -> None:
     second = page.get(nxt).text
     assert 'rel="first"' in second and 'rel="first"' not in first
     assert second.count('class="entry"') == 100
+
+
+def test_a_sessions_files_come_in_pages(page: Page, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryd.daemon.ui import routes
+
+    monkeypatch.setattr(routes, "ACCESS_FILES", 1)
+    first = page.get("/access?namespace=peer:alice").text
+    assert "peers/alice/a.md" in first and "peers/alice/b.md" not in first
+    nxt = unescape(re.search(r'href="([^"]*offset=1[^"]*)" rel="next"', first).group(1))
+    second = page.get(nxt.split("#")[0]).text
+    assert "peers/alice/b.md" in second and "peers/alice/a.md" not in second and 'rel="first"' in second
 
 
 def test_weaker_matches_fold_under_the_abstention_score(daemon: tuple[Path, Path]) -> None:
