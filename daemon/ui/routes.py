@@ -10,6 +10,7 @@ refusal of access (the socket's owner-only rule, unchanged), 400 for other refus
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,30 @@ def _back(request: Request, ui: Ui, target: str, flash: str) -> Response:
     return RedirectResponse(path + sep + urlencode(extra) + (f"#{anchor}" if anchor else ""), status_code=303)
 
 
+def both(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
+    """``first()`` and ``second()`` at once (two socket calls on two connections): on PostgreSQL ``status`` waits
+    on the database, and the dashboard then costs the slower answer rather than the sum. ``second`` runs on a
+    thread of its own, joined before this returns; its exception is raised here."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, second()))
+        except BaseException as exc:  # re-raised below, in the page's thread
+            out.append((False, exc))
+
+    helper = threading.Thread(target=run, name="ui-second-call")
+    helper.start()
+    try:
+        a = first()
+    finally:
+        helper.join()
+    ok, b = out[0]
+    if not ok:
+        raise b
+    return a, b
+
+
 def _int(text: str | None, default: int, lo: int, hi: int) -> int:
     try:
         return max(lo, min(hi, int(text or default)))
@@ -164,8 +189,7 @@ def _int(text: str | None, default: int, lo: int, hi: int) -> int:
 
 @page
 def dashboard(request: Request, ui: Ui) -> Response:
-    status = ui.daemon.call("status")
-    stats = ui.stats()
+    status, stats = both(lambda: ui.daemon.call("status"), ui.stats)
     return ui.page(request, "dashboard.html", nav="dashboard", d=views.dashboard(status, stats))
 
 
