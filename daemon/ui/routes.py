@@ -386,7 +386,7 @@ def update_section(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
         raise Refused(f"not updated ({r.get('rule')}): {r.get('reason')}")
     undo = f"; undo from the history ({r['history_id']})" if r.get("history_id") else ""
     return "ok", f"{r.get('decision')}: {r.get('path')}, section {title}{undo}", \
-        views.file_href(r.get("path") or path, anchor=r.get("line"))
+        views.file_href(r.get("path") or path, r.get("line"), anchor=r.get("line"))  # the section's page
 
 
 @post
