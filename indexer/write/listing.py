@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from memoryd.indexer.access import DEFAULT, NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.ingestion.files import read_memory_file
-from memoryd.indexer.write.access import DEFAULT, NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.write.entries import MemoryFile, file_entries
 
 RECHECK_S = 10.0

@@ -115,7 +115,7 @@ def test_files_from_reads_only_what_the_page_needs(tmp_path: Path, reads: list[s
 
 
 def test_a_namespace_walks_only_its_folder(tmp_path: Path) -> None:
-    from memoryd.indexer.write.access import DEFAULT, Namespace
+    from memoryd.indexer.access import DEFAULT, Namespace
 
     _folder(tmp_path)
     cache = FolderCache(10_000_000, clock=Clock())
