@@ -72,7 +72,8 @@ def test_every_package_folder_is_declared() -> None:
 @pytest.mark.parametrize("data", ["memoryd/config/memoryd.toml", "memoryd/systemd/memoryd.service",
                                   "memoryd/systemd/memoryd.socket", "memoryd/editors/memoryd.vim",
                                   "memoryd/editors/memoryd.el", "memoryd/config/agents/mcp.json",
-                                  "memoryd/config/agents/memoryd-context-hook.py"])
+                                  "memoryd/config/agents/memoryd-context-hook.py",
+                                  "memoryd/daemon/ui/static/favicon.svg"])
 def test_user_files_ship_as_package_data(wheel: Path, data: str) -> None:
     assert data in _names(wheel)
 
