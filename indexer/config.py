@@ -116,6 +116,9 @@ class EmbeddingConfig:
     # (indexer/cache.py, MachineCache): None = $XDG_CACHE_HOME/memoryd/embeddings.
     cache_dir: Path | None = None
     machine_cache_entries: int = 200_000  # its LRU bound; 0 = off (each data dir keeps only its own)
+    # The line vectors' own machine cache (indexer/line_vectors.py), beside it with a bound of its own
+    # (~8 lines a chunk must not evict chunk vectors): 400,000 lines is ~650 MB for e5-small; 0 = off.
+    machine_line_cache_entries: int = 400_000
     background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off
     query_precision: QueryPrecision = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
     # e5-small: passages (the index) on an int8 twin (~1.8x faster bulk embedding), or "exact" (the
@@ -383,6 +386,8 @@ def validate(cfg: Config) -> None:
     _check(e.cache_entries >= 100, "embedding.cache_entries", e.cache_entries, "must be >= 100")
     _check(e.machine_cache_entries == 0 or e.machine_cache_entries >= 100, "embedding.machine_cache_entries",
            e.machine_cache_entries, "must be 0 (off) or >= 100")
+    _check(e.machine_line_cache_entries == 0 or e.machine_line_cache_entries >= 100,
+           "embedding.machine_line_cache_entries", e.machine_line_cache_entries, "must be 0 (off) or >= 100")
     _check(c.max_tokens >= 32, "chunking.max_tokens", c.max_tokens, "must be >= 32")
     _check(c.max_tokens <= e.max_tokens - 16, "chunking.max_tokens", c.max_tokens,
            f"must leave room for the prefix within embedding.max_tokens ({e.max_tokens})")

@@ -40,7 +40,7 @@ import structlog
 from memoryd.indexer import ann, keyword, vector_sync
 from memoryd.indexer.backend import EMBEDDED, LINE_WAIT_MS, Backend, CacheStore, ChunkStore, LineStore, VectorStore
 from memoryd.indexer.backlog import VectorBacklog
-from memoryd.indexer.cache import EmbeddingCache, SqliteLineStore, open_machine_cache
+from memoryd.indexer.cache import LINES_DB, EmbeddingCache, SqliteLineStore, open_machine_cache
 from memoryd.indexer.chunker import CHUNKER_VERSION
 from memoryd.indexer.config import Config, SearchMode
 from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
@@ -113,8 +113,13 @@ class MemoryIndex:
         self.searcher = SearchPipeline(backend.legs, embedder, cfg.search)
         # the lines serve the ranking (search.line_weight) and the context excerpts (search.context_line_model)
         wanted = cfg.search.line_weight > 0 or cfg.search.context_line_model
-        self.line_fill = LineVectorFill(self._line_rows(), self.cache, embedder.model_id, read_only) \
-            if self.capabilities.line_vectors and wanted else None
+        fills = self.capabilities.line_vectors and wanted
+        # lines are embedded once per machine too, in a cache and bound of their own (indexer/line_vectors.py)
+        shared = fills and not read_only and cfg.embedding.provider != "hash"
+        self.machine_lines = open_machine_cache(cfg.embedding_cache_dir, cfg.embedding.machine_line_cache_entries,
+                                                LINES_DB) if shared else None
+        self.line_fill = LineVectorFill(self._line_rows(), self.cache, embedder.model_id, read_only,
+                                        self.machine_lines, embedder.dimension) if fills else None
 
     def _open_backend(self) -> Backend:
         """The embedded backend: SQLite + FTS5 and the FAISS snapshot in the data directory, checked
@@ -572,6 +577,8 @@ class MemoryIndex:
         self.store.close()
         if self.local_cache.machine is not None:
             self.local_cache.machine.close()
+        if self.machine_lines is not None:
+            self.machine_lines.close()
 
     def maintain(self) -> dict[str, Any]:
         """The periodic upkeep, on the writing thread: trim the embedding cache, checkpoint the WAL,

@@ -456,6 +456,8 @@ class PgMemoryIndex(MemoryIndex):
         if self._own_pool:  # the store's pool: it replaces the first one after an outage
             pg = getattr(self, "pg", None)
             (pg.pool if pg is not None else self.pool).close()
+        if getattr(self, "machine_lines", None) is not None:
+            self.machine_lines.close()
 
 
 def _differences(have: dict[str, Any], want: dict[str, str]) -> str:
