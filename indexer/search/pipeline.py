@@ -37,7 +37,7 @@ from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration, fallback, intent, lineblend, pending, rescore, shaping, synonyms
 from memoryd.indexer.search.content_words import content_terms
-from memoryd.indexer.search.fusion import fuse, minmax
+from memoryd.indexer.search.fusion import minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
 from memoryd.indexer.search.legs import LegSession, QueryVector, SearchLegs, Terms
 from memoryd.indexer.search.proximity import idf
@@ -137,14 +137,17 @@ class SearchPipeline:
                                              cosines) if head else {}
             line_cos = s.line_cosines(legs.qvec, [h.chunk_id for h in head]) \
                 if self._line_weight and mode == "hybrid" and legs.qvec is not None and head else None
-        hits = shaping.calibrated(head, feats)
+        alone = pending.unsupported({i: f.coverage for i, f in feats.items()}, legs.vec,
+                                    [i for i in legs.cands if i in legs.rows]) \
+            if mode == "hybrid" and legs.qvec is not None else set()
+        hits = shaping.calibrated(head, feats, alone)
         content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
         if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None and content:
             weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, q.min_score))
             if weak is not None:
                 wide = self._run(p, QueryVector(ready=legs.qvec), t0, weak["candidates"], weak)
                 return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
-        hits, reason, explanations, blended = self._finish(p, hits, head, feats, legs, content, line_cos)
+        hits, reason, explanations, blended = self._finish(p, hits, head, feats, legs, content, line_cos, alone)
         terms = p.terms.terms
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
@@ -152,7 +155,7 @@ class SearchPipeline:
             query_searched=p.cleaned if q.explain and p.cleaned != q.text else None,
             explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
             query_analysis={"intent": list(p.intents), "synonyms": p.added, "fallback": widened,
-                            "line_blend": blended} if q.explain else None,
+                            "line_blend": blended, **self._legs_note(mode, legs)} if q.explain else None,
         )
 
     def _candidates(self, s: LegSession, p: _Prepared, vector: QueryVector,
@@ -213,9 +216,9 @@ class SearchPipeline:
         elif mode == "keyword":
             fused = nk
         else:
-            # A chunk whose vector is still queued gets the candidates' mean cosine (search.pending).
-            fused = fuse(self._cfg.fusion, pending.neutral_vector_scores(vec, ids), legs.kw_ranked, ids,
-                         self._cfg.vector_weight, self._cfg.text_weight)
+            # A chunk whose vector is still queued is fused over its keyword leg alone (search.pending).
+            fused = pending.fuse_present(self._cfg.fusion, vec, legs.kw_ranked, ids, self._cfg.vector_weight,
+                                         self._cfg.text_weight)
         if query and mode != "vector":
             fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
             if intents:  # most queries show none: then the candidates' places are not gathered
@@ -229,6 +232,13 @@ class SearchPipeline:
                             round(shown[i], 6), round(vec.get(i, 0.0), 6), round(nk[i], 6), site=r.site))
         hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
         return hits
+
+    @staticmethod
+    def _legs_note(mode: SearchMode, legs: _Legs) -> dict[str, str]:
+        """``legs`` for the query analysis while some candidates' vectors are pending (hybrid only)."""
+        waiting = len(pending.pending_ids(legs.vec, [i for i in legs.cands if i in legs.rows]))
+        return {"legs": pending.keywords_only(waiting)} if mode == "hybrid" and legs.qvec is not None and waiting \
+            else {}
 
     def _reorder(self, hits: list[Hit], legs: _Legs, s: LegSession, k: int) -> list[Hit]:
         """The configured reorderings (prior, recency, MMR); none by default."""
@@ -244,18 +254,19 @@ class SearchPipeline:
         return hits
 
     def _finish(self, p: _Prepared, hits: list[Hit], head: list[Hit], feats: dict[int, calibration.Features],
-                legs: _Legs, content: bool, line_cos: dict[int, float] | None,
+                legs: _Legs, content: bool, line_cos: dict[int, float] | None, alone: set[int],
                 ) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None, str | None]:
         """The answer from calibrated ``hits``: cut at ``min_score``, the lower hits ordered with their
         best lines (``line_cos``), merged, ``k`` of them with their matched lines; why the search abstained
         (None: it did not); and, with ``explain``, each hit's explanation (``head``: the fused ranking the
         calibration replaced; ``content``: whether the query has a content word, which names the reason
         when it has none; ``line_cos``: the best line cosines read, None when not asked); and, with
-        ``explain`` in hybrid mode, what the line blend did."""
+        ``explain`` in hybrid mode, what the line blend did. ``alone``: the hits with neither keyword evidence
+        nor vector agreement (:func:`memoryd.indexer.search.pending.unsupported`), never kept by ``min_score``."""
         q, k = p.query, p.k
         reason = None
         if q.min_score is not None:
-            hits, reason = shaping.confident(hits, q.min_score, content)
+            hits, reason = shaping.confident(hits, q.min_score, content, alone)
         blended = lineblend.describe(hits, line_cos or {}, self._line_weight) \
             if q.explain and p.mode == "hybrid" and legs.qvec is not None else None
         if line_cos:
@@ -272,6 +283,8 @@ class SearchPipeline:
         fused = {h.chunk_id: h.score for h in head}
         for h, why in zip(hits, explanations, strict=True):
             why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
+            if h.chunk_id in alone:
+                why["evidence"] = pending.NO_EVIDENCE
             if line_cos is not None:  # asked: None for a hit whose line vectors are not filled in yet
                 known = [line_cos[i] for i in (h.chunk_id, *h.absorbed) if i in line_cos]
                 why["best_line_cosine"] = round(max(known), 6) if known else None
