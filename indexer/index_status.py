@@ -111,7 +111,13 @@ class BacklogProgress:
         return cls(int(progress["pending"]), progress.get("per_s"), progress.get("eta_s"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"pending": self.pending, "per_s": self.per_s, "eta_s": self.eta_s}
+        """With vectors pending also ``ranking``: what the search does meanwhile (search/pending.py)."""
+        out: dict[str, Any] = {"pending": self.pending, "per_s": self.per_s, "eta_s": self.eta_s}
+        if self.pending:
+            from memoryd.indexer.search.pending import keywords_only
+
+            out["ranking"] = keywords_only(self.pending)
+        return out
 
 
 class StorageStatus(ABC):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memoryd.daemon.client.render import render_hits
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.search import calibration, pending
 from memoryd.indexer.search.fusion import FUSIONS, fuse
@@ -87,6 +88,7 @@ def test_a_pending_keyword_match_outranks_a_vector_only_note_and_that_note_never
     assert res["query_analysis"]["legs"] == pending.keywords_only(3)
     kept = index.search(QUERY, k=5, min_score=0.01).to_json()["hits"]  # any threshold: never kept
     assert kept and all(h["path"] != "meeting.md" for h in kept)
+    assert "(ranking from keywords only: 3 vectors pending)" in render_hits(res).splitlines()  # search --explain
 
 
 def test_once_every_vector_is_in_nothing_is_unsupported(index: Any) -> None:

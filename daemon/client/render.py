@@ -159,6 +159,8 @@ def _analysis_lines(analysis: dict[str, Any] | None) -> list[str]:
     out = [f"(intent: {', '.join(analysis.get('intent') or []) or 'none'})"]
     for name, added in (analysis.get("synonyms") or {}).items():
         out.append(f"(synonyms of {escape_line(name)}: {escape_line(', '.join(added))})")
+    if analysis.get("legs"):  # vectors pending among the candidates (indexer/search/pending.py)
+        out.append(f"({analysis['legs']})")
     fb = analysis.get("fallback")
     if fb:
         out.append(f"(weak result, fallback searched {fb['candidates']} candidates per leg: {fb['reason']})")
@@ -286,12 +288,14 @@ def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def _backlog(v: dict[str, Any]) -> str:
-    """``0``, or ``1200 (18.5/s, about 65 s left)`` while keyword-first chunks wait for their vectors."""
+    """``0``, or ``1200 (18.5/s, about 65 s left; ranking from keywords only: 1200 vectors pending)`` while
+    keyword-first chunks wait for their vectors."""
     if not v.get("pending"):
         return "0"
     speed = f"{v['per_s']:.1f}/s" if v.get("per_s") else "rate not measured yet"
     eta = f", about {_duration(v['eta_s'])} left" if v.get("eta_s") is not None else ""
-    return f"{v['pending']} ({speed}{eta}; keyword search covers them already)"
+    ranking = v.get("ranking") or f"ranking from keywords only: {v['pending']} vectors pending"
+    return f"{v['pending']} ({speed}{eta}; {ranking})"
 
 
 def render_written(result: dict[str, Any]) -> list[str]:
