@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hints
 
 from memoryd.indexer import paths
+from memoryd.indexer.config_rerank import RerankConfig, rerank_key, validate_rerank
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError
@@ -236,6 +237,7 @@ class Config:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     write: WriteConfig = field(default_factory=WriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)  # indexer/config_rerank.py: off by default
     # Resolved XDG directories (filled by load(); defaults are for in-process use).
     state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
     data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
@@ -243,6 +245,7 @@ class Config:
     runtime_dir: Path | None = None
     # The value of $<embedding.api_key_env>, read by load(); never from the file, never printed.
     embedding_api_key: str = field(default="", repr=False)
+    rerank_api_key: str = field(default="", repr=False)  # $<rerank.api_key_env> or rerank.api_key_file, by load()
 
     @property
     def data_dir(self) -> Path:
@@ -302,6 +305,8 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
             raise ConfigError(f"config 'embedding.api_key_env' = {cfg.embedding.api_key_env!r}: "
                               f"that environment variable is not set")
         cfg = dataclasses.replace(cfg, embedding_api_key=key)
+    if cfg.rerank.url:
+        cfg = dataclasses.replace(cfg, rerank_api_key=rerank_key(cfg.rerank, env))
     if env.get(PG_DSN_ENV):
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, dsn=env[PG_DSN_ENV]))
     cfg = dataclasses.replace(
@@ -354,6 +359,7 @@ def _check(ok: bool, key: str, value: object, why: str) -> None:
 def validate(cfg: Config) -> None:
     """Check ranges and choices; raises :class:`ConfigError` naming the key."""
     w, e, c, s, srv = cfg.watch, cfg.embedding, cfg.chunking, cfg.search, cfg.server
+    validate_rerank(cfg.rerank)
     _check(w.debounce_ms >= 0, "watch.debounce_ms", w.debounce_ms, "must be >= 0")
     _check(0 <= w.settle_ms <= w.debounce_ms, "watch.settle_ms", w.settle_ms, "must be in 0..debounce_ms")
     _check(w.max_delay_ms >= w.debounce_ms, "watch.max_delay_ms", w.max_delay_ms, "must be >= debounce_ms")

@@ -71,6 +71,7 @@ from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.hybrid import EmbeddedLegs, ReaderPool
 from memoryd.indexer.search.pipeline import SearchPipeline
 from memoryd.indexer.search.query import Query
+from memoryd.indexer.search.rerank_step import load_rerank
 from memoryd.indexer.store import Store
 from memoryd.indexer.store_lines import SqliteLineRows, count_without_lines
 from memoryd.indexer.types import Embedder
@@ -110,7 +111,7 @@ class MemoryIndex:
         self.capabilities = backend.capabilities
         self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
                                       cfg.embedding.batch_size, read_only)
-        self.searcher = SearchPipeline(backend.legs, embedder, cfg.search)
+        self.searcher = SearchPipeline(backend.legs, embedder, cfg.search, load_rerank(cfg.rerank, cfg.rerank_api_key))
         # the lines serve the ranking (search.line_weight) and the context excerpts (search.context_line_model)
         wanted = cfg.search.line_weight > 0 or cfg.search.context_line_model
         fills = self.capabilities.line_vectors and wanted
@@ -555,6 +556,7 @@ class MemoryIndex:
             vectors=BacklogProgress.from_progress(self.backlog.progress()),
             storage=EmbeddedStorage(str(self.data_dir)),
             line_vectors_pending=self._lines_pending_count(),
+            rerank=self.searcher.rerank.stats() if self.searcher.rerank is not None else None,
         )
 
     def _lines_pending_count(self) -> int | None:
@@ -579,6 +581,8 @@ class MemoryIndex:
             self.local_cache.machine.close()
         if self.machine_lines is not None:
             self.machine_lines.close()
+        if self.searcher.rerank is not None:
+            self.searcher.rerank.close()
 
     def maintain(self) -> dict[str, Any]:
         """The periodic upkeep, on the writing thread: trim the embedding cache, checkpoint the WAL,

@@ -157,6 +157,7 @@ class IndexStatus:
     vectors: BacklogProgress
     storage: StorageStatus
     line_vectors_pending: int | None = None  # chunks still without line vectors; None: the backend keeps none
+    rerank: dict[str, Any] | None = None  # the [rerank] server's counts (search/rerank_step.py); None: off
 
     def to_json(self) -> dict[str, Any]:
         """The wire form, key for key in the order this backend's clients have always seen; a backend
@@ -168,6 +169,8 @@ class IndexStatus:
         out = {**head, **storage, **tail} if self.storage.leads else {**head, **tail, **storage}
         if self.line_vectors_pending is not None:
             out["line_vectors"] = {"pending": self.line_vectors_pending}
+        if self.rerank is not None:
+            out["rerank"] = self.rerank
         return out
 
 

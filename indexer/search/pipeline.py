@@ -43,6 +43,7 @@ from memoryd.indexer.search.legs import LegSession, QueryVector, SearchLegs, Ter
 from memoryd.indexer.search.proximity import idf
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.search.rerank_step import RerankStep
 from memoryd.indexer.types import Embedder
 
 KEYWORD_DEPTH = 4  # BM25 scores are read this many times deeper than the candidate count
@@ -83,8 +84,10 @@ class _Legs:
 class SearchPipeline:
     """Runs queries on one backend's legs; built once per index from ``[search]``."""
 
-    def __init__(self, legs: SearchLegs, embedder: Embedder | None, cfg: SearchConfig) -> None:
+    def __init__(self, legs: SearchLegs, embedder: Embedder | None, cfg: SearchConfig,
+                 rerank: RerankStep | None = None) -> None:
         self._legs = legs
+        self.rerank = rerank  # the optional remote reranker ([rerank], search/rerank_step.py): None = off
         self._embedder = embedder
         self._cfg = cfg
         self._synonyms = synonyms.load(cfg.synonyms_path, builtin=cfg.synonyms)
@@ -131,6 +134,9 @@ class SearchPipeline:
             with s.snapshot():
                 legs, plan = self._candidates(s, p, vector, n_cand)
             ranked = self._reorder(self._fuse(mode, legs, p.cleaned, p.intents), legs, s, k)
+            reranked = self.rerank.rerank(p.cleaned, ranked) if self.rerank is not None and mode != "vector" \
+                and p.cleaned and len(ranked) > 1 else None
+            ranked = reranked.hits if reranked is not None else ranked
             head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
             cosines = legs.vec if legs.qvec is not None and self._fitted else None
             feats = calibration.with_margins(s.features([h.chunk_id for h in head], self._content(p), cosines),
@@ -141,6 +147,8 @@ class SearchPipeline:
                                     [i for i in legs.cands if i in legs.rows]) \
             if mode == "hybrid" and legs.qvec is not None else set()
         hits = shaping.calibrated(head, feats, alone)
+        if reranked is not None and reranked.scores and self.rerank is not None:  # abstention on its scale
+            hits = self.rerank.rescored(hits, reranked.scores, alone)
         content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
         if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None and content:
             weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, q.min_score))
@@ -148,6 +156,10 @@ class SearchPipeline:
                 wide = self._run(p, QueryVector(ready=legs.qvec), t0, weak["candidates"], weak)
                 return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
         hits, reason, explanations, blended = self._finish(p, hits, head, feats, legs, content, line_cos, alone)
+        if explanations is not None and reranked is not None and reranked.scores:
+            for h, why in zip(hits, explanations, strict=True):
+                if h.chunk_id in reranked.scores:
+                    why["rerank_score"] = round(reranked.scores[h.chunk_id], 6)
         terms = p.terms.terms
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
@@ -155,7 +167,9 @@ class SearchPipeline:
             query_searched=p.cleaned if q.explain and p.cleaned != q.text else None,
             explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
             query_analysis={"intent": list(p.intents), "synonyms": p.added, "fallback": widened,
-                            "line_blend": blended, **self._legs_note(mode, legs)} if q.explain else None,
+                            "line_blend": blended, **self._legs_note(mode, legs),
+                            **({"rerank": reranked.describe()} if reranked is not None else {})}
+            if q.explain else None,
         )
 
     def _candidates(self, s: LegSession, p: _Prepared, vector: QueryVector,

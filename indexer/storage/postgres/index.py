@@ -408,7 +408,8 @@ class PgMemoryIndex(MemoryIndex):
         # every site's chunks with a vector (a chunk committed keyword first has none yet)
         vectors = int(row[1]) - int(row[4])
         st = self._index_status(files, chunks, int(row[2]), vectors, self._storage(figures))
-        return replace(st, line_vectors_pending=self._lines_pending_count())
+        return replace(st, line_vectors_pending=self._lines_pending_count(),
+                       rerank=self.searcher.rerank.stats() if self.searcher.rerank is not None else None)
 
     def _count_lines_pending(self) -> int:
         """This site's chunks without line vectors (:meth:`MemoryIndex._lines_pending_count` keeps it a while)."""
@@ -458,6 +459,8 @@ class PgMemoryIndex(MemoryIndex):
             (pg.pool if pg is not None else self.pool).close()
         if getattr(self, "machine_lines", None) is not None:
             self.machine_lines.close()
+        if getattr(self, "searcher", None) is not None and self.searcher.rerank is not None:
+            self.searcher.rerank.close()
 
 
 def _differences(have: dict[str, Any], want: dict[str, str]) -> str:
