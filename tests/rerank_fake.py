@@ -38,7 +38,7 @@ class FakeReranker:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
                 fake.requests.append(body)
                 fake.headers.append(dict(self.headers))

@@ -76,14 +76,14 @@ def _rows(n: int, **extra: Any) -> list[dict[str, Any]]:
 
 HOSTILE = {
     "wrong length": json.dumps({"results": _rows(5)}),
-    "top_n ignored (more than sent)": json.dumps({"results": _rows(6) + [{"index": 6, "relevance_score": 1.0}]}),
-    "NaN": json.dumps({"results": _rows(5) + [{"index": 5, "relevance_score": float("nan")}]}),
+    "top_n ignored (more than sent)": json.dumps({"results": [*_rows(6), {"index": 6, "relevance_score": 1.0}]}),
+    "NaN": json.dumps({"results": [*_rows(5), {"index": 5, "relevance_score": float("nan")}]}),
     "Infinity": '{"results": [' + ",".join(f'{{"index": {i}, "relevance_score": Infinity}}' for i in range(6)) + "]}",
-    "duplicate index": json.dumps({"results": _rows(5) + [{"index": 0, "relevance_score": 0.3}]}),
-    "out-of-range index": json.dumps({"results": _rows(5) + [{"index": 9, "relevance_score": 0.3}]}),
-    "negative index": json.dumps({"results": _rows(5) + [{"index": -1, "relevance_score": 0.3}]}),
-    "string score": json.dumps({"results": _rows(5) + [{"index": 5, "relevance_score": "0.3"}]}),
-    "boolean index": json.dumps({"results": _rows(5) + [{"index": True, "relevance_score": 0.3}]}),
+    "duplicate index": json.dumps({"results": [*_rows(5), {"index": 0, "relevance_score": 0.3}]}),
+    "out-of-range index": json.dumps({"results": [*_rows(5), {"index": 9, "relevance_score": 0.3}]}),
+    "negative index": json.dumps({"results": [*_rows(5), {"index": -1, "relevance_score": 0.3}]}),
+    "string score": json.dumps({"results": [*_rows(5), {"index": 5, "relevance_score": "0.3"}]}),
+    "boolean index": json.dumps({"results": [*_rows(5), {"index": True, "relevance_score": 0.3}]}),
     "not JSON": "<html>busy</html>",
     "no results": json.dumps({"error": "model loading"}),
 }
@@ -154,7 +154,7 @@ def test_the_key_file_must_be_0600(tmp_path: Path) -> None:
     f = tmp_path / "key"
     f.write_text(KEY + "\n")
     os.chmod(f, 0o644)
-    with pytest.raises(ConfigError, match="rerank.api_key_file.*0600"):
+    with pytest.raises(ConfigError, match=r"rerank\.api_key_file.*0600"):
         rerank_key(RerankConfig(url="http://x/v1/rerank", api_key_file=f), {})
     os.chmod(f, 0o600)
     assert rerank_key(RerankConfig(url="http://x/v1/rerank", api_key_file=f), {}) == KEY
