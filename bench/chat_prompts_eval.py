@@ -25,8 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memoryd.indexer import keyword
-from memoryd.indexer.search import intent
+from memoryd.indexer.search import intent, keyword
 from memoryd.indexer.search.content_words import content_terms
 from memoryd.indexer.search.querytext import clean_query
 

@@ -31,7 +31,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 
 
 def withheld(chunk_id: int, share: float) -> bool:

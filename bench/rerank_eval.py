@@ -42,7 +42,7 @@ from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.config_rerank import RerankConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.rerank_step import logit
 
 

@@ -11,10 +11,10 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
-from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.matchlines import best_lines, line_scores
+from memoryd.indexer.storage.rows import ChunkRow
 
 
 def calibrated(hits: list[Hit], feats: dict[int, calibration.Features], alone: AbstractSet[int] = frozenset(),
