@@ -217,6 +217,7 @@ def render_status(st: StatusReply) -> str:
                   + (f", {model['passages']} passages" if model.get("passages") else "")
                   + (f", provider {model['provider']}" if model.get("provider") else "") + ")"),
         *_server_row(model.get("server")),
+        *_rerank_rows(st.get("rerank")),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
         ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
         ("last reconcile", str(st.get("last_reconcile") or "not yet")),
@@ -280,6 +281,15 @@ def _reconciling(st: Mapping[str, Any]) -> str:
     if state == "idle" and (st.get("vectors") or {}).get("pending"):
         return "yes: files done, vectors filling in"
     return "yes"
+
+
+def _rerank_rows(rr: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """``[rerank]`` when on: its server, how often it reordered and how often the fused order stood."""
+    if not rr:
+        return []
+    last = f", last: {escape_line(str(rr['last_error']))}" if rr.get("fallbacks") and rr.get("last_error") else ""
+    return [("reranker", f"{escape_line(str(rr.get('url')))} ({rr.get('applied', 0)} reranked, "
+                         f"{rr.get('fallbacks', 0)} kept the fused order{last})")]
 
 
 def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:

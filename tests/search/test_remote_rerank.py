@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import structlog
 
+from memoryd.daemon.client.render import render_status
 from memoryd.indexer.config import Config, ConfigError, load
 from memoryd.indexer.config_rerank import RerankConfig, rerank_key
 from memoryd.indexer.engine import MemoryIndex
@@ -209,6 +210,8 @@ def test_search_applies_it_and_status_counts_it(tmp_path: Path) -> None:
         try:
             res = idx.search("project note deadline", k=3, explain=True).to_json()
             assert "fallback" in res["query_analysis"]["rerank"] and res["hits"]
-            assert idx.status().to_json()["rerank"]["fallbacks"] == 1
+            st = idx.status().to_json()
+            assert st["rerank"]["fallbacks"] == 1
+            assert "1 kept the fused order, last: HTTP 500" in render_status(st)  # type: ignore[arg-type]
         finally:
             idx.close()
