@@ -456,8 +456,9 @@ class PgMemoryIndex(MemoryIndex):
         if self._own_pool:  # the store's pool: it replaces the first one after an outage
             pg = getattr(self, "pg", None)
             (pg.pool if pg is not None else self.pool).close()
-        if getattr(self, "machine_lines", None) is not None:
-            self.machine_lines.close()
+        machine_lines = getattr(self, "machine_lines", None)
+        if machine_lines is not None:
+            machine_lines.close()
         if getattr(self, "searcher", None) is not None and self.searcher.rerank is not None:
             self.searcher.rerank.close()
 
