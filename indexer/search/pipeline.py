@@ -156,9 +156,9 @@ class SearchPipeline:
                                     [i for i in legs.cands if i in legs.rows]) \
             if mode == "hybrid" and legs.qvec is not None else set()
         hits = shaping.calibrated(head, feats, alone)
-        if reranked is not None and reranked.scores and self.rerank is not None:  # abstention on its scale
-            hits = self.rerank.rescored(hits, reranked.scores, alone)
         content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
+        if reranked is not None and reranked.scores and self.rerank is not None and content:
+            hits = self.rerank.rescored(hits, reranked.scores, alone)  # abstention on its scale (a chat turn: 0)
         if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None and content:
             weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, q.min_score))
             if weak is not None:

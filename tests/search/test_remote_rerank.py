@@ -203,6 +203,8 @@ def test_search_applies_it_and_status_counts_it(tmp_path: Path) -> None:
             assert res["hits"][0]["explain"]["rerank_score"] == 0.9
             assert res["hits"][0]["score"] == pytest.approx(0.9)  # the reranker's scale (defaults: as it is)
             assert idx.status().to_json()["rerank"]["applied"] == 1
+            chat = idx.search("thanks, that works", k=3).to_json()["hits"]  # a chat turn stays at 0
+            assert chat and all(h["score"] == 0.0 for h in chat)
         finally:
             idx.close()
         fake.script = lambda body: (500, b"{}")
