@@ -32,6 +32,7 @@ from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 
 
 def withheld(chunk_id: int, share: float) -> bool:
@@ -56,7 +57,8 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, share: floa
     out: dict[str, Any] = {"keyword": [], "hybrid": [], "withheld": [], "above": 0, "above_no_kw": 0, "pending": 0}
     for q in queries:
         for mode in ("keyword", "hybrid"):
-            out[mode].append({"qid": q["qid"], "hits": _hits(index.search(q["question"], k=10, mode=mode).to_json())})
+            res = index.query(Query(q["question"], k=10, mode=mode)).to_json()  # type: ignore[arg-type]
+            out[mode].append({"qid": q["qid"], "hits": _hits(res)})
     ids = [int(i) for i in index.faiss.ids().tolist()]
     gone = [i for i in ids if withheld(i, share)]
     with index.lock:
@@ -64,7 +66,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, share: floa
     out["pending"] = len(gone)
     threshold = fcfg.search.min_score
     for q in queries:
-        res = index.search(q["question"], k=10, mode="hybrid", explain=True).to_json()
+        res = index.query(Query(q["question"], k=10, mode="hybrid", explain=True)).to_json()
         out["withheld"].append({"qid": q["qid"], "hits": _hits(res)})
         for h in res["hits"]:
             cal = h["explain"]["calibration"]

@@ -43,6 +43,7 @@ from memoryd.indexer.config_rerank import RerankConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rerank_step import logit
 
 
@@ -67,7 +68,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, negatives: 
     threshold = fcfg.search.min_score
     out: dict[str, Any] = {"results": [], "kept": 0, "neg_abstained": 0, "neg": 0, "fit": [], "raw": []}
     for q in queries:
-        res = index.search(q["question"], k=10, explain=True).to_json()
+        res = index.query(Query(q["question"], k=10, explain=True)).to_json()
         out["results"].append({"qid": q["qid"], "hits": _hits(res)})
         out["kept"] += bool(res["hits"]) and res["hits"][0]["score"] >= threshold
         top = res["hits"][0] if res["hits"] else None
@@ -75,7 +76,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, negatives: 
             out["fit"].append((top["explain"]["rerank_score"], 1.0 if _relevant(top, q["relevant"]) else 0.0))
             out["raw"] += [h["explain"]["rerank_score"] for h in res["hits"] if "rerank_score" in h["explain"]]
     for text in negatives:
-        res = index.search(text, k=10, explain=True).to_json()
+        res = index.query(Query(text, k=10, explain=True)).to_json()
         out["neg"] += 1
         top = res["hits"][0] if res["hits"] else None
         out["neg_abstained"] += top is None or top["score"] < threshold

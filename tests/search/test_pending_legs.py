@@ -22,6 +22,7 @@ from memoryd.daemon.client.render import render_hits
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.search import calibration, pending
 from memoryd.indexer.search.fusion import FUSIONS, fuse
+from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
 
 QUERY = "when is the quarterly report due"
@@ -78,7 +79,7 @@ def index(tmp_path: Path) -> Any:
 
 
 def test_a_pending_keyword_match_outranks_a_vector_only_note_and_that_note_never_clears(index: Any) -> None:
-    res = index.search(QUERY, k=5, explain=True).to_json()
+    res = index.query(Query(QUERY, k=5, explain=True)).to_json()
     first = res["hits"][0]
     assert first["path"].startswith("report") and first["explain"]["vector"] == "pending"
     assert first["score"] >= index.cfg.search.min_score  # scored on its keyword evidence: a sure match
@@ -86,7 +87,7 @@ def test_a_pending_keyword_match_outranks_a_vector_only_note_and_that_note_never
     assert meeting["score"] < index.cfg.search.min_score  # not raised by the keyword matches below it
     assert meeting["explain"]["evidence"] == pending.NO_EVIDENCE
     assert res["query_analysis"]["legs"] == pending.keywords_only(3)
-    kept = index.search(QUERY, k=5, min_score=0.01).to_json()["hits"]  # any threshold: never kept
+    kept = index.query(Query(QUERY, k=5, min_score=0.01)).to_json()["hits"]  # any threshold: never kept
     assert kept and all(h["path"] != "meeting.md" for h in kept)
     assert "(ranking from keywords only: 3 vectors pending)" in render_hits(res).splitlines()  # search --explain
 
@@ -94,7 +95,7 @@ def test_a_pending_keyword_match_outranks_a_vector_only_note_and_that_note_never
 def test_once_every_vector_is_in_nothing_is_unsupported(index: Any) -> None:
     while index.fill_vectors():
         pass
-    res = index.search(QUERY, k=20, explain=True).to_json()
+    res = index.query(Query(QUERY, k=20, explain=True)).to_json()
     assert "legs" not in res["query_analysis"]
     assert all("evidence" not in h["explain"] for h in res["hits"])
 

@@ -18,6 +18,7 @@ from memoryd.indexer.config import Config, ConfigError, load
 from memoryd.indexer.config_rerank import RerankConfig, rerank_key
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.search.hits import Hit
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rerank_remote import RemoteReranker, RerankFailed, parse_scores, request_body
 from memoryd.indexer.search.rerank_step import RerankStep
 from tests.helpers import CountingEmbedder, make_config
@@ -198,19 +199,19 @@ def test_search_applies_it_and_status_counts_it(tmp_path: Path) -> None:
         idx = MemoryIndex(cfg, CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir)))
         try:
             idx.index_files([(root, p.name) for p in sorted(root.glob("*.md"))])
-            res = idx.search("project note deadline", k=3, explain=True).to_json()
+            res = idx.query(Query("project note deadline", k=3, explain=True)).to_json()
             assert res["hits"][0]["path"] == "n2.md" and res["query_analysis"]["rerank"]["applied"]
             assert res["hits"][0]["explain"]["rerank_score"] == 0.9
             assert res["hits"][0]["score"] == pytest.approx(0.9)  # the reranker's scale (defaults: as it is)
             assert idx.status().to_json()["rerank"]["applied"] == 1
-            chat = idx.search("thanks, that works", k=3).to_json()["hits"]  # a chat turn stays at 0
+            chat = idx.query(Query("thanks, that works", k=3)).to_json()["hits"]  # a chat turn stays at 0
             assert chat and all(h["score"] == 0.0 for h in chat)
         finally:
             idx.close()
         fake.script = lambda body: (500, b"{}")
         idx = MemoryIndex(cfg, CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir)))
         try:
-            res = idx.search("project note deadline", k=3, explain=True).to_json()
+            res = idx.query(Query("project note deadline", k=3, explain=True)).to_json()
             assert "fallback" in res["query_analysis"]["rerank"] and res["hits"]
             st = idx.status().to_json()
             assert st["rerank"]["fallbacks"] == 1
