@@ -61,8 +61,9 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, share: floa
             out[mode].append({"qid": q["qid"], "hits": _hits(res)})
     ids = [int(i) for i in index.faiss.ids().tolist()]
     gone = [i for i in ids if withheld(i, share)]
+    kept = index.faiss.vectors_of(gone)
     with index.lock:
-        index.faiss.remove(gone)  # in memory only: nothing is saved
+        index.faiss.remove(gone)  # put back before close(), which saves the snapshot
     out["pending"] = len(gone)
     threshold = fcfg.search.min_score
     for q in queries:
@@ -74,6 +75,8 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, share: floa
                 continue
             out["above"] += 1
             out["above_no_kw"] += cal["coverage"] <= 0.0
+    with index.lock:
+        index.faiss.add(gone, kept)
     index.close()
     return out
 
