@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hi
 
 from memoryd.indexer import paths
 from memoryd.indexer.access import parse_binding
+from memoryd.indexer.config_rerank import RerankConfig, rerank_key, validate_rerank
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError, SessionError
@@ -115,6 +116,9 @@ class EmbeddingConfig:
     # (indexer/storage/embedded/cache.py, MachineCache): None = $XDG_CACHE_HOME/memoryd/embeddings.
     cache_dir: Path | None = None
     machine_cache_entries: int = 200_000  # its LRU bound; 0 = off (each data dir keeps only its own)
+    # The line vectors' own machine cache (indexer/line_vectors.py), beside it with a bound of its own
+    # (~8 lines a chunk must not evict chunk vectors): 400,000 lines is ~650 MB for e5-small; 0 = off.
+    machine_line_cache_entries: int = 400_000
     background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off
     query_precision: QueryPrecision = "int8"  # e5-small: queries on the int8 twin of the model (~2x faster), or "exact"
     # e5-small: passages (the index) on an int8 twin (~1.8x faster bulk embedding), or "exact" (the
@@ -232,6 +236,7 @@ class Config:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     write: WriteConfig = field(default_factory=WriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)  # indexer/config_rerank.py: off by default
     # Resolved XDG directories (filled by load(); defaults are for in-process use).
     state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
     data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
@@ -239,6 +244,7 @@ class Config:
     runtime_dir: Path | None = None
     # The value of $<embedding.api_key_env>, read by load(); never from the file, never printed.
     embedding_api_key: str = field(default="", repr=False)
+    rerank_api_key: str = field(default="", repr=False)  # $<rerank.api_key_env> or rerank.api_key_file, by load()
 
     @property
     def data_dir(self) -> Path:
@@ -298,6 +304,8 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
             raise ConfigError(f"config 'embedding.api_key_env' = {cfg.embedding.api_key_env!r}: "
                               f"that environment variable is not set")
         cfg = dataclasses.replace(cfg, embedding_api_key=key)
+    if cfg.rerank.url:
+        cfg = dataclasses.replace(cfg, rerank_api_key=rerank_key(cfg.rerank, env))
     if env.get(PG_DSN_ENV):
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, dsn=env[PG_DSN_ENV]))
     cfg = dataclasses.replace(
@@ -350,6 +358,7 @@ def _check(ok: bool, key: str, value: object, why: str) -> None:
 def validate(cfg: Config) -> None:
     """Check ranges and choices; raises :class:`ConfigError` naming the key."""
     w, e, c, s, srv = cfg.watch, cfg.embedding, cfg.chunking, cfg.search, cfg.server
+    validate_rerank(cfg.rerank)
     _check(w.debounce_ms >= 0, "watch.debounce_ms", w.debounce_ms, "must be >= 0")
     _check(0 <= w.settle_ms <= w.debounce_ms, "watch.settle_ms", w.settle_ms, "must be in 0..debounce_ms")
     _check(w.max_delay_ms >= w.debounce_ms, "watch.max_delay_ms", w.max_delay_ms, "must be >= debounce_ms")
@@ -382,6 +391,8 @@ def validate(cfg: Config) -> None:
     _check(e.cache_entries >= 100, "embedding.cache_entries", e.cache_entries, "must be >= 100")
     _check(e.machine_cache_entries == 0 or e.machine_cache_entries >= 100, "embedding.machine_cache_entries",
            e.machine_cache_entries, "must be 0 (off) or >= 100")
+    _check(e.machine_line_cache_entries == 0 or e.machine_line_cache_entries >= 100,
+           "embedding.machine_line_cache_entries", e.machine_line_cache_entries, "must be 0 (off) or >= 100")
     _check(c.max_tokens >= 32, "chunking.max_tokens", c.max_tokens, "must be >= 32")
     _check(c.max_tokens <= e.max_tokens - 16, "chunking.max_tokens", c.max_tokens,
            f"must leave room for the prefix within embedding.max_tokens ({e.max_tokens})")

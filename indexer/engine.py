@@ -25,7 +25,7 @@ import structlog
 
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import ModelError, ProviderUnavailable
-from memoryd.indexer.fill.line_vectors import STEP_LINES, FillResult, LineVectorFill
+from memoryd.indexer.fill.line_vectors import STEP_LINES, FillResult, LineVectorFill, MachineLines
 from memoryd.indexer.fill.vectorfill import EMBED_GROUP, VectorFill
 from memoryd.indexer.ingestion.identity import rows_identity
 from memoryd.indexer.ingestion.indexing import FileIndexer
@@ -33,8 +33,9 @@ from memoryd.indexer.ingestion.indexstats import IndexStats, Progress, storable
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.pipeline import SearchPipeline
 from memoryd.indexer.search.query import Query
+from memoryd.indexer.search.rerank_step import load_rerank
 from memoryd.indexer.storage.base import Backend, CacheStore, ChunkStore, LineStore, RebuildJob, VectorStore
-from memoryd.indexer.storage.factory import open_backend
+from memoryd.indexer.storage.factory import open_backend, open_machine_lines
 from memoryd.indexer.storage.index_status import IndexStatus
 from memoryd.indexer.types import Embedder
 
@@ -54,7 +55,8 @@ def open_index(cfg: Config, embedder: Embedder, read_only: bool = False, backgro
     backend = open_backend(cfg, embedder, rows_identity(cfg, embedder), read_only=read_only,
                            background_rebuilds=background_rebuilds, reindex=reindex, pool=pool)
     try:
-        return MemoryIndex(cfg, embedder, backend, read_only=read_only)
+        return MemoryIndex(cfg, embedder, backend, read_only=read_only,
+                           machine_lines=open_machine_lines(cfg, backend, read_only))
     except BaseException:
         backend.close()
         raise
@@ -67,7 +69,8 @@ class MemoryIndex:
     cache: CacheStore
     vectors: VectorStore
 
-    def __init__(self, cfg: Config, embedder: Embedder, backend: Backend, read_only: bool = False) -> None:
+    def __init__(self, cfg: Config, embedder: Embedder, backend: Backend, read_only: bool = False,
+                 machine_lines: MachineLines | None = None) -> None:
         self.cfg, self.embedder, self.backend, self.read_only = cfg, embedder, backend, read_only
         self.data_dir = cfg.data_dir
         self.skipped: dict[str, str] = {}
@@ -76,11 +79,15 @@ class MemoryIndex:
             backend.capabilities, backend.site
         self.vector_fill = VectorFill(self.store, self.cache, self.vectors, self.lock, self.backlog, embedder,
                                       cfg.embedding.batch_size, read_only)
-        self.searcher = SearchPipeline(backend.legs, embedder, cfg.search)
+        self.searcher = SearchPipeline(backend.legs, embedder, cfg.search, load_rerank(cfg.rerank, cfg.rerank_api_key))
         # the lines serve the ranking (search.line_weight) and the context excerpts (search.context_line_model)
         wanted = cfg.search.line_weight > 0 or cfg.search.context_line_model
-        self.line_fill = LineVectorFill(backend.line_rows(), self.cache, embedder.model_id, read_only) \
-            if self.capabilities.line_vectors and wanted else None
+        fills = self.capabilities.line_vectors and wanted
+        # lines are embedded once per machine too, in a cache and bound of their own (``machine_lines``,
+        # opened by :func:`open_index`: :func:`memoryd.indexer.storage.factory.open_machine_lines`)
+        self.machine_lines = machine_lines if fills else None
+        self.line_fill = LineVectorFill(backend.line_rows(), self.cache, embedder.model_id, read_only,
+                                        self.machine_lines, embedder.dimension) if fills else None
         self._files = FileIndexer(cfg, embedder, backend, self.vector_fill, self.line_fill, self.skipped)
 
     def identity(self) -> dict[str, str]:
@@ -237,7 +244,8 @@ class MemoryIndex:
 
     def status(self) -> IndexStatus:
         """The index's figures. Safe from any thread (the backend reads them off the writer's connection)."""
-        return self.backend.status(self.skipped, self._lines_pending_count)
+        st = self.backend.status(self.skipped, self._lines_pending_count)
+        return dataclasses.replace(st, rerank=self.searcher.rerank.stats()) if self.searcher.rerank is not None else st
 
     def _lines_pending_count(self) -> int | None:
         """Chunks without line vectors (None: not filled here — read-only, or turned off); 0 at once when
@@ -275,3 +283,7 @@ class MemoryIndex:
 
     def close(self) -> None:
         self.backend.close()
+        if self.machine_lines is not None:
+            self.machine_lines.close()
+        if self.searcher.rerank is not None:
+            self.searcher.rerank.close()

@@ -367,6 +367,7 @@ class StatusReply(TypedDict, total=False):
     vectors: dict[str, Any]
     storage: dict[str, Any]
     line_vectors: dict[str, int]
+    rerank: dict[str, Any]  # [rerank] on: its server, applied, fallbacks, last_error (indexer/search/rerank_step.py)
     pending: int
     reconciling: bool
     reconcile_progress: list[int]

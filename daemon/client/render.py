@@ -161,6 +161,8 @@ def _analysis_lines(analysis: dict[str, Any] | None) -> list[str]:
     out = [f"(intent: {', '.join(analysis.get('intent') or []) or 'none'})"]
     for name, added in (analysis.get("synonyms") or {}).items():
         out.append(f"(synonyms of {escape_line(name)}: {escape_line(', '.join(added))})")
+    if analysis.get("legs"):  # vectors pending among the candidates (indexer/search/pending.py)
+        out.append(f"({analysis['legs']})")
     fb = analysis.get("fallback")
     if fb:
         out.append(f"(weak result, fallback searched {fb['candidates']} candidates per leg: {fb['reason']})")
@@ -217,6 +219,7 @@ def render_status(st: StatusReply) -> str:
                   + (f", {model['passages']} passages" if model.get("passages") else "")
                   + (f", provider {model['provider']}" if model.get("provider") else "") + ")"),
         *_server_row(model.get("server")),
+        *_rerank_rows(st.get("rerank")),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
         ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
         ("last reconcile", str(st.get("last_reconcile") or "not yet")),
@@ -282,6 +285,15 @@ def _reconciling(st: Mapping[str, Any]) -> str:
     return "yes"
 
 
+def _rerank_rows(rr: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """``[rerank]`` when on: its server, how often it reordered and how often the fused order stood."""
+    if not rr:
+        return []
+    last = f", last: {escape_line(str(rr['last_error']))}" if rr.get("fallbacks") and rr.get("last_error") else ""
+    return [("reranker", f"{escape_line(str(rr.get('url')))} ({rr.get('applied', 0)} reranked, "
+                         f"{rr.get('fallbacks', 0)} kept the fused order{last})")]
+
+
 def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
     """Chunks still without line vectors (embedded when the daemon is idle), while there are any."""
     if not lines or not lines.get("pending"):
@@ -291,12 +303,14 @@ def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def backlog_text(v: Mapping[str, Any]) -> str:
-    """``0``, or ``1200 (18.5/s, about 65 s left)`` while keyword-first chunks wait for their vectors."""
+    """``0``, or ``1200 (18.5/s, about 65 s left; ranking from keywords only: 1200 vectors pending)`` while
+    keyword-first chunks wait for their vectors."""
     if not v.get("pending"):
         return "0"
     speed = f"{v['per_s']:.1f}/s" if v.get("per_s") else "rate not measured yet"
     eta = f", about {duration_text(v['eta_s'])} left" if v.get("eta_s") is not None else ""
-    return f"{v['pending']} ({speed}{eta}; keyword search covers them already)"
+    ranking = v.get("ranking") or f"ranking from keywords only: {v['pending']} vectors pending"
+    return f"{v['pending']} ({speed}{eta}; {ranking})"
 
 
 def render_written(result: WriteReply) -> list[str]:

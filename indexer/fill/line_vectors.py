@@ -9,6 +9,12 @@ each chunk's best line cosine (``-1`` for a chunk without a non-blank line;
 :mod:`memoryd.indexer.search.lineblend`); the context excerpts read them by line text
 (:func:`decode_lines`).
 
+Lines are embedded once per machine: a line the fill embeds is also written to the machine's line
+cache (:data:`memoryd.indexer.storage.embedded.cache.LINES_DB`, shared by every data dir like the chunks' machine
+cache, but a file and LRU bound of its own, ``embedding.machine_line_cache_entries``, so that ~8
+lines a chunk never evict a chunk's vector), and a line found there is not embedded again. So a
+second data dir over the same files asks the model nothing for its lines either.
+
 The rows are derived data with the chunk's lifetime: the foreign key drops a chunk's row with
 the chunk (an edit, a removal, an identity change), and the chunks without a row *are* the
 backlog — nothing to keep in memory or recover after a crash. :class:`LineVectorFill` works
@@ -25,7 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,6 +44,17 @@ STEP_LINES = 256  # lines a fill step embeds at most (short passages: about a se
 SLICE_LINES = 64  # lines a model call embeds at most (a task waits for one call at most)
 INLINE_LINES = 16  # a step this small runs on the inline session (a save's few lines; see fill)
 RECENT_LINES = 2048  # lines embedded lately kept in memory (3 MB): repeated lines are not embedded again
+
+
+class MachineLines(Protocol):
+    """The machine-wide line cache (:class:`memoryd.indexer.storage.embedded.cache.MachineCache` on its own file):
+    best-effort, a failed read is a miss and a failed write is dropped."""
+
+    def get_many(self, keys: Sequence[bytes], dimension: int) -> dict[bytes, Any]: ...
+
+    def put_many(self, vectors: Mapping[bytes, Any]) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -55,10 +72,13 @@ class LineVectorFill:
     after any indexing), so an idle daemon does not count the backlog on every turn of its loop.
     """
 
-    def __init__(self, rows: LineRows, cache: CacheStore, model_id: str, read_only: bool) -> None:
+    def __init__(self, rows: LineRows, cache: CacheStore, model_id: str, read_only: bool,
+                 machine: MachineLines | None = None, dimension: int = 0) -> None:
         self._rows = rows
         self._cache = cache
         self._model_id = model_id
+        self._machine = machine  # the machine's line cache (None: off); ``dimension`` is its vectors' width
+        self._dimension = dimension
         self.pending = not read_only
         self._counted: tuple[float, int] | None = None  # (when, chunks pending) for recount
         self._recent: OrderedDict[str, Any] = OrderedDict()  # the last RECENT_LINES lines embedded
@@ -104,9 +124,10 @@ class LineVectorFill:
         ``bulk`` (the daemon's low-priority session, which gives way to a save). Clears ``pending``
         when no chunk is left.
 
-        Lines the embedding cache holds (the context excerpts keep theirs there) are not embedded
-        again; the fill itself writes nothing to the cache: ~8 lines a chunk would crowd the chunks'
-        own vectors out of it, and out of the machine-wide cache that every data dir shares."""
+        Lines the embedding cache holds (the context excerpts keep theirs there) or the machine's line
+        cache holds are not embedded again; the fill writes what it embeds to the machine's line cache
+        only (its own bound): ~8 lines a chunk would crowd the chunks' own vectors out of the index's
+        cache and out of the machine-wide chunk cache that every data dir shares."""
         todo = self._next_chunks(max_lines)
         if not todo:
             self.pending = False
@@ -122,6 +143,8 @@ class LineVectorFill:
             if new:
                 fresh = dict(zip(new, np.asarray(model.embed_passages(new), dtype=np.float32), strict=True))
                 self._remember(fresh)
+                if self._machine is not None:
+                    self._machine.put_many({cache_key(self._model_id, line): v for line, v in fresh.items()})
                 known |= fresh
             self._rows.write(_encoded(part, known))
             self._took(len(part))
@@ -133,12 +156,16 @@ class LineVectorFill:
 
     def _known(self, lines: Sequence[str]) -> dict[str, Any]:
         """The vectors of ``lines`` already at hand: recently embedded here (a heading or a bullet recurs
-        across chunks and files), or in the embedding cache (the context excerpts store theirs there)."""
+        across chunks and files), in the embedding cache (the context excerpts store theirs there), or in
+        the machine's line cache (embedded under another data dir)."""
         known = {line: self._recent[line] for line in lines if line in self._recent}
         for line in known:
             self._recent.move_to_end(line)  # least recently used goes first: a common heading stays
         keys = {line: cache_key(self._model_id, line) for line in lines if line not in known}
         found = self._cache.get_many(list(keys.values()), count=False) if keys else {}
+        rest = [k for k in keys.values() if k not in found]
+        if rest and self._machine is not None:
+            found |= self._machine.get_many(rest, self._dimension)
         return known | {line: found[k] for line, k in keys.items() if k in found}
 
     def _remember(self, vectors: dict[str, Any]) -> None:

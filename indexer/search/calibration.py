@@ -133,16 +133,22 @@ def with_margins(feats: Mapping[int, Features], cosines: Mapping[int, float] | N
     return out
 
 
-def monotone(scores: Sequence[float]) -> list[float]:
+def monotone(scores: Sequence[float], alone: Sequence[bool] = ()) -> list[float]:
     """``scores`` in rank order, made non-increasing: each becomes the best score at or below its rank.
 
     A hit's score says how likely *this part of the list* holds a relevant passage: when a
     lower-ranked hit is more convincing than the ones above it, those are kept with it. So
-    ``min_score`` cuts a prefix of the ranking, and the ranking stays as fused.
+    ``min_score`` cuts a prefix of the ranking, and the ranking stays as fused. A hit marked in
+    ``alone`` (no evidence of its own: :func:`memoryd.indexer.search.pending.unsupported`) keeps its
+    own score and is skipped by the others: a hit with nothing for it is not carried by the hits
+    below it, and it carries none of them.
     """
     out = list(scores)
-    for i in range(len(out) - 2, -1, -1):
-        out[i] = max(out[i], out[i + 1])
+    best = float("-inf")
+    for i in range(len(out) - 1, -1, -1):
+        if i < len(alone) and alone[i]:
+            continue
+        best = out[i] = max(out[i], best)
     return out
 
 

@@ -45,12 +45,13 @@ from memoryd.indexer.search import (
     synonyms,
 )
 from memoryd.indexer.search.content_words import content_terms
-from memoryd.indexer.search.fusion import fuse, minmax
+from memoryd.indexer.search.fusion import minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
 from memoryd.indexer.search.legs import LegSession, QueryVector, SearchLegs, Terms
 from memoryd.indexer.search.proximity import idf
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.search.rerank_step import RerankStep
 from memoryd.indexer.storage.rows import ChunkRow
 from memoryd.indexer.types import Embedder
 
@@ -92,8 +93,10 @@ class _Legs:
 class SearchPipeline:
     """Runs queries on one backend's legs; built once per index from ``[search]``."""
 
-    def __init__(self, legs: SearchLegs, embedder: Embedder | None, cfg: SearchConfig) -> None:
+    def __init__(self, legs: SearchLegs, embedder: Embedder | None, cfg: SearchConfig,
+                 rerank: RerankStep | None = None) -> None:
         self._legs = legs
+        self.rerank = rerank  # the optional remote reranker ([rerank], search/rerank_step.py): None = off
         self._embedder = embedder
         self._cfg = cfg
         self._synonyms = synonyms.load(cfg.synonyms_path, builtin=cfg.synonyms)
@@ -140,20 +143,32 @@ class SearchPipeline:
             with s.snapshot():
                 legs, plan = self._candidates(s, p, vector, n_cand)
             ranked = self._reorder(self._fuse(mode, legs, p.cleaned, p.intents), legs, s, k)
+            reranked = self.rerank.rerank(p.cleaned, ranked) if self.rerank is not None and mode != "vector" \
+                and p.cleaned and len(ranked) > 1 else None
+            ranked = reranked.hits if reranked is not None else ranked
             head = ranked[: k * MAX_MERGED_CHUNKS]  # nothing below can be returned, even after merging
             cosines = legs.vec if legs.qvec is not None and self._fitted else None
             feats = calibration.with_margins(s.features([h.chunk_id for h in head], self._content(p), cosines),
                                              cosines) if head else {}
             line_cos = s.line_cosines(legs.qvec, [h.chunk_id for h in head]) \
                 if self._line_weight and mode == "hybrid" and legs.qvec is not None and head else None
-        hits = shaping.calibrated(head, feats)
+        alone = pending.unsupported({i: f.coverage for i, f in feats.items()}, legs.vec,
+                                    [i for i in legs.cands if i in legs.rows]) \
+            if mode == "hybrid" and legs.qvec is not None else set()
+        hits = shaping.calibrated(head, feats, alone)
         content = not feats or next(iter(feats.values())).content  # the query's, the same for every hit
+        if reranked is not None and reranked.scores and self.rerank is not None and content:
+            hits = self.rerank.rescored(hits, reranked.scores, alone)  # abstention on its scale (a chat turn: 0)
         if candidates is None and self._fallback and mode == "hybrid" and legs.qvec is not None and content:
             weak = fallback.wider(self._cfg, n_cand, len(ranked), hits, fallback.threshold(self._cfg, q.min_score))
             if weak is not None:
                 wide = self._run(p, QueryVector(ready=legs.qvec), t0, weak["candidates"], weak)
                 return replace(wide, took_ms=(time.perf_counter() - t0) * 1000)  # both passes
-        hits, reason, explanations, blended = self._finish(p, hits, head, feats, legs, content, line_cos)
+        hits, reason, explanations, blended = self._finish(p, hits, head, feats, legs, content, line_cos, alone)
+        if explanations is not None and reranked is not None and reranked.scores:
+            for h, why in zip(hits, explanations, strict=True):
+                if h.chunk_id in reranked.scores:
+                    why["rerank_score"] = round(reranked.scores[h.chunk_id], 6)
         terms = p.terms.terms
         return SearchResult(
             mode=mode, hits=hits, abstained=reason is not None, reason=reason,
@@ -161,7 +176,9 @@ class SearchPipeline:
             query_searched=p.cleaned if q.explain and p.cleaned != q.text else None,
             explanations=explanations, took_ms=(time.perf_counter() - t0) * 1000,
             query_analysis={"intent": list(p.intents), "synonyms": p.added, "fallback": widened,
-                            "line_blend": blended} if q.explain else None,
+                            "line_blend": blended, **self._legs_note(mode, legs),
+                            **({"rerank": reranked.describe()} if reranked is not None else {})}
+            if q.explain else None,
         )
 
     def _candidates(self, s: LegSession, p: _Prepared, vector: QueryVector,
@@ -222,9 +239,9 @@ class SearchPipeline:
         elif mode == "keyword":
             fused = nk
         else:
-            # A chunk whose vector is still queued gets the candidates' mean cosine (search.pending).
-            fused = fuse(self._cfg.fusion, pending.neutral_vector_scores(vec, ids), legs.kw_ranked, ids,
-                         self._cfg.vector_weight, self._cfg.text_weight)
+            # A chunk whose vector is still queued is fused over its keyword leg alone (search.pending).
+            fused = pending.fuse_present(self._cfg.fusion, vec, legs.kw_ranked, ids, self._cfg.vector_weight,
+                                         self._cfg.text_weight)
         if query and mode != "vector":
             fused = rescore.date_boost(fused, {i: rows[i].path for i in ids}, query, self._cfg.date_boost)
             if intents:  # most queries show none: then the candidates' places are not gathered
@@ -238,6 +255,13 @@ class SearchPipeline:
                             round(shown[i], 6), round(vec.get(i, 0.0), 6), round(nk[i], 6), site=r.site))
         hits.sort(key=lambda h: (-h.score, h.path, h.start_line))
         return hits
+
+    @staticmethod
+    def _legs_note(mode: SearchMode, legs: _Legs) -> dict[str, str]:
+        """``legs`` for the query analysis while some candidates' vectors are pending (hybrid only)."""
+        waiting = len(pending.pending_ids(legs.vec, [i for i in legs.cands if i in legs.rows]))
+        return {"legs": pending.keywords_only(waiting)} if mode == "hybrid" and legs.qvec is not None and waiting \
+            else {}
 
     def _reorder(self, hits: list[Hit], legs: _Legs, s: LegSession, k: int) -> list[Hit]:
         """The configured reorderings (prior, recency, MMR); none by default."""
@@ -253,18 +277,19 @@ class SearchPipeline:
         return hits
 
     def _finish(self, p: _Prepared, hits: list[Hit], head: list[Hit], feats: dict[int, calibration.Features],
-                legs: _Legs, content: bool, line_cos: dict[int, float] | None,
+                legs: _Legs, content: bool, line_cos: dict[int, float] | None, alone: set[int],
                 ) -> tuple[list[Hit], str | None, list[dict[str, Any]] | None, str | None]:
         """The answer from calibrated ``hits``: cut at ``min_score``, the lower hits ordered with their
         best lines (``line_cos``), merged, ``k`` of them with their matched lines; why the search abstained
         (None: it did not); and, with ``explain``, each hit's explanation (``head``: the fused ranking the
         calibration replaced; ``content``: whether the query has a content word, which names the reason
         when it has none; ``line_cos``: the best line cosines read, None when not asked); and, with
-        ``explain`` in hybrid mode, what the line blend did."""
+        ``explain`` in hybrid mode, what the line blend did. ``alone``: the hits with neither keyword evidence
+        nor vector agreement (:func:`memoryd.indexer.search.pending.unsupported`), never kept by ``min_score``."""
         q, k = p.query, p.k
         reason = None
         if q.min_score is not None:
-            hits, reason = shaping.confident(hits, q.min_score, content)
+            hits, reason = shaping.confident(hits, q.min_score, content, alone)
         blended = lineblend.describe(hits, line_cos or {}, self._line_weight) \
             if q.explain and p.mode == "hybrid" and legs.qvec is not None else None
         if line_cos:
@@ -281,6 +306,8 @@ class SearchPipeline:
         fused = {h.chunk_id: h.score for h in head}
         for h, why in zip(hits, explanations, strict=True):
             why.update(fused=fused[h.chunk_id], calibration=feats[h.chunk_id].to_json())
+            if h.chunk_id in alone:
+                why["evidence"] = pending.NO_EVIDENCE
             if line_cos is not None:  # asked: None for a hit whose line vectors are not filled in yet
                 known = [line_cos[i] for i in (h.chunk_id, *h.absorbed) if i in line_cos]
                 why["best_line_cosine"] = round(max(known), 6) if known else None

@@ -7,6 +7,8 @@ answer with these functions, so a hit means the same whatever stores it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import replace
 from typing import Any
 
 from memoryd.indexer.search import calibration
@@ -15,21 +17,28 @@ from memoryd.indexer.search.matchlines import best_lines, line_scores
 from memoryd.indexer.storage.rows import ChunkRow
 
 
-def calibrated(hits: list[Hit], feats: dict[int, calibration.Features]) -> list[Hit]:
+def calibrated(hits: list[Hit], feats: dict[int, calibration.Features], alone: AbstractSet[int] = frozenset(),
+               ) -> list[Hit]:
     """``hits`` in the same order, each ``score`` now its calibrated relevance, made non-increasing
-    down the list (:func:`memoryd.indexer.search.calibration.monotone`)."""
-    scores = calibration.monotone([calibration.probability(feats[h.chunk_id]) for h in hits])
+    down the list (:func:`memoryd.indexer.search.calibration.monotone`). A hit in ``alone`` (no keyword
+    evidence, no vector agreement: :func:`memoryd.indexer.search.pending.unsupported`) is scored on
+    its keyword evidence alone (none) and keeps that score: the hits below it do not raise it."""
+    probs = [calibration.probability(replace(feats[h.chunk_id], cosine=None) if h.chunk_id in alone
+                                     else feats[h.chunk_id]) for h in hits]
+    scores = calibration.monotone(probs, [h.chunk_id in alone for h in hits])
     return [h.rescored(round(s, 6)) for h, s in zip(hits, scores, strict=True)]
 
 
 NO_CONTENT = "the query has no content word, only very common ones: nothing in memory answers it"
 
 
-def confident(hits: list[Hit], min_score: float, content: bool = True) -> tuple[list[Hit], str | None]:
-    """Hits whose calibrated score reaches ``min_score`` (a prefix: scores never rise down the list);
-    with none left, also why the search abstains (None: it does not). ``content`` False: the query has
-    no content word (:mod:`memoryd.indexer.search.content_words`), which is the reason then."""
-    kept = [h for h in hits if h.score >= min_score]
+def confident(hits: list[Hit], min_score: float, content: bool = True, alone: AbstractSet[int] = frozenset(),
+              ) -> tuple[list[Hit], str | None]:
+    """Hits whose calibrated score reaches ``min_score`` (a prefix of those not in ``alone``: their scores
+    never rise down the list; a hit in ``alone`` is never kept); with none left, also why the search
+    abstains (None: it does not). ``content`` False: the query has no content word
+    (:mod:`memoryd.indexer.search.content_words`), which is the reason then."""
+    kept = [h for h in hits if h.score >= min_score and h.chunk_id not in alone]
     if kept:
         return kept, None
     if not content:

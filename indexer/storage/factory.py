@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
     from memoryd.indexer.storage.base import Backend
+    from memoryd.indexer.storage.embedded.cache import MachineCache
     from memoryd.indexer.types import Embedder
 
-__all__ = ["open_backend"]
+__all__ = ["open_backend", "open_machine_lines"]
 
 
 def open_backend(cfg: Config, embedder: Embedder, identity: dict[str, str], *, read_only: bool = False,
@@ -35,3 +36,16 @@ def open_backend(cfg: Config, embedder: Embedder, identity: dict[str, str], *, r
     from memoryd.indexer.storage.embedded.backend import EmbeddedBackend
 
     return EmbeddedBackend(cfg, embedder, identity, read_only=read_only, background_rebuilds=background_rebuilds)
+
+
+def open_machine_lines(cfg: Config, backend: Backend, read_only: bool) -> MachineCache | None:
+    """The machine-wide cache of line vectors (its own file and bound, so lines never crowd chunk vectors
+    out), when this index fills line vectors: a second data dir over the same files asks the model for
+    no line either. None read-only, for the toy "hash" provider (it computes faster than it looks up),
+    or when no lines are filled (``search.line_weight`` 0 and no ``context_line_model``)."""
+    from memoryd.indexer.storage.embedded.cache import LINES_DB, open_machine_cache
+
+    wanted = cfg.search.line_weight > 0 or cfg.search.context_line_model
+    if read_only or cfg.embedding.provider == "hash" or not (wanted and backend.capabilities.line_vectors):
+        return None
+    return open_machine_cache(cfg.embedding_cache_dir, cfg.embedding.machine_line_cache_entries, LINES_DB)

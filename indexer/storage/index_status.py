@@ -111,7 +111,13 @@ class BacklogProgress:
         return cls(int(progress["pending"]), progress.get("per_s"), progress.get("eta_s"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"pending": self.pending, "per_s": self.per_s, "eta_s": self.eta_s}
+        """With vectors pending also ``ranking``: what the search does meanwhile (search/pending.py)."""
+        out: dict[str, Any] = {"pending": self.pending, "per_s": self.per_s, "eta_s": self.eta_s}
+        if self.pending:
+            from memoryd.indexer.search.pending import keywords_only
+
+            out["ranking"] = keywords_only(self.pending)
+        return out
 
 
 class StorageStatus(ABC):
@@ -151,6 +157,7 @@ class IndexStatus:
     vectors: BacklogProgress
     storage: StorageStatus
     line_vectors_pending: int | None = None  # chunks still without line vectors; None: the backend keeps none
+    rerank: dict[str, Any] | None = None  # the [rerank] server's counts (search/rerank_step.py); None: off
 
     def to_json(self) -> dict[str, Any]:
         """The wire form, key for key in the order this backend's clients have always seen; a backend
@@ -162,6 +169,8 @@ class IndexStatus:
         out = {**head, **storage, **tail} if self.storage.leads else {**head, **tail, **storage}
         if self.line_vectors_pending is not None:
             out["line_vectors"] = {"pending": self.line_vectors_pending}
+        if self.rerank is not None:
+            out["rerank"] = self.rerank
         return out
 
 

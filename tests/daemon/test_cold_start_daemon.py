@@ -62,7 +62,8 @@ def test_backlog_words_for_status_line_and_cli() -> None:
     rows = dict(line.split("  ", 1) for line in render_status(
         {"vectors": {"pending": 300, "per_s": 10.0, "eta_s": 30.0}, "model": {}, "index": {},
          "cache": {"entries": 0, "hits": 0, "misses": 0}}).splitlines())
-    assert rows["vectors pending"].strip().startswith("300 (10.0/s, about 30 s left")
+    assert rows["vectors pending"].strip() == \
+        "300 (10.0/s, about 30 s left; ranking from keywords only: 300 vectors pending)"
     idle = render_status({"vectors": {"pending": 0}, "model": {}, "index": {},
                           "cache": {"entries": 0, "hits": 0, "misses": 0}})
     assert "vectors pending  0" in idle

@@ -1,5 +1,5 @@
-"""Keyword-first indexing: chunks committed before their vectors, the backlog's order, the neutral
-ranking rule for chunks without a vector, progress figures, and recovery after an interrupted backlog."""
+"""Keyword-first indexing: chunks committed before their vectors, the backlog's order, progress figures,
+and recovery after an interrupted backlog (how chunks without a vector rank: tests/test_pending_legs.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import pytest
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.fill.backlog import RateMeter, VectorBacklog
-from memoryd.indexer.search.fusion import FUSIONS, fuse
-from memoryd.indexer.search.pending import neutral_vector_scores, pending_ids
 from memoryd.indexer.search.query import Query
 from tests.helpers import CountingEmbedder, make_config
 
@@ -84,31 +82,6 @@ def test_rate_meter_measures_recent_work_and_eta() -> None:
     assert meter.per_s() == pytest.approx(5.0) and meter.eta_s(50) == pytest.approx(10.0)
     meter.reset()
     assert meter.per_s() is None and meter.eta_s(0) == 0.0
-
-
-# -- the neutral rule -------------------------------------------------------------
-
-
-@pytest.mark.parametrize("method", FUSIONS)
-def test_a_chunk_without_vector_is_neither_favoured_nor_buried(method: str) -> None:
-    """Same keyword score for all four; the pending one (4) must rank below the chunk with an above-average
-    cosine, above the one with a below-average cosine, and level with the one at the average."""
-    ids = [1, 2, 3, 4]
-    vec = {1: 0.9, 2: 0.5, 3: 0.1}
-    kw = dict.fromkeys(ids, 3.0) | {5: 0.0}
-    wk = 0.0 if method == "rrf" else 1.0  # rrf breaks the keyword leg's 4-way tie by order: look at the vector leg
-    fused = fuse(method, neutral_vector_scores(vec, ids), kw, ids, 1.0, wk)  # type: ignore[arg-type]
-    assert fused[1] > fused[4] > fused[3]
-    if method != "rrf":  # rank-based: a tie is broken by order, not level
-        assert fused[4] == pytest.approx(fused[2])
-    buried = fuse(method, vec, kw, ids, 1.0, wk)  # type: ignore[arg-type]
-    assert buried[4] <= buried[3], "the old rule (missing cosine = worst) buried it: the test must see a change"
-
-
-def test_neutral_scores_leave_a_complete_or_empty_vector_leg_alone() -> None:
-    assert neutral_vector_scores({1: 0.3, 2: 0.4}, [1, 2]) == {1: 0.3, 2: 0.4}
-    assert neutral_vector_scores({}, [1, 2]) == {}
-    assert pending_ids({1: 0.3}, [1, 2]) == {2}
 
 
 # -- the engine: mixed state in all three modes -----------------------------------

@@ -52,7 +52,8 @@ def test_the_embedded_index_writes_storage_last_and_its_full_model_and_cache() -
     assert out["cache"] == {"entries": 4, "hits": 1, "misses": 2, "capacity": 50, "machine": None}
     assert out["index"] == {"type": "flat", "vectors": 5, "tombstones": 1, "rebuilding": "hnsw"}
     assert out["skipped"] == [{"path": "/r/a.md", "reason": "binary"}, {"path": "/r/b.md", "reason": "too-large"}]
-    assert out["vectors"] == {"pending": 3, "per_s": 1.5, "eta_s": None}
+    assert out["vectors"] == {"pending": 3, "per_s": 1.5, "eta_s": None,
+                              "ranking": "ranking from keywords only: 3 vectors pending"}
     assert out["storage"] == {"backend": "embedded", "where": "/data", "reachable": True}
     assert json.loads(json.dumps(out)) == out
 

@@ -57,15 +57,45 @@ def test_index_of_a_folder_embedded_under_another_data_dir_asks_the_model_nothin
         assert oneshot.run_index(_config(root, tmp_path / data, cache_dir)) == 0
     first, second = embedders
     assert first.embedded >= 6 and first.calls >= 1
-    # the chunks come from the machine cache; their lines are each data dir's own (never written to a
-    # cache: ~8 a chunk would crowd the chunks out of it), so the second run embeds those again
+    # the chunks come from the machine cache, and their lines from the machine's line cache
     lines = sum(len([x for x in text.split("\n") if x.strip()]) for text in _chunk_texts(tmp_path / "data-b"))
-    assert lines > 0 and second.embedded == lines
+    assert lines > 0 and _lines_filled(tmp_path / "data-b") == len(_chunk_texts(tmp_path / "data-b"))
+    assert second.embedded == 0 and second.calls == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and all(line.startswith("index: 6 files") for line in out), out
     with _open(_config(root, tmp_path / "data-b", cache_dir)) as index:
         assert index.vectors.size == index.store.counts()[1] > 0  # every chunk has its vector
         assert index.status().cache.machine == str(cache_dir / cache_mod.MACHINE_DB)
+
+
+def test_line_vectors_have_a_bound_of_their_own_and_never_evict_chunk_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line cache bound far below the lines embedded: the line file is trimmed, the chunk file keeps
+    every chunk vector (lines live in ``lines.sqlite3``, never in ``embeddings.sqlite3``)."""
+    root, cache_dir = tmp_path / "notes", tmp_path / "c"
+    root.mkdir()
+    for i in range(40):
+        (root / f"n{i}.md").write_text("\n".join(f"- fact {i}-{j}: the user likes item {i * 100 + j}"
+                                                 for j in range(8)) + "\n", encoding="utf-8")
+    monkeypatch.setattr("memoryd.indexer.embedding.load_embedder",
+                        lambda cfg, model_dir, api_key="": CountingEmbedder(HashEmbedder()))
+    cfg = _config(root, tmp_path / "d", cache_dir, machine_line_cache_entries=100)
+    assert oneshot.run_index(cfg) == 0
+    chunks = MachineCache(cache_dir, capacity=1_000_000)
+    lines = MachineCache(cache_dir, capacity=1_000_000, name=cache_mod.LINES_DB)
+    try:
+        with sqlite3.connect(f"file:{tmp_path / 'd' / 'index.sqlite3'}?mode=ro", uri=True) as conn:
+            keys = [bytes(k) for (k,) in conn.execute("SELECT DISTINCT embed_key FROM chunks")]
+        assert len(chunks.get_many(keys, HashEmbedder().dimension)) == len(keys) == chunks.entries()
+        assert 0 < lines.entries() <= 100 < 40 * 8
+    finally:
+        chunks.close()
+        lines.close()
+
+
+def _lines_filled(data: Path) -> int:
+    with sqlite3.connect(f"file:{data / 'index.sqlite3'}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM line_vectors").fetchone()[0])
 
 
 def _chunk_texts(data: Path) -> list[str]:

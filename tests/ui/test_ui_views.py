@@ -69,6 +69,7 @@ def test_dashboard_backlog_progress_and_time_left() -> None:
     d = views.dashboard(status, {"namespaces": {"default": {"files": 1}}, "total": {"files": 1}})
     assert (d["vectors_done"], d["vectors_total"], d["eta"]) == (150, 200, "1 min 5 s")
     assert "10.0/s" in d["vectors_text"] and d["busy"] and not d["fresh"]
+    assert "ranking from keywords only: 50 vectors pending" in d["vectors_text"]
     assert ("daemon", "boom") in d["errors"] and ("/r", "gone") in d["errors"]
 
 

@@ -202,6 +202,9 @@ class SqliteLineStore:
 
 
 MACHINE_DB = "embeddings.sqlite3"
+LINES_DB = "lines.sqlite3"
+"""The machine's line vectors (:mod:`memoryd.indexer.fill.line_vectors`): a file and a bound of their own, so that
+~8 lines a chunk never evict the chunks' vectors (``embedding.machine_line_cache_entries``)."""
 BUSY_TIMEOUT_MS = 5000  # a writer waits this long for another process's write, then drops its own
 _MACHINE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS embed_cache (key BLOB PRIMARY KEY, vector BLOB NOT NULL, last_used REAL NOT NULL);
@@ -221,8 +224,8 @@ class MachineCache:
     Thread-safe (one connection behind a lock); keys bind a vector to its model id, as everywhere.
     """
 
-    def __init__(self, directory: Path, capacity: int) -> None:
-        self.path = directory / MACHINE_DB
+    def __init__(self, directory: Path, capacity: int, name: str = MACHINE_DB) -> None:
+        self.path = directory / name
         self.capacity = capacity
         self._lock = threading.Lock()
         self._since_bound = 0
@@ -328,14 +331,15 @@ class MachineCache:
             self._conn.close()
 
 
-def open_machine_cache(directory: Path, capacity: int) -> MachineCache | None:
-    """The machine cache in ``directory``; None (logged: each data dir then keeps only its own) when
-    ``capacity`` is 0 or the file cannot be opened."""
+def open_machine_cache(directory: Path, capacity: int, name: str = MACHINE_DB) -> MachineCache | None:
+    """The machine cache in ``directory`` (file ``name``: :data:`MACHINE_DB` for chunks, :data:`LINES_DB`
+    for line vectors); None (logged: each data dir then keeps only its own) when ``capacity`` is 0 or the
+    file cannot be opened."""
     if capacity <= 0:
         return None
     try:
-        return MachineCache(directory, capacity)
+        return MachineCache(directory, capacity, name)
     except (OSError, sqlite3.Error) as exc:
-        log.warning("machine_cache.unavailable", path=str(directory / MACHINE_DB), error=str(exc),
+        log.warning("machine_cache.unavailable", path=str(directory / name), error=str(exc),
                     action="each data dir keeps only its own embedding cache")
         return None
