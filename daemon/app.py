@@ -38,6 +38,7 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.api.admin import AdminMethods
+from memoryd.daemon.api.confined_paths import confine_paths
 from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.jobs import Jobs
@@ -316,8 +317,9 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     files = FileMethods(roots=roots, path_filter=d.path_filter)
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
     d.on_shutdown.append(read_log.flush)
-    return audit_reads(AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-                       | manage.handlers() | files.handlers(), read_log)
+    audited = audit_reads(AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
+                          | manage.handlers() | files.handlers(), read_log)
+    return confine_paths(audited, roots, cfg.data_dir)  # a confined session never sees an absolute path
 
 
 def recover_edits(history: History, roots: RootMap) -> dict[str, int]:
