@@ -29,6 +29,7 @@ from memoryd.indexer import paths
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.llm.config import LLMConfig, read_key, validate_llm
 from memoryd.indexer.write.access import parse_binding
 from memoryd.indexer.write.refusals import SessionError
 
@@ -233,6 +234,7 @@ class Config:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     write: WriteConfig = field(default_factory=WriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)  # indexer/llm/: off by default
     # Resolved XDG directories (filled by load(); defaults are for in-process use).
     state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
     data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
@@ -240,6 +242,8 @@ class Config:
     runtime_dir: Path | None = None
     # The value of $<embedding.api_key_env>, read by load(); never from the file, never printed.
     embedding_api_key: str = field(default="", repr=False)
+    # The [llm] key, from $<llm.api_key_env> or the 0600 llm.api_key_file, read by load(); never printed.
+    llm_api_key: str = field(default="", repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -292,6 +296,9 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
     if isinstance(raw.get("embedding"), dict) and "api_key" in raw["embedding"]:
         raise ConfigError(f"{path}: 'embedding.api_key' cannot be set in a file: put the key in an environment "
                           f"variable and name it in embedding.api_key_env")
+    if isinstance(raw.get("llm"), dict) and "api_key" in raw["llm"]:
+        raise ConfigError(f"{path}: 'llm.api_key' cannot be set in a file: name an environment variable in "
+                          f"llm.api_key_env or a 0600 file in llm.api_key_file")
     cfg = build_dataclass(Config, raw, prefix="", source=str(path), tables_only=True)
     if cfg.embedding.api_key_env:
         key = env.get(cfg.embedding.api_key_env, "")
@@ -299,6 +306,9 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
             raise ConfigError(f"config 'embedding.api_key_env' = {cfg.embedding.api_key_env!r}: "
                               f"that environment variable is not set")
         cfg = dataclasses.replace(cfg, embedding_api_key=key)
+    if cfg.llm.provider != "off":
+        validate_llm(cfg.llm)  # before the key: a bad URL is the error to see first
+        cfg = dataclasses.replace(cfg, llm_api_key=read_key(cfg.llm, env))
     if env.get(PG_DSN_ENV):
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, dsn=env[PG_DSN_ENV]))
     cfg = dataclasses.replace(
@@ -420,6 +430,7 @@ def validate(cfg: Config) -> None:
     _validate_storage(cfg.storage)
     _check(cfg.log.level in LOG_LEVELS, "log.level", cfg.log.level, f"must be one of {LOG_LEVELS}")
     _check(cfg.log.format in LOG_FORMATS, "log.format", cfg.log.format, f"must be one of {LOG_FORMATS}")
+    validate_llm(cfg.llm)
 
 
 def _validate_uids(bound: Mapping[int, str]) -> None:

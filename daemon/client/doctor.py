@@ -78,6 +78,9 @@ def run_checks(inp: Inputs) -> list[Check]:
         checks += list(_root(root, cfg, inp, status))
     checks.append(_inotify(cfg, inp))
     checks += _model(cfg, inp)
+    from memoryd.daemon.client.doctor_llm import llm_check  # [llm]: indexer/llm/
+
+    checks.append(llm_check(cfg))
     return checks
 
 
