@@ -38,6 +38,7 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.api.admin import AdminMethods
+from memoryd.daemon.api.bank import BankMethods
 from memoryd.daemon.api.confined_paths import confine_paths
 from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
@@ -315,10 +316,12 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
                            new_editor=new_writer, jobs=d.jobs, max_request_bytes=cfg.server.max_request_bytes)
     files = FileMethods(roots=roots, path_filter=d.path_filter)
+    # Memory Bank proposals: the [llm] client when the daemon holds one (None: the rules propose)
+    bank = BankMethods(writes=writes, roots=roots, model=lambda: getattr(d, "llm", None))
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
     d.on_shutdown.append(read_log.flush)
     audited = audit_reads(AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-                          | manage.handlers() | files.handlers(), read_log)
+                          | manage.handlers() | files.handlers() | bank.handlers(), read_log)
     return confine_paths(audited, roots, cfg.data_dir)  # a confined session never sees an absolute path
 
 

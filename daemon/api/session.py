@@ -25,11 +25,13 @@ log = structlog.get_logger(__name__)
 
 SESSION_PARAM = "session"
 
-#: What a bound uid (``server.allowed_uids``) may call: the confined reads and ``remember``, each
+#: What a bound uid (``server.allowed_uids``) may call: the confined reads, ``remember`` and the Memory
+#: Bank proposals (``bank_reply`` writes through ``remember``), each
 #: still checked against its session by the handler. Everything else is the owner's, including
 #: methods added later (default deny): ``ping``, ``status``, ``reindex``, ``forget``, ``audit``,
 #: ``history``, ``undo``, ``import``, ``clear``, ``update_section``, ``promote``, the storage methods.
-BOUND_METHODS = frozenset({"search", "context", "get", "files", "list", "export", "stats", "remember"})
+BOUND_METHODS = frozenset({"search", "context", "get", "files", "list", "export", "stats", "remember",
+                           "bank_propose", "bank_reply"})  # bank_reply writes through remember
 
 
 @dataclass(frozen=True)

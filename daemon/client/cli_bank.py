@@ -1,4 +1,5 @@
-"""``memoryd bank detect|plan|apply PATH [--json]``: Memory Bank maintenance (docs/memory-bank.md), in-process.
+"""``memoryd bank detect|plan|apply PATH [--json]``: Memory Bank maintenance (docs/memory-bank.md), in-process;
+``memoryd bank propose|reply`` (proposals, through the daemon) live in :mod:`.cli_bank_loop`.
 
 PATH is the project folder (the bank is ``PATH/memory-bank``) or the
 ``memory-bank`` folder itself. No daemon is needed; a running daemon sees the
@@ -37,6 +38,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                     f"memoryd bank {name} --json ~/code/myproject")
         q.add_argument("path", type=Path, metavar="PATH", help="project folder, or its memory-bank folder")
         q.add_argument("--json", action="store_true", help="print a JSON object")
+    from memoryd.daemon.client import cli_bank_loop  # propose / reply: through the daemon
+
+    cli_bank_loop.add_actions(actions)
 
 
 def _emit(args: argparse.Namespace, text: str, obj: dict[str, Any]) -> None:
@@ -58,6 +62,10 @@ def cmd_bank(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.bank_action in ("propose", "reply"):
+        from memoryd.daemon.client import cli_bank_loop
+
+        return cli_bank_loop.run(args)
     from memoryd.indexer import bank
 
     if args.bank_action == "detect":

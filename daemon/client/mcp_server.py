@@ -54,6 +54,7 @@ from memoryd.daemon.client.mcp_drain import run_draining
 from memoryd.daemon.client.mcp_prompts import recall_message, recall_params
 from memoryd.daemon.client.mcp_resources import PAGE, ResourceError, cursor_offset, path_of, resource_of
 from memoryd.daemon.client.mcp_tools import (
+    BANK_PROPOSE,
     BY_NAME,
     DEFAULT_CONTEXT_TOKENS,
     GET,
@@ -186,6 +187,8 @@ class DaemonBridge:
         if name == LIST.name:
             return "list", self._with({"limit": args.get("limit", LIST_LIMIT)}, args, "namespace", "type", "since",
                                       "until", "cursor")
+        if name == BANK_PROPOSE.name:
+            return "bank_propose", self._with({"transcript": args["transcript"]}, args, "namespace")
         if name in (UPDATE_SECTION.name, PROMOTE.name):
             return ("update_section" if name == UPDATE_SECTION.name else "promote"), {**args, "session": self.session}
         budget = args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)  # the daemon requires it; the tool has a default
@@ -325,9 +328,16 @@ def _list(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
     return _json(out), out
 
 
+def _bank_propose(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
+    proposal = res.get("proposal")
+    out = {"text": "" if proposal is None else str(proposal.get("text", "")), "proposal": proposal}
+    return out["text"] or "Nothing to propose: show no proposal.", out
+
+
 _SHAPERS: dict[str, Callable[[dict[str, Any], Any], Shaped]] = {
     "memory_search": _search, "memory_get": _get, "memory_context": _context, "memory_remember": _remember,
     "memory_status": _status, "memory_list": _list, "memory_update_section": _remember, "memory_promote": _remember,
+    "memory_bank_propose": _bank_propose,
 }
 
 
