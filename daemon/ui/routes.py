@@ -100,7 +100,7 @@ def post(fn: Action) -> Callable[[Request], Awaitable[Response]]:
             kind, message, target = "error", str(exc), "/"
         return _back(request, ui, _local(fields.get("back")) or target, ui.flashes.put(kind, message))
 
-    endpoint.csrf_checked = True  # type: ignore[attr-defined]  # tests/test_ui_http.py: every POST route has it
+    endpoint.csrf_checked = True  # type: ignore[attr-defined]  # tests/ui/test_ui_http.py: every POST route has it
     return endpoint
 
 

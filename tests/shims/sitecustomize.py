@@ -1,7 +1,7 @@
 """Test-only shim: stop a memoryd subprocess at one exact point of a write and announce it.
 
 Why: random SIGKILLs (``bench/chaos.py``) hit the few microseconds of a
-snapshot rename or a COMMIT only by chance. ``tests/test_chaos_precise.py``
+snapshot rename or a COMMIT only by chance. ``tests/e2e/test_chaos_precise.py``
 puts this directory on ``PYTHONPATH`` of the daemon it starts; Python imports
 ``sitecustomize`` at start-up, and this module then wraps the write paths so
 that the daemon pauses *inside* the operation, where the test kills it.
