@@ -184,7 +184,7 @@ def transcript(path: Path, assistant_text: str) -> str:
 
 @pytest.mark.slow
 def test_the_hook_confirms_rejects_and_ignores_a_proposal(bank: Any, tmp_path: Path) -> None:
-    from tests.test_agents_snippets import run_hook
+    from tests.client.test_agents_snippets import run_hook
 
     client, root = bank
     sock = client.path
