@@ -25,9 +25,10 @@ from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer, param, reject_unknown
-from memoryd.indexer.bank.proposal import JsonModel, Proposal, answer_of, parse, propose_by_model, propose_by_rules
+from memoryd.indexer.bank.proposal import Proposal, answer_of, parse, propose_by_model, propose_by_rules
 from memoryd.indexer.bank.turns import Turn, parse_turns, turns_of
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.llm.port import JsonModel
 from memoryd.indexer.write.access import parse_namespace
 from memoryd.indexer.write.intake import has_bank
 from memoryd.indexer.write.router import TYPES

@@ -22,13 +22,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Protocol
+from typing import Any
 
 from memoryd.indexer.bank.turns import Turn
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.llm.port import JsonModel
 from memoryd.indexer.write.access import Namespace
 from memoryd.indexer.write.intake import Accepted, prepare
 
@@ -47,13 +48,6 @@ _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _TARGET = re.compile(r"→\s*(?:(?:target|目标|file|文件)\s*[:：]\s*)?`?([^\s`]+\.md)`?(?:\s*\((\w+)\))?")
 _POINTS_LINE = re.compile(r"→\s*(?:内容|points?|content)\s*[:：]\s*(.+)", re.IGNORECASE)
 _ABOUT_BANK = re.compile(r"memory[ -]?bank|💾", re.IGNORECASE)
-
-
-class JsonModel(Protocol):
-    """What a proposal needs of a model: the ``[llm]`` client's ``complete_json`` (indexer/llm/)."""
-
-    def complete_json(self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any],
-                      name: str = ...) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -120,12 +120,15 @@ class ContextSource:
     score: float
     lines: tuple[int, ...] | None = None  # None: shown whole
     site: str | None = None  # as a search hit's: only on a backend with sites
+    summarized: bool = False  # shown as points of the summary section (memoryd.indexer.search.summaries)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"root": self.root, "path": self.path, "start_line": self.start_line,
                                "end_line": self.end_line, "score": round(self.score, 6)}
         if self.lines is not None:
             out["lines"] = list(self.lines)
+        if self.summarized:
+            out["summarized"] = True
         if self.site is not None:
             out["site"] = self.site
         return out
