@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -64,6 +64,7 @@ from memoryd.daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interv
 from memoryd.daemon.watch.debouncer import Debouncer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.watch.watcher import Watcher
+from memoryd.daemon.work.abstract_job import AbstractJob
 from memoryd.daemon.work.line_vectors import line_cache_of
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.daemon.work.scheduler import Scheduler
@@ -71,6 +72,8 @@ from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.llm.port import JsonModel
+from memoryd.indexer.search.abstracts import STORE_NAME, AbstractStore
 from memoryd.indexer.write.access import resolve_target
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
@@ -300,11 +303,16 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
         return MemoryEditor(d.index, d.roots.roots[0], cfg.write, history=d.history)
 
     line_cache = line_cache_of(d.index) if cfg.search.context_line_model else None  # context: line vectors kept
+
+    def model() -> JsonModel | None:  # the [llm] client, once the daemon holds one (Daemon.llm)
+        return cast("JsonModel | None", getattr(d, "llm", None))
+
+    abstracts = start_abstracts(d, model())  # file abstracts made at idle time (daemon/work/abstract_job.py)
     reads = ReadMethods(
         index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
         max_file_bytes=cfg.watch.max_file_bytes, count_tokens=d.index.embedder.count_tokens,
         query_vector=query_vector_of(d.query_embeddings), embedder=d.index.embedder,
-        line_cache=line_cache, redact_level=cfg.write.redact_index,
+        line_cache=line_cache, redact_level=cfg.write.redact_index, model=model, abstracts=abstracts,
     )
     if line_cache is not None:
         d.on_shutdown.append(line_cache.close)
@@ -317,12 +325,25 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
                            new_editor=new_writer, jobs=d.jobs, max_request_bytes=cfg.server.max_request_bytes)
     files = FileMethods(roots=roots, path_filter=d.path_filter)
     # Memory Bank proposals: the [llm] client when the daemon holds one (None: the rules propose)
-    bank = BankMethods(writes=writes, roots=roots, model=lambda: getattr(d, "llm", None))
+    bank = BankMethods(writes=writes, roots=roots, model=model)
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
     d.on_shutdown.append(read_log.flush)
     audited = audit_reads(AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
                           | manage.handlers() | files.handlers() | bank.handlers(), read_log)
     return confine_paths(audited, roots, cfg.data_dir)  # a confined session never sees an absolute path
+
+
+def start_abstracts(d: Daemon, model: JsonModel | None) -> AbstractStore | None:
+    """The abstract store and its idle-time job, when the daemon holds a model (None otherwise)."""
+    if model is None:
+        return None
+    store = AbstractStore(d.cfg.data_dir / STORE_NAME)
+    job = AbstractJob(model=model, store=store, roots=lambda: d.roots, path_filter=d.path_filter,
+                      max_file_bytes=d.cfg.watch.max_file_bytes, redact_level=d.cfg.write.redact_index,
+                      busy=lambda: d.worker is None or d.worker.pending > 0 or d.worker.reconciling)
+    job.start()
+    d.on_shutdown += [job.stop, store.close]
+    return store
 
 
 def recover_edits(history: History, roots: RootMap) -> dict[str, int]:
