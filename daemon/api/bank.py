@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim
+from memoryd.daemon.api.vocabulary import BankProposeParams, BankReplyParams, param_names
 from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import InvalidParams, RpcError
@@ -52,7 +53,7 @@ class BankMethods:
         return {"bank_propose": self.propose, "bank_reply": self.reply}
 
     def propose(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        reject_unknown(params, {"turns", "transcript", "namespace", SESSION_PARAM})
+        reject_unknown(params, param_names(BankProposeParams))
         session = SessionClaim.of(params, peer).resolve()
         turns = _turns(params)
         try:
@@ -69,7 +70,7 @@ class BankMethods:
         return {"proposal": None if found is None else found.to_json()}
 
     def reply(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        reject_unknown(params, {"prompt", "previous", "transcript", SESSION_PARAM})
+        reject_unknown(params, param_names(BankReplyParams))
         prompt = param(params, "prompt", str)[:MAX_PROMPT_CHARS]
         previous = param(params, "previous", str, None)
         if previous is None:

@@ -36,7 +36,9 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.tasks import ReconcileState, TaskStopped
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import MemorydError
-from memoryd.indexer.index_status import (
+from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.search.query import Query
+from memoryd.indexer.storage.index_status import (
     BacklogProgress,
     CacheStatus,
     EmbeddedStorage,
@@ -44,8 +46,6 @@ from memoryd.indexer.index_status import (
     ModelStatus,
     VectorIndexStatus,
 )
-from memoryd.indexer.search.hits import SearchResult
-from memoryd.indexer.search.query import Query
 
 OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
 ALICE = {"kind": "direct", "peer": "alice"}

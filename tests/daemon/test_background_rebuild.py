@@ -21,7 +21,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from tests.helpers import CountingEmbedder, make_config, wait_for
 
 FILTER = PathFilter(("*.md",), (".git/*",))

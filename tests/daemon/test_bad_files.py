@@ -23,7 +23,7 @@ import pytest
 
 from memoryd.daemon.app import Daemon
 from memoryd.daemon.client.rpc_client import Client
-from memoryd.indexer import files as files_mod
+from memoryd.indexer.ingestion import files as files_mod
 from tests.helpers import make_config, wait_for
 
 MARK = "quokkamarker"

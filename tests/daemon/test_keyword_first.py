@@ -29,7 +29,7 @@ from memoryd.daemon.client.rpc_client import Client
 from memoryd.daemon.work.polite import PoliteEmbedder, SliceAbandoned
 from memoryd.daemon.work.vector_steps import BACKLOG_SLICE, SLICE_MAX, SLICE_MIN, slice_size
 from memoryd.daemon.work.worker import HANDFUL, IndexWorker
-from memoryd.indexer.backlog import VectorBacklog
+from memoryd.indexer.fill.backlog import VectorBacklog
 from tests.helpers import make_config, ready, wait_for
 
 WAIT_S = 20.0

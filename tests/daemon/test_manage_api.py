@@ -30,7 +30,7 @@ from memoryd.daemon.rpc.errors import (
     WRITE_DISABLED,
 )
 from memoryd.indexer.config import Config
-from memoryd.indexer.entrymeta import split
+from memoryd.indexer.markdown.entrymeta import split
 from tests.helpers import running_daemon
 from tests.write_fixtures import HASH_WRITE
 

@@ -239,7 +239,7 @@ def test_on_postgres_a_nan_answer_is_refused_and_search_answers(server: FakeEmbe
     """pgvector refuses NaN: the file was skipped (``prepare-failed: embedding: DataException: NaN not allowed
     in vector``), not searchable at all. Now the answer never gets there, and the PostgreSQL index's search
     has the embedded one's outage path (it had none: the embedder's error reached the client)."""
-    from memoryd.indexer.storage import open_index
+    from memoryd.indexer.storage.factory import open_index
     from tests.indexer.test_storage_backends import storage_config
 
     base = _cfg(tmp_path, server.url)

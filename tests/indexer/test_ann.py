@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.indexer import ann
 from memoryd.indexer.errors import ConfigError
-from memoryd.indexer.vectors import VectorIndex
+from memoryd.indexer.storage.embedded import ann
+from memoryd.indexer.storage.embedded.vectors import VectorIndex
 
 DIM = 32
 N = 2000

@@ -30,13 +30,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.indexer import files as files_mod
-from memoryd.indexer import ingest, keyword
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import ConfigError, DiskFullError, ModelError
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion import files as files_mod
+from memoryd.indexer.ingestion import ingest
+from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search import keyword
+from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.write import privacy
 from tests.helpers import make_config

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.indexer.cache import EmbeddingCache, cache_key
-from memoryd.indexer.store import NewChunk, Store
+from memoryd.indexer.storage.embedded.cache import EmbeddingCache, cache_key
+from memoryd.indexer.storage.embedded.store import NewChunk, Store
 
 CAPACITY = 100
 

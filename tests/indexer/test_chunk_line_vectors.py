@@ -1,4 +1,4 @@
-"""Each chunk's line vectors (indexer/line_vectors.py): filled after indexing, dropped with their chunk,
+"""Each chunk's line vectors (indexer/fill/line_vectors.py): filled after indexing, dropped with their chunk,
 never attached to a chunk whose text changed meanwhile; and the ranking that reads them
 (indexer/search/lineblend.py)."""
 
@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.indexer.cache import cache_key
 from memoryd.indexer.config import ConfigError, validate
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.line_codec import best_cosines, chunk_lines, decode_lines, encode
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.lineblend import FIRST_MOVED, blend
-from memoryd.indexer.store_lines import SqliteLineRows
+from memoryd.indexer.storage.embedded.cache import cache_key
+from memoryd.indexer.storage.embedded.store_lines import SqliteLineRows
+from memoryd.indexer.storage.line_codec import best_cosines, chunk_lines, decode_lines, encode
 from tests.helpers import CountingEmbedder, make_config
 
 NOTES = "# Notes\n\nMelanie painted a sunset in July.\n\nShe went camping with the kids.\n\n" \

@@ -1,4 +1,4 @@
-"""Tests of memoryd.indexer.chunker: spans, headings, limits, stability under edits.
+"""Tests of memoryd.indexer.ingestion.chunker: spans, headings, limits, stability under edits.
 
 Most tests count tokens with a simple deterministic counter (whitespace words +
 one per CJK character); the token-limit tests use the real multilingual
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from memoryd.indexer.chunker import chunk_markdown
 from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.ingestion.chunker import chunk_markdown
 from memoryd.indexer.types import Chunk, Document, TokenCounter
 
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.indexer.backlog import RateMeter, VectorBacklog
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.fill.backlog import RateMeter, VectorBacklog
 from memoryd.indexer.search.fusion import FUSIONS, fuse
 from memoryd.indexer.search.pending import neutral_vector_scores, pending_ids
 from tests.helpers import CountingEmbedder, make_config

@@ -15,7 +15,7 @@ from memoryd.daemon.watch.watcher import translate
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from tests.helpers import make_config
 
 DEFAULT = PathFilter(Config().watch.include, Config().watch.exclude)

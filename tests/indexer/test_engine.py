@@ -11,7 +11,7 @@ import pytest
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import VECTORS_NAME, MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from tests.helpers import CountingEmbedder, make_config
 
 FILTER = PathFilter(("*.md",), (".git/*",))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.indexer.embedtext import embedding_text, keyword_text
-from memoryd.indexer.entrymeta import EntryMeta, split, strip, summarize
+from memoryd.indexer.ingestion.embedtext import embedding_text, keyword_text
+from memoryd.indexer.markdown.entrymeta import EntryMeta, split, strip, summarize
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.prior import apply_prior, prior
 
@@ -60,7 +60,7 @@ def test_apply_prior_reorders_only_with_a_weight() -> None:
 def test_prior_weight_reorders_engine_results(tmp_path: Path) -> None:
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.engine import MemoryIndex
-    from memoryd.indexer.reconcile import reconcile
+    from memoryd.indexer.ingestion.reconcile import reconcile
     from tests.helpers import make_config
 
     root = tmp_path / "root"

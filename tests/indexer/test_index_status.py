@@ -1,11 +1,11 @@
-"""The index's typed ``status`` (:mod:`memoryd.indexer.index_status`) writes each backend's wire
+"""The index's typed ``status`` (:mod:`memoryd.indexer.storage.index_status`) writes each backend's wire
 form key for key, in the order its clients have always seen (the daemon spreads it into ``status``)."""
 
 from __future__ import annotations
 
 import json
 
-from memoryd.indexer.index_status import (
+from memoryd.indexer.storage.index_status import (
     BacklogProgress,
     CacheStatus,
     EmbeddedStorage,

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from memoryd.indexer import keyword as kw
-from memoryd.indexer.keyword import MAX_QUERY_TERMS, document_terms, match_any, query_terms
+from memoryd.indexer.search import keyword as kw
+from memoryd.indexer.search.keyword import MAX_QUERY_TERMS, document_terms, match_any, query_terms
 
 
 def fts_match_expression(query: str) -> str | None:

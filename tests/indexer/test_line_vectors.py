@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from memoryd.daemon.work.line_vectors import LineCache, LineVectors, line_cache_of
-from memoryd.indexer.cache import cache_key
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.storage.embedded.cache import cache_key
+from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import BACKENDS, storage_config
 
 Opener = Callable[..., MemoryIndex]

@@ -1,4 +1,4 @@
-"""One embedding cache per machine (indexer/cache.py, MachineCache): shared by data dirs, safe with
+"""One embedding cache per machine (indexer/storage/embedded/cache.py, MachineCache): shared by data dirs, safe with
 concurrent writers, LRU-bounded; ``memoryd index --data-dir`` of a folder embedded elsewhere asks the
 model nothing."""
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from memoryd.daemon import oneshot
-from memoryd.indexer import cache as cache_mod
-from memoryd.indexer.cache import MachineCache, cache_key, open_machine_cache
 from memoryd.indexer.config import Config, EmbeddingConfig
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.storage.embedded import cache as cache_mod
+from memoryd.indexer.storage.embedded.cache import MachineCache, cache_key, open_machine_cache
 from tests.helpers import CountingEmbedder, make_config
 
 WRITERS, PER_WRITER, BATCH = 2, 1500, 25

@@ -13,7 +13,7 @@ import pytest
 import structlog
 import structlog.testing
 
-from memoryd.indexer.sqlite_wal import enable_wal
+from memoryd.indexer.storage.embedded.sqlite_wal import enable_wal
 
 ROUNDS = 30
 OPENERS = 3

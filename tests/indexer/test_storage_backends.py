@@ -17,8 +17,8 @@ import pytest
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.storage.factory import open_index
 from tests.helpers import CountingEmbedder, make_config
 
 FILTER = PathFilter(("*.md",), (".git/*",))

@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.indexer.cache import EmbeddingCache, cache_key
 from memoryd.indexer.errors import StoreClosedError, StoreCorruptError
 from memoryd.indexer.search.fusion import minmax
-from memoryd.indexer.store import NewChunk, Store, fetch_chunks
-from memoryd.indexer.vectors import VectorIndex
+from memoryd.indexer.storage.embedded.cache import EmbeddingCache, cache_key
+from memoryd.indexer.storage.embedded.store import NewChunk, Store, fetch_chunks
+from memoryd.indexer.storage.embedded.vectors import VectorIndex
 
 
 def _chunk(text: str, start: int = 1) -> NewChunk:

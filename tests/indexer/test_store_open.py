@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memoryd.indexer.store import Store
+from memoryd.indexer.storage.embedded.store import Store
 
 
 def test_integrity_check_runs_only_after_an_unclean_close(tmp_path: Path) -> None:

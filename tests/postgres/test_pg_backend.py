@@ -16,9 +16,9 @@ from memoryd.indexer.config import Config
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.storage.base import SchemaTooNewError, SiteLockedError, StorageUnavailableError
+from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, schema
 from memoryd.indexer.storage.postgres.dsn import describe
 from tests.helpers import CountingEmbedder, wait_for

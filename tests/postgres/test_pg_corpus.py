@@ -12,8 +12,8 @@ import pytest
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, corpus, schema
 from memoryd.indexer.storage.postgres.index import PgMemoryIndex
 from tests.indexer.test_storage_backends import storage_config

@@ -18,10 +18,10 @@ import psycopg
 import pytest
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.line_codec import chunk_lines, encode
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.factory import open_index
+from memoryd.indexer.storage.line_codec import chunk_lines, encode
 from memoryd.indexer.storage.postgres import connect, schema
 from memoryd.indexer.storage.postgres.index import PgMemoryIndex
 from memoryd.indexer.storage.postgres.line_rows import PgLineRows

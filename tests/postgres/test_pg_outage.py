@@ -29,9 +29,9 @@ from memoryd.daemon.rpc.jsonrpc import Peer, Request, dispatch
 from memoryd.indexer.config import Config, load
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.errors import ConfigError
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.storage.base import SiteLockedError, StorageUnavailableError
+from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect
 from tests.helpers import CountingEmbedder, ready, running_daemon, wait_for
 from tests.indexer.test_storage_backends import storage_config

@@ -11,8 +11,8 @@ import numpy as np
 import psycopg
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, schema
 from memoryd.indexer.storage.postgres.search import StatsCache
 from tests.indexer.test_storage_backends import storage_config

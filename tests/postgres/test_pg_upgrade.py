@@ -18,8 +18,8 @@ import pytest
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import schema
 from memoryd.indexer.storage.postgres.index import REINDEX_COMMAND, PgMemoryIndex
 from memoryd.indexer.storage.postgres.store import IdentityChangedError

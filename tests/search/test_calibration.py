@@ -22,7 +22,7 @@ from memoryd.indexer.config import Config, EmbeddingConfig, SearchConfig, valida
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import ConfigError
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import calibration
 from memoryd.indexer.search.calibration import Features, coverage, fitted_for, monotone, probability, with_margins
 from memoryd.indexer.search.content_words import content_terms
@@ -111,7 +111,7 @@ def test_margins_are_measured_against_the_query_s_own_candidates() -> None:
 @pytest.mark.parametrize("prompt", ["continue", "thanks, that works", "why is it not working?", "AND OR NOT",
                                     "the a of", "ok", "好的", "继续", "谢谢", "Yes please, go on."])
 def test_chat_turns_have_no_content_words(prompt: str) -> None:
-    from memoryd.indexer import keyword
+    from memoryd.indexer.search import keyword
 
     assert content_terms(keyword.query_terms(prompt)) == []
 
@@ -132,7 +132,7 @@ def test_a_question_to_a_memory_made_of_common_words_is_still_scored(index: Memo
     ("同事是谁", {"同事"}),
 ])
 def test_names_and_topics_are_content_words(query: str, kept: set[str]) -> None:
-    from memoryd.indexer import keyword
+    from memoryd.indexer.search import keyword
 
     terms = content_terms(keyword.query_terms(query))
     assert kept <= set(terms), terms

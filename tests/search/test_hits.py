@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
 from tests.helpers import make_config
 

@@ -9,7 +9,7 @@ import pytest
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.intent import classify, intent_boost, targets
 from tests.helpers import make_config
 

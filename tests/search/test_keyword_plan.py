@@ -9,10 +9,10 @@ import pytest
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import keyword_plan
 from memoryd.indexer.search.keyword_plan import DocFrequencies, KeywordPass, plan
-from memoryd.indexer.store import Store
+from memoryd.indexer.storage.embedded.store import Store
 from tests.helpers import make_config
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.matchlines import best_lines, line_scores, ranked_lines
 from tests.helpers import make_config
 

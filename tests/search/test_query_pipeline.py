@@ -12,13 +12,13 @@ import pytest
 
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.rows import ChunkRow
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import calibration
 from memoryd.indexer.search.keyword_plan import KeywordPlan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms
 from memoryd.indexer.search.pipeline import SearchPipeline
 from memoryd.indexer.search.query import Query
+from memoryd.indexer.storage.rows import ChunkRow
 from tests.helpers import make_config
 
 ROWS = {

@@ -12,7 +12,7 @@ from memoryd.daemon.api.read import query_vector_of
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.querytext import clean_query
 from tests.helpers import CountingEmbedder, make_config
 

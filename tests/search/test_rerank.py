@@ -36,7 +36,7 @@ def test_mmr_prefers_a_different_second_hit() -> None:
 def test_recency_reorders_engine_results(tmp_path) -> None:
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.engine import MemoryIndex
-    from memoryd.indexer.reconcile import reconcile
+    from memoryd.indexer.ingestion.reconcile import reconcile
     from tests.helpers import make_config
 
     root = tmp_path / "root"

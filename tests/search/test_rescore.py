@@ -10,11 +10,11 @@ import pytest
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.calibration import features_for
-from memoryd.indexer.search.hybrid import SqliteTerms
 from memoryd.indexer.search.keyword_plan import DocFrequencies
 from memoryd.indexer.search.rescore import date_boost, keyword_with_proximity
+from memoryd.indexer.storage.embedded.hybrid import SqliteTerms
 from tests.helpers import make_config
 
 

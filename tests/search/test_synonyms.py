@@ -10,11 +10,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.indexer import keyword
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
-from memoryd.indexer.search import synonyms
+from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search import keyword, synonyms
 from memoryd.indexer.search.synonyms import SynonymFileError, SynonymTable, load, parse
 from tests.helpers import make_config
 

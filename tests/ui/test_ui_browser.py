@@ -25,6 +25,7 @@ import pytest
 pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra has it)")
 
+from memoryd.daemon.api.vocabulary import DEFAULT_K  # noqa: E402
 from memoryd.daemon.ui.server import build  # noqa: E402
 from tests.helpers import start_daemon, wait_for  # noqa: E402
 from tests.write_fixtures import HASH_WRITE  # noqa: E402
@@ -137,7 +138,7 @@ def test_search_as_you_type_shows_the_matched_line_highlighted(site: Site) -> No
     sync_api.expect(match.locator("mark")).to_have_text("Lisbon")
     # the calibrated score, two decimals: every content word of the query matched (keyword-only model: 0.99)
     sync_api.expect(site.page.locator(".hit .score").first).to_have_text(re.compile(r"^(0\.9\d|1\.00)$"))
-    assert site.page.url.endswith("/search?q=Lisbon&mode=hybrid&k=10")
+    assert site.page.url.endswith(f"/search?q=Lisbon&mode=hybrid&k={DEFAULT_K}")
     site.page.locator(".hit a.where").first.click()
     site.page.wait_for_url("**/file?**#L3")
     sync_api.expect(site.page.locator("tr#L3")).to_have_class("marked")

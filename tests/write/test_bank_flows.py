@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.indexer.bank import BankError, Move, apply_plan, detect, make_plan, plan_steps
-from memoryd.indexer.memblocks import user_blocks
+from memoryd.indexer.markdown.memblocks import user_blocks
 
 TODAY = date(2026, 1, 2)
 USER = "<!-- USER_BLOCK_START -->\nMy notes 我的笔记 — keep.\n\n  trailing spaces   \n<!-- USER_BLOCK_END -->"

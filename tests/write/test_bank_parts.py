@@ -14,7 +14,7 @@ from memoryd.indexer.bank.legacy import decision_rows
 from memoryd.indexer.bank.routing import maintain_index
 from memoryd.indexer.bank.scan import CANDIDATES, MAX_FILES, MAX_LINES, scan_project
 from memoryd.indexer.bank.sections import demote_headings, find_section, generated_region, wrap_generated
-from memoryd.indexer.memblocks import user_blocks
+from memoryd.indexer.markdown.memblocks import user_blocks
 from tests.write.test_bank_flows import TODAY, USER, fresh, v70, write
 
 # -- scan ----------------------------------------------------------------------------------------------------

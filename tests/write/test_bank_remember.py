@@ -15,7 +15,7 @@ from memoryd.indexer.bank import apply_plan, make_plan
 from memoryd.indexer.bank import highlights as hl
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.memblocks import machine_span, user_blocks
+from memoryd.indexer.markdown.memblocks import machine_span, user_blocks
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.intake import Accepted, has_bank, prepare
 from memoryd.indexer.write.refusals import WriteConflict

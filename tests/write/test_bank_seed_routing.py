@@ -22,7 +22,7 @@ from memoryd.indexer.bank import highlights as hl
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.memblocks import user_blocks
+from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.intake import Accepted, prepare

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.storage import open_index
+from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.access import DEFAULT, Session, namespace_of
 from memoryd.indexer.write.editor import MemoryEditor

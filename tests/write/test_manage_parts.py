@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.indexer.memblocks import user_blocks
+from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.entries import file_entries, memory_files, page, select, stats
 from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict

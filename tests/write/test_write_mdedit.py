@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memoryd.indexer.memblocks import BlockError, user_blocks
+from memoryd.indexer.markdown.memblocks import BlockError, user_blocks
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.mdlines import MdLines
 

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.memblocks import user_blocks
+from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict

@@ -20,16 +20,15 @@ from dataclasses import replace
 from queue import Empty, Queue
 from typing import Any
 
-from memoryd.indexer import keyword
 from memoryd.indexer.errors import StoreClosedError
-from memoryd.indexer.rows import ChunkRow
-from memoryd.indexer.search import calibration, keyword_plan
+from memoryd.indexer.search import calibration, keyword, keyword_plan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms
 from memoryd.indexer.search.pipeline import SearchError
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.store import fetch_chunks, select_in
-from memoryd.indexer.store_lines import read_best_cosines
-from memoryd.indexer.vectors import VectorIndex
+from memoryd.indexer.storage.embedded.store import fetch_chunks, select_in
+from memoryd.indexer.storage.embedded.store_lines import read_best_cosines
+from memoryd.indexer.storage.embedded.vectors import VectorIndex
+from memoryd.indexer.storage.rows import ChunkRow
 
 __all__ = ["QUERY_TIME_LIMIT_S", "EmbeddedLegs", "EmbeddedSession", "ReaderPool", "SearchError", "SqliteTerms"]
 

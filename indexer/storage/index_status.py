@@ -107,7 +107,7 @@ class BacklogProgress:
 
     @classmethod
     def from_progress(cls, progress: Mapping[str, Any]) -> BacklogProgress:
-        """From :meth:`memoryd.indexer.backlog.Backlog.progress`."""
+        """From :meth:`memoryd.indexer.fill.backlog.Backlog.progress`."""
         return cls(int(progress["pending"]), progress.get("per_s"), progress.get("eta_s"))
 
     def to_json(self) -> dict[str, Any]:

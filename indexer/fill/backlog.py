@@ -12,7 +12,7 @@ a vector live here, ordered so that the embedding time pays off first:
 
 Nothing here is persisted: SQLite is the truth. A chunk without a vector is a chunk
 row whose embedding key is not in the cache, and opening the index finds those
-again (:func:`memoryd.indexer.vector_sync.sync_with_chunks`), so a crash mid-backlog
+again (:func:`memoryd.indexer.storage.embedded.vector_sync.sync_with_chunks`), so a crash mid-backlog
 loses no finished vector and re-embeds none.
 
 :class:`RateMeter` turns the finished counts into a rate and an ETA for ``status``,

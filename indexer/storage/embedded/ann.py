@@ -1,4 +1,4 @@
-"""Index policy: which FAISS structure backs :class:`~memoryd.indexer.vectors.VectorIndex`, and how it is built.
+"""Index policy: which FAISS structure backs :class:`~.vectors.VectorIndex`, and how it is built.
 
 Two kinds, both inner product on L2-normalised vectors (= cosine), both inside an
 ``IndexIDMap2`` so chunk ids and ``reconstruct`` keep working:

@@ -25,8 +25,8 @@ import structlog
 
 from memoryd.indexer.atomic import is_own_temp
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.files import walk_root
-from memoryd.indexer.indexstats import IndexStats, Progress, printable_name
+from memoryd.indexer.ingestion.files import walk_root
+from memoryd.indexer.ingestion.indexstats import IndexStats, Progress, printable_name
 
 log = structlog.get_logger(__name__)
 

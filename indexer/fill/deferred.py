@@ -2,7 +2,7 @@
 
 The work runs on the index's writing thread, a bounded step at a time, so that the
 owner can put user-touched work (a save, ``reindex``) in between: each step takes
-the most urgent entries of the :class:`~memoryd.indexer.backlog.VectorBacklog`,
+the most urgent entries of the :class:`~memoryd.indexer.fill.backlog.VectorBacklog`,
 reads their text from the store, takes what the embedding cache already holds, embeds
 the rest in length-sorted slices (urgent ones first), and makes each slice durable (cache) and visible
 (vector index) before the next. A step asked to yield stops between slices and puts
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from memoryd.indexer.backend import CacheStore, ChunkStore, VectorStore
-from memoryd.indexer.backlog import Priority, VectorBacklog
-from memoryd.indexer.embedtext import embedding_text
+from memoryd.indexer.fill.backlog import Priority, VectorBacklog
+from memoryd.indexer.ingestion.embedtext import embedding_text
+from memoryd.indexer.storage.base import CacheStore, ChunkStore, VectorStore
 from memoryd.indexer.types import Embedder
 
 

@@ -1,7 +1,7 @@
 """The SQLite side of the index: the source of truth.
 
 One database file (WAL) holds the roots, files, chunks, the FTS5 keyword table
-and the embedding cache (see :mod:`memoryd.indexer.cache`). Writes go through the one
+and the embedding cache (see :mod:`memoryd.indexer.storage.embedded.cache`). Writes go through the one
 write connection of a :class:`Store`, each in ``BEGIN IMMEDIATE``; readers use
 their own connections (:meth:`Store.reader`) and see only committed states, so
 a file's chunks are never seen half-replaced.
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from memoryd.indexer.errors import DiskFullError, StoreClosedError, StoreCorruptError, StoreError
-from memoryd.indexer.rows import ChunkRow, FileChange, FileRow, NewChunk
-from memoryd.indexer.sqlite_wal import enable_wal
+from memoryd.indexer.storage.embedded.sqlite_wal import enable_wal
+from memoryd.indexer.storage.rows import ChunkRow, FileChange, FileRow, NewChunk
 
 __all__ = ["ChunkRow", "FileChange", "FileRow", "NewChunk", "Store", "connect", "fetch_chunks", "select_in"]
 

@@ -1,6 +1,6 @@
 """The embedded index's line vectors: table ``line_vectors`` of the SQLite database.
 
-:class:`SqliteLineRows` is the :class:`~memoryd.indexer.line_vectors.LineRows` the fill writes
+:class:`SqliteLineRows` is the :class:`~memoryd.indexer.fill.line_vectors.LineRows` the fill writes
 through (the writer's connection); :func:`read_best_cosines` and :func:`read_line_texts` are what
 readers ask (any connection: a search's, the context excerpts').
 """
@@ -11,14 +11,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.indexer.line_codec import LineRow, PendingChunk, best_cosines, decode_lines
-from memoryd.indexer.store import Store, select_in
+from memoryd.indexer.storage.embedded.store import Store, select_in
+from memoryd.indexer.storage.line_codec import LineRow, PendingChunk, best_cosines, decode_lines
 
 _PENDING = "FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM line_vectors l WHERE l.chunk_id = c.id)"
 
 
 def read_best_cosines(conn: sqlite3.Connection, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
-    """:func:`~memoryd.indexer.line_vectors.best_cosines` of the chunks among ``ids`` that have their rows.
+    """:func:`~memoryd.indexer.fill.line_vectors.best_cosines` of the chunks among ``ids`` that have their rows.
     An index an older memoryd wrote and opened read-only (``search --offline``) has no table yet: none."""
     try:
         rows = list(select_in(conn, "SELECT chunk_id, vectors FROM line_vectors WHERE chunk_id IN ({})", ids))
@@ -44,7 +44,7 @@ def count_without_lines(conn: sqlite3.Connection) -> int:
 
 
 class SqliteLineRows:
-    """:class:`~memoryd.indexer.line_vectors.LineRows` on the writer's connection."""
+    """:class:`~memoryd.indexer.fill.line_vectors.LineRows` on the writer's connection."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import structlog
 
-from memoryd.indexer.sqlite_wal import enable_wal
+from memoryd.indexer.storage.embedded.sqlite_wal import enable_wal
 
 if TYPE_CHECKING:
     from memoryd.indexer.types import FloatArray
@@ -156,7 +156,7 @@ class EmbeddingCache:
 
 
 class SqliteLineStore:
-    """The embedded index's cache table as a :class:`~memoryd.indexer.backend.LineStore`, through a
+    """The embedded index's cache table as a :class:`~memoryd.indexer.storage.base.LineStore`, through a
     connection of its own.
 
     The indexer writes the same table through the store's connection, inside its own transactions;
@@ -164,7 +164,7 @@ class SqliteLineStore:
     by a lock. A write waits ``wait_ms`` for the indexer's transaction, then is dropped."""
 
     def __init__(self, db_path: Path, dimension: int, wait_ms: int) -> None:
-        from memoryd.indexer.store import connect
+        from memoryd.indexer.storage.embedded.store import connect
 
         self._conn = connect(db_path)
         self._conn.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
@@ -176,7 +176,7 @@ class SqliteLineStore:
             return self._cache.get_many(keys, count=False)  # hit/miss counters are the indexer's
 
     def lines_of_chunks(self, ids: Sequence[int]) -> dict[str, FloatArray]:
-        from memoryd.indexer.store_lines import read_line_texts
+        from memoryd.indexer.storage.embedded.store_lines import read_line_texts
 
         with self._lock:
             try:

@@ -4,8 +4,8 @@
 the work that concerns vectors only, so the engine itself reads as "prepare, commit,
 search". Keyword-first indexing lives here: a group that needs many chunks embedded
 is committed with only the vectors the cache already holds, the rest queue on the
-:class:`~memoryd.indexer.backlog.VectorBacklog`, and :meth:`VectorFill.fill` gives
-them their vectors a bounded step at a time (:mod:`memoryd.indexer.deferred`).
+:class:`~memoryd.indexer.fill.backlog.VectorBacklog`, and :meth:`VectorFill.fill` gives
+them their vectors a bounded step at a time (:mod:`memoryd.indexer.fill.deferred`).
 
 It starts no threads and takes the index's lock only where a step commits.
 """
@@ -19,12 +19,12 @@ from typing import Any
 
 import structlog
 
-from memoryd.indexer import deferred
-from memoryd.indexer.backend import CacheStore, ChunkStore, VectorStore
-from memoryd.indexer.backlog import VectorBacklog
 from memoryd.indexer.errors import ProviderUnavailable
-from memoryd.indexer.indexstats import IndexStats
-from memoryd.indexer.ingest import EmbedResult, PreparedFile, embed_missing
+from memoryd.indexer.fill import deferred
+from memoryd.indexer.fill.backlog import VectorBacklog
+from memoryd.indexer.ingestion.indexstats import IndexStats
+from memoryd.indexer.ingestion.ingest import EmbedResult, PreparedFile, embed_missing
+from memoryd.indexer.storage.base import CacheStore, ChunkStore, VectorStore
 from memoryd.indexer.types import Embedder
 
 log = structlog.get_logger(__name__)

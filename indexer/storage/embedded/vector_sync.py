@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import structlog
 
-from memoryd.indexer import ann
 from memoryd.indexer.atomic import remove_stale_temps
-from memoryd.indexer.cache import EmbeddingCache
 from memoryd.indexer.config import SearchConfig
-from memoryd.indexer.embedtext import embedding_text
-from memoryd.indexer.store import Store
-from memoryd.indexer.vectors import VectorIndex
+from memoryd.indexer.ingestion.embedtext import embedding_text
+from memoryd.indexer.storage.embedded import ann
+from memoryd.indexer.storage.embedded.cache import EmbeddingCache
+from memoryd.indexer.storage.embedded.store import Store
+from memoryd.indexer.storage.embedded.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
 

@@ -8,7 +8,7 @@ wrong answer. Snapshots are written atomically (temp file, fsync, rename).
 
 Inner product on L2-normalised vectors = cosine similarity. The index is an
 ``IndexIDMap2`` over ``IndexFlatIP`` (exact) or ``IndexHNSWFlat`` (approximate,
-for large corpora); :mod:`memoryd.indexer.ann` holds that policy. ``reconstruct`` works
+for large corpora); :mod:`memoryd.indexer.storage.embedded.ann` holds that policy. ``reconstruct`` works
 on both, so hybrid search scores keyword-only candidates by their vector too
 and a switch between kinds is rebuilt from the index's own vectors.
 """
@@ -25,9 +25,9 @@ import faiss
 import numpy as np
 import structlog
 
-from memoryd.indexer import ann
 from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes
 from memoryd.indexer.errors import StoreError
+from memoryd.indexer.storage.embedded import ann
 
 if TYPE_CHECKING:
     from memoryd.indexer.types import FloatArray
@@ -45,7 +45,7 @@ class VectorIndex:
 
     ``auto_rebuild`` (default) rebuilds inline, in the writing call, whenever the policy
     or the tombstones ask for it. With it off, writes never rebuild: :meth:`wanted` says
-    what is due and the owner runs it as a background :class:`~memoryd.indexer.ann.Rebuild`.
+    what is due and the owner runs it as a background :class:`~memoryd.indexer.storage.embedded.ann.Rebuild`.
     """
 
     def __init__(self, dimension: int, index: Any | None = None, tombstones: Iterable[int] = ()) -> None:
@@ -193,7 +193,7 @@ class VectorIndex:
         log.info("vectors.rebuilt", kind=kind, previous=old_kind, vectors=int(live.size),
                  tombstones_dropped=dropped, seconds=round(time.perf_counter() - t0, 3))
 
-    # -- background rebuilds (see memoryd.indexer.ann.Rebuild) ---------------------------
+    # -- background rebuilds (see memoryd.indexer.storage.embedded.ann.Rebuild) ---------------------------
 
     def plan_rebuild(self, source: ann.Batches, close: Callable[[], None] = lambda: None) -> ann.Rebuild | None:
         """Step 1, under the caller's lock: plan the rebuild :meth:`wanted` asks for, from ``source``.
@@ -313,7 +313,8 @@ class VectorIndex:
         """Write a snapshot atomically; clears the dirty flag.
 
         HNSW tombstones go to ``<path>.tomb`` (written first, removed when empty). A crash
-        between the two files leaves a pair that :func:`memoryd.indexer.vector_sync.sync_with_chunks` repairs.
+        between the two files leaves a pair that
+        :func:`memoryd.indexer.storage.embedded.vector_sync.sync_with_chunks` repairs.
         """
         tomb_path = _tomb_path(path)
         if self._tomb:

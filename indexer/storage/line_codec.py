@@ -1,7 +1,7 @@
 """How a chunk's line vectors are stored: which lines, the row's bytes, and the cosines read from it.
 
-Shared by the fill (:mod:`memoryd.indexer.line_vectors`), each backend's rows
-(:mod:`memoryd.indexer.store_lines`, :mod:`memoryd.indexer.storage.postgres.line_rows`) and their
+Shared by the fill (:mod:`memoryd.indexer.fill.line_vectors`), each backend's rows
+(:mod:`memoryd.indexer.storage.embedded.store_lines`, :mod:`memoryd.indexer.storage.postgres.line_rows`) and their
 readers; it depends on nothing but numpy, so any of them may import it.
 """
 

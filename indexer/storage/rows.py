@@ -1,6 +1,6 @@
 """The rows every storage backend reads and writes, in no backend's module.
 
-:mod:`memoryd.indexer.store` (SQLite) and :mod:`memoryd.indexer.storage.postgres`
+:mod:`memoryd.indexer.storage.embedded.store` (SQLite) and :mod:`memoryd.indexer.storage.postgres`
 both produce and take these; the search pipeline, the ingest step and the storage
 Protocols (:mod:`memoryd.indexer.storage.base`) name them without importing either
 backend. Pure dataclasses: no imports beyond the standard library.

@@ -4,7 +4,7 @@ The text a hit returns is always the source as written; what the model sees is
 a cleaned form. Markdown decoration (``- **Name**:``, ``#``, backticks, link
 targets) carries no meaning for the model and measurably hurts dense
 retrieval, so it is stripped, and so are memoryd's entry markers
-(:mod:`memoryd.indexer.entrymeta`): a reinforcement must not move a memory in
+(:mod:`memoryd.indexer.markdown.entrymeta`): a reinforcement must not move a memory in
 the vector space or the keyword index. Text without markers is cleaned exactly
 as before, so adding the marker rule re-embeds nothing. The keyword leg also gets the heading path (it
 usually holds the date and topic of the section), which the chunk's own lines
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from memoryd.indexer.entrymeta import strip
+from memoryd.indexer.markdown.entrymeta import strip
 
 EMBED_TEXT_VERSION = "1"
 

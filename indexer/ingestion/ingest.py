@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memoryd.indexer import keyword
-from memoryd.indexer.backend import CacheStore
-from memoryd.indexer.cache import cache_key
-from memoryd.indexer.chunker import chunk_markdown
 from memoryd.indexer.config import ChunkingConfig
-from memoryd.indexer.embedtext import embedding_text, keyword_text
 from memoryd.indexer.errors import FileSkipped, MemorydError
-from memoryd.indexer.files import FileContent
-from memoryd.indexer.store import NewChunk
+from memoryd.indexer.ingestion.chunker import chunk_markdown
+from memoryd.indexer.ingestion.embedtext import embedding_text, keyword_text
+from memoryd.indexer.ingestion.files import FileContent
+from memoryd.indexer.search import keyword
+from memoryd.indexer.storage.base import CacheStore
+from memoryd.indexer.storage.embedded.cache import cache_key
+from memoryd.indexer.storage.embedded.store import NewChunk
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.write import privacy
 

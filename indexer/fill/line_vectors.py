@@ -15,7 +15,7 @@ backlog — nothing to keep in memory or recover after a crash. :class:`LineVect
 through it a bounded step at a time, after the chunk vectors (the daemon's idle work), and
 each slice's chunks are written in one transaction, only if the chunk still holds the text it
 was read with (the id of a deleted chunk may be reused). Each backend keeps the rows its own
-way (:class:`LineRows`: :mod:`memoryd.indexer.store_lines` for SQLite,
+way (:class:`LineRows`: :mod:`memoryd.indexer.storage.embedded.store_lines` for SQLite,
 :mod:`memoryd.indexer.storage.postgres.line_rows`).
 """
 
@@ -29,9 +29,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from memoryd.indexer.backend import CacheStore
-from memoryd.indexer.cache import cache_key
-from memoryd.indexer.line_codec import LineRow, PendingChunk, chunk_lines, encode
+from memoryd.indexer.storage.base import CacheStore
+from memoryd.indexer.storage.embedded.cache import cache_key
+from memoryd.indexer.storage.line_codec import LineRow, PendingChunk, chunk_lines, encode
 from memoryd.indexer.types import Embedder
 
 STEP_LINES = 256  # lines a fill step embeds at most (short passages: about a second on two cores)
