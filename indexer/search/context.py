@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memoryd.indexer.entrymeta import strip as strip_markers
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 from memoryd.indexer.search.hits import Hit, add_lines, span_text
 
 HEADER = "## Relevant memories\n\nRetrieved by memoryd for: {query}\n"

@@ -36,7 +36,8 @@ def test_the_gate_and_the_read_audit_take_their_sets_from_the_table() -> None:
     """The sets session.py and read_audit.py spelled out before, now derived: the same members."""
     from memoryd.daemon.api import read_audit, session
 
-    assert {"search", "context", "get", "files", "list", "export", "stats", "remember"} == session.BOUND_METHODS
+    assert {"search", "context", "get", "files", "list", "export", "stats", "remember",
+            "bank_propose", "bank_reply"} == session.BOUND_METHODS  # bank_reply writes only through remember
     assert session.BOUND_METHODS is vocab.BOUND_METHODS
     assert {"search", "context", "get", "files", "list", "export", "stats"} == vocab.READ_AUDITED
     assert not hasattr(read_audit, "READS")  # no second list to drift
