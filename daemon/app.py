@@ -42,6 +42,7 @@ from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage import ManageMethods
+from memoryd.daemon.api.observe import ObserveMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.read_audit import audit_reads, open_read_audit
 from memoryd.daemon.api.status import DaemonStatus, RootStatus, WatchState, ring_sizes
@@ -116,6 +117,7 @@ class Daemon:
         self.last_failure: str | None = None
         self.on_shutdown: list[Callable[[], object]] = []  # run once the socket is closed (e.g. audit flush)
         self.history = History.in_data_dir(cfg.data_dir)  # one instance: it caches what it has parsed
+        self.observe_status: Callable[[], dict[str, Any]] | None = None  # set by build_handlers (observe)
         self.jobs = Jobs()  # long writes under way (import), for status and the CLI's progress
 
     # -- start-up ---------------------------------------------------------------
@@ -243,6 +245,7 @@ class Daemon:
             debounced=self.debouncer.ready_counts if self.debouncer else {},
             data_dir_bytes=tree_bytes(self.cfg.data_dir), rss_bytes=rss_bytes(),
             jobs=self.jobs.snapshot(), history=ring_sizes(self.history.sizes()),
+            observe=self.observe_status() if self.observe_status is not None else None,
         )
 
     # -- shutdown ---------------------------------------------------------------
@@ -316,8 +319,24 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     files = FileMethods(roots=roots, path_filter=d.path_filter)
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
     d.on_shutdown.append(read_log.flush)
+    observe = _observe_methods(d, writes)
     return audit_reads(AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-                       | manage.handlers() | files.handlers(), read_log)
+                       | manage.handlers() | files.handlers() | observe.handlers(), read_log)
+
+
+def _observe_methods(d: Daemon, writes: WriteMethods) -> ObserveMethods:
+    """``observe`` (daemon/api/observe.py), with the ``[llm]`` client when one is configured."""
+    from memoryd.indexer.llm.client import client_for
+    from memoryd.indexer.observe.notes import SessionNotes
+
+    cfg = d.cfg
+    observe = ObserveMethods(
+        writes=writes, cfg=cfg.observe, data_dir=cfg.data_dir,
+        new_notes=lambda: SessionNotes(d.index, d.roots.roots[0], cfg.write, history=d.history),
+        llm=client_for(cfg.llm, cfg.llm_api_key, cfg.data_dir))
+    d.on_shutdown.append(observe.close)
+    d.observe_status = observe.status
+    return observe
 
 
 def recover_edits(history: History, roots: RootMap) -> dict[str, int]:
