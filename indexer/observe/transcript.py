@@ -3,7 +3,8 @@
 ``observe`` takes what an agent host has on disk or in memory:
 
 * **Claude Code** transcript JSONL (``~/.claude/projects/*/<session>.jsonl``): one entry a line,
-  ``{"type": "user"|"assistant", "message": {"role", "content": str | [blocks]}, ...}``;
+  ``{"type": "user"|"assistant", "message": {"role", "content": str | [blocks]}, ...}`` (OpenClaw's
+  session files, ``{"type": "message", "message": {...}}``, read the same);
 * **Codex** session JSONL (``~/.codex/sessions/.../rollout-*.jsonl``): ``{"type": "response_item",
   "payload": {"type": "message", "role", "content": [{"type": "input_text"|"output_text", "text"}]}}``
   (and the older lines without ``payload``);
@@ -150,8 +151,8 @@ def _text_of(content: Any, kinds: tuple[str, ...] = ("text", "input_text", "outp
 def _claude(text: str) -> list[tuple[str, str]]:
     out = []
     for obj in _lines(text, "Claude Code"):
-        if obj.get("type") not in ("user", "assistant") or obj.get("isMeta") or obj.get("isSidechain"):
-            continue
+        if obj.get("type") not in ("user", "assistant", "message") or obj.get("isMeta") or obj.get("isSidechain"):
+            continue  # "message": OpenClaw's session files, the same shape under another type
         if obj.get("isCompactSummary") or obj.get("isVisibleInTranscriptOnly"):
             continue  # the summary Claude Code writes after a compaction: its own words, not the user's
         msg = obj.get("message")
