@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any, cast
+from typing import Any
 
 import structlog
 
@@ -44,6 +44,7 @@ from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.jobs import Jobs
 from memoryd.daemon.api.manage import ManageMethods
+from memoryd.daemon.api.observe import ObserveMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.read_audit import audit_reads, open_read_audit
 from memoryd.daemon.api.status import DaemonStatus, RootStatus, WatchState, ring_sizes
@@ -73,6 +74,7 @@ from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DaemonError, MemorydError
+from memoryd.indexer.llm.client import LLMClient, client_for
 from memoryd.indexer.llm.port import JsonModel
 from memoryd.indexer.search.abstracts import STORE_NAME, AbstractStore
 from memoryd.indexer.write.access import resolve_target
@@ -122,6 +124,7 @@ class Daemon:
         self.last_failure: str | None = None
         self.on_shutdown: list[Callable[[], object]] = []  # run once the socket is closed (e.g. audit flush)
         self.history = History.in_data_dir(cfg.data_dir)  # one instance: it caches what it has parsed
+        self.observe_status: Callable[[], dict[str, Any]] | None = None  # set by build_handlers (observe)
         self.jobs = Jobs()  # long writes under way (import), for status and the CLI's progress
 
     # -- start-up ---------------------------------------------------------------
@@ -249,6 +252,7 @@ class Daemon:
             debounced=self.debouncer.ready_counts if self.debouncer else {},
             data_dir_bytes=tree_bytes(self.cfg.data_dir), rss_bytes=rss_bytes(),
             jobs=self.jobs.snapshot(), history=ring_sizes(self.history.sizes()),
+            observe=self.observe_status() if self.observe_status is not None else None,
         )
 
     # -- shutdown ---------------------------------------------------------------
@@ -304,11 +308,14 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
         return MemoryEditor(d.index, d.roots.roots[0], cfg.write, history=d.history)
 
     line_cache = line_cache_of(d.index) if cfg.search.context_line_model else None  # context: line vectors kept
+    # The daemon's one [llm] client (None: provider "off"): observe, proposals, summaries and abstracts
+    # share it, so one per-day token budget covers them all.
+    llm = client_for(cfg.llm, cfg.llm_api_key, cfg.data_dir)
 
-    def model() -> JsonModel | None:  # the [llm] client, once the daemon holds one (Daemon.llm)
-        return cast("JsonModel | None", getattr(d, "llm", None))
+    def model() -> JsonModel | None:
+        return llm
 
-    abstracts = start_abstracts(d, model())  # file abstracts made at idle time (daemon/work/abstract_job.py)
+    abstracts = start_abstracts(d, llm)  # file abstracts made at idle time (daemon/work/abstract_job.py)
     reads = ReadMethods(
         index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
         max_file_bytes=cfg.watch.max_file_bytes, count_tokens=d.index.embedder.count_tokens,
@@ -329,8 +336,9 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     bank = BankMethods(writes=writes, roots=roots, model=model)
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
     d.on_shutdown.append(read_log.flush)
+    observe = _observe_methods(d, writes, llm)
     handlers = (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-                | manage.handlers() | files.handlers() | bank.handlers())
+                | manage.handlers() | files.handlers() | bank.handlers() | observe.handlers())
     no_row, no_handler = unlisted(handlers)
     if no_row or no_handler:  # the gate and the audits read the table: a method must be in it (docs/socket-methods.md)
         raise DaemonError(f"socket methods without a row in memoryd.daemon.api.vocabulary: {no_row}; "
@@ -349,6 +357,20 @@ def start_abstracts(d: Daemon, model: JsonModel | None) -> AbstractStore | None:
     job.start()
     d.on_shutdown += [job.stop, store.close]
     return store
+
+
+def _observe_methods(d: Daemon, writes: WriteMethods, llm: LLMClient | None) -> ObserveMethods:
+    """``observe`` (daemon/api/observe.py), with the ``[llm]`` client when one is configured."""
+    from memoryd.indexer.observe.notes import SessionNotes
+
+    cfg = d.cfg
+    observe = ObserveMethods(
+        writes=writes, cfg=cfg.observe, data_dir=cfg.data_dir,
+        new_notes=lambda: SessionNotes(d.index, d.roots.roots[0], cfg.write, history=d.history),
+        llm=llm)
+    d.on_shutdown.append(observe.close)
+    d.observe_status = observe.status
+    return observe
 
 
 def recover_edits(history: History, roots: RootMap) -> dict[str, int]:

@@ -30,6 +30,7 @@ from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError
 from memoryd.indexer.llm.config import LLMConfig, read_key, validate_llm
+from memoryd.indexer.observe.config import ObserveConfig, validate_observe
 from memoryd.indexer.write.access import parse_binding
 from memoryd.indexer.write.refusals import SessionError
 
@@ -235,6 +236,7 @@ class Config:
     write: WriteConfig = field(default_factory=WriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)  # indexer/llm/: off by default
+    observe: ObserveConfig = field(default_factory=ObserveConfig)  # indexer/observe/: conversations in
     # Resolved XDG directories (filled by load(); defaults are for in-process use).
     state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
     data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
@@ -431,6 +433,7 @@ def validate(cfg: Config) -> None:
     _check(cfg.log.level in LOG_LEVELS, "log.level", cfg.log.level, f"must be one of {LOG_LEVELS}")
     _check(cfg.log.format in LOG_FORMATS, "log.format", cfg.log.format, f"must be one of {LOG_FORMATS}")
     validate_llm(cfg.llm)
+    validate_observe(cfg.observe)
 
 
 def _validate_uids(bound: Mapping[int, str]) -> None:

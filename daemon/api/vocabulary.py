@@ -111,6 +111,19 @@ class BankReplyParams(TypedDict, total=False):
     session: SessionParam
 
 
+class ObserveParams(TypedDict, total=False):
+    """``observe`` (daemon/api/observe_request.py): a conversation's new turns."""
+
+    session_id: str
+    namespace: str
+    transcript: str
+    turns: list[dict[str, Any]]
+    format: str
+    wait: bool
+    final: bool
+    session: SessionParam
+
+
 class ForgetParams(TypedDict, total=False):
     path: str
     line: int
@@ -389,6 +402,8 @@ METHODS: tuple[Method, ...] = (
     Method("update_section", UpdateSectionParams, WriteReply, "write", False, "write",
            "replace one section of a Memory Bank file"),
     Method("promote", PromoteParams, WriteReply, "write", False, "write", "copy an entry into the shared memory"),
+    Method("observe", ObserveParams, OpenReply, "write", False, "write",
+           "a conversation's new turns: captured, and extracted with a model"),
     Method("bank_propose", BankProposeParams, OpenReply, "read", True, None,
            "the 💾 Memory Bank proposal for a transcript (writes nothing)"),
     Method("bank_reply", BankReplyParams, OpenReply, "write", True, "write",

@@ -38,6 +38,8 @@ from memoryd.indexer.llm.errors import LLMBadAnswer, LLMOff, LLMUnavailable
 from memoryd.indexer.llm.schema import SchemaViolation, check
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import httpx
 
     from memoryd.indexer.llm.config import LLMConfig
@@ -46,6 +48,7 @@ BACKOFF_S = 1.0
 BACKOFF_MAX_S = 8.0
 ERROR_SLACK = 64 * 1024  # what a non-200 answer may take (its message is all we read of it)
 KEY_MARK = "[REDACTED:llm.api_key]"
+BUDGET_FILE = "llm-budget.json"
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.S)
 
@@ -114,6 +117,10 @@ class LLMClient:
             return {"provider": "openai", "url": self._s.url, "model": self._s.model,
                     "reachable": self.last_error is None, "last_error": self.last_error, "last_ok": self.last_ok,
                     "calls": self.calls, "tokens": self.budget.snapshot()}
+
+    def retry_now(self) -> None:
+        """Close the circuit breaker: the next call tries the server at once."""
+        self._breaker.reset()
 
     def close(self) -> None:
         self._client.close()
@@ -293,6 +300,14 @@ def parse_answer(data: bytes, schema: Mapping[str, Any], url: str = "llm server"
     except SchemaViolation as exc:
         raise LLMBadAnswer(f"llm server {url}: the answer does not fit the schema: {exc}") from None
     return value
+
+
+def client_for(c: LLMConfig, api_key: str, data_dir: Path) -> LLMClient | None:
+    """The daemon's one client (None when ``provider = "off"``), its budget kept in ``data_dir``
+    (:data:`BUDGET_FILE`) so a restart does not reset the day. No call is made."""
+    if c.provider == "off":
+        return None
+    return load_client(c, api_key, TokenBudget(c.daily_tokens, data_dir / BUDGET_FILE))
 
 
 def load_client(c: LLMConfig, api_key: str, budget: TokenBudget) -> LLMClient:
