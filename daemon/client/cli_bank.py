@@ -28,8 +28,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p = command(subparsers, "bank", "detect, plan and apply Memory Bank maintenance (init/upgrade/migrate/refresh)",
                 "memoryd bank detect ~/code/myproject", "memoryd bank plan ~/code/myproject",
                 "memoryd bank apply ~/code/myproject/memory-bank",
-                note="It works in-process on the folder named, so it needs no daemon and takes no --config or "
-                     "--socket.")
+                note="detect, plan and apply work in-process on the folder named, so they need no daemon and "
+                     "take no --config or --socket; propose and reply (write proposals, docs/agents.md) ask the "
+                     "daemon.")
     actions = p.add_subparsers(dest="bank_action", metavar="ACTION", required=True)
     for name, help_text in (("detect", "say which flow the folder needs, and why"),
                             ("plan", "list the operations apply would carry out; changes nothing"),
