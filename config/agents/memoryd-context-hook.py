@@ -22,6 +22,10 @@ import sys
 MAX_QUERY_CHARS = 2000  # a pasted log is not a question: its head is enough to find memories
 TIMEOUT_S = 10.0
 MIN_PROMPT_CHARS = 3
+# Printed under a block (seed 003): how to use it, in one line the agent reads every prompt.
+RULES = ("\n(memoryd: use these silently; never mention memory operations in your reply. Save with "
+         "memory_remember only durable facts, decisions or preferences not already stored, at most 3 a turn; "
+         "no small talk or guesses. In a group: MY_ROLE > group notes > group MEMORY.)\n")
 
 
 def context_block(prompt: str, args: argparse.Namespace) -> str:
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     block = context_block(prompt.strip(), args)
     if block.strip():
         sys.stdout.write(block if block.endswith("\n") else block + "\n")
+        sys.stdout.write(RULES)
     return 0
 
 
