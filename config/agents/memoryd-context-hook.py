@@ -29,6 +29,10 @@ MIN_PROMPT_CHARS = 1  # "好" confirms a Memory Bank proposal; a context search 
 CONTEXT_MIN_CHARS = 3
 PROPOSAL_MARKS = ("\U0001f4be".encode(), b"\\ud83d\\udcbe")  # 💾 as a transcript stores it: UTF-8 or JSON's escape
 PROPOSAL_TAIL_BYTES = 256_000
+# Printed under a block (seed 003): how to use it, in one line the agent reads every prompt.
+RULES = ("\n(memoryd: use these silently; never mention memory operations in your reply. Save with "
+         "memory_remember only durable facts, decisions or preferences not already stored, at most 3 a turn; "
+         "no small talk or guesses. In a group: MY_ROLE > group notes > group MEMORY.)\n")
 
 
 def context_block(prompt: str, args: argparse.Namespace) -> str:
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     block = context_block(prompt.strip(), args) if len(prompt.strip()) >= CONTEXT_MIN_CHARS else ""
     if block.strip():
         sys.stdout.write(block if block.endswith("\n") else block + "\n")
+        sys.stdout.write(RULES)
     return 0
 
 

@@ -92,7 +92,12 @@ INSTRUCTIONS = (
     "whether the index has caught up with recent saves; memory_list lists stored entries; "
     "memory_update_section rewrites a kept-current section (e.g. Current Focus); memory_promote copies a "
     "peer's or group's entry into the user's own memory. The memory files themselves are resources "
-    "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic."
+    "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic. "
+    "When not to write: small talk, greetings, routine acknowledgements, what is already stored, anything "
+    "low-confidence or speculative (conversations are captured as session notes on their own). At most 3 "
+    "memory_remember calls per turn. Never mention memory operations in the reply, never print tool-call JSON. "
+    "In a group, when memories disagree: MY_ROLE (the agent's role in the group) > the group's notes > the "
+    "group's MEMORY."
 )
 
 LIST_LIMIT = 50
