@@ -17,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
         from memoryd.daemon.client.cli_observe import hook_main
 
         return hook_main(args[1:])
+    if args[:2] == ["bank", "reply"]:  # the context hook's answer to a 💾 proposal: the prompt waits for it
+        from memoryd.daemon.client.cli_bank_loop import reply_main
+
+        return reply_main(args[2:])
     from memoryd.daemon.client.cli import main as full
 
     return full(argv)

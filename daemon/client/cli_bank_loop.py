@@ -62,6 +62,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def reply_main(argv: list[str]) -> int:
+    """``memoryd bank reply ...`` without the rest of the CLI (memoryd.daemon.cli takes this path): the
+    context hook runs it before the prompt goes on, so every import is the user's wait. Same arguments
+    and output as the full parser's; a daemon that cannot be reached or refuses: the message, exit 1."""
+    from memoryd.indexer.errors import MemorydError
+
+    p = argparse.ArgumentParser(prog="memoryd bank reply")
+    _common(p)
+    p.add_argument("--transcript", required=True, type=Path)
+    p.add_argument("prompt", nargs="+")
+    args = p.parse_args(argv)
+    args.bank_action = "reply"
+    try:
+        return run(args)
+    except MemorydError as exc:
+        print(f"memoryd bank reply: {exc}", file=sys.stderr)
+        return 1
+
+
 def reply_line(out: dict[str, Any]) -> str:
     """What the agent is told after the user's answer ("" when there was nothing to answer)."""
     answer, target = out.get("answer"), (out.get("proposal") or {}).get("target", "")
