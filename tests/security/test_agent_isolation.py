@@ -151,3 +151,35 @@ def test_owner_only_methods_are_refused_to_an_agent(env: Any) -> None:
     for method in ("history", "audit"):
         err = refused(client, method, {"session": ALPHA})
         assert err.code == DENIED and str(root) not in err.message
+
+
+def test_a_uid_bound_to_an_agent_is_that_agent_and_cannot_pick_another() -> None:
+    from memoryd.daemon.api.session import bind_uids
+    from memoryd.daemon.rpc.errors import RpcError
+    from memoryd.daemon.rpc.jsonrpc import Peer
+
+    seen: list[Any] = []
+    gated = bind_uids({"search": lambda params, peer: seen.append(params["session"])},
+                      {4242: parse_binding("agent:alpha")}, owner_uid=1000)
+    gated["search"]({"query": "x"}, Peer(1, 4242, 4242))
+    gated["search"]({"query": "x", "session": {**ALPHA, "turn": "t1"}}, Peer(1, 4242, 4242))
+    assert seen == [ALPHA, {**ALPHA, "turn": "t1"}]
+    for other in (BETA, {"kind": "owner"}, {"kind": "direct", "peer": "alpha"}):
+        with pytest.raises(RpcError) as err:
+            gated["search"]({"query": "x", "session": other}, Peer(1, 4242, 4242))
+        assert err.value.code == DENIED
+
+
+def test_memoryd_mcp_takes_an_agent_session() -> None:
+    import argparse
+
+    from memoryd.daemon.client.cli_mcp import session_of
+
+    def ns(**kw: Any) -> argparse.Namespace:
+        return argparse.Namespace(**{"session": "owner", "peer": None, "group": None, "agent": None, **kw})
+
+    assert session_of(ns(session="agent", agent="alpha")) == ALPHA
+    for bad in (ns(session="agent"), ns(session="agent", agent="alpha", peer="bob"), ns(agent="alpha"),
+                ns(session="agent", agent="../beta")):
+        with pytest.raises(ValueError):
+            session_of(bad)
