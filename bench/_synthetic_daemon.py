@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     import memoryd.daemon.app as app
     from memoryd.daemon.client.cli import main as memoryd
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.storage import open_index as open_backend
+    from memoryd.indexer.storage.factory import open_index as open_backend
 
     model_dir = Path(argv[0])
 

@@ -7,7 +7,7 @@ Chunks the eval folders (default ../shared/eval) and synthetic prose (paragraphs
 10-22-word sentences, 30 files per shape) with the e5 tokenizer, and prints per set:
 windows, model tokens per window (mean, p10, max), lines per window, overlap (tokens a
 window repeats from its predecessor) and windows without overlap. With ``--against``,
-the same for ``indexer/chunker.py`` as of COMMIT, and how many of today's chunk texts
+the same for ``indexer/ingestion/chunker.py`` as of COMMIT, and how many of today's chunk texts
 (heading + text, the embedding cache's key) that version did not have: the re-embed
 cost of upgrading. No model is loaded; seconds on 2 cores.
 """
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tokenizers
 
-from memoryd.indexer import chunker
-from memoryd.indexer.embedtext import embedding_text
+from memoryd.indexer.ingestion import chunker
+from memoryd.indexer.ingestion.embedtext import embedding_text
 
 REPO = Path(__file__).resolve().parent.parent
 VOCABULARY = ("the project decided to move the storage layer onto sqlite because operations wanted fewer moving parts "
@@ -49,12 +49,19 @@ def e5_counter() -> Any:
 
 
 def chunker_at(commit: str) -> Any:
-    """indexer/chunker.py as of ``commit``, as a module (it imports today's helpers)."""
-    src = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:indexer/chunker.py"], capture_output=True,
-                         text=True, check=True).stdout
+    """The chunker as of ``commit``, as a module (it imports today's helpers).
+
+    It lives at indexer/ingestion/chunker.py since the regrouping of issue #39, at indexer/chunker.py before."""
+    for rel in ("indexer/ingestion/chunker.py", "indexer/chunker.py"):
+        shown = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:{rel}"], capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"no chunker at {commit}: {shown.stderr.strip()}")
+    src = shown.stdout
     mod = types.ModuleType(f"chunker_{commit}")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up there
-    exec(compile(src, f"{commit}:indexer/chunker.py", "exec"), mod.__dict__)
+    exec(compile(src, f"{commit}:{rel}", "exec"), mod.__dict__)
     return mod
 
 

@@ -45,7 +45,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.search.context import MAX_SCORED_TOKENS, build_context, cosine_scorer
 from memoryd.indexer.search.querytext import clean_query
-from memoryd.indexer.store_lines import read_line_texts
+from memoryd.indexer.storage.embedded.store_lines import read_line_texts
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 

@@ -37,7 +37,7 @@ import dedup_tuning as cal  # beside this script in bench/
 
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.ingestion.embedtext import clean_line
 from memoryd.indexer.write import lexical
 from memoryd.indexer.write.dedup import Thresholds
 

@@ -34,7 +34,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 
 # Query-time rescoring knobs that are module defaults until [search] has keys for them; --search
 # sets either kind (a [search] field wins over a module default once it exists).

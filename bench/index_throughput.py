@@ -45,9 +45,9 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.files import read_memory_file, walk_root
-from memoryd.indexer.ingest import prepare_file
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.files import read_memory_file, walk_root
+from memoryd.indexer.ingestion.ingest import prepare_file
+from memoryd.indexer.ingestion.reconcile import reconcile
 from tests.helpers import CountingEmbedder
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"

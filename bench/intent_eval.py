@@ -38,7 +38,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, SearchConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.querytext import clean_query
 
 OFF: dict[str, Any] = {"intent_boost": 0.0, "synonyms": False, "fallback_candidates": 0}

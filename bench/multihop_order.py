@@ -60,11 +60,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.indexer import keyword
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search import keyword
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
 from memoryd.indexer.search.matchlines import line_scores, ranked_lines
 from memoryd.indexer.search.querytext import clean_query

@@ -85,7 +85,8 @@ def main() -> None:
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.engine import MemoryIndex
-    from memoryd.indexer.search import hits, hybrid, pipeline, rescore, shaping
+    from memoryd.indexer.search import hits, pipeline, rescore, shaping
+    from memoryd.indexer.storage.embedded import hybrid
 
     configure_logging("warning", "console")
     faiss.omp_set_num_threads(1)  # as the daemon runs queries (daemon/app.py)

@@ -102,7 +102,7 @@ def dir_bytes(path: Path) -> int:
 
 def ann_recall(vectors: Any, n_queries: int, seed: int) -> tuple[float, float, float, float]:
     """(recall@10, HNSW build s, flat ms/query, HNSW ms/query) on copies of ``vectors``' contents."""
-    from memoryd.indexer.vectors import VectorIndex
+    from memoryd.indexer.storage.embedded.vectors import VectorIndex
 
     ids = vectors.ids()
     mat = vectors.vectors_of(ids.tolist())
@@ -139,8 +139,8 @@ def recall_only(size: int, queries: int, seed: int) -> dict[str, Any]:
     The vectors are exactly those a full run stores (same generator, texts differ); ~8 min at 1M
     instead of ~70, for checking the ANN parameters at sizes a full run takes an hour to reach.
     """
-    from memoryd.indexer import ann
-    from memoryd.indexer.vectors import VectorIndex
+    from memoryd.indexer.storage.embedded import ann
+    from memoryd.indexer.storage.embedded.vectors import VectorIndex
 
     gen = SyntheticPassages(_NoQueries())
     index = VectorIndex(gen.dimension)

@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO))
 from memoryd.daemon.watch.pathfilter import PathFilter  # noqa: E402
 from memoryd.indexer.embedding import load_embedder  # noqa: E402
 from memoryd.indexer.engine import MemoryIndex  # noqa: E402
+from memoryd.indexer.ingestion.reconcile import reconcile  # noqa: E402
 from memoryd.indexer.pathguard import PathGuard  # noqa: E402
-from memoryd.indexer.reconcile import reconcile  # noqa: E402
-from memoryd.indexer.search.hybrid import _allowed_ids  # noqa: E402
+from memoryd.indexer.storage.embedded.hybrid import _allowed_ids  # noqa: E402
 from memoryd.indexer.write.access import Session, read_refusal  # noqa: E402
 from tests.helpers import make_config  # noqa: E402
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.ingestion.embedtext import clean_line
 from memoryd.indexer.write.dedup import REINFORCE, REPLACE, Candidate, Thresholds, judge
 
 REPO = Path(__file__).resolve().parent.parent

@@ -46,6 +46,7 @@ from memoryd.daemon.api.observe import ObserveMethods
 from memoryd.daemon.api.read import ReadMethods, query_vector_of
 from memoryd.daemon.api.read_audit import audit_reads, open_read_audit
 from memoryd.daemon.api.status import DaemonStatus, RootStatus, WatchState, ring_sizes
+from memoryd.daemon.api.vocabulary import unlisted
 from memoryd.daemon.api.write import WriteMethods, open_audit_log
 from memoryd.daemon.datalock import DataDirLock
 from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
@@ -69,7 +70,7 @@ from memoryd.daemon.work.scheduler import Scheduler
 from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.errors import DaemonError, MemorydError
 from memoryd.indexer.write.access import resolve_target
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
@@ -320,8 +321,13 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
     d.on_shutdown.append(read_log.flush)
     observe = _observe_methods(d, writes)
-    return audit_reads(AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-                       | manage.handlers() | files.handlers() | observe.handlers(), read_log)
+    handlers = (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
+                | manage.handlers() | files.handlers() | observe.handlers())
+    no_row, no_handler = unlisted(handlers)
+    if no_row or no_handler:  # the gate and the audits read the table: a method must be in it (docs/socket-methods.md)
+        raise DaemonError(f"socket methods without a row in memoryd.daemon.api.vocabulary: {no_row}; "
+                          f"rows without a handler: {no_handler}")
+    return audit_reads(handlers, read_log)
 
 
 def _observe_methods(d: Daemon, writes: WriteMethods) -> ObserveMethods:

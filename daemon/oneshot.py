@@ -17,7 +17,7 @@ from typing import Any
 
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.indexstats import IndexStats
+from memoryd.indexer.ingestion.indexstats import IndexStats
 
 
 def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False) -> MemoryIndex:
@@ -35,7 +35,7 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
 
     protect(cfg.embedding_api_key)  # by value, from every log line of this process (see log_redaction)
     embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
-    from memoryd.indexer.storage import open_index as open_backend
+    from memoryd.indexer.storage.factory import open_index as open_backend
 
     return open_backend(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
 
@@ -64,7 +64,7 @@ def run_index(cfg: Config, as_json: bool = False) -> int:
 
 def _index_locked(cfg: Config, roots: list[Path], t0: float, as_json: bool = False) -> int:
     from memoryd.daemon.watch.pathfilter import PathFilter
-    from memoryd.indexer.reconcile import reconcile
+    from memoryd.indexer.ingestion.reconcile import reconcile
 
     index = open_index(cfg)
     path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)

@@ -3,7 +3,7 @@
 The index, its WAL, the vector snapshot, the audit log and the model cache hold
 the user's memories (or facts derived from them) in clear text; another local
 user must not be able to read them. Each file is created with an explicit
-0600 mode where it is created (``memoryd.indexer.store.create_private``, the vector and
+0600 mode where it is created (``memoryd.indexer.storage.embedded.store.create_private``, the vector and
 model writers, the audit log, the lock). On top of that ``memoryd run`` sets
 the process umask to 0077, so a file some library creates on our behalf is
 private too.

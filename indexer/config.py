@@ -115,7 +115,7 @@ class EmbeddingConfig:
     threads: int = 0  # 0: all cores
     cache_entries: int = 50_000
     # The embedding cache every data dir, daemon and `memoryd index` of this user share
-    # (indexer/cache.py, MachineCache): None = $XDG_CACHE_HOME/memoryd/embeddings.
+    # (indexer/storage/embedded/cache.py, MachineCache): None = $XDG_CACHE_HOME/memoryd/embeddings.
     cache_dir: Path | None = None
     machine_cache_entries: int = 200_000  # its LRU bound; 0 = off (each data dir keeps only its own)
     background_nice: int = 10  # daemon: nice value added for bulk embedding and index rebuilds; 0 = off

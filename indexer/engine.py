@@ -19,7 +19,7 @@ single log line, so vectors of two models are never mixed. The FAISS snapshot
 is then checked against the chunk table and repaired from the cache.
 
 The vector side of indexing (a group's vectors or their deferral, the backlog
-steps, the cache bound) is :class:`~memoryd.indexer.vectorfill.VectorFill`'s job.
+steps, the cache bound) is :class:`~memoryd.indexer.fill.vectorfill.VectorFill`'s job.
 """
 
 from __future__ import annotations
@@ -37,26 +37,16 @@ from typing import Any
 import numpy as np
 import structlog
 
-from memoryd.indexer import ann, keyword, vector_sync
-from memoryd.indexer.backend import EMBEDDED, LINE_WAIT_MS, Backend, CacheStore, ChunkStore, LineStore, VectorStore
-from memoryd.indexer.backlog import VectorBacklog
-from memoryd.indexer.cache import EmbeddingCache, SqliteLineStore, open_machine_cache
-from memoryd.indexer.chunker import CHUNKER_VERSION
 from memoryd.indexer.config import Config, SearchMode
-from memoryd.indexer.embedtext import EMBED_TEXT_VERSION
 from memoryd.indexer.errors import FileSkipped, ModelError, ProviderUnavailable, StoreCorruptError, StoreError
-from memoryd.indexer.files import VANISHED, read_memory_file
-from memoryd.indexer.index_status import (
-    BacklogProgress,
-    EmbeddedStorage,
-    IndexStatus,
-    LocalCacheStatus,
-    ModelStatus,
-    VectorIndexStatus,
-    skipped_files,
-)
-from memoryd.indexer.indexstats import IndexStats, Progress, printable_name, storable
-from memoryd.indexer.ingest import (
+from memoryd.indexer.fill.backlog import VectorBacklog
+from memoryd.indexer.fill.line_vectors import STEP_LINES, FillResult, LineRows, LineVectorFill
+from memoryd.indexer.fill.vectorfill import EMBED_GROUP, VectorFill
+from memoryd.indexer.ingestion.chunker import CHUNKER_VERSION
+from memoryd.indexer.ingestion.embedtext import EMBED_TEXT_VERSION
+from memoryd.indexer.ingestion.files import VANISHED, read_memory_file
+from memoryd.indexer.ingestion.indexstats import IndexStats, Progress, printable_name, storable
+from memoryd.indexer.ingestion.ingest import (
     PREPARE_FAILED,
     EmbedResult,
     PreparedFile,
@@ -66,16 +56,27 @@ from memoryd.indexer.ingest import (
     skip_reason,
     stage,
 )
-from memoryd.indexer.line_vectors import STEP_LINES, FillResult, LineRows, LineVectorFill
+from memoryd.indexer.search import keyword
 from memoryd.indexer.search.hits import SearchResult
-from memoryd.indexer.search.hybrid import EmbeddedLegs, ReaderPool
 from memoryd.indexer.search.pipeline import SearchPipeline
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.store import Store
-from memoryd.indexer.store_lines import SqliteLineRows, count_without_lines
+from memoryd.indexer.storage.base import EMBEDDED, LINE_WAIT_MS, Backend, CacheStore, ChunkStore, LineStore, VectorStore
+from memoryd.indexer.storage.embedded import ann, vector_sync
+from memoryd.indexer.storage.embedded.cache import EmbeddingCache, SqliteLineStore, open_machine_cache
+from memoryd.indexer.storage.embedded.hybrid import EmbeddedLegs, ReaderPool
+from memoryd.indexer.storage.embedded.store import Store
+from memoryd.indexer.storage.embedded.store_lines import SqliteLineRows, count_without_lines
+from memoryd.indexer.storage.embedded.vectors import VectorIndex
+from memoryd.indexer.storage.index_status import (
+    BacklogProgress,
+    EmbeddedStorage,
+    IndexStatus,
+    LocalCacheStatus,
+    ModelStatus,
+    VectorIndexStatus,
+    skipped_files,
+)
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.vectorfill import EMBED_GROUP, VectorFill
-from memoryd.indexer.vectors import VectorIndex
 from memoryd.indexer.write.privacy import REDACT_VERSION
 
 log = structlog.get_logger(__name__)
@@ -254,7 +255,7 @@ class MemoryIndex:
         """Read and prepare one file; None when there is nothing to commit for it.
 
         A file that cannot be indexed (:class:`FileSkipped`: unreadable, binary, or a stage that
-        failed on its text, see :func:`~memoryd.indexer.ingest.file_fault`) is skipped and listed
+        failed on its text, see :func:`~memoryd.indexer.ingestion.ingest.file_fault`) is skipped and listed
         in ``status``; the batch goes on. Storage errors and the like propagate."""
         key = f"{root}/{rel}"
         if not storable(rel):
@@ -391,7 +392,7 @@ class MemoryIndex:
 
     def fill_line_vectors(self, max_lines: int = STEP_LINES, should_yield: Callable[[], bool] | None = None
                           ) -> FillResult:
-        """Give the next chunks their line vectors (:mod:`memoryd.indexer.line_vectors`), embedding at most
+        """Give the next chunks their line vectors (:mod:`memoryd.indexer.fill.line_vectors`), embedding at most
         ``max_lines`` new lines with the backlog's embedder; ``should_yield`` as :meth:`fill_vectors`'s."""
         if self.line_fill is None or self.read_only:
             return FillResult()
@@ -468,10 +469,10 @@ class MemoryIndex:
         return self.vector_fill.evict_cache()
 
     def open_line_store(self) -> LineStore | None:
-        """The embedding cache for the context excerpts' line vectors (:class:`~memoryd.indexer.backend.LineStore`),
-        on a connection of its own: it serves requests' threads, never the writer's. None when read-only
-        (line vectors then live in memory only) or when the backend keeps none (``Capabilities.line_cache``).
-        The caller closes it."""
+        """The embedding cache for the context excerpts' line vectors
+        (:class:`~memoryd.indexer.storage.base.LineStore`), on a connection of its own: it serves requests'
+        threads, never the writer's. None when read-only (line vectors then live in memory only) or when
+        the backend keeps none (``Capabilities.line_cache``). The caller closes it."""
         if self.read_only or not self.capabilities.line_cache:
             return None
         return SqliteLineStore(self.sqlite.path, self.embedder.dimension, LINE_WAIT_MS)
@@ -496,7 +497,7 @@ class MemoryIndex:
             self.faiss.auto_rebuild = not on
 
     def claim_root(self, root: Path) -> bool:
-        """Whether this process may change ``root``'s rows (:func:`memoryd.indexer.reconcile.plan` asks
+        """Whether this process may change ``root``'s rows (:func:`memoryd.indexer.ingestion.reconcile.plan` asks
         before removing a root no longer configured). Always: the embedded index is its rows' only writer;
         a shared database answers with the root's lock (``PgMemoryIndex.claim_root``)."""
         return True

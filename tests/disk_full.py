@@ -1,6 +1,6 @@
 """A full disk, simulated at the system-call seam: ``os.write`` and ``os.fsync`` on files under chosen folders.
 
-Why not a real tmpfs: mounting needs root/CAP_SYS_ADMIN (``tests/test_faults.py`` skips without it), and
+Why not a real tmpfs: mounting needs root/CAP_SYS_ADMIN (``tests/daemon/test_faults.py`` skips without it), and
 a real full disk cannot be made to fail at *the Nth* write of an edit. Every write path of memoryd ends in
 ``os.write`` (the history's appends) or ``os.fsync`` (the atomic writer's temp files, the journal), so failing
 those is what a full disk does to it. The failing ``os.write`` first writes half of what it was given — a

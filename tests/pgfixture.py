@@ -9,7 +9,6 @@ skipped: without the wheel these fixtures fail, so CI cannot silently lose the t
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import shutil
 import subprocess
@@ -79,11 +78,29 @@ def pg_dsn(pg_server: PgServer) -> Iterator[str]:
 
 
 class RestartablePg:
-    """A PostgreSQL of one test's own, which the test may stop and start again (the database "going away")."""
+    """A PostgreSQL of one test's own, which the test may stop and start again (the database "going away").
+
+    This class, not pgserver, owns the server's life: the handle is opened with ``cleanup_mode=None``.
+    pgserver remembers the postmaster it started as a process object; after a restart that process is
+    gone (a zombie, until init reaps it) and pgserver's own cleanup, finding ``pg_ctl stop`` refused
+    (the test's server was already stopped) would signal that stale pid: SIGTERM to a process reaped
+    meanwhile raised ``ProcessLookupError`` at teardown. :meth:`close` stops whatever postmaster the data
+    directory names *now* (``pg_ctl`` reads ``postmaster.pid``) and signals nothing by pid."""
 
     def __init__(self, server: PgServer) -> None:
         self.server = server
         self.pgdata = Path(server.handle.pgdata)
+
+    @classmethod
+    def open(cls) -> RestartablePg:
+        data = _data_dir()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver
+
+            srv = pgserver.get_server(data, cleanup_mode=None)  # never stopped or killed by pgserver: see close()
+        socket_dir = str(psycopg.conninfo.conninfo_to_dict(srv.get_uri())["host"])
+        return cls(PgServer(srv, socket_dir))
 
     def _ctl(self, *args: str) -> None:
         import pgserver
@@ -96,24 +113,30 @@ class RestartablePg:
     def start(self) -> None:
         self._ctl("-w", "-o", '-h ""', "-o", f"-k {self.server.socket_dir}", "-l", str(self.pgdata / "log"), "start")
 
+    def running(self) -> bool:
+        """Whether a postmaster runs on the data directory now (``pg_ctl status``: 0 running, 3 not)."""
+        try:
+            self._ctl("status")
+        except subprocess.CalledProcessError as exc:
+            if exc.returncode == 3:
+                return False
+            raise
+        return True
+
+    def close(self) -> None:
+        """Stop the server running now, whichever start made it, then drop pgserver's handle and the data."""
+        if self.running():
+            self.stop()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.server.handle.cleanup()  # cleanup_mode=None: it forgets the handle, signals no process
+        shutil.rmtree(self.pgdata.parent, ignore_errors=True)
+
 
 @pytest.fixture
 def restartable_pg() -> Iterator[RestartablePg]:
-    data = _data_dir()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        srv = pgserver.get_server(data, cleanup_mode="stop")
-    socket_dir = str(psycopg.conninfo.conninfo_to_dict(srv.get_uri())["host"])
-    pg = RestartablePg(PgServer(srv, socket_dir))
+    pg = RestartablePg.open()
     try:
         yield pg
     finally:
-        # a server the test restarted is not the process pgserver knows: stop it by its data dir
-        with contextlib.suppress(subprocess.CalledProcessError):
-            pg.stop()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            srv.cleanup()
-        shutil.rmtree(data.parent, ignore_errors=True)
+        pg.close()

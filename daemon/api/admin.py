@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 from memoryd.daemon.api.ports import StatusProvider
 from memoryd.daemon.api.requests import no_params
+from memoryd.daemon.api.vocabulary import PingReply, StatusReply
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 
 
@@ -18,11 +19,11 @@ class AdminMethods:
     def handlers(self) -> dict[str, Handler]:
         return {"ping": self.ping, "status": self.status}
 
-    def ping(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def ping(self, params: dict[str, Any], peer: Peer) -> PingReply:
         no_params(params)
         d = self._daemon
         return {"version": d.version, "uptime_s": round(time.monotonic() - d.started, 3), "pid": os.getpid()}
 
-    def status(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def status(self, params: dict[str, Any], peer: Peer) -> StatusReply:
         no_params(params)
-        return self._daemon.status().to_json()
+        return cast(StatusReply, self._daemon.status().to_json())  # DaemonStatus.to_json: that shape

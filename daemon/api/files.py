@@ -22,12 +22,13 @@ from typing import Any
 
 from memoryd.daemon.api.access import path_check
 from memoryd.daemon.api.requests import Scope, read_scope
-from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim
+from memoryd.daemon.api.session import SessionClaim
+from memoryd.daemon.api.vocabulary import FilesParams, param_names
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import InvalidParams
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer, param, reject_unknown
 from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.indexer.files import walk_root
+from memoryd.indexer.ingestion.files import walk_root
 
 DEFAULT_LIMIT = 500
 MAX_LIMIT = 5000
@@ -69,7 +70,7 @@ class FileMethods:
                 "next_offset": end if end < len(found) else None}
 
     def _parse(self, params: dict[str, Any], peer: Peer) -> FilesRequest:
-        reject_unknown(params, {"namespace", "path_prefix", "offset", "limit", SESSION_PARAM})
+        reject_unknown(params, param_names(FilesParams))
         offset, limit = param(params, "offset", int, 0), param(params, "limit", int, DEFAULT_LIMIT)
         if offset < 0:
             raise InvalidParams(f"param 'offset' must be >= 0, got {offset}")
@@ -119,7 +120,7 @@ def _start_folder(root: Path, prefix: str | None) -> str | None:
 
 
 def _in_scope(root: Path, rel: str, scope: Scope) -> bool:
-    """The test a search applies (``memoryd.indexer.search.hybrid``): the prefix on the relative or the
+    """The test a search applies (``memoryd.indexer.storage.embedded.hybrid``): the prefix on the relative or the
     absolute path, and no excluded folder on the relative one."""
     prefix = scope.path_prefix
     if prefix is not None and not (rel.startswith(prefix) or f"{root}/{rel}".startswith(prefix)):

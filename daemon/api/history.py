@@ -27,6 +27,7 @@ from typing import Any
 
 from memoryd.daemon.api.requests import parse_history, parse_undo
 from memoryd.daemon.api.session import owner_only
+from memoryd.daemon.api.vocabulary import WriteReply
 from memoryd.daemon.api.write import WriteMethods, answer_of
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
@@ -59,7 +60,7 @@ class HistoryMethods:
             out.update(path_exists=_names_something(roots, req.path), roots=[str(r) for r in roots.roots])
         return out
 
-    def undo(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def undo(self, params: dict[str, Any], peer: Peer) -> WriteReply:
         req = parse_undo(params, peer)
         rec: dict[str, Any] = {"action": "undo", "uid": peer.uid, "pid": peer.pid, "reason": f"undo {req.id}"}
         with self._writes.audited(rec):

@@ -11,7 +11,16 @@ import re
 from dataclasses import dataclass
 
 from memoryd.daemon.api.requests import Params
-from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim
+from memoryd.daemon.api.session import SessionClaim
+from memoryd.daemon.api.vocabulary import (
+    ExportParams,
+    ImportParams,
+    ListParams,
+    NamespaceParams,
+    PromoteParams,
+    UpdateSectionParams,
+    param_names,
+)
 from memoryd.daemon.rpc.errors import InvalidParams
 from memoryd.daemon.rpc.jsonrpc import Peer, param, reject_unknown
 from memoryd.indexer.write.router import TYPES
@@ -106,7 +115,7 @@ def _day(params: Params, key: str) -> str | None:
 
 
 def parse_list(params: Params, peer: Peer) -> ListRequest:
-    reject_unknown(params, {"namespace", "type", "since", "until", "limit", "cursor", SESSION_PARAM})
+    reject_unknown(params, param_names(ListParams))
     filters = _filters(params)
     limit = param(params, "limit", int, 100)
     if not 1 <= limit <= MAX_LIST_LIMIT:
@@ -118,7 +127,7 @@ def parse_list(params: Params, peer: Peer) -> ListRequest:
 
 
 def parse_export(params: Params, peer: Peer) -> ExportRequest:
-    reject_unknown(params, {"namespace", "type", "since", "until", "format", SESSION_PARAM})
+    reject_unknown(params, param_names(ExportParams))
     filters = _filters(params)
     fmt = param(params, "format", str, JSONL)
     if fmt not in FORMATS:
@@ -127,12 +136,12 @@ def parse_export(params: Params, peer: Peer) -> ExportRequest:
 
 
 def parse_stats(params: Params, peer: Peer) -> StatsRequest:
-    reject_unknown(params, {"namespace", SESSION_PARAM})
+    reject_unknown(params, param_names(NamespaceParams))
     return StatsRequest(param(params, "namespace", str, None), SessionClaim.of(params, peer))
 
 
 def parse_import(params: Params, peer: Peer) -> ImportRequest:
-    reject_unknown(params, {"data", "namespace", "dry_run", "continues", SESSION_PARAM})
+    reject_unknown(params, param_names(ImportParams))
     data = param(params, "data", str)
     lines = sum(1 for line in data.split("\n") if line.strip())  # JSON holds no raw newline: split on it alone
     if lines > MAX_IMPORT_LINES:
@@ -146,12 +155,12 @@ def parse_import(params: Params, peer: Peer) -> ImportRequest:
 
 
 def parse_clear(params: Params, peer: Peer) -> ClearRequest:
-    reject_unknown(params, {"namespace", SESSION_PARAM})
+    reject_unknown(params, param_names(NamespaceParams))
     return ClearRequest(param(params, "namespace", str), SessionClaim.of(params, peer))
 
 
 def parse_section(params: Params, peer: Peer) -> SectionRequest:
-    reject_unknown(params, {"path", "section", "content", SESSION_PARAM})
+    reject_unknown(params, param_names(UpdateSectionParams))
     path = param(params, "path", str)
     section = param(params, "section", str)
     if not section.strip() or len(section) > MAX_SECTION_CHARS or "\n" in section:
@@ -160,7 +169,7 @@ def parse_section(params: Params, peer: Peer) -> SectionRequest:
 
 
 def parse_promote(params: Params, peer: Peer) -> PromoteRequest:
-    reject_unknown(params, {"path", "line", "to", "type", "text", SESSION_PARAM})
+    reject_unknown(params, param_names(PromoteParams))
     path = param(params, "path", str)
     line = param(params, "line", int)
     if line < 1:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
@@ -30,6 +30,7 @@ from memoryd.daemon.api.requests import (
     parse_reindex,
     parse_search,
 )
+from memoryd.daemon.api.vocabulary import ContextReply, GetReply, SearchReply
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import APPLICATION_ERROR, BAD_TARGET, NOT_INDEXED, TIMEOUT, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
@@ -37,7 +38,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError, ProviderUnavailable
-from memoryd.indexer.files import read_memory_file, walk_root
+from memoryd.indexer.ingestion.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
@@ -89,11 +90,11 @@ class ReadMethods:
     def handlers(self) -> dict[str, Handler]:
         return {"search": self.search, "get": self.get, "reindex": self.reindex, "context": self.context}
 
-    def search(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def search(self, params: dict[str, Any], peer: Peer) -> SearchReply:
         req = parse_search(params, peer, self._defaults, self._roots().roots[0])
         return self.run_search(req)
 
-    def run_search(self, req: SearchRequest) -> dict[str, Any]:
+    def run_search(self, req: SearchRequest) -> SearchReply:
         if req.scope is None:
             return {"hits": [], "took_ms": 0.0, "mode": req.mode}
         result = self._index.query(Query(
@@ -104,7 +105,7 @@ class ReadMethods:
             sites=self._sites(req.sites),
         ))
         log.debug("search.done", mode=req.mode, k=req.k, hits=len(result.hits), took_ms=round(result.took_ms, 2))
-        out = shown_paths.hits(result.to_json())
+        out = cast(SearchReply, shown_paths.hits(result.to_json()))  # SearchResult.to_json: that shape
         if "degraded" in out and redacts(req.session):  # the server's own words are the owner's to read
             out["degraded"] = DEGRADED_CONFINED
         roots = len(self._roots().roots)
@@ -121,12 +122,12 @@ class ReadMethods:
             raise InvalidParams("param 'sites' needs storage.backend = 'postgres' (the embedded index has one site)")
         return tuple(mine if s == "self" else s for s in sites)
 
-    def context(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def context(self, params: dict[str, Any], peer: Peer) -> ContextReply:
         """The best memories for ``query`` as one Markdown block within ``max_tokens`` model tokens."""
         t0 = time.perf_counter()
         return self.run_context(parse_context(params, peer, self._roots().roots[0], self._defaults.min_score), t0)
 
-    def run_context(self, req: ContextRequest, t0: float) -> dict[str, Any]:
+    def run_context(self, req: ContextRequest, t0: float) -> ContextReply:
         from memoryd.indexer.search.context import build_context
 
         scope = req.scope
@@ -142,8 +143,10 @@ class ReadMethods:
                               self._line_scorer(req.query, vector, chunk_ids) if hits else None)
         if found is not None and found.abstained:  # nothing confident: say so rather than hand back noise
             block = block.abstaining(found.reason)
-        return {**shown_paths.context(block.to_json()), "max_tokens": req.max_tokens,
-                "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+        reply = cast(ContextReply, shown_paths.context(block.to_json()))  # ContextBlock.to_json: that shape
+        reply["max_tokens"] = req.max_tokens
+        reply["took_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return reply
 
     def _line_scorer(self, query: str, vector: Callable[[], Any] | None,
                      chunk_ids: Sequence[int]) -> LineScorer | None:
@@ -172,7 +175,7 @@ class ReadMethods:
 
         return cosine_scorer(embed, qvec)
 
-    def get(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def get(self, params: dict[str, Any], peer: Peer) -> GetReply:
         """Lines of a file inside a root (read-only; nothing outside the roots is served).
 
         The path is resolved first (:func:`memoryd.daemon.api.access.resolve_for_read`): access is decided on

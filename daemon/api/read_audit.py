@@ -12,8 +12,8 @@ number of hits, entries or lines and the distinct paths of the hits (at most
 :data:`MAX_PATHS`). Never the query text and never any content.
 
 The wrapping is done once, where the handlers are assembled
-(:func:`audit_reads`), so a read method added later is audited by being named
-in :data:`READS`.
+(:func:`audit_reads`), so a read method added later is audited by its row in
+:mod:`memoryd.daemon.api.vocabulary` saying ``audit="read"``.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.daemon.api.audit import AuditLog
+from memoryd.daemon.api.vocabulary import READ_AUDITED
 from memoryd.daemon.rpc.errors import RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.config import WriteConfig
 
 READS_NAME = "audit-reads.jsonl"
-READS = frozenset({"search", "context", "get", "files", "list", "export", "stats"})
 MAX_PATHS = 10
 
 
@@ -38,8 +38,9 @@ def open_read_audit(cfg: WriteConfig, data_dir: Path) -> AuditLog:
 
 
 def audit_reads(handlers: dict[str, Handler], log: AuditLog) -> dict[str, Handler]:
-    """``handlers`` with each method of :data:`READS` recording one read-audit line per call."""
-    return {name: (_audited(name, h, log) if name in READS else h) for name, h in handlers.items()}
+    """``handlers`` with each read-audited method (the vocabulary's ``READ_AUDITED``) recording one
+    read-audit line per call."""
+    return {name: (_audited(name, h, log) if name in READ_AUDITED else h) for name, h in handlers.items()}
 
 
 def _audited(method: str, handler: Handler, log: AuditLog) -> Handler:

@@ -1,7 +1,7 @@
 """What a confined session reads is redacted the way ``search`` redacts what it returns.
 
 ``search`` and ``context`` serve chunk text from the index, which was redacted when the
-file was indexed (``indexer/ingest.py``: :func:`memoryd.indexer.write.privacy.redact` at
+file was indexed (``indexer/ingestion/ingest.py``: :func:`memoryd.indexer.write.privacy.redact` at
 ``write.redact_index``). ``get``, ``list``, ``export`` and the MCP resources read the file
 itself, so without this a direct or group session read by ``get`` the password that
 ``search`` had hidden from it. They now call the same function at the same level for

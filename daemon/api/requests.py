@@ -13,7 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim
+from memoryd.daemon.api.session import SessionClaim
+from memoryd.daemon.api.vocabulary import (
+    AuditParams,
+    ContextParams,
+    ForgetParams,
+    GetParams,
+    HistoryParams,
+    NoParams,
+    RecordParams,
+    ReindexParams,
+    RememberParams,
+    SearchParams,
+    param_names,
+)
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, BAD_TARGET, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Peer, param, reject_unknown
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
@@ -116,7 +129,7 @@ class UndoRequest:
 
 def no_params(params: Params) -> None:
     """``ping`` and ``status`` take none."""
-    reject_unknown(params, set())
+    reject_unknown(params, param_names(NoParams))
 
 
 def _query(params: Params) -> str:
@@ -129,8 +142,7 @@ def _query(params: Params) -> str:
 
 
 def parse_search(params: Params, peer: Peer, defaults: SearchConfig, first_root: Path) -> SearchRequest:
-    reject_unknown(params, {"query", "k", "mode", "path_prefix", "min_score", "explain", "namespace", "sites",
-                            SESSION_PARAM})
+    reject_unknown(params, param_names(SearchParams))
     query = _query(params)
     k = param(params, "k", int, defaults.k)
     if not 1 <= k <= 1000:
@@ -172,8 +184,7 @@ def min_score_of(params: Params, absent: float | None, configured: float) -> flo
 
 def parse_context(params: Params, peer: Peer, first_root: Path, min_score: float = 0.0) -> ContextRequest:
     """``min_score`` is the configured threshold, used when the params name none."""
-    reject_unknown(params, {"query", "max_tokens", "k", "path_prefix", "min_score", "namespace", "mode",
-                            SESSION_PARAM})
+    reject_unknown(params, param_names(ContextParams))
     query = _query(params)
     mode = param(params, "mode", str, None)
     if mode is not None and not is_search_mode(mode):
@@ -191,7 +202,7 @@ def parse_context(params: Params, peer: Peer, first_root: Path, min_score: float
 
 
 def parse_get(params: Params, peer: Peer) -> GetRequest:
-    reject_unknown(params, {"path", "start_line", "end_line", "site", SESSION_PARAM})
+    reject_unknown(params, param_names(GetParams))
     raw = param(params, "path", str)
     start = param(params, "start_line", int, 1)
     end = param(params, "end_line", int, None)
@@ -201,7 +212,7 @@ def parse_get(params: Params, peer: Peer) -> GetRequest:
 
 
 def parse_reindex(params: Params) -> ReindexRequest:
-    reject_unknown(params, {"paths", "wait"})
+    reject_unknown(params, param_names(ReindexParams))
     wait = param(params, "wait", bool, False)
     paths = param(params, "paths", list, None)
     if paths is not None and not all(isinstance(p, str) and p for p in paths):
@@ -210,7 +221,7 @@ def parse_reindex(params: Params) -> ReindexRequest:
 
 
 def parse_remember(params: Params, peer: Peer) -> RememberRequest:
-    reject_unknown(params, {"content", "type", "namespace", "explain", SESSION_PARAM})
+    reject_unknown(params, param_names(RememberParams))
     content = param(params, "content", str)
     mtype = param(params, "type", str, None)
     ns_raw = param(params, "namespace", str, None)
@@ -221,7 +232,7 @@ def parse_remember(params: Params, peer: Peer) -> RememberRequest:
 
 
 def parse_forget(params: Params, peer: Peer) -> ForgetRequest:
-    reject_unknown(params, {"path", "line", "text", "site", SESSION_PARAM})
+    reject_unknown(params, param_names(ForgetParams))
     raw = param(params, "path", str)
     line = param(params, "line", int)
     expect = param(params, "text", str, None)
@@ -231,7 +242,7 @@ def parse_forget(params: Params, peer: Peer) -> ForgetRequest:
 
 
 def parse_audit(params: Params, peer: Peer) -> AuditRequest:
-    reject_unknown(params, {"tail", "log", SESSION_PARAM})
+    reject_unknown(params, param_names(AuditParams))
     n = param(params, "tail", int, 20)
     if not 1 <= n <= MAX_AUDIT_TAIL:
         raise InvalidParams(f"param 'tail' must be in 1..{MAX_AUDIT_TAIL}, got {n}")
@@ -242,7 +253,7 @@ def parse_audit(params: Params, peer: Peer) -> AuditRequest:
 
 
 def parse_history(params: Params, peer: Peer) -> HistoryRequest:
-    reject_unknown(params, {"path", "limit", SESSION_PARAM})
+    reject_unknown(params, param_names(HistoryParams))
     path = param(params, "path", str, None)
     limit = param(params, "limit", int, 50)
     if not 1 <= limit <= MAX_HISTORY_LIMIT:
@@ -253,7 +264,7 @@ def parse_history(params: Params, peer: Peer) -> HistoryRequest:
 
 
 def parse_undo(params: Params, peer: Peer) -> UndoRequest:
-    reject_unknown(params, {"id", SESSION_PARAM})
+    reject_unknown(params, param_names(RecordParams))
     rid = param(params, "id", str)
     if not rid or len(rid) > _ID_MAX:
         raise InvalidParams(f"param 'id' must be a history id (1..{_ID_MAX} characters)")

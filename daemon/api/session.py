@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from memoryd.daemon.api.vocabulary import BOUND_METHODS
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.write.access import OWNER, Session, binding_text, parse_session
@@ -23,13 +24,13 @@ from memoryd.indexer.write.refusals import AccessDenied, SessionError
 
 log = structlog.get_logger(__name__)
 
+__all__ = ["BOUND_METHODS", "SESSION_PARAM", "SessionClaim", "bind_uids", "held_to_limits", "owner_only"]
+
 SESSION_PARAM = "session"
 
-#: What a bound uid (``server.allowed_uids``) may call: the confined reads and ``remember``, each
-#: still checked against its session by the handler. Everything else is the owner's, including
-#: methods added later (default deny): ``ping``, ``status``, ``reindex``, ``forget``, ``audit``,
-#: ``history``, ``undo``, ``import``, ``clear``, ``update_section``, ``promote``, the storage methods.
-BOUND_METHODS = frozenset({"search", "context", "get", "files", "list", "export", "stats", "remember"})
+# What a bound uid (``server.allowed_uids``) may call: the methods whose row in the vocabulary says
+# ``bound`` (the confined reads and ``remember``), each still checked against its session by the
+# handler. Everything else is the owner's, including methods added later (default deny).
 
 
 @dataclass(frozen=True)

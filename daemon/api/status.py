@@ -8,7 +8,7 @@ order are those of the dict the daemon built before these types existed.
 
 The index's own figures (``files``, ``chunks``, ``model``, ``cache``,
 ``index``, ``skipped``, ``vectors``, ``storage``) differ by backend and are
-the library's to describe: :class:`memoryd.indexer.index_status.IndexStatus`,
+the library's to describe: :class:`memoryd.indexer.storage.index_status.IndexStatus`,
 spread at the top level after ``uptime_s``.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from memoryd.daemon.api.jobs import JobState
 from memoryd.daemon.watch.debouncer import ReadyReason
 from memoryd.daemon.work.tasks import ReconcileState
-from memoryd.indexer.index_status import IndexStatus
+from memoryd.indexer.storage.index_status import IndexStatus
 
 
 @dataclass(frozen=True)

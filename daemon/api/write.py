@@ -32,6 +32,7 @@ from memoryd.daemon.api.limits import TURN_LIMIT_KEY, RateLimited, Ticket, Write
 from memoryd.daemon.api.ports import Sited, WorkQueue, worker_result
 from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
 from memoryd.daemon.api.session import SessionClaim, held_to_limits
+from memoryd.daemon.api.vocabulary import WriteReply
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
@@ -116,7 +117,7 @@ class WriteMethods:
 
     # -- methods ------------------------------------------------------------------
 
-    def remember(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def remember(self, params: dict[str, Any], peer: Peer) -> WriteReply:
         req = parse_remember(params, peer)
         content = req.content
         rec: dict[str, Any] = {"action": "remember", "uid": peer.uid, "pid": peer.pid,
@@ -137,9 +138,9 @@ class WriteMethods:
             outcome = self.on_worker(lambda: self.new_writer().remember(plan, session.describe(),
                                                                          explain=req.explain))
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
-            return {**answer_of(outcome), **plan.describe()}
+            return cast(WriteReply, {**answer_of(outcome), **plan.describe()})  # the route: type, section …
 
-    def forget(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def forget(self, params: dict[str, Any], peer: Peer) -> WriteReply:
         req = parse_forget(params, peer)
         refusal = foreign_site(req.site, self._index.site) if req.site else None
         if refusal is not None:
@@ -261,12 +262,13 @@ class WriteMethods:
         log.info("write.rejected", stage=plan.stage, rule=plan.rule, preview=preview)
 
 
-def answer_of(outcome: Outcome) -> dict[str, Any]:
+def answer_of(outcome: Outcome) -> WriteReply:
     """A write's answer: the entry it replaced or removed (``previous``) passes the secret redactor that
     the history listing uses (the history file keeps the exact bytes, for undo and ``purge``)."""
-    out: dict[str, Any] = outcome.to_dict()
-    if isinstance(out.get("previous"), str):
-        out["previous"] = privacy.redact(out["previous"])
+    out = cast(WriteReply, outcome.to_dict())  # Outcome's fields, the unset ones left out
+    previous = out.get("previous")
+    if isinstance(previous, str):
+        out["previous"] = privacy.redact(previous)
     return out
 
 

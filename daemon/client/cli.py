@@ -22,8 +22,9 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from memoryd.daemon.api.vocabulary import SEARCH_MODES, SearchReply
 from memoryd.daemon.client import (
     cli_bank,
     cli_completion,
@@ -65,9 +66,6 @@ if TYPE_CHECKING:
 NAMESPACE_HELP = ("only one namespace: default (outside agents/, peers/, groups/), agent:ID, peer:ID or group:ID "
                   "(as the MCP tools' namespace)")
 
-# memoryd.indexer.config.SEARCH_MODES, spelled out: the CLI builds its parser on every run (editors'
-# on-save hooks included) and must not load the config machinery for it. A test keeps the two equal.
-SEARCH_MODES = ("hybrid", "vector", "keyword")
 
 
 def _common(p: argparse.ArgumentParser, daemon_side: bool = False) -> None:
@@ -306,10 +304,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     for key in ("k", "mode", "path_prefix", "namespace", "min_score", "sites"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
+    result: SearchReply
     if args.offline:
         from memoryd.daemon.offline_read import offline_search
 
-        result = offline_search(_load_config(args), params)
+        result = cast("SearchReply", offline_search(_load_config(args), params))  # the same handler's reply
     else:
         with _client(args) as client:
             result = client.call("search", params)

@@ -70,7 +70,7 @@ def _reindex(cfg: Any) -> int:
     from memoryd.daemon.oneshot import ensure_roots, summary_line
     from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.reconcile import reconcile
+    from memoryd.indexer.ingestion.reconcile import reconcile
     from memoryd.indexer.storage.postgres.index import PgMemoryIndex
 
     configure_logging(cfg.log.level, cfg.log.format)

@@ -71,8 +71,8 @@ from memoryd.daemon.client.mcp_tools import (
 )
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, STORAGE_UNAVAILABLE, TURN_LIMIT
-from memoryd.indexer.entrymeta import strip as strip_markers
 from memoryd.indexer.errors import MemorydError, NotRunningError
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server

@@ -23,14 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd.daemon.api.vocabulary import DEFAULT_K, MAX_CLIENT_K, SEARCH_MODES, WRITE_METHODS
 from memoryd.daemon.client.cli_write import TYPES
 
 # memoryd.indexer.write.access's id rule, repeated here so the schema can state it.
 ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
-MODES = ("hybrid", "vector", "keyword")
+MODES = SEARCH_MODES
 MAX_QUERY_CHARS = 8192  # memoryd.daemon.api.requests.MAX_QUERY_CHARS (the bridge does not load the server side)
-DEFAULT_K = 8  # search.k in the shipped config
 DEFAULT_CONTEXT_TOKENS = 800  # the budget the context quality target is measured at (docs/quality.md)
 
 
@@ -85,9 +85,14 @@ class ToolSpec:
     description: str
     schema: dict[str, Any]
     output: dict[str, Any]
-    read_only: bool = True
+    method: str  # the socket method a call sends (memoryd.daemon.api.vocabulary)
     destructive: bool = False
     idempotent: bool = True
+
+    @property
+    def read_only(self) -> bool:
+        """MCP's ``readOnlyHint``: the socket method changes no memory (its row in the vocabulary says so)."""
+        return self.method not in WRITE_METHODS
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -138,7 +143,7 @@ SEARCH = ToolSpec(
     "stored.",
     _obj({
         "query": _QUERY,
-        "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": DEFAULT_K,
+        "k": {"type": "integer", "minimum": 1, "maximum": MAX_CLIENT_K, "default": DEFAULT_K,
               "description": f"How many snippets to return (1-50; default {DEFAULT_K} unless the daemon's "
                              "search.k says otherwise)."},
         "namespace": _READ_NS,
@@ -158,6 +163,7 @@ SEARCH = ToolSpec(
         "mode": {"type": "string", "enum": list(MODES)},
         "tookMs": _NUM,
     }),
+    method="search",
 )
 
 GET = ToolSpec(
@@ -176,6 +182,7 @@ GET = ToolSpec(
     }, ("path",)),
     _out({"path": _STR, "root": _opt("string"), "from": _INT, "to": _INT, "totalLines": _opt("integer"),
           "text": _STR}),
+    method="get",
 )
 
 CONTEXT = ToolSpec(
@@ -199,6 +206,7 @@ CONTEXT = ToolSpec(
         "omitted": _INT,
         "abstained": _BOOL, "reason": _STR,
     }, ("text", "tokens", "maxTokens", "sources", "omitted")),
+    method="context",
 )
 
 REMEMBER = ToolSpec(
@@ -229,7 +237,7 @@ REMEMBER = ToolSpec(
         "history_id": _UNDO_ID, "type": _STR, "section": _STR, "scope": _STR, "importance": _INT,
         "routed_by": _STR, "rule": _STR, "stage": _STR,
     }, ("decision",)),
-    read_only=False, destructive=True, idempotent=False,  # 'replaced' overwrites an older entry
+    method="remember", destructive=True, idempotent=False,  # 'replaced' overwrites an older entry
 )
 
 STATUS = ToolSpec(
@@ -247,6 +255,7 @@ STATUS = ToolSpec(
                                                   "error": _opt("string")})},
         "model": _opt("string"), "version": _opt("string"),
     }),
+    method="status",
 )
 
 LIST = ToolSpec(
@@ -278,6 +287,7 @@ LIST = ToolSpec(
             "updated": _opt("string")}, ("path", "startLine", "endLine", "text", "citation"))},
         "nextCursor": _opt("string"),
     }),
+    method="list",
 )
 
 UPDATE_SECTION = ToolSpec(
@@ -301,7 +311,7 @@ UPDATE_SECTION = ToolSpec(
         "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "section": _STR, "history_id": _STR,
         "rule": _STR, "stage": _STR,
     }, ("decision",)),
-    read_only=False, destructive=True, idempotent=True,  # the same body twice is 'unchanged'
+    method="update_section", destructive=True, idempotent=True,  # the same body twice is 'unchanged'
 )
 
 PROMOTE = ToolSpec(
@@ -328,7 +338,7 @@ PROMOTE = ToolSpec(
         "reason": _STR, "path": _STR, "line": _INT, "citation": _STR, "namespace": _STR, "history_id": _UNDO_ID,
         "previous": _PREVIOUS, "reinforcement": _INT, "source": {"type": "object"}, "rule": _STR, "stage": _STR,
     }, ("decision",)),
-    read_only=False, idempotent=False,  # a second promote reinforces the copy
+    method="promote", idempotent=False,  # a second promote reinforces the copy
 )
 
 TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from memoryd.daemon.api.vocabulary import HitReply, SearchReply, StatusReply, WriteReply
 from memoryd.daemon.client.termsafe import escape, escape_line
-from memoryd.indexer.entrymeta import strip as strip_markers
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 _RANGE = re.compile(r"(?P<start>\d+)(?:-(?P<end>\d+))?")
 
@@ -73,7 +75,7 @@ def _terms_marked(text: str, terms: frozenset[str]) -> str:
 @lru_cache(maxsize=4096)
 def _word_terms(word: str) -> frozenset[str]:
     """A word's terms as the keyword index analyses them (stemmed, CJK bigrams): what the query matched."""
-    from memoryd.indexer.keyword import query_terms  # lazily: a terminal's highlighting only
+    from memoryd.indexer.search.keyword import query_terms  # lazily: a terminal's highlighting only
 
     return frozenset(query_terms(word))
 
@@ -82,12 +84,12 @@ def query_terms_of(query: str | None) -> frozenset[str]:
     """The analysed terms of ``query`` (empty for none): the words :func:`render_hits` highlights."""
     if not query:
         return frozenset()
-    from memoryd.indexer.keyword import query_terms
+    from memoryd.indexer.search.keyword import query_terms
 
     return frozenset(query_terms(query))
 
 
-def _matched(hit: dict[str, Any], width: int | None, highlight: bool, terms: frozenset[str]) -> list[str]:
+def _matched(hit: HitReply, width: int | None, highlight: bool, terms: frozenset[str]) -> list[str]:
     """The hit's matched lines, numbered (``  12│ text``); bold on a terminal, the query's terms coloured.
     Content is escaped here, since highlighted output bypasses the escaping stream (see
     :mod:`memoryd.daemon.client.termsafe`)."""
@@ -104,13 +106,13 @@ def _matched(hit: dict[str, Any], width: int | None, highlight: bool, terms: fro
     return out
 
 
-def _location(hit: dict[str, Any], show_root: bool) -> str:
+def _location(hit: HitReply, show_root: bool) -> str:
     """``path:a-b``; with several roots, the absolute path, which ``memoryd get`` takes as it is."""
     path = f"{hit['root'].rstrip('/')}/{hit['path']}" if show_root and hit.get("root") else hit["path"]
     return f"{escape_line(path)}:{hit['start_line']}-{hit['end_line']}"
 
 
-def render_hits(result: dict[str, Any], highlight: bool = False, width: int | None = None,
+def render_hits(result: SearchReply, highlight: bool = False, width: int | None = None,
                 query: str | None = None) -> str:
     """Hits for a person: location, score, heading, then the lines that matched (the first lines for a
     daemon that does not name them). ``highlight``: terminal bold for the matched lines, with the words
@@ -165,7 +167,7 @@ def _analysis_lines(analysis: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _size(n: object) -> str:
+def size_text(n: object) -> str:
     """A byte count for a person: ``12.3 MB``; "unknown" when the daemon could not tell."""
     if not isinstance(n, int | float) or isinstance(n, bool):
         return "unknown"
@@ -177,7 +179,8 @@ def _size(n: object) -> str:
     return f"{size:.1f} GB"  # pragma: no cover - the loop returns at GB
 
 
-def _duration(seconds: object) -> str:
+def duration_text(seconds: object) -> str:
+    """Seconds for a person: ``42 s``, ``3 min 5 s``, ``2 h 10 min`` (the CLI and the UI say it alike)."""
     s = int(seconds) if isinstance(seconds, int | float) else 0
     if s < 60:
         return f"{s} s"
@@ -186,7 +189,7 @@ def _duration(seconds: object) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
-def _fresh(st: dict[str, Any]) -> str:
+def fresh_text(st: Mapping[str, Any]) -> str:
     """Whether every change seen so far is searchable; an older daemon has no ``fresh``: derive it."""
     pending, reconciling = st.get("pending") or 0, bool(st.get("reconciling"))
     if st.get("fresh", not pending and not reconciling):
@@ -195,17 +198,17 @@ def _fresh(st: dict[str, Any]) -> str:
     return f"no ({', '.join(why)})" if why else "no"
 
 
-def render_status(st: dict[str, Any]) -> str:
+def render_status(st: StatusReply) -> str:
     """The daemon's status as aligned ``name  value`` rows, in words (no Python ``None``/``True``)."""
     model = {"queries": "exact", **st.get("model", {})}
     rows = [
         ("version", f"{st.get('version', '')}" + (f" (pid {st['pid']})" if st.get("pid") else "")),
         ("socket", escape_line(str(st.get("socket") or "unknown"))),
-        ("uptime", _duration(st.get("uptime_s", 0))),
-        ("fresh", _fresh(st)),
+        ("uptime", duration_text(st.get("uptime_s", 0))),
+        ("fresh", fresh_text(st)),
         ("files / chunks", f"{st.get('files')} / {st.get('chunks')}"),
         ("pending", str(st.get("pending", 0))),
-        ("vectors pending", _backlog(st.get("vectors") or {})),
+        ("vectors pending", backlog_text(st.get("vectors") or {})),
         *_line_rows(st.get("line_vectors")),
         ("reconciling", _reconciling(st)),
         ("model", f"{model.get('id')} ({model.get('dim')} d, {model.get('queries')} queries"
@@ -221,8 +224,8 @@ def render_status(st: dict[str, Any]) -> str:
         rows.append(("watch failure", escape_line(str(st["last_watch_failure"]))))
     rows += _storage_rows(st.get("storage"))
     rows += [
-        ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({_size(st.get('data_dir_bytes'))})"),
-        ("memory (RSS)", _size(st.get("rss_bytes"))),
+        ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({size_text(st.get('data_dir_bytes'))})"),
+        ("memory (RSS)", size_text(st.get("rss_bytes"))),
     ]
     for root in st.get("roots", []):
         state = "watching" if root.get("alive") else "NOT WATCHING"
@@ -259,7 +262,7 @@ def _storage_rows(sto: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _reconciling(st: dict[str, Any]) -> str:
+def _reconciling(st: Mapping[str, Any]) -> str:
     """``yes: 12/31 files`` while a sweep reads and commits files; ``yes (vectors filling in)`` after it
     while keyword-first chunks wait for their vectors; an older daemon's plain yes/no otherwise."""
     if not st.get("reconciling"):
@@ -285,16 +288,16 @@ def _line_rows(lines: dict[str, Any] | None) -> list[tuple[str, str]]:
                              f"keep their plain order)")]
 
 
-def _backlog(v: dict[str, Any]) -> str:
+def backlog_text(v: Mapping[str, Any]) -> str:
     """``0``, or ``1200 (18.5/s, about 65 s left)`` while keyword-first chunks wait for their vectors."""
     if not v.get("pending"):
         return "0"
     speed = f"{v['per_s']:.1f}/s" if v.get("per_s") else "rate not measured yet"
-    eta = f", about {_duration(v['eta_s'])} left" if v.get("eta_s") is not None else ""
+    eta = f", about {duration_text(v['eta_s'])} left" if v.get("eta_s") is not None else ""
     return f"{v['pending']} ({speed}{eta}; keyword search covers them already)"
 
 
-def render_written(result: dict[str, Any]) -> list[str]:
+def render_written(result: WriteReply) -> list[str]:
     """A ``remember`` (or ``promote``) answer in words: what it did, where, and for a replace or a
     reinforcement the entry as it was and the command that takes it back (so a person sees what
     changed without opening the file or the history)."""

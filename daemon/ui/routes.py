@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from memoryd.daemon.api.vocabulary import DEFAULT_K, MAX_CLIENT_K, SEARCH_MODES
 from memoryd.daemon.client.cli_write import TYPES
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, AMBIGUOUS_PATH
@@ -28,8 +29,7 @@ from memoryd.daemon.ui.security import CSRF_FIELD, CSRF_HEADER, TOKEN_PARAM
 from memoryd.daemon.ui.state import Ui
 from memoryd.indexer.errors import DaemonError, NotRunningError
 
-SEARCH_MODES = ("hybrid", "vector", "keyword")
-DEFAULT_K, MAX_K = 10, 50
+MAX_K = MAX_CLIENT_K
 HISTORY_LIMIT, AUDIT_TAIL, LIST_LIMIT, ACCESS_FILES = 100, 200, 100, 500
 
 Page = Callable[[Request, Ui], Response]
@@ -100,7 +100,7 @@ def post(fn: Action) -> Callable[[Request], Awaitable[Response]]:
             kind, message, target = "error", str(exc), "/"
         return _back(request, ui, _local(fields.get("back")) or target, ui.flashes.put(kind, message))
 
-    endpoint.csrf_checked = True  # type: ignore[attr-defined]  # tests/test_ui_http.py: every POST route has it
+    endpoint.csrf_checked = True  # type: ignore[attr-defined]  # tests/ui/test_ui_http.py: every POST route has it
     return endpoint
 
 

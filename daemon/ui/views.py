@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from memoryd.daemon.client.render import _backlog, _duration, _fresh, _size
+from memoryd.daemon.client.render import backlog_text, duration_text, fresh_text, size_text
 from memoryd.daemon.client.termsafe import escape as visible_controls
-from memoryd.indexer.entrymeta import strip as strip_markers
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 CONTEXT_LINES = 1  # lines shown around a matched line of a long hit
 SHORT_HIT = 8  # a hit of at most this many lines is shown whole
@@ -236,25 +236,25 @@ def dashboard(status: dict[str, Any], stats: dict[str, Any] | None) -> dict[str,
         errors.append(("storage", str(storage.get("last_error") or storage.get("error") or "unreachable")))
     return {
         "fresh": bool(status.get("fresh", not status.get("pending") and not status.get("reconciling"))),
-        "fresh_text": _fresh(status),
+        "fresh_text": fresh_text(status),
         "facts": [
             ("version", f"{status.get('version', '?')} (pid {status.get('pid', '?')}, "
-                        f"up {_duration(status.get('uptime_s'))})"),
+                        f"up {duration_text(status.get('uptime_s'))})"),
             ("files / chunks", f"{status.get('files', 0)} / {chunks}"),
             ("changes pending", str(status.get("pending", 0))),
             ("last reconcile", str(status.get("last_reconcile") or "not yet")),
             ("model", f"{model.get('id')} ({model.get('dim')} d)"),
             ("index", f"{index.get('type')}, {index.get('vectors')} vectors"),
             ("storage", f"{storage.get('backend', '?')}: {storage.get('where', '?')}"),
-            ("data dir", f"{status.get('data_dir', '?')} ({_size(status.get('data_dir_bytes'))})"),
-            ("memory (RSS)", _size(status.get("rss_bytes"))),
+            ("data dir", f"{status.get('data_dir', '?')} ({size_text(status.get('data_dir_bytes'))})"),
+            ("memory (RSS)", size_text(status.get("rss_bytes"))),
         ],
         "roots": status.get("roots", []),
         "vectors_pending": pending,
         "vectors_done": max(chunks - pending, 0),
         "vectors_total": max(chunks, pending, 1),
-        "vectors_text": _backlog(vectors),
-        "eta": _duration(vectors["eta_s"]) if pending and vectors.get("eta_s") is not None else None,
+        "vectors_text": backlog_text(vectors),
+        "eta": duration_text(vectors["eta_s"]) if pending and vectors.get("eta_s") is not None else None,
         "errors": errors,
         "skipped": status.get("skipped", []),
         "namespaces": sorted((stats or {}).get("namespaces", {}).items()),

@@ -1,7 +1,7 @@
 """The worker's idle-time job after the vector backlog: each chunk's line vectors.
 
 Once every chunk has its vector, the worker gives the line-vector backlog
-(:mod:`memoryd.indexer.line_vectors`: the chunks without their lines' vectors) one
+(:mod:`memoryd.indexer.fill.line_vectors`: the chunks without their lines' vectors) one
 bounded step whenever its queue is empty, with the same low-priority embedder as
 the vector backlog: a task that arrives ends the step between model calls, or
 during one (:class:`SliceAbandoned`: the lines of that call are embedded again

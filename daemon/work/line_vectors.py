@@ -4,13 +4,13 @@
 query (:mod:`memoryd.indexer.search.context`); each line is one short passage
 for the model. A line's vector depends only on its text and the model — it is
 exactly the vector a chunk of that text gets — so the lines the index embedded
-when it was idle (:mod:`memoryd.indexer.line_vectors`) are read first, by the
+when it was idle (:mod:`memoryd.indexer.fill.line_vectors`) are read first, by the
 block's chunks (:meth:`LineVectors.preload`); the rest are looked up, like
 chunks, in the embedding cache (sha256 of model id + text) and the new ones are
 stored there: a line is embedded once, across restarts, not once per process,
 on either backend (the index opens the cache for it:
 :meth:`~memoryd.indexer.engine.MemoryIndex.open_line_store`, a
-:class:`~memoryd.indexer.backend.LineStore`; on PostgreSQL the shared table, so a
+:class:`~memoryd.indexer.storage.base.LineStore`; on PostgreSQL the shared table, so a
 line one site embedded is not embedded again by another). A bounded in-memory LRU
 in front spares the database for the lines of popular memories. Handlers run on
 several connection threads, hence the lock (the model call runs outside it).
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import structlog
 
-from memoryd.indexer.cache import cache_key
+from memoryd.indexer.storage.embedded.cache import cache_key
 
 if TYPE_CHECKING:
-    from memoryd.indexer.backend import LineStore
     from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.storage.base import LineStore
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +41,7 @@ MEMO_LINES = 4096
 class LineCache:
     """Line vectors by line text in an index's embedding cache (keys bind each to ``model_id``).
 
-    Best effort, as its :class:`~memoryd.indexer.backend.LineStore`: a line that cannot be stored now
+    Best effort, as its :class:`~memoryd.indexer.storage.base.LineStore`: a line that cannot be stored now
     (the indexer is busy writing, the database is away) is logged and embedded again by a later process."""
 
     def __init__(self, store: LineStore, model_id: str) -> None:

@@ -22,9 +22,9 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.work.polite import lower_priority
-from memoryd.indexer.ann import Rebuild
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.storage.embedded.ann import Rebuild
 
 log = structlog.get_logger(__name__)
 

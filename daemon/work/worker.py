@@ -59,8 +59,8 @@ from memoryd.daemon.work.tasks import NOT_RUN, ReconcileState, Task, TaskStopped
 from memoryd.daemon.work.vector_steps import VectorSteps
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DiskFullError, MemorydError
-from memoryd.indexer.indexstats import IndexStats
-from memoryd.indexer.reconcile import reconcile
+from memoryd.indexer.ingestion.indexstats import IndexStats
+from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.storage.base import StorageUnavailableError
 
 __all__ = ["HANDFUL", "NOT_RUN", "IndexWorker", "Task", "TaskStopped"]

@@ -32,7 +32,7 @@ from memoryd.indexer.bank.model import (
     Update,
 )
 from memoryd.indexer.errors import MemorydError
-from memoryd.indexer.memblocks import assert_user_blocks_unchanged
+from memoryd.indexer.markdown.memblocks import assert_user_blocks_unchanged
 
 log = structlog.get_logger(__name__)
 NEW_FILE_MODE = 0o644  # bank files are project documents, usually committed and shared

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memoryd.indexer.bank.model import BANK_DIR, CURRENT_VERSION, BankError, Detection
 from memoryd.indexer.bank.sections import lines_outside_fences
-from memoryd.indexer.memblocks import (
+from memoryd.indexer.markdown.memblocks import (
     MACHINE_END,
     MACHINE_START,
     TEMPLATE_MARKER,

@@ -23,7 +23,7 @@ from memoryd.indexer.bank.model import BankError, ContentChange, Create, Detecti
 from memoryd.indexer.bank.routing import routing_body, routing_section
 from memoryd.indexer.bank.scan import scan_project
 from memoryd.indexer.bank.sections import find_section, generated_region, lines_outside_fences, replace_generated
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, TEMPLATE_MARKER, user_spans
+from memoryd.indexer.markdown.memblocks import MACHINE_END, MACHINE_START, TEMPLATE_MARKER, user_spans
 
 
 def plan_init(det: Detection, today: date) -> Plan:

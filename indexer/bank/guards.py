@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memoryd.indexer.bank.model import BankError
-from memoryd.indexer.memblocks import BlockError, user_spans
+from memoryd.indexer.markdown.memblocks import BlockError, user_spans
 from memoryd.indexer.write import privacy
 
 _REASONS = {rule.name: rule.reason for rule in reversed(privacy.RULES)}

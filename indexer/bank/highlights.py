@@ -23,7 +23,7 @@ import re
 from datetime import datetime
 
 from memoryd.indexer.bank.templates import HIGHLIGHTS, HIGHLIGHTS_HEADER
-from memoryd.indexer.memblocks import BlockError, assert_user_blocks_unchanged
+from memoryd.indexer.markdown.memblocks import BlockError, assert_user_blocks_unchanged
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.lexical import fold
 from memoryd.indexer.write.mdlines import MdLines

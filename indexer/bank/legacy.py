@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from memoryd.indexer.bank.sections import demote_headings, lines_outside_fences, strip_title_and_markers
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START
+from memoryd.indexer.markdown.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START
 
 MAX_HIGHLIGHTS = 20  # the v7.1 template keeps Decision Highlights within 10-20 rows
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")

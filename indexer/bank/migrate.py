@@ -26,7 +26,7 @@ from memoryd.indexer.bank.legacy import decision_rows, section_body
 from memoryd.indexer.bank.model import Archive, BankError, Create, Delete, Detection, Mkdir, Move, Op, Plan, Rmdir
 from memoryd.indexer.bank.routing import routing_section
 from memoryd.indexer.bank.scan import scan_project
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, user_blocks
+from memoryd.indexer.markdown.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, user_blocks
 
 KNOWN_DIRS = {"docs": "design", "design": "design", "requirements": "requirements", "learnings": "learnings"}
 _SKIP = {MEMORY, LEGACY, DETAILS, *LEGACY_ENTRIES}

@@ -15,7 +15,14 @@ from memoryd.indexer.bank.layout import DETAILS, INDEX, STANDARD_FILES, STANDARD
 from memoryd.indexer.bank.model import ContentChange
 from memoryd.indexer.bank.sections import lines_outside_fences, wrap_generated
 from memoryd.indexer.bank.templates import LEGACY_NOTE, ROUTING
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, machine_span, user_spans
+from memoryd.indexer.markdown.memblocks import (
+    MACHINE_END,
+    MACHINE_START,
+    USER_END,
+    USER_START,
+    machine_span,
+    user_spans,
+)
 
 _P = f"memory-bank/{DETAILS}"
 _INTENTS = {

@@ -21,7 +21,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, user_spans
+from memoryd.indexer.markdown.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, user_spans
 
 GEN_START = re.compile(r"<!-- memoryd:generated sha256=([0-9a-f]{12}) -->\n")
 GEN_END = "<!-- memoryd:generated-end -->\n"

@@ -11,7 +11,7 @@ from datetime import date
 
 from memoryd.indexer.bank.scan import Snapshot
 from memoryd.indexer.bank.sections import wrap_generated
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START
+from memoryd.indexer.markdown.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START
 
 MARKER = "<!-- MEMORY_BANK_TEMPLATE:v7.1 -->"
 TITLE = "# Project Memory\n"

@@ -25,7 +25,7 @@ here (not every server does it). What memoryd adds:
   failing, so a server that is down costs a search or a backlog step nothing;
   :meth:`OpenAIEmbedder.health` (shown by ``status``) names the provider, the server and its
   last error. The index commits chunks keyword first while it is down and fills their
-  vectors when it is back (indexer/vectorfill.py); search answers from the keyword leg.
+  vectors when it is back (indexer/fill/vectorfill.py); search answers from the keyword leg.
 
 The API key is the value of the environment variable ``embedding.api_key_env`` names, read by
 :func:`memoryd.indexer.config.load` (never from the file) and never logged: it is sent only in

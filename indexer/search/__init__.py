@@ -1,6 +1,6 @@
 """The query side of the index: from a query string to ranked, merged hits.
 
-:mod:`~memoryd.indexer.search.hybrid` runs a query: the vector and keyword legs
+:mod:`~memoryd.indexer.storage.embedded.hybrid` runs a query: the vector and keyword legs
 (the keyword leg bounded by :mod:`~memoryd.indexer.search.keyword_plan`), both scores
 for every candidate, :mod:`~memoryd.indexer.search.fusion`, the rescoring of
 :mod:`~memoryd.indexer.search.proximity`/:mod:`~memoryd.indexer.search.rescore` (query

@@ -44,7 +44,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from memoryd.indexer.store import select_in
+from memoryd.indexer.storage.embedded.store import select_in
 
 __all__ = ["CALIBRATION_VERSION", "Features", "coverage", "features_for", "features_from", "fitted_for", "monotone",
            "probability", "with_margins"]

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 
-from memoryd.indexer import keyword
+from memoryd.indexer.search import keyword
 
 __all__ = ["common_terms", "content_terms"]
 

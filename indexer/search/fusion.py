@@ -1,6 +1,6 @@
 """Fusing the vector and keyword legs into one ranking.
 
-Both legs score every candidate (see :mod:`memoryd.indexer.search.hybrid`); each leg is then
+Both legs score every candidate (see :mod:`memoryd.indexer.storage.embedded.hybrid`); each leg is then
 normalised over the candidate set of the query and the two are combined with
 the configured weights. Three normalisations are offered because the data
 decide (``docs/quality.md``): ``zscore`` (default — the distance from the

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memoryd.indexer.config import SearchMode
-from memoryd.indexer.entrymeta import summarize
+from memoryd.indexer.markdown.entrymeta import summarize
 
 MAX_MERGED_CHUNKS = 3
 

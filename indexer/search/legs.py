@@ -6,7 +6,7 @@ the two candidate legs (keyword and vector), the chunks' rows and stored terms, 
 cosines of given chunks, the corpus statistics (document frequencies, the document count)
 and the calibration features (each backend holds its keyword terms its own way).
 
-Implemented by :class:`memoryd.indexer.search.hybrid.EmbeddedLegs` (SQLite FTS5 + FAISS)
+Implemented by :class:`memoryd.indexer.storage.embedded.hybrid.EmbeddedLegs` (SQLite FTS5 + FAISS)
 and :class:`memoryd.indexer.storage.postgres.search.PgLegs` (PostgreSQL + pgvector).
 """
 
@@ -17,10 +17,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search.calibration import Features
 from memoryd.indexer.search.keyword_plan import KeywordPlan
 from memoryd.indexer.search.query import Query
+from memoryd.indexer.storage.rows import ChunkRow
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class LegSession(Protocol):
         ...
 
     def line_cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
-        """Each chunk's best line cosine with ``qvec`` (:mod:`memoryd.indexer.line_vectors`), for the chunks
+        """Each chunk's best line cosine with ``qvec`` (:mod:`memoryd.indexer.fill.line_vectors`), for the chunks
         among ``ids`` whose line vectors are filled in (none on a backend that keeps none)."""
         ...
 

@@ -5,7 +5,7 @@ or nearly), and a question that joins two facts finds its second fact down there
 whose one line answers it while its chunk vector, blurred over 10–20 lines, does not stand out.
 Each merged hit from ``FIRST_MOVED`` on is ordered by ``z(score) + weight * z(best line cosine)``
 (z-scores over the hits considered; the best line cosine is the best of its chunks'
-:mod:`memoryd.indexer.line_vectors`); the hits above never move, so the first answers stay
+:mod:`memoryd.indexer.fill.line_vectors`); the hits above never move, so the first answers stay
 what the calibrated score says. Measured on LoCoMo held out per conversation, multi-hop
 questions with every evidence line in the top 10: 0.696 → 0.729, R@1 unchanged (docs/quality.md,
 "Multi-hop questions").

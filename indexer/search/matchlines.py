@@ -5,7 +5,7 @@ evidence is usually one or two of them. Each line is scored with the signals
 of both legs that are cheap at line level:
 
 - **keyword**: the IDF-weighted sum of the distinct query terms the line holds
-  (its terms analysed as a query's are, :func:`memoryd.indexer.keyword.query_terms`,
+  (its terms analysed as a query's are, :func:`memoryd.indexer.search.keyword.query_terms`,
   so a CJK line yields the same bigrams the query searched);
 - **vector**: a merged hit spans several chunks, each with its own cosine; a
   line takes the best cosine of the chunks that hold it, so the sub-window the
@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from memoryd.indexer import keyword
+from memoryd.indexer.search import keyword
 
 MAX_MATCH_LINES = 3
 """Lines named per hit (best first): enough for a question and its answer, few enough to preview."""

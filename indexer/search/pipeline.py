@@ -13,7 +13,7 @@ the chunks (the backend answers through :mod:`memoryd.indexer.search.legs`):
    (:mod:`~memoryd.indexer.search.rescore`);
 3. fusion (:mod:`~memoryd.indexer.search.fusion`), the date and intent boosts, then the
    optional reorderings (prior, recency, MMR: off by default, and then not in the path);
-   the first candidates' best line cosines are read (:mod:`~memoryd.indexer.line_vectors`);
+   the first candidates' best line cosines are read (:mod:`~memoryd.indexer.fill.line_vectors`);
 4. calibration (:mod:`~memoryd.indexer.search.calibration`): each hit's score becomes a
    relevance in [0, 1]; a weak result may be searched again wider
    (:mod:`~memoryd.indexer.search.fallback`, off by default);
@@ -31,11 +31,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memoryd.indexer import keyword
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
 from memoryd.indexer.errors import MemorydError
-from memoryd.indexer.rows import ChunkRow
-from memoryd.indexer.search import calibration, fallback, intent, lineblend, pending, rescore, shaping, synonyms
+from memoryd.indexer.search import (
+    calibration,
+    fallback,
+    intent,
+    keyword,
+    lineblend,
+    pending,
+    rescore,
+    shaping,
+    synonyms,
+)
 from memoryd.indexer.search.content_words import content_terms
 from memoryd.indexer.search.fusion import fuse, minmax
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, SearchResult, merge_consecutive
@@ -43,6 +51,7 @@ from memoryd.indexer.search.legs import LegSession, QueryVector, SearchLegs, Ter
 from memoryd.indexer.search.proximity import idf
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
+from memoryd.indexer.storage.rows import ChunkRow
 from memoryd.indexer.types import Embedder
 
 KEYWORD_DEPTH = 4  # BM25 scores are read this many times deeper than the candidate count

@@ -3,7 +3,7 @@
 ``score + weight × prior``, where ``prior`` in [0, 1] is the mean of three parts:
 
 - importance: the highest importance among the hit's entry markers
-  (:mod:`memoryd.indexer.entrymeta`), scaled from the router's 1–5 to 0–1;
+  (:mod:`memoryd.indexer.markdown.entrymeta`), scaled from the router's 1–5 to 0–1;
   0.5 when no entry was rated (the user wrote them), so unrated text is
   neither favoured nor buried;
 - reinforcement: ``r / (r + 1)`` for the most reinforced entry (0 when none);
@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from memoryd.indexer.entrymeta import IMPORTANCE_MAX, IMPORTANCE_MIN, summarize
+from memoryd.indexer.markdown.entrymeta import IMPORTANCE_MAX, IMPORTANCE_MIN, summarize
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.rerank import DAY_S, file_time
 

@@ -13,7 +13,7 @@ every chunk adds nothing). The result is in BM25 units and is added to the
 chunk's BM25 with ``PROXIMITY_WEIGHT`` before the legs are fused.
 
 Only word terms take part. CJK text is indexed as characters and overlapping
-bigrams (:mod:`memoryd.indexer.keyword`): adjacency is already inside those terms, and
+bigrams (:mod:`memoryd.indexer.search.keyword`): adjacency is already inside those terms, and
 the stored run is not in text order (its characters, then its bigrams), so
 positions would mislead.
 

@@ -4,7 +4,7 @@ Memory is kept in dated files (``memory/YYYY-MM-DD.md``), and a question that
 names a time ("what did I decide in October 2023?", "on May 3, 2023",
 "2023年10月") asks about the notes written then. BM25 sees such a date only as
 weak words ("octob", "2023") that many sessions share, so the searcher gives
-chunks of files whose date matches a small boost (:mod:`memoryd.indexer.search.hybrid`).
+chunks of files whose date matches a small boost (:mod:`memoryd.indexer.storage.embedded.hybrid`).
 
 Understood forms: ISO ``2023-10-13`` / ``2023/10/13``; ``October 13, 2023``,
 ``13 October 2023`` (full or three-letter month names, optional ordinal

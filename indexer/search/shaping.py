@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.matchlines import best_lines, line_scores
+from memoryd.indexer.storage.rows import ChunkRow
 
 
 def calibrated(hits: list[Hit], feats: dict[int, calibration.Features]) -> list[Hit]:

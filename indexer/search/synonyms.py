@@ -14,13 +14,13 @@ The table is the built-in ``synonyms.txt`` shipped with this package plus, when
     pull request, PR, merge request
 
 one group per line, names separated by ``,``, ``，`` or ``、``. Each name is
-analysed as the index analyses text (:mod:`memoryd.indexer.keyword`): a word
+analysed as the index analyses text (:mod:`memoryd.indexer.search.keyword`): a word
 becomes its stem, several words a phrase (matched as adjacent words), a Chinese
 name its characters' bigrams. A Chinese name is recognised in a query as a
 substring; any other name when all its analysed terms are among the query's.
 
 Expansion is bounded: at most ``MAX_ADDED_TERMS`` terms are added, and never
-past :data:`memoryd.indexer.keyword.MAX_QUERY_TERMS` in all; the added terms
+past :data:`memoryd.indexer.search.keyword.MAX_QUERY_TERMS` in all; the added terms
 then go through the same keyword plan, row and scan budgets as the query's own
 (:mod:`memoryd.indexer.search.keyword_plan`). A bad file fails loading with a
 :class:`SynonymFileError` naming the file and line.
@@ -47,8 +47,8 @@ from pathlib import Path
 
 import structlog
 
-from memoryd.indexer import keyword
 from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.search import keyword
 
 MAX_ADDED_TERMS = 12
 """Terms one query's expansion may add: a bound on the keyword leg's extra work and noise."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memoryd.indexer.cache import EmbeddingCache
     from memoryd.indexer.storage.base import CacheStore, ChunkStore, VectorStore
+    from memoryd.indexer.storage.embedded.cache import EmbeddingCache
+    from memoryd.indexer.storage.embedded.store import Store
+    from memoryd.indexer.storage.embedded.vectors import VectorIndex
     from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
     from memoryd.indexer.storage.postgres.search import PgVectors
     from memoryd.indexer.storage.postgres.store import PgStore
-    from memoryd.indexer.store import Store
-    from memoryd.indexer.vectors import VectorIndex
 
     def embedded(store: Store, cache: EmbeddingCache,
                  vectors: VectorIndex) -> tuple[ChunkStore, CacheStore, VectorStore]:

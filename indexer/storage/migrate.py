@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from memoryd.indexer.errors import StoreError
+from memoryd.indexer.storage.embedded.store import NewChunk, Store
 from memoryd.indexer.storage.postgres import connect, corpus, schema
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache
 from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.store import PgStore
-from memoryd.indexer.store import NewChunk, Store
 
 BATCH = 500
 DB_NAME = "index.sqlite3"  # memoryd.indexer.engine.DB_NAME (not imported: that would load the whole engine)

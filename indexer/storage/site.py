@@ -1,8 +1,7 @@
 """This daemon's site in a shared database, and whether a hit's site is this one.
 
-Its own module (not the package's ``__init__``) so that the PostgreSQL backend, which the
-package's :func:`~memoryd.indexer.storage.open_index` imports, takes it without importing
-its own package back.
+Its own module, re-exported by the package's ``__init__``, so that the backends take it
+from here without anything else of the package.
 """
 
 from __future__ import annotations

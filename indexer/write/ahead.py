@@ -27,7 +27,7 @@ import structlog
 
 from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
 from memoryd.indexer.errors import DiskFullError, is_disk_full
-from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.markdown.memblocks import BlockError
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import resolve_target

@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memoryd.indexer.cache import cache_key
 from memoryd.indexer.config import SearchMode, WriteConfig
-from memoryd.indexer.embedtext import clean_line
 from memoryd.indexer.errors import ProviderUnavailable
-from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.ingestion.embedtext import clean_line
+from memoryd.indexer.markdown.memblocks import BlockError
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.embedded.cache import cache_key
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.dedup import Candidate, near_exact
 from memoryd.indexer.write.intake import Accepted

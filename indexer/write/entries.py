@@ -11,14 +11,14 @@ Each entry carries what the file says about it:
   ``preference``, ``memory/DATE.md`` → ``journal``) or, in a ``MEMORY.md`` of a
   peer or group, its section; None when neither says;
 * ``reinforcements`` / ``importance`` — the entry's marker
-  (:mod:`memoryd.indexer.entrymeta`), plus an older memoryd's front-matter mappings
+  (:mod:`memoryd.indexer.markdown.entrymeta`), plus an older memoryd's front-matter mappings
   (entry id → count); None when neither records anything;
 * ``created`` — the day of a journal file or of a dated section heading, else the
   front matter's ``created:``; ``updated`` — the front matter's ``updated:``, else
   the file's modification time.
 
 Only the first root holds namespaces (the other roots are read-only notes).
-Files are read with :func:`memoryd.indexer.files.read_memory_file` without
+Files are read with :func:`memoryd.indexer.ingestion.files.read_memory_file` without
 following links, so a listing never leaves its namespace; the caller adds the
 session's own check (``accept``).
 """
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.indexer.errors import FileSkipped
-from memoryd.indexer.files import read_memory_file, walk_root
-from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.ingestion.files import read_memory_file, walk_root
+from memoryd.indexer.markdown.memblocks import BlockError
 from memoryd.indexer.write.access import NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.write.mdedit import entry_id
 from memoryd.indexer.write.mdlines import MdLines

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from memoryd.indexer.embedtext import clean_line
+from memoryd.indexer.ingestion.embedtext import clean_line
 from memoryd.indexer.write.lexical import script_of
 
 MIN_CJK_CHARS = 10

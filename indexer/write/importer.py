@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.indexer.memblocks import BlockError
+from memoryd.indexer.markdown.memblocks import BlockError
 from memoryd.indexer.write import mdedit, privacy
 from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.candidates import embed_entries, gather, read_text

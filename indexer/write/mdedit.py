@@ -3,13 +3,13 @@
 Every operation works on :class:`~memoryd.indexer.write.mdlines.MdLines`, touching only
 the lines it means to: the entry line(s) and, when the file has YAML front
 matter, the ``updated:`` line. Importance and reinforcement live in the entry's
-own marker (:mod:`memoryd.indexer.entrymeta`), so they are recorded in files
+own marker (:mod:`memoryd.indexer.markdown.entrymeta`), so they are recorded in files
 without front matter too; a count an older memoryd kept in a front-matter
 ``reinforcement:`` mapping (entry id → count) is folded into the marker, and
 its key dropped, the next time the entry is reinforced. A file without front
 matter gets none added (it would shift every line of a user's file); a file
 memoryd creates starts with one. Before returning, each operation proves that every USER block
-is byte-identical (:func:`memoryd.indexer.memblocks.assert_user_blocks_unchanged`).
+is byte-identical (:func:`memoryd.indexer.markdown.memblocks.assert_user_blocks_unchanged`).
 
 Entries are found again by their text, not trusted by line number: the line a
 candidate was seen on is only a hint, so an edit re-applied after a concurrent
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from memoryd.indexer.entrymeta import EntryMeta, strip
-from memoryd.indexer.memblocks import assert_user_blocks_unchanged
+from memoryd.indexer.markdown.entrymeta import EntryMeta, strip
+from memoryd.indexer.markdown.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.write.lexical import fold
 from memoryd.indexer.write.mdlines import ITEM, Entry, MdLines
 from memoryd.indexer.write.patch import Patch

@@ -7,10 +7,10 @@ that list (:meth:`MdLines.insert`, :meth:`MdLines.delete`); nothing else is
 ever re-serialised. New lines use the file's own line ending.
 
 Structure comes from :func:`memoryd.indexer.markdown_blocks.parse_outline` (front
-matter, headings, code fences) and :mod:`memoryd.indexer.memblocks` (USER and MACHINE
+matter, headings, code fences) and :mod:`memoryd.indexer.markdown.memblocks` (USER and MACHINE
 blocks). *Entries* are list items outside code fences and USER blocks, with
 their indented continuation lines; an entry's importance/reinforcement marker
-(:mod:`memoryd.indexer.entrymeta`) is split off its text.
+(:mod:`memoryd.indexer.markdown.entrymeta`) is split off its text.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memoryd.indexer.entrymeta import EntryMeta, split
+from memoryd.indexer.markdown.entrymeta import EntryMeta, split
+from memoryd.indexer.markdown.memblocks import MACHINE_END, MACHINE_START, BlockError, user_spans
 from memoryd.indexer.markdown_blocks import parse_outline
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, BlockError, user_spans
 
 ITEM = re.compile(r"^([ \t]{0,8}(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)(\S.*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#+[ \t]*)?$")
@@ -33,7 +33,7 @@ class Entry:
     end: int  # exclusive: the item's line plus its continuation lines
     prefix: str  # indentation, marker, spaces (and a task box)
     text: str  # the item's text on its first line, without its entry marker
-    meta: EntryMeta | None = None  # the entry marker's content (memoryd.indexer.entrymeta), None if it has none
+    meta: EntryMeta | None = None  # the entry marker's content (markdown.entrymeta), None if it has none
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memoryd.indexer.entrymeta import EntryMeta, split
-from memoryd.indexer.memblocks import USER_END, assert_user_blocks_unchanged
+from memoryd.indexer.markdown.entrymeta import EntryMeta, split
+from memoryd.indexer.markdown.memblocks import USER_END, assert_user_blocks_unchanged
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import REMEMBER, Session, authorize, check_relative, namespace_of
 from memoryd.indexer.write.mdlines import ITEM, MdLines

@@ -9,7 +9,7 @@ user's text is not ours to drop, even when it sits under a heading we own.
 
 The body is everything between the heading and the next heading of the same or
 a higher level (or the end of the region). The heading line itself, and every
-line outside the body, stay byte-identical; :func:`memoryd.indexer.memblocks.assert_user_blocks_unchanged`
+line outside the body, stay byte-identical; :func:`memoryd.indexer.markdown.memblocks.assert_user_blocks_unchanged`
 proves it for the USER blocks before anything is written.
 """
 
@@ -19,7 +19,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memoryd.indexer.memblocks import MACHINE_END, MACHINE_START, USER_END, USER_START, assert_user_blocks_unchanged
+from memoryd.indexer.markdown.memblocks import (
+    MACHINE_END,
+    MACHINE_START,
+    USER_END,
+    USER_START,
+    assert_user_blocks_unchanged,
+)
 from memoryd.indexer.write.mdlines import Heading, MdLines
 from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict, WriteError
 

@@ -23,7 +23,7 @@ import structlog
 from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.errors import ModelError, StoreError
-from memoryd.indexer.memblocks import assert_user_blocks_unchanged
+from memoryd.indexer.markdown.memblocks import assert_user_blocks_unchanged
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write import mdedit
 from memoryd.indexer.write.access import namespace_of, resolve_target

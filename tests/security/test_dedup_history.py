@@ -251,7 +251,7 @@ def test_the_cli_escapes_control_characters_from_entries() -> None:
 
 def test_a_forgotten_secret_is_kept_exactly_so_undo_works(env) -> None:
     """The history keeps the exact bytes (0600, never indexed, never logged): a forget of a line holding a
-    secret can be undone; what leaves the daemon is redacted (tests/test_write_ahead.py)."""
+    secret can be undone; what leaves the daemon is redacted (tests/write/test_write_ahead.py)."""
     _, root, w = env
     secret = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1"
     (root / "MEMORY.md").write_text(f"# Memory\n\n- The bot key is {secret} for now.\n- Tea is served at four.\n")

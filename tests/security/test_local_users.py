@@ -23,7 +23,7 @@ from memoryd.indexer import config as configmod
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError, UntrustedListenerError
 from memoryd.indexer.paths import client_daemon_uid, client_socket_path
-from tests.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
+from tests.e2e.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
 
 ME = os.geteuid()
 NOBODY = 65534

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from tests.client.test_mcp import run_session, text_of
 from tests.helpers import ready, wait_for
 from tests.security.paths_fixtures import OUTSIDE_WORD, tree
-from tests.test_mcp import run_session, text_of
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from tests.helpers import running_daemon
 from tests.security.secrets_cases import REPRODUCTIONS
 from tests.write_fixtures import WriteDaemon, start_write_daemon
 
-# same watchdog warning as tests/test_write_e2e.py: harmless, but filterwarnings=error would kill its thread
+# same watchdog warning as tests/e2e/test_write_e2e.py: harmless, but filterwarnings=error would kill its thread
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 
 

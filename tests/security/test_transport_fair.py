@@ -21,8 +21,8 @@ from structlog.testing import capture_logs
 
 from memoryd.daemon.rpc.fairness import RefusalLog, SlotPolicy
 from memoryd.daemon.rpc.server import SocketServer
+from tests.e2e.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
 from tests.security.test_transport_load import _read_line
-from tests.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
 
 OWNER, BOB, CAROL = 1000, 1001, 1002
 

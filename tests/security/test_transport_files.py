@@ -127,7 +127,7 @@ def test_every_data_file_is_0600_whatever_the_umask(tmp_path: Path, short_dir: P
 
 
 def test_sqlite_wal_and_shm_follow_the_database_mode(tmp_path: Path) -> None:
-    from memoryd.indexer.store import connect
+    from memoryd.indexer.storage.embedded.store import connect
 
     with _umask(0):
         conn = connect(tmp_path / "x.sqlite3")

@@ -175,7 +175,7 @@ def test_spawned_memoryd_mcp_applies_the_turn_limit(wd: WriteDaemon, tmp_path: P
     """The same through the real ``memoryd mcp`` process and the SDK's client, as a host runs it."""
     from typing import Any
 
-    from tests.test_mcp import run_session, text_of
+    from tests.client.test_mcp import run_session, text_of
 
     async def body(s: Any) -> list[Any]:
         return [await s.call_tool("memory_remember", {"content": fact}) for fact in FACTS]

@@ -2,7 +2,7 @@
 
 6: the browser was started with the token URL as an argument (``/proc/PID/cmdline`` is
 readable by every local user). Now it gets a ``file://`` URL of a 0600 page that forwards it,
-removed once the token has reached the server. (The port-bound cookie: tests/test_ui_http.py.)
+removed once the token has reached the server. (The port-bound cookie: tests/ui/test_ui_http.py.)
 17: half-sent requests held the UI's connections forever and nothing bounded them. Now each
 request has a deadline and past a cap the connection that waited longest is closed.
 """
@@ -198,7 +198,7 @@ def test_another_users_connection_gets_no_answer_even_with_the_token(ui_server: 
     import secrets
     import shutil
 
-    from tests.test_second_uid import TOOLS, _as, _interpreter, _run
+    from tests.e2e.test_second_uid import TOOLS, _as, _interpreter, _run
 
     if any(shutil.which(t) is None for t in TOOLS):
         pytest.skip(f"needs {', '.join(TOOLS)}")

@@ -1,7 +1,7 @@
 """Test-only shim: stop a memoryd subprocess at one exact point of a write and announce it.
 
 Why: random SIGKILLs (``bench/chaos.py``) hit the few microseconds of a
-snapshot rename or a COMMIT only by chance. ``tests/test_chaos_precise.py``
+snapshot rename or a COMMIT only by chance. ``tests/e2e/test_chaos_precise.py``
 puts this directory on ``PYTHONPATH`` of the daemon it starts; Python imports
 ``sitecustomize`` at start-up, and this module then wraps the write paths so
 that the daemon pauses *inside* the operation, where the test kills it.
@@ -22,7 +22,7 @@ The wrapped code is the real code: for the snapshot, ``remember`` and the write-
 steps of an edit, ``os`` as seen by :mod:`memoryd.indexer.atomic` (memoryd's one atomic
 writer; the temp file's name tells a snapshot from a user's file) and by
 :mod:`memoryd.indexer.write.ring` (the history's appends); for SQLite,
-:func:`memoryd.indexer.store._replace_chunks` (which runs inside ``Store.replace_file``'s
+:func:`memoryd.indexer.storage.embedded.store._replace_chunks` (which runs inside ``Store.replace_file``'s
 transaction).
 """
 
@@ -137,7 +137,8 @@ def _history_fsync(fd: int) -> None:
 
 
 def _install() -> None:
-    from memoryd.indexer import atomic, store
+    from memoryd.indexer import atomic
+    from memoryd.indexer.storage.embedded import store
     from memoryd.indexer.write import ring
 
     original = store._replace_chunks

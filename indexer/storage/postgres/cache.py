@@ -1,6 +1,6 @@
 """The shared embedding cache: one table for every site, keyed by the text's SHA-256.
 
-The key is :func:`memoryd.indexer.cache.cache_key` (model id + embedded text), so two
+The key is :func:`memoryd.indexer.storage.embedded.cache.cache_key` (model id + embedded text), so two
 sites with the same model share vectors and two models never mix. Eviction never
 drops a vector a chunk of *any* site still uses (the chunk rows copy it anyway).
 Implements :class:`memoryd.indexer.storage.base.CacheStore`.
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psycopg
 
-from memoryd.indexer.cache import evict_count, usable
 from memoryd.indexer.storage.base import StorageUnavailableError
+from memoryd.indexer.storage.embedded.cache import evict_count, usable
 
 if TYPE_CHECKING:
     from memoryd.indexer.storage.postgres.store import PgStore
@@ -76,7 +76,7 @@ class PgEmbeddingCache:
 
 
 class PgLineStore:
-    """The shared cache as a :class:`~memoryd.indexer.backend.LineStore`: the context excerpts' line vectors,
+    """The shared cache as a :class:`~memoryd.indexer.storage.base.LineStore`: the context excerpts' line vectors,
     read and stored from a request's thread through the store's pool.
 
     The indexer may hold cache rows locked in its transaction (a file's new vectors): a read that
@@ -122,7 +122,7 @@ class PgLineStore:
         return None
 
     def lines_of_chunks(self, ids: Sequence[int]) -> dict[str, FloatArray]:
-        from memoryd.indexer.line_codec import decode_lines
+        from memoryd.indexer.storage.line_codec import decode_lines
 
         if not ids:
             return {}

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.storage.postgres.terms import fts_tokens
+from memoryd.indexer.storage.rows import ChunkRow
 
 JOIN = " JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"
 _ROW = "c.id, r.path, f.path, c.start_line, c.end_line, c.heading, c.text, f.mtime_ns"

@@ -38,11 +38,15 @@ from typing import Any
 import psycopg_pool
 import structlog
 
-from memoryd.indexer.backend import LINE_WAIT_MS, LineStore
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.index_status import (
+from memoryd.indexer.fill.line_vectors import STEP_LINES, FillResult, LineRows
+from memoryd.indexer.ingestion.indexstats import IndexStats, Progress
+from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.search.query import Query
+from memoryd.indexer.storage.base import LINE_WAIT_MS, Backend, Capabilities, LineStore, StorageUnavailableError
+from memoryd.indexer.storage.index_status import (
     BacklogProgress,
     CacheStatus,
     IndexStatus,
@@ -50,11 +54,6 @@ from memoryd.indexer.index_status import (
     VectorIndexStatus,
     skipped_files,
 )
-from memoryd.indexer.indexstats import IndexStats, Progress
-from memoryd.indexer.line_vectors import STEP_LINES, FillResult, LineRows
-from memoryd.indexer.search.hits import SearchResult
-from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.base import Backend, Capabilities, StorageUnavailableError
 from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache, PgLineStore
 from memoryd.indexer.storage.postgres.dsn import describe
@@ -229,7 +228,7 @@ class PgMemoryIndex(MemoryIndex):
                                                                                            dest_rel)
 
     def claim_root(self, root: Path) -> bool:
-        """Whether this process may change ``root``'s rows (:func:`memoryd.indexer.reconcile.plan` asks
+        """Whether this process may change ``root``'s rows (:func:`memoryd.indexer.ingestion.reconcile.plan` asks
         before removing a root no longer configured): it holds the (site, root) lock, or takes it
         now. Never for a root lost to another process, nor while writes are refused."""
         if self.read_only or self.identity_changed is not None or self.refused is not None:

@@ -1,4 +1,4 @@
-"""The chunks' line vectors on PostgreSQL: :class:`PgLineRows`, the :class:`~memoryd.indexer.line_vectors.LineRows`
+"""The chunks' line vectors on PostgreSQL: :class:`PgLineRows`, the :class:`~memoryd.indexer.fill.line_vectors.LineRows`
 of table ``memoryd_line_vectors`` (schema 6).
 
 Each site fills the rows of its own chunks (its files under its roots): another site's daemon
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memoryd.indexer.line_codec import LineRow, PendingChunk
+from memoryd.indexer.storage.line_codec import LineRow, PendingChunk
 from memoryd.indexer.storage.postgres.store import PgStore
 
 _MINE = ("FROM memoryd_chunks c JOIN memoryd_files f ON f.id = c.file_id JOIN memoryd_roots r ON r.id = f.root_id"

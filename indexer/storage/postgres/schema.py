@@ -36,7 +36,7 @@ EF_SEARCH_MAX = 1000  # pgvector accepts 1-1000
 def session_ef_search(chunks: int) -> int:
     """A session's HNSW search breadth for a table of ``chunks`` rows: recall falls as the graph grows.
 
-    The embedded index's policy (:func:`memoryd.indexer.ann.ef_search`): ``chunks / 1000`` from
+    The embedded index's policy (:func:`memoryd.indexer.storage.embedded.ann.ef_search`): ``chunks / 1000`` from
     :data:`EF_SEARCH` up to :data:`EF_SEARCH_MAX` (pgvector's limit; the embedded index goes to
     1024). On the benchmark's vectors at ~1M chunks pgvector's default graph (m 16,
     ef_construction 64) found 0.33 of the true top 10 at 128 and 0.77 at 1000, for 3.4 -> 16 ms
@@ -127,7 +127,7 @@ MIGRATIONS: tuple[str, ...] = (
         version text NOT NULL DEFAULT '', started double precision, last_contact double precision);
     INSERT INTO memoryd_sites (site) SELECT DISTINCT site FROM memoryd_roots ON CONFLICT DO NOTHING;
     """,
-    # 5: keyword first (memoryd.indexer.deferred): a chunk may be committed before its vector (NULL until the
+    # 5: keyword first (memoryd.indexer.fill.deferred): a chunk may be committed before its vector (NULL until the
     # vector backlog writes it), so a large first index is keyword-searchable at once. The partial index holds
     # only those rows: a restart finds this site's backlog, and ``status`` counts it, without a table scan.
     # The vector leg skips them (the HNSW index holds no NULL anyway). Daemons older than this schema refuse
@@ -137,7 +137,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE memoryd_chunks ALTER COLUMN embedding DROP NOT NULL;
     CREATE INDEX IF NOT EXISTS memoryd_chunks_vectorless ON memoryd_chunks (id) WHERE embedding IS NULL;
     """,
-    # 6: each chunk's line vectors (memoryd.indexer.line_vectors): one row per chunk, its non-blank lines'
+    # 6: each chunk's line vectors (memoryd.indexer.fill.line_vectors): one row per chunk, its non-blank lines'
     # vectors as float16, written by the daemon's idle steps after the chunk vectors and read by the ranking
     # of hits 4+. The row goes with its chunk (the foreign key), so the chunks without one are the backlog.
     # Stored uncompressed (EXTERNAL): float16 vectors do not compress, and a search reads its candidates' rows whole.

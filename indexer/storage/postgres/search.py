@@ -32,17 +32,17 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from memoryd.indexer.line_codec import best_cosines
-from memoryd.indexer.rows import ChunkRow
 from memoryd.indexer.search import calibration, keyword_plan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms
 from memoryd.indexer.search.proximity import word_terms
 from memoryd.indexer.search.query import Query
+from memoryd.indexer.storage.line_codec import best_cosines
 from memoryd.indexer.storage.postgres import corpus
 from memoryd.indexer.storage.postgres.fetch import JOIN, Candidates, fetch_candidates
 from memoryd.indexer.storage.postgres.schema import EF_SEARCH, EF_SEARCH_MAX, hnsw_cast
 from memoryd.indexer.storage.postgres.store import PgStore
 from memoryd.indexer.storage.postgres.terms import fts_tokens
+from memoryd.indexer.storage.rows import ChunkRow
 
 K1, B = 1.2, 0.75
 _JOIN = JOIN

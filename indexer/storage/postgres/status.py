@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.indexer.index_status import StorageStatus
+from memoryd.indexer.storage.index_status import StorageStatus
 from memoryd.indexer.storage.postgres.sites import SiteInfo
 
 

@@ -34,12 +34,12 @@ import psycopg
 import psycopg_pool
 
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.rows import ChunkRow, FileChange, FileRow, NewChunk
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.postgres import corpus
 from memoryd.indexer.storage.postgres.connect import READ_ONLY, closed_by_server, read_only_error
 from memoryd.indexer.storage.postgres.schema import GENERATION_KEY, MIGRATION_LOCK
 from memoryd.indexer.storage.postgres.terms import fts_tokens, term_frequencies
+from memoryd.indexer.storage.rows import ChunkRow, FileChange, FileRow, NewChunk
 
 _FILE_COLS = "id, root_id, path, size, mtime_ns, sha256"
 FAST_REFUSAL_S = 0.5  # a probe refused this fast (a stopped server) is tried again after this long

@@ -1,7 +1,7 @@
 """memoryd's analysed terms as PostgreSQL keyword postings, built without any PostgreSQL parser.
 
 The keyword leg must rank exactly as the embedded backend's FTS5 table does, so the
-terms :func:`memoryd.indexer.keyword.document_terms` produced (Chinese bigrams,
+terms :func:`memoryd.indexer.search.keyword.document_terms` produced (Chinese bigrams,
 stems, folded words) are stored as they are, one posting row per distinct term of a
 chunk with its frequency, with no text-search configuration in between (not even
 ``simple``, whose parser would split some of them).
