@@ -333,7 +333,7 @@ def build_handlers(d: Daemon) -> dict[str, Handler]:
 def _observe_methods(d: Daemon, writes: WriteMethods) -> ObserveMethods:
     """``observe`` (daemon/api/observe.py), with the ``[llm]`` client when one is configured."""
     from memoryd.indexer.llm.client import client_for
-    from memoryd.indexer.observe.notes import SessionNotes
+    from memoryd.indexer.observe.session_notes import SessionNotes
 
     cfg = d.cfg
     observe = ObserveMethods(
