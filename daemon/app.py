@@ -361,7 +361,7 @@ def start_abstracts(d: Daemon, model: JsonModel | None) -> AbstractStore | None:
 
 def _observe_methods(d: Daemon, writes: WriteMethods, llm: LLMClient | None) -> ObserveMethods:
     """``observe`` (daemon/api/observe.py), with the ``[llm]`` client when one is configured."""
-    from memoryd.indexer.observe.notes import SessionNotes
+    from memoryd.indexer.observe.session_notes import SessionNotes
 
     cfg = d.cfg
     observe = ObserveMethods(

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from memoryd.daemon.api.write import WriteMethods
     from memoryd.indexer.llm.client import LLMClient
     from memoryd.indexer.observe.config import ObserveConfig
-    from memoryd.indexer.observe.notes import SessionNotes
+    from memoryd.indexer.observe.session_notes import SessionNotes
     from memoryd.indexer.write.access import Session
 
 log = structlog.get_logger("memoryd.observe")

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.daemon.api.session import SESSION_PARAM, SessionClaim
+from memoryd.daemon.api.session import SessionClaim
+from memoryd.daemon.api.vocabulary import ObserveParams, param_names
 from memoryd.daemon.rpc.errors import InvalidParams
 from memoryd.daemon.rpc.jsonrpc import Peer, param, reject_unknown
 from memoryd.indexer.observe.transcript import FORMATS, MAX_TURN_CHARS, TranscriptError, Turn, parse
@@ -29,8 +30,7 @@ class ObserveRequest:
 def parse_observe(params: dict[str, Any], peer: Peer) -> ObserveRequest:
     """``{session_id, namespace?, transcript? (text, any format) | turns? ([{role, text, id?}]), format?,
     wait?, final?, session?}``; InvalidParams naming the param at fault."""
-    reject_unknown(params, {"session_id", "namespace", "transcript", "turns", "format", "wait", "final",
-                            SESSION_PARAM})
+    reject_unknown(params, param_names(ObserveParams))
     sid = param(params, "session_id", str)
     if not sid.strip() or len(sid) > MAX_SESSION_ID or any(not ch.isprintable() for ch in sid):
         raise InvalidParams(f"param 'session_id' must be 1..{MAX_SESSION_ID} printable characters")

@@ -111,19 +111,6 @@ class BankReplyParams(TypedDict, total=False):
     session: SessionParam
 
 
-class ObserveParams(TypedDict, total=False):
-    """``observe`` (daemon/api/observe_request.py): a conversation's new turns."""
-
-    session_id: str
-    namespace: str
-    transcript: str
-    turns: list[dict[str, Any]]
-    format: str
-    wait: bool
-    final: bool
-    session: SessionParam
-
-
 class ForgetParams(TypedDict, total=False):
     path: str
     line: int
@@ -206,6 +193,23 @@ class PromoteParams(TypedDict, total=False):
     to: str
     type: str
     text: str
+    session: SessionParam
+
+
+class TurnParam(TypedDict, total=False):
+    role: str
+    text: str
+    id: str  # as `memoryd observe` computes it over the whole transcript
+
+
+class ObserveParams(TypedDict, total=False):
+    session_id: str
+    namespace: str
+    transcript: str  # a whole transcript, any format (or turns)
+    turns: list[TurnParam]
+    format: str
+    wait: bool
+    final: bool
     session: SessionParam
 
 
@@ -316,6 +320,17 @@ class WriteReply(TypedDict, total=False):
     stage: str
 
 
+class ObserveReply(TypedDict, total=False):
+    note: str  # the session note, relative to the first root ("" before the first capture)
+    captured: int
+    seen: int
+    bytes: int
+    withheld_lines: int
+    pending: int
+    expired: list[str]
+    extraction: dict[str, Any]  # {"state": off | queued | done | failed | throttled | nothing pending, ...}
+
+
 class StatusReply(TypedDict, total=False):
     """``status`` (memoryd.daemon.api.status.DaemonStatus.to_json): the daemon's fields, and the
     index's own (``files``, ``chunks``, ``model``, ``cache``, ``index``, ``skipped``, ``vectors``,
@@ -350,6 +365,7 @@ class StatusReply(TypedDict, total=False):
     rss_bytes: int | None
     jobs: list[dict[str, Any]]
     history: dict[str, dict[str, int]]
+    observe: dict[str, Any]  # daemon/api/observe.py: captures, extractions, the [llm] health (never its key)
 
 
 #: The replies not typed field by field yet: an open JSON object.
@@ -402,8 +418,8 @@ METHODS: tuple[Method, ...] = (
     Method("update_section", UpdateSectionParams, WriteReply, "write", False, "write",
            "replace one section of a Memory Bank file"),
     Method("promote", PromoteParams, WriteReply, "write", False, "write", "copy an entry into the shared memory"),
-    Method("observe", ObserveParams, OpenReply, "write", False, "write",
-           "a conversation's new turns: captured, and extracted with a model"),
+    Method("observe", ObserveParams, ObserveReply, "write", False, "write",
+           "a conversation in: captured as a session note, extracted with [llm]"),
     Method("bank_propose", BankProposeParams, OpenReply, "read", True, None,
            "the 💾 Memory Bank proposal for a transcript (writes nothing)"),
     Method("bank_reply", BankReplyParams, OpenReply, "write", True, "write",

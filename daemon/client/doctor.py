@@ -80,7 +80,7 @@ def run_checks(inp: Inputs) -> list[Check]:
     checks += _model(cfg, inp)
     from memoryd.daemon.client.doctor_llm import llm_check  # [llm]: indexer/llm/
 
-    checks.append(llm_check(cfg))
+    checks.append(Check("llm", *llm_check(cfg)))
     return checks
 
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memoryd.daemon.client.doctor import FAIL, OK, Check
-
 if TYPE_CHECKING:
     from memoryd.indexer.config import Config
 
+OK, FAIL = "ok", "FAIL"  # doctor's levels (doctor.py builds the Check: no import cycle between the two)
 
-def llm_check(cfg: Config) -> Check:
-    """One line for ``[llm]`` (never the key: errors are scrubbed by the client)."""
+
+def llm_check(cfg: Config) -> tuple[str, str, str]:
+    """(level, message, fix) for ``[llm]`` (never the key: errors are scrubbed by the client)."""
     if cfg.llm.provider == "off":
-        return Check("llm", OK, "off: observe captures conversations as session notes (a model in [llm] adds "
-                     "extraction, see docs/conversations.md)")
+        return (OK, "off: observe captures conversations as session notes (a model in [llm] adds "
+                "extraction, see docs/conversations.md)", "")
     from memoryd.indexer.llm.budget import TokenBudget
     from memoryd.indexer.llm.client import load_client
     from memoryd.indexer.llm.errors import LLMError
@@ -28,8 +28,8 @@ def llm_check(cfg: Config) -> Check:
     try:
         served = client.check()
     except LLMError as exc:
-        return Check("llm", FAIL, str(exc), "start the server or fix llm.url / llm.model; observe captures "
-                     "meanwhile and extracts the turns once it answers")
+        return (FAIL, str(exc), "start the server or fix llm.url / llm.model; observe captures "
+                "meanwhile and extracts the turns once it answers")
     finally:
         client.close()
-    return Check("llm", OK, served)
+    return (OK, served, "")

@@ -189,7 +189,7 @@ class MemoryEditor(MemoryWriter):
             return super().undo(rid, session)
         rec = self._undoable(rid)
         if rec["action"] == hist.EXPIRE:  # a session note retention deleted (indexer/observe/notes.py)
-            from memoryd.indexer.observe.notes import undo_expire
+            from memoryd.indexer.observe.session_notes import undo_expire
 
             return undo_expire(self, rid, rec, session)
         if rec["action"] == hist.SECTION:

@@ -70,7 +70,7 @@ def test_mcp_read_only_hints_follow_each_methods_access() -> None:
 @pytest.mark.parametrize("method", [m for m in vocab.METHODS if m.params is not vocab.NoParams])
 def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> None:
     """A key the TypedDict does not name is refused, and the refusal lists exactly its keys."""
-    from memoryd.daemon.api import manage_requests, requests
+    from memoryd.daemon.api import manage_requests, observe_request, requests
     from memoryd.indexer.config import SearchConfig
 
     parsers = {"search": lambda p: requests.parse_search(p, PEER, SearchConfig(), Path("/x")),
@@ -86,7 +86,8 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
                "import": lambda p: manage_requests.parse_import(p, PEER),
                "clear": lambda p: manage_requests.parse_clear(p, PEER),
                "update_section": lambda p: manage_requests.parse_section(p, PEER),
-               "promote": lambda p: manage_requests.parse_promote(p, PEER)}
+               "promote": lambda p: manage_requests.parse_promote(p, PEER),
+               "observe": lambda p: observe_request.parse_observe(p, PEER)}
     if method.name not in parsers:
         pytest.skip(f"{method.name} has no parser of its own in requests/manage_requests")
     with pytest.raises(InvalidParams) as exc:
@@ -97,5 +98,5 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
 def test_a_handler_without_a_row_or_a_row_without_a_handler_is_named() -> None:
     names = [m.name for m in vocab.METHODS]
     assert vocab.unlisted(names) == ([], [])
-    assert vocab.unlisted([*names, "reflect"]) == (["reflect"], [])
+    assert vocab.unlisted([*names, "teleport"]) == (["teleport"], [])
     assert vocab.unlisted(names[1:]) == ([], [names[0]])

@@ -233,14 +233,14 @@ def test_the_schema_checker_names_the_path_and_bounds_depth() -> None:
 def test_doctor_checks_llm_off_served_and_down_without_the_key(server: FakeChatServer) -> None:
     import dataclasses
 
-    from memoryd.daemon.client.doctor import FAIL, OK
+    from memoryd.daemon.client.doctor import FAIL, OK, Check
     from memoryd.daemon.client.doctor_llm import llm_check
 
-    assert llm_check(config.Config()).level == OK
+    assert llm_check(config.Config())[0] == OK
     on = dataclasses.replace(config.Config(), llm=LLMConfig(provider="openai", url=server.url, model="fake-model"),
                              llm_api_key=KEY)
-    good = llm_check(on)
+    good = Check("llm", *llm_check(on))
     assert good.level == OK and "serves 'fake-model'" in good.message and server.requests == []
     down = dataclasses.replace(on, llm=LLMConfig(provider="openai", url="http://127.0.0.1:9/v1", model="m"))
-    bad = llm_check(down)
+    bad = Check("llm", *llm_check(down))
     assert bad.level == FAIL and KEY not in bad.line() and "observe captures meanwhile" in bad.fix

@@ -14,7 +14,7 @@ from memoryd.daemon.client.cli import main
 from memoryd.daemon.client.observe_hook import HookEventError, parse_event
 from tests.helpers import running_daemon, wait_for
 
-DATA = Path(__file__).parent / "data" / "observe"
+DATA = Path(__file__).resolve().parents[1] / "data" / "observe"
 
 
 def _answer(out: str) -> dict[str, object]:

@@ -12,7 +12,7 @@ import pytest
 from memoryd.daemon.client.agents_install import snippet
 from memoryd.daemon.client.mcp_server import INSTRUCTIONS
 
-HOOK = Path(__file__).resolve().parents[1] / "config" / "agents" / "memoryd-context-hook.py"
+HOOK = Path(__file__).resolve().parents[2] / "config" / "agents" / "memoryd-context-hook.py"
 
 
 def _hook_rules() -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from memoryd.indexer.observe.transcript import TranscriptError, detect, parse
 
-DATA = Path(__file__).parent / "data" / "observe"
+DATA = Path(__file__).resolve().parents[1] / "data" / "observe"
 EXPECTED = [("user", "I prefer green tea over coffee when I work late."),
             ("assistant", "Noted: green tea for late work."),
             ("user", "Our CI runs on two cores, so keep the test suite under ten minutes."),

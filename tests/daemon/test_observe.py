@@ -19,7 +19,7 @@ from tests.fake_chat_server import FakeChatServer
 from tests.helpers import running_daemon
 from tests.write_fixtures import HASH_WRITE
 
-DATA = Path(__file__).parent / "data" / "observe"
+DATA = Path(__file__).resolve().parents[1] / "data" / "observe"
 NS = "agent:claude-code"
 SECRET = "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 ANSWER = {"memories": [{"type": "preference", "content": "The user prefers green tea over coffee when working late.",
