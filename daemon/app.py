@@ -71,13 +71,13 @@ from memoryd.daemon.work.line_vectors import line_cache_of
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.daemon.work.scheduler import Scheduler
 from memoryd.daemon.work.worker import IndexWorker
+from memoryd.indexer.access import resolve_target
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DaemonError, MemorydError
 from memoryd.indexer.llm.client import LLMClient, client_for
 from memoryd.indexer.llm.port import JsonModel
 from memoryd.indexer.search.abstracts import STORE_NAME, AbstractStore
-from memoryd.indexer.write.access import resolve_target
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
 from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal

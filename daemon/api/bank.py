@@ -2,7 +2,7 @@
 
 ``bank_propose {turns | transcript, namespace?, session?}`` → ``{proposal: {target, type, points, by,
 text} | null}``: what to propose after a turn — by the ``[llm]`` model when one is configured, by the
-rules otherwise or when the model fails (:mod:`memoryd.indexer.bank.proposal`). Nothing is written.
+rules otherwise or when the model fails (:mod:`memoryd.indexer.write.proposal`). Nothing is written.
 
 ``bank_reply {prompt, previous | transcript, session?}`` → ``{answer, proposal?, written, refused}``: the
 user's message after an assistant turn (``previous``, or the last assistant turn of ``transcript``).
@@ -26,12 +26,12 @@ from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer, param, reject_unknown
-from memoryd.indexer.bank.proposal import Proposal, answer_of, parse, propose_by_model, propose_by_rules
+from memoryd.indexer.access import parse_namespace
 from memoryd.indexer.bank.turns import Turn, parse_turns, turns_of
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.llm.port import JsonModel
-from memoryd.indexer.write.access import parse_namespace
 from memoryd.indexer.write.intake import has_bank
+from memoryd.indexer.write.proposal import Proposal, answer_of, parse, propose_by_model, propose_by_rules
 from memoryd.indexer.write.router import TYPES
 
 log = structlog.get_logger("memoryd")

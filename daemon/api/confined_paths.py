@@ -30,9 +30,9 @@ from memoryd.daemon.api.session import SESSION_PARAM
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import STORAGE_UNAVAILABLE, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.access import OWNER
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.storage.base import StorageUnavailableError
-from memoryd.indexer.write.access import OWNER
 
 ROOT_SHOWN = "<memory root>"
 DATA_SHOWN = "<data dir>"

@@ -2,7 +2,7 @@
 
 Every method that reads or writes memories names its session here (absent = the
 owner, allowed only for the daemon's own uid). The rules a session obeys live in
-:mod:`memoryd.indexer.write.access`; this module turns their refusals into the
+:mod:`memoryd.indexer.access`; this module turns their refusals into the
 socket's errors (:mod:`memoryd.daemon.rpc.errors`), and says who is held to the
 write rate limits (:func:`held_to_limits`).
 """
@@ -19,8 +19,8 @@ import structlog
 from memoryd.daemon.api.vocabulary import BOUND_METHODS
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
-from memoryd.indexer.write.access import OWNER, Session, binding_text, parse_session
-from memoryd.indexer.write.refusals import AccessDenied, SessionError
+from memoryd.indexer.access import OWNER, Session, binding_text, parse_session
+from memoryd.indexer.errors import AccessDenied, SessionError
 
 log = structlog.get_logger(__name__)
 

@@ -64,9 +64,8 @@ from memoryd.daemon.rpc.sockpath import (
     unlink_if_same,
     unreachable_for,
 )
-from memoryd.indexer.errors import DaemonError
-from memoryd.indexer.write.access import Session, parse_binding
-from memoryd.indexer.write.refusals import SessionError
+from memoryd.indexer.access import Session, parse_binding
+from memoryd.indexer.errors import DaemonError, SessionError
 
 log = structlog.get_logger(__name__)
 

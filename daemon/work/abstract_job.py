@@ -24,8 +24,8 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.ingestion.files import read_memory_file, walk_root
 from memoryd.indexer.llm.port import JsonModel
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.search.abstracts import STORE_NAME, AbstractStore, refresh_step
-from memoryd.indexer.write import privacy
 
 log = structlog.get_logger("memoryd")
 

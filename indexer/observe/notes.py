@@ -14,7 +14,7 @@ searchable, readable by the session that owns the namespace. Format::
     ...
 
 Secrets are refused **line by line** by the write path's own filter
-(:func:`memoryd.indexer.write.privacy.check`): a line it flags becomes ``[line withheld by
+(:func:`memoryd.indexer.redaction.privacy.check`): a line it flags becomes ``[line withheld by
 memoryd: <rule>]``; when the rest still fails as a whole (a secret split over lines), the turn is
 withheld whole. Nothing a secret touched reaches the note, the index or the extraction prompt.
 
@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import Namespace
+from memoryd.indexer.access import Namespace
+from memoryd.indexer.redaction import privacy
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 NOTE_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-[A-Za-z0-9._-]+\.md$")

@@ -10,8 +10,8 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.abstract_job import AbstractJob
 from memoryd.indexer.llm.errors import LLMUnavailable
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.search.abstracts import AbstractStore
-from memoryd.indexer.write import privacy
 
 SECRET = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
 

@@ -1,6 +1,6 @@
 """Memory Bank proposals (seed 002, issue #40 item 5): propose, then confirm / reject / ignore.
 
-The pure part (:mod:`memoryd.indexer.bank.proposal`) and the socket methods ``bank_propose`` and
+The pure part (:mod:`memoryd.indexer.write.proposal`) and the socket methods ``bank_propose`` and
 ``bank_reply`` on a daemon whose root holds a Memory Bank: a confirm writes through ``remember``,
 a reject, an ignored proposal and a confirm word without a proposal write nothing.
 """
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.bank import apply_plan, make_plan
-from memoryd.indexer.bank.proposal import Proposal, answer_of, parse, propose_by_model, propose_by_rules, render
 from memoryd.indexer.bank.turns import Turn, parse_turns
 from memoryd.indexer.llm.errors import LLMUnavailable
-from memoryd.indexer.write.access import DEFAULT
+from memoryd.indexer.write.proposal import Proposal, answer_of, parse, propose_by_model, propose_by_rules, render
 from tests.helpers import running_daemon
 
 TODAY = date(2025, 3, 1)

@@ -17,8 +17,8 @@ import pytest
 
 from memoryd.daemon.client.mcp_resources import path_of, resource_of
 from memoryd.daemon.client.rpc_client import RpcClientError
-from memoryd.indexer.write.access import AGENT, Session, parse_binding, parse_session
-from memoryd.indexer.write.refusals import SessionError
+from memoryd.indexer.access import AGENT, Session, parse_binding, parse_session
+from memoryd.indexer.errors import SessionError
 from tests.helpers import running_daemon, wait_for
 
 WORDS = {

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from memoryd.indexer.access import Namespace
 from memoryd.indexer.bank.turns import Turn
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.llm.port import JsonModel
-from memoryd.indexer.write.access import Namespace
 from memoryd.indexer.write.intake import Accepted, prepare
 
 MARK = "💾"
