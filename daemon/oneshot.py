@@ -12,13 +12,28 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.ingestion.indexstats import IndexStats
+from memoryd.indexer.ingestion.indexstats import IndexStats, Progress
+
+if TYPE_CHECKING:
+    from memoryd.daemon.work.ports import Accept, Sweep
+
+
+def sweep_of(index: MemoryIndex) -> Sweep:
+    """The reconcile of ``index`` (:func:`memoryd.indexer.ingestion.reconcile.reconcile` bound to it): what
+    the index worker sweeps with, so that the work side needs no more of the engine than its protocol."""
+    from memoryd.indexer.ingestion.reconcile import reconcile
+
+    def sweep(roots: Sequence[Path], accept: Accept, accept_dir: Accept | None = None,
+              progress: Progress | None = None, defer_at: int | None = None) -> IndexStats:
+        return reconcile(index, roots, accept, accept_dir, progress, defer_at)
+
+    return sweep
 
 
 def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False) -> MemoryIndex:

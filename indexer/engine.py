@@ -386,6 +386,20 @@ class MemoryIndex:
         """
         return self.vector_fill.fill(limit, should_yield)
 
+    def set_backlog_embedder(self, embedder: Embedder | None) -> None:
+        """Fill the vector backlog and the line vectors with ``embedder`` (the daemon's low-priority
+        one, which gives way to a waiting task); None: with the indexing embedder."""
+        self.vector_fill.backlog_passages = embedder
+
+    def set_backlog_slice(self, size: int) -> None:
+        """Passages per backlog model call: what a save arriving mid-step waits behind (the daemon
+        sizes it to the measured rate, daemon/work/vector_steps.py)."""
+        self.vector_fill.backlog_slice = size
+
+    def promote_backlog(self, files: Sequence[tuple[Path, str]]) -> int:
+        """Put the backlog chunks of these ``(root, rel)`` files first; returns how many moved."""
+        return self.vector_fill.promote(files)
+
     def lines_pending(self) -> bool:
         """Whether chunks may still lack their line vectors (a hint: cleared by a step that finds none)."""
         return self.line_fill is not None and self.line_fill.pending and not self.read_only

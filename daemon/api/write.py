@@ -32,7 +32,7 @@ from memoryd.daemon.api.limits import TURN_LIMIT_KEY, RateLimited, Ticket, Write
 from memoryd.daemon.api.ports import Sited, WorkQueue, worker_result
 from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
 from memoryd.daemon.api.session import SessionClaim, held_to_limits
-from memoryd.daemon.api.vocabulary import WriteReply
+from memoryd.daemon.api.vocabulary import AuditReply, WriteReply
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
@@ -155,7 +155,7 @@ class WriteMethods:
             rec.update(decision=outcome.decision, reason=outcome.reason)
             return answer_of(outcome)
 
-    def audit(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def audit(self, params: dict[str, Any], peer: Peer) -> AuditReply:
         req = parse_audit(params, peer)
         _write_error(lambda: authorize(req.session, AUDIT))
         log = self.read_audit_log if req.log == "reads" and self.read_audit_log is not None else self.audit_log

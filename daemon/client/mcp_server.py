@@ -56,6 +56,7 @@ from memoryd.daemon.client.mcp_resources import PAGE, ResourceError, cursor_offs
 from memoryd.daemon.client.mcp_tools import (
     BANK_PROPOSE,
     BY_NAME,
+    CONTEXT,
     DEFAULT_CONTEXT_TOKENS,
     GET,
     LIST,
@@ -178,27 +179,27 @@ class DaemonBridge:
         if name == SEARCH.name:
             # Agents get the configured abstention threshold unless they name one (the daemon knows it).
             found = {"query": args["query"], "min_score": args.get("min_score", "default")}
-            return "search", self._with(found, args, "k", "mode", "namespace", "path_prefix", "sites")
+            return SEARCH.method, self._with(found, args, "k", "mode", "namespace", "path_prefix", "sites")
         if name == GET.name:
             start = args.get("from", 1)
             params: dict[str, Any] = {"path": args["path"], "start_line": start}
             if "lines" in args:
                 params["end_line"] = start + args["lines"] - 1
-            return "get", self._with(params, args)
+            return GET.method, self._with(params, args)
         if name == REMEMBER.name:
-            return "remember", {**args, "session": self.session}
+            return REMEMBER.method, {**args, "session": self.session}
         if name == STATUS.name:
-            return "status", {}
+            return STATUS.method, {}
         if name == LIST.name:
-            return "list", self._with({"limit": args.get("limit", LIST_LIMIT)}, args, "namespace", "type", "since",
+            return LIST.method, self._with({"limit": args.get("limit", LIST_LIMIT)}, args, "namespace", "type", "since",
                                       "until", "cursor")
         if name == BANK_PROPOSE.name:
             return "bank_propose", self._with({"transcript": args["transcript"]}, args, "namespace")
         if name in (UPDATE_SECTION.name, PROMOTE.name):
-            return ("update_section" if name == UPDATE_SECTION.name else "promote"), {**args, "session": self.session}
+            return BY_NAME[name].method, {**args, "session": self.session}
         budget = args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)  # the daemon requires it; the tool has a default
-        return "context", self._with({"query": args["query"], "max_tokens": budget}, args, "namespace", "min_score",
-                                     "path_prefix")
+        return CONTEXT.method, self._with({"query": args["query"], "max_tokens": budget}, args, "namespace",
+                                          "min_score", "path_prefix")
 
     def list_resources(self, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of the memory files this session may read, as resources; and the next page's cursor."""

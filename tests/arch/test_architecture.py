@@ -20,8 +20,9 @@ from pathlib import Path
 from tests.arch.import_graph import FOLDERS, REPO, chain, cycles, describe, edges_of, modules_in, read_graph
 
 HEAVY = ("numpy", "onnxruntime", "faiss", "onnx", "tokenizers", "watchdog", "apscheduler")
-SERVER_SIDE = ("memoryd.daemon.app", "memoryd.daemon.api", "memoryd.daemon.work", "memoryd.daemon.watch",
-               "memoryd.daemon.rpc.server", "memoryd.daemon.rpc.connection", "memoryd.indexer.engine")
+SERVER_SIDE = ("memoryd.daemon.app", "memoryd.daemon.assembly", "memoryd.daemon.api", "memoryd.daemon.work",
+               "memoryd.daemon.watch", "memoryd.daemon.rpc.server", "memoryd.daemon.rpc.connection",
+               "memoryd.indexer.engine")
 CLIENT_ROOTS = ("memoryd.daemon.cli", "memoryd.daemon.client")
 # Server modules the clients share: the socket's vocabulary (methods, params, replies, modes) and its
 # error codes. Both are the standard library only (tests/daemon/test_socket_vocabulary.py checks the vocabulary).
@@ -34,7 +35,8 @@ MODULES = GRAPH.modules
 def test_the_import_reader_sees_the_known_edges() -> None:
     """A guard on the reader itself: edges we know exist are found, each with when it runs."""
     app = GRAPH.targets("memoryd.daemon.app")
-    assert {"memoryd.daemon.api.read", "memoryd.daemon.work.worker", "memoryd.indexer.engine"} <= app
+    assert {"memoryd.daemon.assembly", "memoryd.daemon.work.worker", "memoryd.indexer.engine"} <= app
+    assert "memoryd.daemon.api.read" in GRAPH.targets("memoryd.daemon.assembly")
     cli = {(e.target, e.when) for e in GRAPH.out_of("memoryd.daemon.client.cli")}
     assert ("memoryd.daemon.app", "function") in cli  # `memoryd run`, loaded lazily
     assert ("memoryd.daemon.client.cli_write", "module") in cli  # `from package import module`

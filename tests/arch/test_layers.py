@@ -68,8 +68,6 @@ FORBIDDEN: tuple[tuple[str, str, str], ...] = (
 #: Edges that still break a rule, as "source -> target", each with the work that removes it.
 KNOWN: dict[str, str] = {
     f"{IX}storage.postgres.index -> {IX}engine": "issue 39 item 1: PgMemoryIndex subclasses MemoryIndex",
-    f"{D}rpc.server -> {D}api": "issue 39 item 8: the server takes handlers_for(peer), not the session gate",
-    f"{D}rpc.server -> {D}api.session": "issue 39 item 8: as above",
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from memoryd.daemon.oneshot import sweep_of
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.worker import IndexWorker
@@ -140,7 +141,7 @@ def worker(setup) -> Iterator[tuple[Path, IndexWorker, Hold]]:
     root, cfg, emb = setup
     cfg = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, background_nice=5))
     idx = MemoryIndex(cfg, emb)  # opened inline, as the daemon does; the worker switches it
-    w = IndexWorker(idx, RootMap([root]), FILTER, FILTER.accept_dir)
+    w = IndexWorker(idx, RootMap([root]), FILTER, FILTER.accept_dir, sweep=sweep_of(idx))
     hold = Hold()
     w.rebuilder.on_batch = hold
     w.start()

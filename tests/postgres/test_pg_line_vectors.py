@@ -200,11 +200,11 @@ def test_a_database_away_is_the_typed_outage_and_the_fill_resumes(restartable_pg
 
 
 def test_the_daemons_line_step_logs_an_outage_and_retries(restartable_pg: Any, tmp_path: Path) -> None:
-    from memoryd.daemon.work.line_steps import LineSteps
+    from memoryd.daemon.work.line_steps import line_steps
 
     idx, _, _ = _site(tmp_path, restartable_pg.server.dsn(), "a", {"a.md": NOTES})
     try:
-        steps = LineSteps(idx, lambda: False)
+        steps = line_steps(idx, lambda: False)
         restartable_pg.stop()
         error = steps.step()
         assert error is not None and ("unreachable" in error or "cannot connect" in error) and steps.retry_in() > 0
