@@ -74,6 +74,7 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
     from memoryd.daemon.api.bank import BankMethods
     from memoryd.daemon.api.files import FileMethods
     from memoryd.daemon.roots import RootMap
+    from memoryd.daemon.rpc.jsonrpc import reject_unknown
     from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.config import SearchConfig
 
@@ -94,6 +95,8 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
                "promote": lambda p: manage_requests.parse_promote(p, PEER),
                "observe": lambda p: observe_request.parse_observe(p, PEER),
                "bank_propose": lambda p: bank.propose(p, PEER), "bank_reply": lambda p: bank.reply(p, PEER),
+               # user_prompt takes only a session: its handler checks the keys with the table's own names
+               "user_prompt": lambda p: reject_unknown(p, vocab.param_names(vocab.UserPromptParams)),
                "files": lambda p: FileMethods(roots=lambda: RootMap([Path("/x")]),
                                               path_filter=PathFilter(("*.md",), ()))._parse(p, PEER)}
     assert parsers.keys() == vocab.BY_NAME.keys() - {"ping", "status"}  # every method with params
