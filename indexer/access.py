@@ -6,7 +6,11 @@ A request carries a *session*:
 * ``direct`` with a ``peer`` id — a one-to-one conversation with an outside
   agent: may read its peer folder and write its peer ``MEMORY.md``;
 * ``group`` with a ``group`` id — a group conversation: may read and write
-  only its group folder.
+  only its group folder;
+* ``agent`` with an ``agent`` id — one agent of several sharing the daemon:
+  confined to its own ``agents/ID`` folder (read, remember, forget there and
+  nowhere else), so two agents cannot read or change each other's memories
+  nor the owner's.
 
 Memories live in *namespaces*, folders under the first root: ``default`` (the
 root itself, minus the folders below), ``agent:ID`` → ``agents/ID``,
@@ -37,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from memoryd.indexer.errors import AccessDenied, BadTarget, SessionError
 from memoryd.indexer.pathguard import Resolved, check_text, normalize, shown
 
-OWNER, DIRECT, GROUP = "owner", "direct", "group"
+OWNER, DIRECT, GROUP, AGENT = "owner", "direct", "group", "agent"
 READ, REMEMBER, FORGET, AUDIT = "read", "remember", "forget", "audit"
 ACTIONS = (READ, REMEMBER, FORGET, AUDIT)
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -49,6 +53,8 @@ MATRIX: dict[tuple[str, str], str] = {
     (OWNER, READ): "any", (OWNER, REMEMBER): "any", (OWNER, FORGET): "any", (OWNER, AUDIT): "any",
     (DIRECT, READ): "own", (DIRECT, REMEMBER): "own", (DIRECT, FORGET): "none", (DIRECT, AUDIT): "none",
     (GROUP, READ): "own", (GROUP, REMEMBER): "own", (GROUP, FORGET): "none", (GROUP, AUDIT): "none",
+    # An agent's folder is its own memory, not a conversation with someone else: it may take back its lines.
+    (AGENT, READ): "own", (AGENT, REMEMBER): "own", (AGENT, FORGET): "own", (AGENT, AUDIT): "none",
 }
 
 
@@ -58,15 +64,22 @@ class Session:
     peer: str | None = None
     group: str | None = None
     turn: str | None = None
+    agent: str | None = None
 
     @property
     def key(self) -> str:
-        """The identity rate limits are counted per: ``owner``, ``direct:ID`` or ``group:ID``."""
-        return {OWNER: OWNER, DIRECT: f"direct:{self.peer}", GROUP: f"group:{self.group}"}[self.kind]
+        """The identity rate limits are counted per: ``owner``, ``direct:ID``, ``group:ID`` or ``agent:ID``."""
+        return {OWNER: OWNER, DIRECT: f"direct:{self.peer}", GROUP: f"group:{self.group}",
+                AGENT: f"agent:{self.agent}"}[self.kind]
+
+    @property
+    def who(self) -> tuple[str, str | None, str | None, str | None]:
+        """Kind and ids, without the turn: two sessions with the same ``who`` are the same party."""
+        return self.kind, self.peer, self.group, self.agent
 
     def describe(self) -> dict[str, str]:
         out = {"kind": self.kind}
-        for name in ("peer", "group", "turn"):
+        for name in ("peer", "group", "agent", "turn"):
             if getattr(self, name) is not None:
                 out[name] = str(getattr(self, name))
         return out
@@ -102,45 +115,55 @@ def parse_session(raw: object, *, owner_allowed: bool) -> Session:
     if raw is None:
         raw = {"kind": OWNER}
     if not isinstance(raw, dict):
-        raise SessionError("param 'session' must be an object {kind, peer?, group?, turn?}")
-    unknown = set(raw) - {"kind", "peer", "group", "turn"}
+        raise SessionError("param 'session' must be an object {kind, peer?, group?, agent?, turn?}")
+    unknown = set(raw) - {"kind", "peer", "group", "agent", "turn"}
     if unknown:
         raise SessionError(f"session: unknown field {sorted(unknown)[0]!r}")
     kind, peer, group, turn = raw.get("kind"), raw.get("peer"), raw.get("group"), raw.get("turn")
+    agent = raw.get("agent")
     if turn is not None and (not isinstance(turn, str | int) or isinstance(turn, bool) or len(str(turn)) > 128):
         raise SessionError("session.turn must be a string or integer (at most 128 characters)")
     turn = None if turn is None else str(turn)
-    if kind == OWNER and peer is None and group is None:
+    if kind == OWNER and peer is None and group is None and agent is None:
         if not owner_allowed:
             raise AccessDenied("an owner session is only accepted from the daemon's own uid")
         return Session(OWNER, turn=turn)
-    if kind == DIRECT and group is None:
+    if kind == DIRECT and group is None and agent is None:
         return Session(DIRECT, peer=_check_id(peer, "session.peer"), turn=turn)
-    if kind == GROUP and peer is None:
+    if kind == GROUP and peer is None and agent is None:
         return Session(GROUP, group=_check_id(group, "session.group"), turn=turn)
-    raise SessionError("session must be {kind: 'owner'}, {kind: 'direct', peer} or {kind: 'group', group}")
+    if kind == AGENT and peer is None and group is None:
+        return Session(AGENT, agent=_check_id(agent, "session.agent"), turn=turn)
+    raise SessionError("session must be {kind: 'owner'}, {kind: 'direct', peer}, {kind: 'group', group} "
+                       "or {kind: 'agent', agent}")
 
 
 #: How a bound uid's session is written in ``server.allowed_uids`` (docs/security/transport.md).
-BINDING_FORM = '"peer:ID" (a direct session of peer ID) or "group:ID" (a group session)'
+BINDING_FORM = ('"peer:ID" (a direct session of peer ID), "group:ID" (a group session) '
+                'or "agent:ID" (an agent confined to agents/ID)')
 
 
 def parse_binding(text: object) -> Session:
-    """The fixed session a ``server.allowed_uids`` value names: ``peer:ID`` → direct, ``group:ID`` → group.
+    """The fixed session a ``server.allowed_uids`` value names: ``peer:ID`` → direct, ``group:ID`` → group,
+    ``agent:ID`` → agent.
 
-    Another uid is never the owner and never picks its session, so only the two confined
+    Another uid is never the owner and never picks its session, so only the confined
     kinds can be written here. Raises :class:`SessionError`.
     """
     kind, sep, ident = text.partition(":") if isinstance(text, str) else ("", "", "")
-    if not sep or kind not in ("peer", "group"):
+    if not sep or kind not in ("peer", "group", "agent"):
         raise SessionError(f"a bound session must be {BINDING_FORM}, got {str(text)[:80]!r}")
     if kind == "peer":
         return Session(DIRECT, peer=_check_id(ident, "the peer id"))
+    if kind == "agent":
+        return Session(AGENT, agent=_check_id(ident, "the agent id"))
     return Session(GROUP, group=_check_id(ident, "the group id"))
 
 
 def binding_text(session: Session) -> str:
-    """``peer:ID`` or ``group:ID``: a confined session as :func:`parse_binding` reads it."""
+    """``peer:ID``, ``group:ID`` or ``agent:ID``: a confined session as :func:`parse_binding` reads it."""
+    if session.kind == AGENT:
+        return f"agent:{session.agent}"
     return f"peer:{session.peer}" if session.kind == DIRECT else f"group:{session.group}"
 
 
@@ -167,6 +190,8 @@ def own_namespace(session: Session) -> Namespace | None:
         return Namespace("peer", session.peer)
     if session.kind == GROUP and session.group:
         return Namespace("group", session.group)
+    if session.kind == AGENT and session.agent:
+        return Namespace("agent", session.agent)
     return None
 
 
@@ -218,7 +243,13 @@ def scoped_prefix(session: Session, first_root: Path, requested: str | None) -> 
         return wanted
     if allowed.startswith(wanted):
         return allowed
-    raise AccessDenied(f"a {session.kind} session may only search {allowed}")
+    raise AccessDenied(f"a {session.kind} session may only search {own_folder(session)}/")
+
+
+def own_folder(session: Session) -> str:
+    """A confined session's folder, relative to the first root: what its messages name (never absolute)."""
+    ns = own_namespace(session)
+    return ns.folder if ns is not None else ""
 
 
 def _checked_prefix(requested: str) -> str:

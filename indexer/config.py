@@ -31,6 +31,8 @@ from memoryd.indexer.config_rerank import RerankConfig, rerank_key, validate_rer
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError, SessionError
+from memoryd.indexer.llm.config import LLMConfig, read_key, validate_llm
+from memoryd.indexer.observe.config import ObserveConfig, validate_observe
 
 if TYPE_CHECKING:
     pass
@@ -237,6 +239,8 @@ class Config:
     write: WriteConfig = field(default_factory=WriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)  # indexer/config_rerank.py: off by default
+    llm: LLMConfig = field(default_factory=LLMConfig)  # indexer/llm/: off by default
+    observe: ObserveConfig = field(default_factory=ObserveConfig)  # indexer/observe/: conversations in
     # Resolved XDG directories (filled by load(); defaults are for in-process use).
     state_home: Path = field(default_factory=lambda: Path.home() / ".local" / "state")
     data_home: Path = field(default_factory=lambda: Path.home() / ".local" / "share")
@@ -245,6 +249,8 @@ class Config:
     # The value of $<embedding.api_key_env>, read by load(); never from the file, never printed.
     embedding_api_key: str = field(default="", repr=False)
     rerank_api_key: str = field(default="", repr=False)  # $<rerank.api_key_env> or rerank.api_key_file, by load()
+    # The [llm] key, from $<llm.api_key_env> or the 0600 llm.api_key_file, read by load(); never printed.
+    llm_api_key: str = field(default="", repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -297,6 +303,9 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
     if isinstance(raw.get("embedding"), dict) and "api_key" in raw["embedding"]:
         raise ConfigError(f"{path}: 'embedding.api_key' cannot be set in a file: put the key in an environment "
                           f"variable and name it in embedding.api_key_env")
+    if isinstance(raw.get("llm"), dict) and "api_key" in raw["llm"]:
+        raise ConfigError(f"{path}: 'llm.api_key' cannot be set in a file: name an environment variable in "
+                          f"llm.api_key_env or a 0600 file in llm.api_key_file")
     cfg = build_dataclass(Config, raw, prefix="", source=str(path), tables_only=True)
     if cfg.embedding.api_key_env:
         key = env.get(cfg.embedding.api_key_env, "")
@@ -306,6 +315,9 @@ def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Conf
         cfg = dataclasses.replace(cfg, embedding_api_key=key)
     if cfg.rerank.url:
         cfg = dataclasses.replace(cfg, rerank_api_key=rerank_key(cfg.rerank, env))
+    if cfg.llm.provider != "off":
+        validate_llm(cfg.llm)  # before the key: a bad URL is the error to see first
+        cfg = dataclasses.replace(cfg, llm_api_key=read_key(cfg.llm, env))
     if env.get(PG_DSN_ENV):
         cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, dsn=env[PG_DSN_ENV]))
     cfg = dataclasses.replace(
@@ -430,6 +442,8 @@ def validate(cfg: Config) -> None:
     _validate_storage(cfg.storage)
     _check(cfg.log.level in LOG_LEVELS, "log.level", cfg.log.level, f"must be one of {LOG_LEVELS}")
     _check(cfg.log.format in LOG_FORMATS, "log.format", cfg.log.format, f"must be one of {LOG_FORMATS}")
+    validate_llm(cfg.llm)
+    validate_observe(cfg.observe)
 
 
 def _validate_uids(bound: Mapping[int, str]) -> None:

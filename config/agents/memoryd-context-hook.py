@@ -10,6 +10,10 @@ blocks a prompt: a stopped daemon, a timeout or bad input prints nothing.
 Options: ``--memoryd PATH`` (the memoryd command, default ``memoryd`` on PATH),
 ``--max-tokens N`` (the budget, default 800), ``--socket PATH`` (a daemon on
 another socket). Standard library only, so any python3 can run it.
+
+Memory Bank proposals (seed 002): when the last assistant turn of the event's ``transcript_path``
+held a 💾 proposal, the prompt is first handed to ``memoryd bank reply`` — a confirm word writes the
+proposal, a reject word skips it — and the line it prints (what was written) goes before the block.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ import sys
 
 MAX_QUERY_CHARS = 2000  # a pasted log is not a question: its head is enough to find memories
 TIMEOUT_S = 10.0
-MIN_PROMPT_CHARS = 3
+MIN_PROMPT_CHARS = 1  # "好" confirms a Memory Bank proposal; a context search needs CONTEXT_MIN_CHARS
+CONTEXT_MIN_CHARS = 3
+PROPOSAL_MARKS = ("\U0001f4be".encode(), b"\\ud83d\\udcbe")  # 💾 as a transcript stores it: UTF-8 or JSON's escape
+PROPOSAL_TAIL_BYTES = 256_000
+# Printed under a block (seed 003): how to use it, in one line the agent reads every prompt.
+RULES = ("\n(memoryd: use these silently; never mention memory operations in your reply. Save with "
+         "memory_remember only durable facts, decisions or preferences not already stored, at most 3 a turn; "
+         "no small talk or guesses. In a group: MY_ROLE > group notes > group MEMORY.)\n")
 
 
 def context_block(prompt: str, args: argparse.Namespace) -> str:
@@ -44,6 +55,34 @@ def context_block(prompt: str, args: argparse.Namespace) -> str:
     return text if isinstance(text, str) else ""
 
 
+def proposal_answer(prompt: str, transcript: object, args: argparse.Namespace) -> str:
+    """The line saying what became of a Memory Bank proposal ("" when the last assistant turn held none).
+
+    Seed 002: the prompt is a confirm / reject word only right after a 💾 proposal. The transcript's
+    tail is checked for the mark first (no subprocess on the usual prompt); the daemon decides the
+    rest (``memoryd bank reply``) and writes a confirmed proposal through ``remember``.
+    """
+    if not isinstance(transcript, str) or not transcript:
+        return ""
+    try:
+        with open(transcript, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - PROPOSAL_TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return ""
+    if not any(mark in tail.lower() for mark in PROPOSAL_MARKS):
+        return ""
+    cmd = [args.memoryd, "bank", "reply", "--transcript", transcript]
+    if args.socket:
+        cmd += ["--socket", args.socket]
+    try:
+        done = subprocess.run([*cmd, "--", prompt[:MAX_QUERY_CHARS]], capture_output=True, text=True,
+                              timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Print memoryd's context block for a Claude Code prompt event.")
     p.add_argument("--memoryd", default="memoryd")
@@ -57,9 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     prompt = event.get("prompt") if isinstance(event, dict) else None
     if not isinstance(prompt, str) or len(prompt.strip()) < MIN_PROMPT_CHARS:
         return 0
-    block = context_block(prompt.strip(), args)
+    answered = proposal_answer(prompt.strip(), event.get("transcript_path"), args)
+    if answered:
+        sys.stdout.write(answered + "\n")
+    block = context_block(prompt.strip(), args) if len(prompt.strip()) >= CONTEXT_MIN_CHARS else ""
     if block.strip():
         sys.stdout.write(block if block.endswith("\n") else block + "\n")
+        sys.stdout.write(RULES)
     return 0
 
 

@@ -47,6 +47,8 @@ from memoryd.indexer.types import Embedder
 
 if TYPE_CHECKING:
     from memoryd.daemon.work.line_vectors import LineCache, LineVectors
+    from memoryd.indexer.llm.port import JsonModel
+    from memoryd.indexer.search.abstracts import AbstractStore
     from memoryd.indexer.search.context import LineScorer
 
 REINDEX_WAIT_S = 300.0
@@ -71,7 +73,8 @@ class ReadMethods:
         self, *, index: SearchIndex, roots: Callable[[], RootMap], worker: WorkQueue, search: SearchConfig,
         path_filter: PathFilter, max_file_bytes: int, count_tokens: Callable[[list[str]], list[int]],
         query_vector: QueryVector, embedder: Embedder | None = None, line_cache: LineCache | None = None,
-        redact_level: str = "secrets",
+        redact_level: str = "secrets", model: Callable[[], JsonModel | None] = lambda: None,
+        abstracts: AbstractStore | None = None,
     ) -> None:
         self._index = index
         self._roots = roots
@@ -82,6 +85,8 @@ class ReadMethods:
         self._count_tokens = count_tokens
         self._query_vector = query_vector
         self._redact_level = redact_level  # write.redact_index: what a confined session's get hides, as search does
+        self._model = model  # the [llm] client, if any: context summarizes what does not fit (summaries.py)
+        self._abstracts = abstracts  # file abstracts made at idle time (abstracts.py)
         # context excerpts: lines ranked by the model (None, or search.context_line_model off: by matched lines)
         self._embedder = embedder if search.context_line_model else None
         self._line_vectors = _line_vectors(self._embedder, line_cache) if self._embedder is not None else None
@@ -133,14 +138,40 @@ class ReadMethods:
             path_check=path_check(req.session, self._roots()), query_vector=vector)) if scope else None
         hits = found.hits if found is not None else []
         chunk_ids = [i for h in hits for i in (h.chunk_id, *h.absorbed)]
-        block = build_context(req.query, hits, req.max_tokens, self._count_tokens,
-                              self._line_scorer(req.query, vector, chunk_ids) if hits else None)
+        scorer = self._line_scorer(req.query, vector, chunk_ids) if hits else None
+        model = self._model() if hits else None
+        if model is not None:  # what does not fit is summarized (any failure: build_context's block)
+            from memoryd.indexer.search.summaries import compact_context
+
+            block = compact_context(req.query, hits, req.max_tokens, self._count_tokens, model, scorer,
+                                    self._abstract_of(model))
+        else:
+            block = build_context(req.query, hits, req.max_tokens, self._count_tokens, scorer)
         if found is not None and found.abstained:  # nothing confident: say so rather than hand back noise
             block = block.abstaining(found.reason)
         reply = cast(ContextReply, shown_paths.context(block.to_json()))  # ContextBlock.to_json: that shape
         reply["max_tokens"] = req.max_tokens
         reply["took_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         return reply
+
+    def _abstract_of(self, model: JsonModel) -> Callable[[str, str], str | None] | None:
+        """A file's cached abstract by ``(root, path)`` (its text read now, so an edited file misses)."""
+        store = self._abstracts
+        if store is None:
+            return None
+        from memoryd.indexer.llm.port import model_id
+        from memoryd.indexer.redaction import privacy
+
+        name = model_id(model)
+
+        def abstract_of(root: str, rel: str) -> str | None:
+            try:
+                raw = read_memory_file(Path(root) / rel, Path(root), self._max_file_bytes).text
+            except (FileSkipped, OSError):
+                return None
+            return store.get(name, privacy.redact(raw, self._redact_level))  # the text the idle job abstracted
+
+        return abstract_of
 
     def _line_scorer(self, query: str, vector: Callable[[], Any] | None,
                      chunk_ids: Sequence[int]) -> LineScorer | None:

@@ -60,10 +60,10 @@ def held_to_limits(session: Session) -> bool:
     """Whether a write of ``session`` counts against the rate limits (README, "Write limits").
 
     Agents are held to them; a person is not. Every confined session (``direct``, ``group``:
-    an agent talking to others, or another uid) is an agent. An owner session is an agent's
-    when it carries a ``turn`` id: a turn is an agent's notion, and ``memoryd mcp`` sends its
-    turn with every write, so an owner MCP session is limited like any other agent and cannot
-    opt out (it has no flag for it). An owner request without a turn is a person at the
+    an agent talking to others; ``agent``: one agent of several; or another uid) is an agent.
+    An owner session is an agent's when it carries a ``turn`` id: a turn is an agent's notion,
+    and ``memoryd mcp`` sends its turn with every write, so an owner MCP session is limited
+    like any other agent and cannot opt out (it has no flag for it). An owner request without a turn is a person at the
     command line (``memoryd remember``, ``forget``, ``undo`` …): that uid may edit the memory
     files directly anyway, so a limit would protect nothing and only lock a person cleaning up
     out for a minute.
@@ -148,7 +148,7 @@ def _as_bound(raw: object, bound: Session, peer: Peer) -> dict[str, str]:
     if raw is None:
         return bound.describe()
     claimed = SessionClaim(raw, owner_allowed=False).resolve()
-    if (claimed.kind, claimed.peer, claimed.group) != (bound.kind, bound.peer, bound.group):
+    if claimed.who != bound.who:
         log.warning("peer.session_denied", uid=peer.uid, pid=peer.pid, bound=binding_text(bound))
         raise RpcError(ACCESS_DENIED, f"uid {peer.uid} is bound to the session {binding_text(bound)}; "
                        "it may not choose another")

@@ -101,6 +101,7 @@ class DaemonStatus:
     rss_bytes: int | None
     jobs: tuple[JobState, ...]  # long writes under way
     history: Mapping[str, RingSize]
+    observe: Mapping[str, Any] | None = None  # daemon/api/observe.py: captures, extractions, the [llm] health
 
     @property
     def last_event(self) -> str | None:
@@ -161,4 +162,5 @@ class DaemonStatus:
             "data_dir_bytes": self.data_dir_bytes, "rss_bytes": self.rss_bytes,
             "jobs": [j.to_json() for j in self.jobs],
             "history": {name: ring.to_json() for name, ring in self.history.items()},
+            **({"observe": dict(self.observe)} if self.observe is not None else {}),
         }

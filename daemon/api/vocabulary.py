@@ -42,6 +42,7 @@ class SessionParam(TypedDict, total=False):
     kind: str
     peer: str
     group: str
+    agent: str  # kind "agent": confined to agents/ID (docs/security.md, "Agent isolation")
     turn: str
 
 
@@ -93,6 +94,20 @@ class RememberParams(TypedDict, total=False):
     type: str
     namespace: str
     explain: bool
+    session: SessionParam
+
+
+class BankProposeParams(TypedDict, total=False):
+    turns: list[dict[str, str]]
+    transcript: str
+    namespace: str
+    session: SessionParam
+
+
+class BankReplyParams(TypedDict, total=False):
+    prompt: str
+    previous: str
+    transcript: str
     session: SessionParam
 
 
@@ -185,6 +200,23 @@ class PromoteParams(TypedDict, total=False):
     session: SessionParam
 
 
+class TurnParam(TypedDict, total=False):
+    role: str
+    text: str
+    id: str  # as `memoryd observe` computes it over the whole transcript
+
+
+class ObserveParams(TypedDict, total=False):
+    session_id: str
+    namespace: str
+    transcript: str  # a whole transcript, any format (or turns)
+    turns: list[TurnParam]
+    format: str
+    wait: bool
+    final: bool
+    session: SessionParam
+
+
 # -- replies -------------------------------------------------------------------------------------------------
 
 
@@ -242,6 +274,7 @@ class SourceReply(TypedDict):
     score: float
     lines: NotRequired[list[int]]
     site: NotRequired[str]
+    summarized: NotRequired[bool]  # shown as points of the summary section (a model summarized it)
 
 
 class ContextReply(TypedDict):
@@ -350,6 +383,17 @@ class PurgeReply(TypedDict):
     entry: dict[str, Any]
 
 
+class ObserveReply(TypedDict, total=False):
+    note: str  # the session note, relative to the first root ("" before the first capture)
+    captured: int
+    seen: int
+    bytes: int
+    withheld_lines: int
+    pending: int
+    expired: list[str]
+    extraction: dict[str, Any]  # {"state": off | queued | done | failed | throttled | nothing pending, ...}
+
+
 class StatusReply(TypedDict, total=False):
     """``status`` (memoryd.daemon.api.status.DaemonStatus.to_json): the daemon's fields, and the
     index's own (``files``, ``chunks``, ``model``, ``cache``, ``index``, ``skipped``, ``vectors``,
@@ -385,6 +429,7 @@ class StatusReply(TypedDict, total=False):
     rss_bytes: int | None
     jobs: list[dict[str, Any]]
     history: dict[str, dict[str, int]]
+    observe: dict[str, Any]  # daemon/api/observe.py: captures, extractions, the [llm] health (never its key)
 
 
 #: The replies not typed field by field yet: an open JSON object.
@@ -439,6 +484,12 @@ METHODS: tuple[Method, ...] = (
     Method("update_section", UpdateSectionParams, WriteReply, "write", False, "write",
            "replace one section of a Memory Bank file"),
     Method("promote", PromoteParams, WriteReply, "write", False, "write", "copy an entry into the shared memory"),
+    Method("observe", ObserveParams, ObserveReply, "write", False, "write",
+           "a conversation in: captured as a session note, extracted with [llm]"),
+    Method("bank_propose", BankProposeParams, OpenReply, "read", True, None,
+           "the 💾 Memory Bank proposal for a transcript (writes nothing)"),
+    Method("bank_reply", BankReplyParams, OpenReply, "write", True, "write",
+           "a user's answer to a proposal: a confirm writes it through remember"),
 )
 
 BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}

@@ -40,6 +40,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from memoryd.daemon.client.agents_capture import codex_notify, openclaw_changes, set_claude_capture
 from memoryd.daemon.client.setup_files import (
     Change,
     SetupError,
@@ -132,8 +133,8 @@ def _claude(where: Where, install: bool) -> tuple[list[Change], list[str]]:
         _json_edit(servers, "the MCP server memoryd",
                    lambda d: _set_server(d, ["mcpServers"], claude_mcp_entry(where) if install else None, servers)),
         hook_change,
-        _json_edit(settings, "the UserPromptSubmit hook",
-                   lambda d: _set_hook(d, hook_command(where, hook) if install else None, settings)),
+        _json_edit(settings, "the UserPromptSubmit hook and the capture hooks (Stop, PreCompact, SessionEnd)",
+                   lambda d: _set_hooks(d, where, hook, install, settings)),
         _block_edit(memo, snippet("CLAUDE.md") if install else None, "the memoryd instructions"),
     ]
     notes = [] if install or old_hook in (None, shipped_hook) else [
@@ -141,6 +142,13 @@ def _claude(where: Where, install: bool) -> tuple[list[Change], list[str]]:
     if install and base is not None and where.on_path is None:
         notes.append(not_on_path_note(where.exe))
     return changes, notes
+
+
+def _set_hooks(data: dict[str, Any], where: Where, hook: Path, install: bool, path: Path) -> None:
+    """The context hook and the capture hooks (daemon/client/agents_capture.py), in one edit of ``path``."""
+    _set_hook(data, hook_command(where, hook) if install else None, path)
+    exe = PROJECT_EXE if where.project is not None else where.exe  # a project's shared file: a bare memoryd
+    set_claude_capture(data, exe if install else None, path)
 
 
 def _set_hook(data: dict[str, Any], command: str | None, path: Path) -> None:
@@ -213,13 +221,14 @@ def _codex(where: Where, install: bool) -> tuple[list[Change], list[str]]:
     config = where.home / ".codex" / "config.toml"
     old = read_text(config)
     table = codex_table(where) if install else None
-    if not install and old is not None and not _is_ours(_codex_entry(config, old)):
-        table_change = Change(config, old, old, "the MCP server memoryd")  # not ours (or none): left alone
-    else:
-        table_change = Change(config, old, replace_toml_table(config, old, CODEX_TABLE, table),
-                              "the MCP server memoryd", mode=0o600)
+    new: str | None = old  # not ours (or none): left alone
+    if install or old is None or _is_ours(_codex_entry(config, old)):
+        new = replace_toml_table(config, old, CODEX_TABLE, table)
+    new, notes = codex_notify(config, new, where.exe, install)  # the capture: Codex's notify program
+    table_change = Change(config, old, new, "the MCP server memoryd and the notify capture", mode=0o600)
     memo = where.home / ".codex" / "AGENTS.md"
-    return [table_change, _block_edit(memo, snippet("AGENTS.md") if install else None, "the memoryd instructions")], []
+    return [table_change, _block_edit(memo, snippet("AGENTS.md") if install else None,
+                                      "the memoryd instructions")], notes
 
 
 def _codex_entry(path: Path, text: str) -> object:
@@ -245,7 +254,8 @@ def _openclaw(where: Where, install: bool) -> tuple[list[Change], list[str]]:
                    lambda d: _set_server(d, ["mcp", "servers"], entry if install else None, registry), json5=True),
         _block_edit(workspace / "AGENTS.md", snippet("AGENTS.md") if install else None, "the memoryd instructions"),
     ]
-    notes: list[str] = []
+    hook_changes, notes = openclaw_changes(where.home, where.exe, install)  # the capture hook
+    changes += hook_changes
     config = where.config
     if install and config is not None:
         old = read_text(config)

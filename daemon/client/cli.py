@@ -31,6 +31,7 @@ from memoryd.daemon.client import (
     cli_history,
     cli_manage,
     cli_mcp,
+    cli_observe,
     cli_onboard,
     cli_setup,
     cli_storage,
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_bank.add_parsers(sub)
     cli_write.add_parsers(sub)
+    cli_observe.add_parsers(sub)
     cli_history.add_parsers(sub)
     cli_manage.add_parsers(sub)
     cli_mcp.add_parsers(sub)
@@ -449,6 +451,7 @@ _COMMANDS = {
 }
 _COMMANDS.update(cli_bank.COMMANDS)
 _COMMANDS.update(cli_mcp.COMMANDS)
+_COMMANDS.update(cli_observe.COMMANDS)
 _COMMANDS.update(cli_setup.COMMANDS)
 _COMMANDS.update(cli_onboard.COMMANDS)
 _COMMANDS.update(cli_history.COMMANDS)

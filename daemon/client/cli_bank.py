@@ -1,4 +1,5 @@
-"""``memoryd bank detect|plan|apply PATH [--json]``: Memory Bank maintenance (docs/memory-bank.md), in-process.
+"""``memoryd bank detect|plan|apply PATH [--json]``: Memory Bank maintenance (docs/memory-bank.md), in-process;
+``memoryd bank propose|reply`` (proposals, through the daemon) live in :mod:`.cli_bank_loop`.
 
 PATH is the project folder (the bank is ``PATH/memory-bank``) or the
 ``memory-bank`` folder itself. No daemon is needed; a running daemon sees the
@@ -27,8 +28,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p = command(subparsers, "bank", "detect, plan and apply Memory Bank maintenance (init/upgrade/migrate/refresh)",
                 "memoryd bank detect ~/code/myproject", "memoryd bank plan ~/code/myproject",
                 "memoryd bank apply ~/code/myproject/memory-bank",
-                note="It works in-process on the folder named, so it needs no daemon and takes no --config or "
-                     "--socket.")
+                note="detect, plan and apply work in-process on the folder named, so they need no daemon and "
+                     "take no --config or --socket; propose and reply (write proposals, docs/agents.md) ask the "
+                     "daemon.")
     actions = p.add_subparsers(dest="bank_action", metavar="ACTION", required=True)
     for name, help_text in (("detect", "say which flow the folder needs, and why"),
                             ("plan", "list the operations apply would carry out; changes nothing"),
@@ -37,6 +39,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                     f"memoryd bank {name} --json ~/code/myproject")
         q.add_argument("path", type=Path, metavar="PATH", help="project folder, or its memory-bank folder")
         q.add_argument("--json", action="store_true", help="print a JSON object")
+    from memoryd.daemon.client import cli_bank_loop  # propose / reply: through the daemon
+
+    cli_bank_loop.add_actions(actions)
 
 
 def _emit(args: argparse.Namespace, text: str, obj: dict[str, Any]) -> None:
@@ -58,6 +63,10 @@ def cmd_bank(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.bank_action in ("propose", "reply"):
+        from memoryd.daemon.client import cli_bank_loop
+
+        return cli_bank_loop.run(args)
     from memoryd.indexer import bank
 
     if args.bank_action == "detect":

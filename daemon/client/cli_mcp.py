@@ -27,7 +27,7 @@ from pathlib import Path
 from memoryd.daemon.client.cli_help import command
 from memoryd.daemon.exits import EXIT_INTERRUPTED, EXIT_STARTUP, EXIT_USAGE
 
-SESSION_KINDS = ("owner", "direct", "group")
+SESSION_KINDS = ("owner", "direct", "group", "agent")
 # memoryd.indexer.config.LOG_LEVELS, spelled out: this module must not import the config machinery.
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_LOG_LEVEL = "warning"
@@ -49,6 +49,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="the memoryd session the MCP client acts as (default owner: reads and writes everything)")
     p.add_argument("--peer", metavar="ID", help="the peer of a direct session")
     p.add_argument("--group", metavar="ID", help="the group of a group session")
+    p.add_argument("--agent", metavar="ID", help="the agent of an agent session (confined to agents/ID)")
     p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
                    help="what goes to stderr, the host's log (default warning: nothing when all goes well; "
                    "info adds mcp.started and each tool error)")
@@ -56,15 +57,17 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def session_of(args: argparse.Namespace) -> dict[str, str]:
     """The memoryd session named by the flags; ``ValueError`` with a usage message when they do not fit."""
-    kind, peer, group = args.session, args.peer, args.group
-    if kind == "owner" and (peer or group):
-        raise ValueError("--peer and --group need --session direct or --session group")
-    if kind == "direct" and (not peer or group):
+    kind, peer, group, agent = args.session, args.peer, args.group, getattr(args, "agent", None)
+    if kind == "owner" and (peer or group or agent):
+        raise ValueError("--peer, --group and --agent need --session direct, --session group or --session agent")
+    if kind == "direct" and (not peer or group or agent):
         raise ValueError("--session direct needs --peer ID (and no --group)")
-    if kind == "group" and (not group or peer):
+    if kind == "group" and (not group or peer or agent):
         raise ValueError("--session group needs --group ID (and no --peer)")
+    if kind == "agent" and (not agent or peer or group):
+        raise ValueError("--session agent needs --agent ID (and no --peer or --group)")
     session = {"kind": kind}
-    for key, value in (("peer", peer), ("group", group)):
+    for key, value in (("peer", peer), ("group", group), ("agent", agent)):
         if value:
             if not _ID.fullmatch(value) or ".." in value:
                 raise ValueError(f"--{key} {value[:80]!r}: an id is 1-64 letters, digits, '.', '_' or '-', "

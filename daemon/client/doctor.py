@@ -90,6 +90,9 @@ def run_checks(inp: Inputs) -> list[Check]:
         checks += list(_root(root, cfg, inp, status))
     checks.append(_inotify(roots, inp))
     checks += _model(cfg, inp, status)
+    from memoryd.daemon.client.doctor_llm import llm_check  # [llm]: indexer/llm/
+
+    checks.append(Check("llm", *llm_check(cfg)))
     return checks
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 MIME = "text/markdown"
 PAGE = 200  # files per resources/list page
@@ -24,17 +24,34 @@ class ResourceError(ValueError):
     """A resource URI that names no memory file; ``str()`` is the message the host shows."""
 
 
+CONFINED_SCHEME = "memoryd"  # memoryd:///REL: a confined session's files, which come without their root
+
+
 def resource_of(entry: dict[str, Any]) -> dict[str, Any]:
-    """The MCP ``Resource`` fields for one entry of the daemon's ``files`` answer."""
-    path = Path(entry["root"]) / entry["path"]
+    """The MCP ``Resource`` fields for one entry of the daemon's ``files`` answer.
+
+    A confined session's entries carry no ``root`` (it never sees an absolute path,
+    docs/security.md): their URI is ``memoryd:///REL``, read back by its relative path.
+    """
     modified = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry["mtime"]))
+    root = entry.get("root")
+    if not root:
+        return {"uri": f"{CONFINED_SCHEME}:///{quote(entry['path'])}", "name": entry["path"],
+                "title": entry["path"], "mimeType": MIME, "size": entry["size"],
+                "description": f"Memory file (modified {modified})."}
+    path = Path(root) / entry["path"]
     return {"uri": path.as_uri(), "name": entry["path"], "title": entry["path"], "mimeType": MIME,
-            "size": entry["size"], "description": f"Memory file in {entry['root']} (modified {modified})."}
+            "size": entry["size"], "description": f"Memory file in {root} (modified {modified})."}
 
 
 def path_of(uri: str) -> str:
     """The absolute path a ``file://`` resource URI names (percent-decoded); :class:`ResourceError` if none."""
     parts = urlsplit(uri)
+    if parts.scheme == CONFINED_SCHEME and not parts.netloc and parts.path.startswith("/"):
+        rel = unquote(parts.path[1:])
+        if "\x00" in rel or not rel:
+            raise ResourceError(f"not a memoryd resource: {uri[:200]!r}")
+        return rel  # relative to the first root: the daemon's get checks it against the session
     if parts.scheme != "file" or parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
         raise ResourceError(f"not a memoryd resource: {uri[:200]!r} (memory files are file:///ABSOLUTE/PATH URIs "
                             "from resources/list)")

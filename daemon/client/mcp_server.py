@@ -57,6 +57,7 @@ from memoryd.daemon.client.mcp_drain import run_draining
 from memoryd.daemon.client.mcp_prompts import recall_message, recall_params
 from memoryd.daemon.client.mcp_resources import PAGE, ResourceError, cursor_offset, path_of, resource_of
 from memoryd.daemon.client.mcp_tools import (
+    BANK_PROPOSE,
     BY_NAME,
     CONTEXT,
     DEFAULT_CONTEXT_TOKENS,
@@ -95,7 +96,12 @@ INSTRUCTIONS = (
     "whether the index has caught up with recent saves; memory_list lists stored entries; "
     "memory_update_section rewrites a kept-current section (e.g. Current Focus); memory_promote copies a "
     "peer's or group's entry into the user's own memory. The memory files themselves are resources "
-    "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic."
+    "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic. "
+    "When not to write: small talk, greetings, routine acknowledgements, what is already stored, anything "
+    "low-confidence or speculative (conversations are captured as session notes on their own). At most 3 "
+    "memory_remember calls per turn. Never mention memory operations in the reply, never print tool-call JSON. "
+    "In a group, when memories disagree: MY_ROLE (the agent's role in the group) > the group's notes > the "
+    "group's MEMORY."
 )
 
 LIST_LIMIT = 50
@@ -189,6 +195,8 @@ class DaemonBridge:
         if name == LIST.name:
             return LIST.method, self._with({"limit": args.get("limit", LIST_LIMIT)}, args, "namespace", "type", "since",
                                       "until", "cursor")
+        if name == BANK_PROPOSE.name:
+            return "bank_propose", self._with({"transcript": args["transcript"]}, args, "namespace")
         if name in (UPDATE_SECTION.name, PROMOTE.name):
             return BY_NAME[name].method, {**args, "session": self.session}
         budget = args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)  # the daemon requires it; the tool has a default
@@ -328,9 +336,16 @@ def _list(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
     return _json(out), out
 
 
+def _bank_propose(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
+    proposal = res.get("proposal")
+    out = {"text": "" if proposal is None else str(proposal.get("text", "")), "proposal": proposal}
+    return out["text"] or "Nothing to propose: show no proposal.", out
+
+
 _SHAPERS: dict[str, Callable[[dict[str, Any], Any], Shaped]] = {
     "memory_search": _search, "memory_get": _get, "memory_context": _context, "memory_remember": _remember,
     "memory_status": _status, "memory_list": _list, "memory_update_section": _remember, "memory_promote": _remember,
+    "memory_bank_propose": _bank_propose,
 }
 
 

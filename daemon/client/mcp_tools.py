@@ -341,7 +341,27 @@ PROMOTE = ToolSpec(
     method="promote", idempotent=False,  # a second promote reinforces the copy
 )
 
-TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE)
+BANK_PROPOSE = ToolSpec(
+    "memory_bank_propose", "Propose a Memory Bank write",
+    "After finishing a task, ask whether the conversation settled something worth writing to the Memory "
+    "Bank (a requirement, a decision, a lesson learned, a design note, the current focus, a standing "
+    "instruction). Pass the recent turns; you get back `text`, a 💾 proposal naming the target file and "
+    "the points, to show the user at the end of your reply as it is, or an empty `text` when there is "
+    "nothing to propose (then show nothing). Nothing is written: when the user answers with a confirm word "
+    "(好 / 写 / yes / ok) the context hook writes it; a reject word (不用 / 跳过 / no / skip) or no answer "
+    "skips it. Do not propose again in the turn right after a proposal.",
+    _obj({
+        "transcript": {"type": "string", "minLength": 1, "maxLength": 200_000,
+                       "description": "The recent turns, one per line as 'user: …' / 'assistant: …' (or a JSON "
+                                      "messages array)."},
+        "namespace": {"type": "string", "pattern": NAMESPACE,
+                      "description": "Where the points would be written. Omit to use this session's own namespace."},
+    }, ("transcript",)),
+    _out({"text": _STR, "proposal": {"type": ["object", "null"]}}),
+    method="bank_propose",
+)
+
+TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE, BANK_PROPOSE)
 OWNER_TOOLS = frozenset({UPDATE_SECTION.name, PROMOTE.name})
 """Tools only the owner may use (seed 003: update_* and promote): not listed to a confined session."""
 BY_NAME = {t.name: t for t in TOOLS}

@@ -21,14 +21,22 @@ scored, and at most ``scored_tokens`` tokens of lines per block (the lines neare
 the matched ones first; the rest keep the matched-lines order), so the model's
 extra work on a block never seen before is bounded by tokens, not time
 (docs/quality.md, "Excerpt lines ranked by the model").
+
+Nothing a reader would not see is paid for: an entry's trailing ``<!-- memoryd: … -->``
+marker and a line that is only an HTML comment (a Memory Bank block marker, a generated-section
+marker) are hidden by every Markdown renderer, so the block leaves them out (the line keeps its
+number, empty). A heading alone says where a fact is, not the fact: an excerpt starts with a
+line that is not a heading, and a span that has nothing but headings and blank lines is left out.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 from memoryd.indexer.search.hits import Hit, add_lines, span_text
 
 HEADER = "## Relevant memories\n\nRetrieved by memoryd for: {query}\n"
@@ -41,6 +49,20 @@ MAX_SCORED_TOKENS = 1024
 """Tokens of lines per block given to ``score_lines`` (the default of ``build_context``): lines are taken
 nearest the matched ones first while the allowance lasts; those beyond it keep the matched-lines order. The
 cost of a block whose lines were never embedded is then a few query embeddings (docs/quality.md)."""
+
+_COMMENT_LINE = re.compile(r"^[ \t]*<!--.*?-->[ \t]*$", re.MULTILINE)
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t]|$)")
+
+
+def shown_text(text: str) -> str:
+    """``text`` as the block shows it: entry markers removed, comment-only lines emptied (same line count)."""
+    text = strip_markers(text)
+    return _COMMENT_LINE.sub("", text) if "<!--" in text else text
+
+
+def is_heading(line: str) -> bool:
+    return bool(_HEADING.match(line))
+
 
 LineScorer = Callable[[list[str]], list[float]]
 """Similarity of each line to the query (higher: closer), one value per line, in one call."""
@@ -60,7 +82,7 @@ class Span:
     site: str | None = None  # a shared database's site whose file this is (None: the embedded index)
 
     def absorb(self, hit: Hit) -> None:
-        add_lines(self.lines, hit.start_line, hit.text)
+        add_lines(self.lines, hit.start_line, shown_text(hit.text))
         self.matched += [(-hit.score, n) for n in hit.match_lines]
         self.start_line = min(self.start_line, hit.start_line)
         self.end_line = max(self.end_line, hit.end_line)
@@ -98,12 +120,15 @@ class ContextSource:
     score: float
     lines: tuple[int, ...] | None = None  # None: shown whole
     site: str | None = None  # as a search hit's: only on a backend with sites
+    summarized: bool = False  # shown as points of the summary section (memoryd.indexer.search.summaries)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"root": self.root, "path": self.path, "start_line": self.start_line,
                                "end_line": self.end_line, "score": round(self.score, 6)}
         if self.lines is not None:
             out["lines"] = list(self.lines)
+        if self.summarized:
+            out["summarized"] = True
         if self.site is not None:
             out["site"] = self.site
         return out
@@ -245,6 +270,9 @@ def _fitted(
     """The span's block item — whole if it fits ``share``, else an excerpt within ``share`` (its best
     line always, if that fits in ``left``) —, the lines an excerpt shows (None: whole) and the item's
     size in tokens. ``("", None, 0)`` when not even its best line fits."""
+    numbers = [n for n in range(span.start_line, span.end_line + 1) if span.lines.get(n, "").strip()]
+    if not any(not is_heading(span.lines[n]) for n in numbers):  # only headings: no fact to show
+        return "", None, 0
     frame = count_tokens([_item(span, GAP, excerpt=True)])[0]
     if frame >= left:
         return "", None, 0
@@ -252,8 +280,7 @@ def _fitted(
     whole = count_tokens([text])[0]
     if whole <= share:
         return text, None, whole
-    numbers = [n for n in range(span.start_line, span.end_line + 1) if span.lines.get(n, "").strip()]
-    order = ranker.order(span, numbers)
+    order = _fact_first(span, ranker.order(span, numbers))
     chosen: list[int] = []
     total = frame
     for at in range(0, len(order), EXCERPT_BATCH):  # lines are counted as they are taken, a few at a time
@@ -267,10 +294,17 @@ def _fitted(
         else:
             continue
         break
-    if not chosen or total > left:
+    if not chosen or total > left or all(is_heading(span.lines[n]) for n in chosen):
         return "", None, 0
     chosen.sort()
     return _item(span, _excerpt_body(span, chosen), excerpt=True), chosen, total
+
+
+def _fact_first(span: Span, order: list[int]) -> list[int]:
+    """``order`` with its first non-heading line moved to the front: the line an excerpt always keeps
+    is a fact, not the heading above it (a matched heading still comes next)."""
+    first = next((i for i, n in enumerate(order) if not is_heading(span.lines[n])), 0)
+    return [order[first], *order[:first], *order[first + 1:]] if first else order
 
 
 def _excerpt_order(span: Span, numbers: list[int]) -> list[int]:

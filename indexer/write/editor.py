@@ -186,9 +186,13 @@ class MemoryEditor(MemoryWriter):
         """:meth:`MemoryWriter.undo`, plus the undo of a ``clear`` (every file it emptied, byte for byte
         while untouched since) and of a ``section`` update."""
         rec = self.history.find(rid) if self.history is not None else None
-        if rec is None or rec.get("action") not in (hist.CLEAR, hist.SECTION):
+        if rec is None or rec.get("action") not in (hist.CLEAR, hist.SECTION, hist.EXPIRE):
             return super().undo(rid, session)
         rec = self._undoable(rid)
+        if rec["action"] == hist.EXPIRE:  # a session note retention deleted (indexer/observe/notes.py)
+            from memoryd.indexer.observe.session_notes import undo_expire
+
+            return undo_expire(self, rid, rec, session)
         if rec["action"] == hist.SECTION:
             return self._undo_section(rid, rec, session)
         if not rec.get("group"):

@@ -12,7 +12,7 @@ field     meaning
 ========  ===================================================================
 id        ``h-`` + 16 hex characters, random (not guessable from the time)
 time      ISO 8601 UTC seconds
-action    ``replace`` | ``forget`` | ``reinforce`` | ``undo`` | ``clear`` | ``section``
+action    ``replace`` | ``forget`` | ``reinforce`` | ``undo`` | ``clear`` | ``section`` | ``expire``
 root      the memory root the path is relative to
 path      the file, relative to ``root``
 line      1-based line of the entry after the action (forget: where it was)
@@ -71,7 +71,8 @@ MAX_BYTES = 4 * 1024 * 1024
 MAX_BLOCK_CHARS = 64 * 1024  # an entry longer than this is recorded, but not restorable
 REPLACE, FORGET, REINFORCE, UNDO = "replace", "forget", "reinforce", "undo"
 CLEAR, SECTION = "clear", "section"  # memoryd.indexer.write.editor: a namespace emptied, a section body replaced
-ACTIONS = (REPLACE, FORGET, REINFORCE, UNDO, CLEAR, SECTION)
+EXPIRE = "expire"  # memoryd.indexer.observe.notes: a session note deleted whole by retention (its text in ``old``)
+ACTIONS = (REPLACE, FORGET, REINFORCE, UNDO, CLEAR, SECTION, EXPIRE)
 
 
 def new_id() -> str:

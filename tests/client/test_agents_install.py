@@ -149,8 +149,12 @@ def test_codex_install_keeps_the_other_servers_and_comments_byte_for_byte(tmp_pa
     home = _home(tmp_path)
     assert _run("install", "codex", "--home", str(home)) == 0
     text = (home / ".codex" / "config.toml").read_text()
-    assert text.startswith(CODEX)  # every line of the user's file, comments included, untouched
+    capture = f'# memoryd: conversation capture (\'memoryd agents uninstall codex\' removes it)\nnotify = ["{EXE}", ' \
+              '"observe", "--hook", "codex"]\n'
+    assert capture in text  # top level (before the first table), where Codex reads notify
+    assert text.replace(capture, "", 1).startswith(CODEX)  # every line of the user's, comments included, untouched
     config = tomllib.loads(text)
+    assert config["notify"] == [EXE, "observe", "--hook", "codex"]
     assert config["mcp_servers"]["github"]["env"] == {"GITHUB_TOKEN": "ghp_example"}
     expected = tomllib.loads(snippet("codex.toml"))["mcp_servers"]["memoryd"]
     assert config["mcp_servers"]["memoryd"] == {**expected, "command": EXE}

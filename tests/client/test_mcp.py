@@ -31,7 +31,7 @@ from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status", "memory_list",
-         "memory_update_section", "memory_promote"}
+         "memory_update_section", "memory_promote", "memory_bank_propose"}
 ZEBRA = "- The zebracorn migration plan moves every service to the new queue by March.\n"
 MAX_PER_MINUTE = 2
 

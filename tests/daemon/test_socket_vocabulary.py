@@ -36,7 +36,8 @@ def test_the_gate_and_the_read_audit_take_their_sets_from_the_table() -> None:
     """The sets session.py and read_audit.py spelled out before, now derived: the same members."""
     from memoryd.daemon.api import read_audit, session
 
-    assert {"search", "context", "get", "files", "list", "export", "stats", "remember"} == session.BOUND_METHODS
+    assert {"search", "context", "get", "files", "list", "export", "stats", "remember",
+            "bank_propose", "bank_reply"} == session.BOUND_METHODS  # bank_reply writes only through remember
     assert session.BOUND_METHODS is vocab.BOUND_METHODS
     assert {"search", "context", "get", "files", "list", "export", "stats"} == vocab.READ_AUDITED
     assert not hasattr(read_audit, "READS")  # no second list to drift
@@ -69,13 +70,15 @@ def test_mcp_read_only_hints_follow_each_methods_access() -> None:
 @pytest.mark.parametrize("method", [m for m in vocab.METHODS if m.params is not vocab.NoParams])
 def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> None:
     """A key the TypedDict does not name is refused, and the refusal lists exactly its keys."""
-    from memoryd.daemon.api import manage_requests, requests
+    from memoryd.daemon.api import manage_requests, observe_request, requests
+    from memoryd.daemon.api.bank import BankMethods
     from memoryd.daemon.api.files import FileMethods
     from memoryd.daemon.roots import RootMap
     from memoryd.daemon.rpc.jsonrpc import reject_unknown
     from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.config import SearchConfig
 
+    bank = BankMethods(writes=None, roots=lambda: RootMap([Path("/x")]))  # type: ignore[arg-type]  # parses only
     parsers = {"search": lambda p: requests.parse_search(p, PEER, SearchConfig(), Path("/x")),
                "context": lambda p: requests.parse_context(p, PEER, Path("/x")),
                "get": lambda p: requests.parse_get(p, PEER), "reindex": requests.parse_reindex,
@@ -90,6 +93,8 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
                "clear": lambda p: manage_requests.parse_clear(p, PEER),
                "update_section": lambda p: manage_requests.parse_section(p, PEER),
                "promote": lambda p: manage_requests.parse_promote(p, PEER),
+               "observe": lambda p: observe_request.parse_observe(p, PEER),
+               "bank_propose": lambda p: bank.propose(p, PEER), "bank_reply": lambda p: bank.reply(p, PEER),
                # user_prompt takes only a session: its handler checks the keys with the table's own names
                "user_prompt": lambda p: reject_unknown(p, vocab.param_names(vocab.UserPromptParams)),
                "files": lambda p: FileMethods(roots=lambda: RootMap([Path("/x")]),
@@ -103,5 +108,5 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
 def test_a_handler_without_a_row_or_a_row_without_a_handler_is_named() -> None:
     names = [m.name for m in vocab.METHODS]
     assert vocab.unlisted(names) == ([], [])
-    assert vocab.unlisted([*names, "observe"]) == (["observe"], [])
+    assert vocab.unlisted([*names, "teleport"]) == (["teleport"], [])
     assert vocab.unlisted(names[1:]) == ([], [names[0]])

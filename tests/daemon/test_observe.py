@@ -1,0 +1,210 @@
+"""observe (daemon/api/observe.py): capture by default, extraction with a (fake) model, retention, idempotence."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoryd.daemon.client.rpc_client import RpcClientError
+from memoryd.indexer.config import Config
+from memoryd.indexer.llm.config import LLMConfig
+from memoryd.indexer.observe.config import ObserveConfig
+from tests.fake_chat_server import FakeChatServer
+from tests.helpers import running_daemon
+from tests.write_fixtures import HASH_WRITE
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "observe"
+NS = "agent:claude-code"
+SECRET = "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+ANSWER = {"memories": [{"type": "preference", "content": "The user prefers green tea over coffee when working late.",
+                        "keywords": ["tea"], "importance": 7},
+                       {"type": "knowledge", "content": "The user said hello.", "importance": 1}],
+          "experiences": [{"pain": "The test suite took 25 minutes on the two-core CI runner",
+                           "solution": "split the slow model tests behind a marker",
+                           "outcome": "CI finishes in under ten minutes"}],
+          "profile": {"role": "backend engineer", "topics": ["continuous integration speed"],
+                      "tools": ["pytest with markers"], "pain_points": []}}
+
+
+def _write(cfg: Config) -> Config:
+    return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def chat() -> Iterator[FakeChatServer]:
+    with FakeChatServer() as srv:
+        yield srv
+
+
+def _daemon(tmp_path: Path, short_dir: Path, chat: FakeChatServer | None = None, **observe: Any) -> Any:
+    llm = LLMConfig(provider="openai", url=chat.url, model="fake-model", retries=0) if chat else LLMConfig()
+    return running_daemon(tmp_path, short_dir / "m.sock", {"MEMORY.md": "# Memory\n"}, timeout=20, tweak=_write,
+                          llm=llm, observe=dataclasses.replace(ObserveConfig(), **observe))
+
+
+def _observe(client: Any, text: str, sid: str = "sess-1", **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = client.call("observe", {"session_id": sid, "namespace": NS, "transcript": text, **extra})
+    return out
+
+
+def test_capture_appends_redacted_turns_to_a_dated_note_and_a_resend_adds_nothing(tmp_path: Path,
+                                                                                 short_dir: Path) -> None:
+    with _daemon(tmp_path, short_dir) as (_, client, root):
+        text = (DATA / "claude.jsonl").read_text()
+        first = _observe(client, text)
+        rel = f"agents/claude-code/sessions/{date.today().isoformat()}-sess-1.md"
+        assert first["note"] == rel and first["captured"] == 4 and first["extraction"] == {"state": "off"}
+        note = (root / rel).read_text()
+        assert note.startswith(f"# Conversation {date.today().isoformat()} (session sess-1)\n")
+        assert "I prefer green tea" in note and "**assistant** ·" in note
+        assert "Relevant memories" not in note and "README.md" not in note and "Be concise" not in note
+        again = _observe(client, text)
+        assert again["captured"] == 0 and again["seen"] == 4 and (root / rel).read_text() == note
+        more = _observe(client, text.replace('"a2"', '"a2"') + json.dumps(
+            {"type": "user", "message": {"role": "user", "content": f"one more thing\n{SECRET}\nthanks"}}) + "\n")
+        assert more["captured"] == 1 and more["withheld_lines"] == 1
+        grown = (root / rel).read_text()
+        assert grown.startswith(note) and "one more thing" in grown and "thanks" in grown
+        assert "wJalrXUtnFEMI" not in grown and "[line withheld by memoryd: " in grown
+        hits = client.call("search", {"query": "green tea coffee late", "k": 3, "mode": "keyword"})["hits"]
+        assert any(h["path"] == rel for h in hits)
+        st = client.call("status")["observe"]
+        assert st["captured_turns"] == 5 and st["extraction"] == "off"
+
+
+def test_the_seen_turns_survive_a_restart(tmp_path: Path, short_dir: Path) -> None:
+    text = (DATA / "plain.txt").read_text()
+    with _daemon(tmp_path, short_dir) as (_, client, _root):
+        assert _observe(client, text)["captured"] == 4
+    with _daemon(tmp_path, short_dir) as (_, client, _root):
+        assert _observe(client, text)["captured"] == 0
+        assert _observe(client, (DATA / "codex.jsonl").read_text())["captured"] == 0  # same turns, other format
+
+
+def test_turns_the_cli_parsed_carry_their_ids(tmp_path: Path, short_dir: Path) -> None:
+    from memoryd.indexer.observe.transcript import parse
+
+    turns = [{"role": t.role, "text": t.text, "id": t.id} for t in parse((DATA / "plain.txt").read_text())]
+    with _daemon(tmp_path, short_dir) as (_, client, _root):
+        assert client.call("observe", {"session_id": "s", "namespace": NS, "turns": turns})["captured"] == 4
+        assert _observe(client, (DATA / "plain.txt").read_text(), sid="s")["captured"] == 0
+        with pytest.raises(RpcClientError, match="turn id"):
+            client.call("observe", {"session_id": "s", "namespace": NS,
+                                    "turns": [{"role": "user", "text": "x", "id": "../../etc"}]})
+
+
+def test_retention_deletes_whole_old_notes_records_them_and_undo_restores(tmp_path: Path, short_dir: Path) -> None:
+    with _daemon(tmp_path, short_dir, keep_days=7) as (_, client, root):
+        old = root / "agents/claude-code/sessions/2020-01-01-old.md"
+        old.parent.mkdir(parents=True)
+        old.write_text("# Conversation 2020-01-01 (session old)\n\n**user** · 10:00 UTC\nlong ago\n")
+        other = root / "agents/claude-code/sessions/notes.md"  # not a session note: never touched
+        other.write_text("# Mine\n")
+        out = _observe(client, "user: a new conversation about tea\n")
+        assert out["expired"] == ["agents/claude-code/sessions/2020-01-01-old.md"]
+        assert not old.exists() and other.exists()
+        (rec,) = [r for r in client.call("history", {"limit": 10})["entries"] if r["action"] == "expire"]
+        assert rec["path"] == "agents/claude-code/sessions/2020-01-01-old.md"
+        client.call("undo", {"id": rec["id"]})
+        assert old.read_text().endswith("long ago\n")
+
+
+def test_max_bytes_deletes_the_oldest_notes_but_never_the_one_being_written(tmp_path: Path, short_dir: Path) -> None:
+    with _daemon(tmp_path, short_dir, keep_days=0, max_bytes=10_000) as (_, client, root):
+        folder = root / "agents/claude-code/sessions"
+        folder.mkdir(parents=True)
+        for day in ("2026-01-01", "2026-01-02", "2026-01-03"):
+            (folder / f"{day}-x.md").write_text("# c\n" + "word " * 1000)
+        out = _observe(client, "user: " + "today " * 2500 + "\n")
+        assert out["expired"] == ["agents/claude-code/sessions/2026-01-01-x.md",
+                                  "agents/claude-code/sessions/2026-01-02-x.md",
+                                  "agents/claude-code/sessions/2026-01-03-x.md"]
+        assert (root / out["note"]).exists()  # over the cap alone, but it is being written
+
+
+def test_extraction_proposes_and_the_write_path_decides(tmp_path: Path, short_dir: Path,
+                                                        chat: FakeChatServer) -> None:
+    chat.default = ANSWER
+    with _daemon(tmp_path, short_dir, chat) as (_, client, root):
+        text = (DATA / "plain.txt").read_text() + f"user: my key is below\nuser: {SECRET}\n"
+        out = _observe(client, text, wait=True)
+        ext = out["extraction"]
+        assert ext["state"] == "done" and ext["turns"] == 6 and ext["proposed"] == 5  # importance 1 is dropped
+        (body,) = chat.requests
+        sent = json.dumps(body)
+        assert "green tea" in sent and "wJalrXUtnFEMI" not in sent  # the model sees the capture, redacted
+        by_kind = {r["kind"]: r for r in ext["results"]}
+        assert by_kind["memory"]["decision"] == "appended"
+        assert "green tea" in (root / "agents/claude-code" / by_kind["memory"]["path"].split("/", 2)[2]).read_text()
+        exp = (root / "agents/claude-code/experiences.md").read_text()
+        assert "## Experiences" in exp and "two-core CI runner → split the slow model tests" in exp
+        profile = (root / "agents/claude-code/profile.md").read_text()
+        assert "## Role" in profile and "backend engineer" in profile and "## Preferred tools" in profile
+        again = _observe(client, text, wait=True)
+        assert again["extraction"] == {"state": "nothing pending"} and len(chat.requests) == 1
+        audit = client.call("audit", {"tail": 20})["entries"]
+        assert any(e.get("path") == "agents/claude-code/experiences.md" and e["decision"] == "appended" for e in audit)
+        assert any(e["action"] == "observe" and e["decision"] == "captured" for e in audit)
+
+
+def test_a_secret_the_model_proposes_is_refused_by_the_filter(tmp_path: Path, short_dir: Path,
+                                                              chat: FakeChatServer) -> None:
+    chat.default = {"memories": [{"type": "knowledge", "content": f"The deploy uses {SECRET}", "importance": 9}]}
+    with _daemon(tmp_path, short_dir, chat) as (_, client, root):
+        ext = _observe(client, "user: we deploy on fridays with the usual key\n", wait=True)["extraction"]
+        assert ext["results"][0]["decision"] == "rejected"
+        assert not any("wJalrXUtnFEMI" in p.read_text() for p in root.rglob("*.md"))
+
+
+@pytest.mark.parametrize("mode", ["not_json", "429", "500", "silent"])
+def test_a_failed_call_writes_only_the_capture_and_the_next_observe_retries(tmp_path: Path, short_dir: Path,
+                                                                            chat: FakeChatServer, mode: str) -> None:
+    chat.mode, chat.default = mode, ANSWER
+    tweak_llm = {"timeout_s": 1.0} if mode == "silent" else {}
+    llm = LLMConfig(provider="openai", url=chat.url, model="fake-model", retries=0, **tweak_llm)
+    with running_daemon(tmp_path, short_dir / "m.sock", {"MEMORY.md": "# Memory\n"}, timeout=20, tweak=_write,
+                        llm=llm, observe=ObserveConfig(throttle_s=0)) as (_, client, root):
+        before = set(root.rglob("*.md"))
+        out = _observe(client, (DATA / "plain.txt").read_text(), wait=True)
+        assert out["extraction"]["state"] == "failed" and out["extraction"]["pending"] == 4
+        assert set(root.rglob("*.md")) - before == {root / out["note"]}  # the capture, nothing else
+        st = client.call("status")["observe"]
+        assert st["extraction_failures"] == 1 and st["last_error"] and st["llm"]["reachable"] is False
+        assert st["llm"]["url"].startswith(chat.url) and "authorization" not in json.dumps(st).lower()
+
+
+def test_after_a_failure_the_turns_wait_and_are_extracted_next_time(tmp_path: Path, short_dir: Path,
+                                                                   chat: FakeChatServer) -> None:
+    chat.mode, chat.default = "500", ANSWER
+    with _daemon(tmp_path, short_dir, chat, throttle_s=0) as (d, client, _root):
+        assert _observe(client, "user: I prefer green tea when I work late\n", wait=True)["extraction"]["state"] \
+            == "failed"
+        chat.mode = "ok"
+        d.observe_status.__self__.llm.retry_now()  # else the breaker's 5 s cool-down fails the retry at once
+        ext = _observe(client, "user: I prefer green tea when I work late\n", wait=True)["extraction"]
+        assert ext["state"] == "done" and ext["turns"] == 1
+
+
+def test_extraction_is_throttled_per_agent(tmp_path: Path, short_dir: Path, chat: FakeChatServer) -> None:
+    chat.default = {"memories": []}
+    with _daemon(tmp_path, short_dir, chat, throttle_s=3600) as (_, client, _root):
+        assert _observe(client, "user: first question\n", wait=True)["extraction"]["state"] == "done"
+        later = _observe(client, "user: first question\nuser: second question\n", wait=True)["extraction"]
+        assert later["state"] == "throttled" and len(chat.requests) == 1
+        final = _observe(client, "user: first question\nuser: second question\n", wait=True, final=True)
+        assert final["extraction"]["state"] == "done" and len(chat.requests) == 2
+
+
+def test_a_confined_session_observes_only_its_own_namespace(tmp_path: Path, short_dir: Path) -> None:
+    with _daemon(tmp_path, short_dir) as (_, client, _root):
+        peer = {"kind": "direct", "peer": "bob"}
+        out = client.call("observe", {"session_id": "p", "transcript": "user: hi from bob\n", "session": peer})
+        assert out["note"].startswith("peers/bob/sessions/")
+        with pytest.raises(RpcClientError, match="direct"):
+            client.call("observe", {"session_id": "p", "namespace": NS, "transcript": "user: x\n", "session": peer})
