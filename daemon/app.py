@@ -37,42 +37,33 @@ from typing import Any
 
 import structlog
 
-from memoryd.daemon.api.admin import AdminMethods
-from memoryd.daemon.api.files import FileMethods
-from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.jobs import Jobs
-from memoryd.daemon.api.manage import ManageMethods
-from memoryd.daemon.api.observe import ObserveMethods
-from memoryd.daemon.api.read import ReadMethods, query_vector_of
-from memoryd.daemon.api.read_audit import audit_reads, open_read_audit
+from memoryd.daemon.api.session import admission
 from memoryd.daemon.api.status import DaemonStatus, RootStatus, WatchState, ring_sizes
-from memoryd.daemon.api.vocabulary import unlisted
-from memoryd.daemon.api.write import WriteMethods, open_audit_log
+from memoryd.daemon.assembly import Parts, build_handlers
 from memoryd.daemon.datalock import DataDirLock
 from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
 from memoryd.daemon.invocation import memoryd_command
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
-from memoryd.daemon.oneshot import ensure_roots, open_index
+from memoryd.daemon.oneshot import ensure_roots, open_index, sweep_of
 from memoryd.daemon.private import check_data_dir, set_private_umask
 from memoryd.daemon.procstat import rss_bytes, tree_bytes
 from memoryd.daemon.roots import RootMap
-from memoryd.daemon.rpc.jsonrpc import Handler
 from memoryd.daemon.rpc.server import SocketServer
+from memoryd.daemon.rpc.serving import ServerConfig
 from memoryd.daemon.rpc.sockpath import check_socket_path
 from memoryd.daemon.sdnotify import SystemdNotifier, listen_fds, watchdog_interval_s
 from memoryd.daemon.watch.debouncer import Debouncer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.watch.watcher import Watcher
-from memoryd.daemon.work.line_vectors import line_cache_of
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.daemon.work.scheduler import Scheduler
 from memoryd.daemon.work.worker import IndexWorker
+from memoryd.indexer.access import resolve_target
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DaemonError, MemorydError
-from memoryd.indexer.write.access import resolve_target
-from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.history import History
 from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal
 from memoryd.indexer.write.recovery import recover
@@ -100,26 +91,35 @@ class Daemon:
         self.env = env
         self.version = _version()
         self.started = time.monotonic()
-        self.log = log
         self._reload = reload
         self.notifier = SystemdNotifier(env)
         self.should_exit = threading.Event()
         self._hup = threading.Event()
-        self.path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)
         self.roots = RootMap(cfg.effective_roots)
+        self.history = History.in_data_dir(cfg.data_dir)  # one instance: it caches what it has parsed
+        self.last_failure: str | None = None
+        # Made at start-up, in this order; each None until then (shutdown() stops whatever exists).
         self._lock: DataDirLock | None = None
-        self.index: MemoryIndex = None  # type: ignore[assignment]  # set in startup()
-        self.worker: IndexWorker = None  # type: ignore[assignment]
+        self.parts: Parts | None = None  # the index, the worker and what the socket methods are built from
+        self._closers: tuple[Callable[[], object], ...] = ()  # what the handlers opened, run once the socket closed
+        self._observe_status: Callable[[], dict[str, Any]] | None = None  # observe's part of status (assembly)
         self.server: SocketServer | None = None
         self.debouncer: Debouncer | None = None
         self.watcher: Watcher | None = None
         self.scheduler: Scheduler | None = None
-        self.query_embeddings: QueryEmbeddings | None = None
-        self.last_failure: str | None = None
-        self.on_shutdown: list[Callable[[], object]] = []  # run once the socket is closed (e.g. audit flush)
-        self.history = History.in_data_dir(cfg.data_dir)  # one instance: it caches what it has parsed
-        self.observe_status: Callable[[], dict[str, Any]] | None = None  # set by build_handlers (observe)
-        self.jobs = Jobs()  # long writes under way (import), for status and the CLI's progress
+
+    @property
+    def index(self) -> MemoryIndex:
+        return self._parts().index
+
+    @property
+    def worker(self) -> IndexWorker:
+        return self._parts().worker
+
+    def _parts(self) -> Parts:
+        if self.parts is None:
+            raise DaemonError("the daemon has not opened its index yet (startup() has not got that far)")
+        return self.parts
 
     # -- start-up ---------------------------------------------------------------
 
@@ -143,37 +143,56 @@ class Daemon:
         if not fds:  # socket-activated: systemd holds the socket, nobody else can bind it
             check_socket_path(cfg.socket_path)
         self.notifier.status("loading the embedding model")
-        self.index = open_index(cfg, background_rebuilds=True)
-        trim("model loaded")
-        _quiet_faiss_threads()
-        self.query_embeddings = QueryEmbeddings(self.index.embedder)
-        self.worker = IndexWorker(self.index, self.roots, self.path_filter, self.path_filter.accept_dir,
-                                  on_status=self.notifier.status, should_stop=self.should_exit.is_set)
-        self.worker.request_reconcile("start-up")
+        self.parts = parts = self._open_parts()
+        parts.worker.request_reconcile("start-up")
+        built = build_handlers(cfg, parts)
+        self._closers = built.closers
+        self._observe_status = built.observe_status
         srv = cfg.server
         self.server = SocketServer(
-            cfg.socket_path, build_handlers(self), allowed_uids=srv.allowed_uids,
-            max_request_bytes=srv.max_request_bytes, max_clients=srv.max_clients,
-            idle_timeout_s=srv.idle_timeout_s, read_timeout_s=srv.read_timeout_s,
-            listen_fd=fds[0] if fds else None,
+            ServerConfig(cfg.socket_path, max_request_bytes=srv.max_request_bytes, max_clients=srv.max_clients,
+                         idle_timeout_s=srv.idle_timeout_s, read_timeout_s=srv.read_timeout_s,
+                         listen_fd=fds[0] if fds else None),
+            admission(built.handlers, srv.allowed_uids),
         )
         self.server.start()
-        self.debouncer = Debouncer(self.worker.submit_changes, quiet_ms=cfg.watch.debounce_ms,
+        self.debouncer = Debouncer(parts.worker.submit_changes, quiet_ms=cfg.watch.debounce_ms,
                                    max_delay_ms=cfg.watch.max_delay_ms, settle_ms=cfg.watch.settle_ms)
         self.debouncer.start()
-        self.watcher = Watcher(self.roots.roots, self.path_filter, self.debouncer.submit, self._watch_failed,
-                               poll_interval_s=cfg.watch.poll_fallback_s)
+        self.watcher = Watcher(self.roots.roots, parts.path_filter, self.debouncer.submit, self._watch_failed,
+                               poll_interval_s=cfg.watch.poll_fallback_s, on_appeared=self._root_appeared)
         self.watcher.start()
-        self.worker.start()
+        parts.worker.start()
         self.notifier.ready("reconciling")
-        self.scheduler = Scheduler(self.worker, self.index, cfg.schedule, self._check_watchers)
+        self.scheduler = Scheduler(parts.worker, parts.index, cfg.schedule, self._check_watchers)
         self.scheduler.start()
         me = memoryd_command()  # the venv's path when `memoryd` on PATH is not this one
         log.info("daemon.ready", socket=str(self.server.address), roots=[str(r) for r in self.roots.roots],
-                 data_dir=str(cfg.data_dir), model=self.index.embedder.model_id, pid=os.getpid(),
+                 data_dir=str(cfg.data_dir), model=parts.index.embedder.model_id, pid=os.getpid(),
                  startup_s=round(time.monotonic() - self.started, 2),
                  try_search=f"{me} search --socket {self.server.address} \"what did we decide\"",
                  try_status=f"{me} status --socket {self.server.address}")
+
+    def _open_parts(self) -> Parts:
+        """Load the model, open the index, make the worker: the parts the socket methods are built from.
+        What opened is closed again if a later step fails (shutdown() only sees complete parts)."""
+        cfg = self.cfg
+        path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)
+        index = open_index(cfg, background_rebuilds=True)
+        embeddings: QueryEmbeddings | None = None
+        try:
+            trim("model loaded")
+            _quiet_faiss_threads()
+            embeddings = QueryEmbeddings(index.embedder)
+            worker = IndexWorker(index, self.roots, path_filter, path_filter.accept_dir, sweep=sweep_of(index),
+                                 on_status=self.notifier.status, should_stop=self.should_exit.is_set)
+        except BaseException:
+            if embeddings is not None:
+                embeddings.close()
+            index.close()
+            raise
+        return Parts(index=index, worker=worker, roots=lambda: self.roots, path_filter=path_filter,
+                     history=self.history, jobs=Jobs(), query_embeddings=embeddings, about=self)
 
     def _check_watchers(self) -> None:
         if self.watcher is not None:
@@ -183,8 +202,16 @@ class Daemon:
         """The watcher lost events (overflow, observer died): only a full reconcile is safe."""
         self.last_failure = f"{root}: {reason}"
         log.error("watcher.failed", root=str(root), reason=reason, action="observer restarted; full reconcile")
-        if self.worker is not None:
-            self.worker.request_reconcile(f"watcher failure on {root}")
+        if self.parts is not None:
+            self.parts.worker.request_reconcile(f"watcher failure on {root}")
+
+    def _root_appeared(self, root: Path) -> None:
+        """A missing root is there again: not a failure (nothing was lost), but its files need a sweep;
+        a watch failure it had is over."""
+        if self.last_failure is not None and self.last_failure.startswith(f"{root}: "):
+            self.last_failure = None
+        if self.parts is not None:
+            self.parts.worker.request_reconcile(f"root appeared: {root}")
 
     # -- main loop --------------------------------------------------------------
 
@@ -200,7 +227,7 @@ class Daemon:
 
     def healthy(self) -> bool:
         """Worker thread alive: the watchdog stops being fed when it is not, and systemd restarts us."""
-        return self.worker is not None and self.worker.alive
+        return self.parts is not None and self.parts.worker.alive
 
     def reload_config(self) -> None:
         if self._reload is None:
@@ -220,8 +247,8 @@ class Daemon:
         if self.watcher is not None:
             self.watcher.stop()
         assert self.debouncer is not None  # reload only runs after a complete start-up
-        self.watcher = Watcher(roots.roots, self.path_filter, self.debouncer.submit, self._watch_failed,
-                               poll_interval_s=new.watch.poll_fallback_s)
+        self.watcher = Watcher(roots.roots, self._parts().path_filter, self.debouncer.submit, self._watch_failed,
+                               poll_interval_s=new.watch.poll_fallback_s, on_appeared=self._root_appeared)
         self.watcher.start()
         self.worker.request_reconcile("roots changed")
         log.info("config.reloaded", roots_changed=True, roots=[str(r) for r in roots.roots])
@@ -229,24 +256,25 @@ class Daemon:
     # -- status -----------------------------------------------------------------
 
     def status(self) -> DaemonStatus:
-        st = self.index.status()
+        parts = self._parts()
+        st = parts.index.status()
         watch = self.watcher.status() if self.watcher else {}
         roots = tuple(RootStatus(str(r), WatchState.from_watcher(w) if (w := watch.get(str(r))) else None)
                       for r in self.roots.roots)
-        pending = self.worker.pending + (self.debouncer.pending_count if self.debouncer else 0)
+        pending = parts.worker.pending + (self.debouncer.pending_count if self.debouncer else 0)
         # Keyword first: a sweep is not over while its chunks still wait for vectors (whoever waits
         # for "not reconciling" gets full hybrid quality; keyword search already covers them).
-        reconciling = self.worker.reconciling or st.vectors.pending > 0
+        reconciling = parts.worker.reconciling or st.vectors.pending > 0
         return DaemonStatus(
             version=self.version, pid=os.getpid(), uptime_s=round(time.monotonic() - self.started, 3), index=st,
-            pending=pending, reconciling=reconciling, reconcile_progress=self.worker.reconcile_progress, roots=roots,
-            reconcile=self.worker.reconcile_status(), last_reconcile=_iso(self.worker.last_reconcile),
-            last_error=self.worker.last_error, last_watch_failure=self.last_failure,
+            pending=pending, reconciling=reconciling, reconcile_progress=parts.worker.reconcile_progress, roots=roots,
+            reconcile=parts.worker.reconcile_status(), last_reconcile=_iso(parts.worker.last_reconcile),
+            last_error=parts.worker.last_error, last_watch_failure=self.last_failure,
             socket=str(self.cfg.socket_path), data_dir=str(self.cfg.data_dir),
             debounced=self.debouncer.ready_counts if self.debouncer else {},
             data_dir_bytes=tree_bytes(self.cfg.data_dir), rss_bytes=rss_bytes(),
-            jobs=self.jobs.snapshot(), history=ring_sizes(self.history.sizes()),
-            observe=self.observe_status() if self.observe_status is not None else None,
+            jobs=parts.jobs.snapshot(), history=ring_sizes(self.history.sizes()),
+            observe=self._observe_status() if self._observe_status is not None else None,
         )
 
     # -- shutdown ---------------------------------------------------------------
@@ -273,76 +301,21 @@ class Daemon:
             self.debouncer.flush()
             self.debouncer.stop()
         budget = deadline - time.monotonic() - SERVER_STOP_S - 1
-        if self.worker is not None and not self.worker.stop(timeout=max(0.5, budget)):
+        parts = self.parts
+        if parts is not None and not parts.worker.stop(timeout=max(0.5, budget)):
             log.warning("shutdown.worker_busy", action="exiting without waiting; the next start reconciles")
         if self.server is not None:
             self.server.stop(timeout=SERVER_STOP_S)
-        for hook in self.on_shutdown:
-            hook()
-        if self.query_embeddings is not None:
-            self.query_embeddings.close()
-        if self.index is not None and (self.worker is None or not self.worker.alive):
-            self.index.close()
+        for close in self._closers:
+            close()
+        if parts is not None:
+            if parts.query_embeddings is not None:
+                parts.query_embeddings.close()
+            if not parts.worker.alive:
+                parts.index.close()
         if self._lock is not None:
             self._lock.release()
         log.info("daemon.stopped", uptime_s=round(time.monotonic() - self.started, 1))
-
-
-def build_handlers(d: Daemon) -> dict[str, Handler]:
-    """Every socket method, each built from the parts it uses (the only place that knows them all).
-
-    The roots are read through a getter: a config reload replaces them.
-    """
-    cfg = d.cfg
-
-    def roots() -> RootMap:
-        return d.roots
-
-    def new_writer() -> MemoryEditor:  # an editor: `undo` must also revert a clear or a section update
-        return MemoryEditor(d.index, d.roots.roots[0], cfg.write, history=d.history)
-
-    line_cache = line_cache_of(d.index) if cfg.search.context_line_model else None  # context: line vectors kept
-    reads = ReadMethods(
-        index=d.index, roots=roots, worker=d.worker, search=cfg.search, path_filter=d.path_filter,
-        max_file_bytes=cfg.watch.max_file_bytes, count_tokens=d.index.embedder.count_tokens,
-        query_vector=query_vector_of(d.query_embeddings), embedder=d.index.embedder,
-        line_cache=line_cache, redact_level=cfg.write.redact_index,
-    )
-    if line_cache is not None:
-        d.on_shutdown.append(line_cache.close)
-    audit_log = open_audit_log(cfg.write, cfg.data_dir)
-    d.on_shutdown.append(audit_log.flush)  # refusals counted but not yet summarised (memoryd.daemon.api.audit)
-    writes = WriteMethods(worker=d.worker, roots=roots, cfg=cfg.write, audit_log=audit_log, new_writer=new_writer,
-                          index=d.index)
-    history = HistoryMethods(writes=writes, history=d.history, roots=roots)
-    manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
-                           new_editor=new_writer, jobs=d.jobs, max_request_bytes=cfg.server.max_request_bytes)
-    files = FileMethods(roots=roots, path_filter=d.path_filter)
-    writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)
-    d.on_shutdown.append(read_log.flush)
-    observe = _observe_methods(d, writes)
-    handlers = (AdminMethods(d).handlers() | reads.handlers() | writes.handlers() | history.handlers()
-                | manage.handlers() | files.handlers() | observe.handlers())
-    no_row, no_handler = unlisted(handlers)
-    if no_row or no_handler:  # the gate and the audits read the table: a method must be in it (docs/socket-methods.md)
-        raise DaemonError(f"socket methods without a row in memoryd.daemon.api.vocabulary: {no_row}; "
-                          f"rows without a handler: {no_handler}")
-    return audit_reads(handlers, read_log)
-
-
-def _observe_methods(d: Daemon, writes: WriteMethods) -> ObserveMethods:
-    """``observe`` (daemon/api/observe.py), with the ``[llm]`` client when one is configured."""
-    from memoryd.indexer.llm.client import client_for
-    from memoryd.indexer.observe.session_notes import SessionNotes
-
-    cfg = d.cfg
-    observe = ObserveMethods(
-        writes=writes, cfg=cfg.observe, data_dir=cfg.data_dir,
-        new_notes=lambda: SessionNotes(d.index, d.roots.roots[0], cfg.write, history=d.history),
-        llm=client_for(cfg.llm, cfg.llm_api_key, cfg.data_dir))
-    d.on_shutdown.append(observe.close)
-    d.observe_status = observe.status
-    return observe
 
 
 def recover_edits(history: History, roots: RootMap) -> dict[str, int]:

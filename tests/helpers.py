@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.indexer.config import Config, EmbeddingConfig, WatchConfig, with_overrides
+
+if TYPE_CHECKING:
+    from memoryd.daemon.rpc.server import SocketServer
 
 
 class CountingEmbedder:
@@ -122,5 +125,18 @@ def ready(client: Any) -> bool:
     return st["pending"] == 0 and not st["reconciling"]
 
 
-__all__ = ["CountingEmbedder", "WatchConfig", "listening", "make_config", "ready", "running_daemon", "start_daemon",
-           "wait_for"]
+def socket_server(path: Path, handlers: Mapping[str, Any], *, allowed_uids: Mapping[int, str] | None = None,
+                  owner_uid: int | None = None, **limits: Any) -> SocketServer:
+    """A socket server for ``handlers`` composed as the daemon composes one: ``limits`` are
+    :class:`~memoryd.daemon.rpc.serving.ServerConfig`'s fields, the uids go through the session gate
+    (:func:`memoryd.daemon.api.session.admission`; ``owner_uid`` a foreign uid to see our own
+    connection refused, or bound)."""
+    from memoryd.daemon.api.session import admission
+    from memoryd.daemon.rpc.server import SocketServer
+    from memoryd.daemon.rpc.serving import ServerConfig
+
+    return SocketServer(ServerConfig(Path(path), **limits), admission(handlers, allowed_uids or {}, owner_uid))
+
+
+__all__ = ["CountingEmbedder", "WatchConfig", "listening", "make_config", "ready", "running_daemon", "socket_server",
+           "start_daemon", "wait_for"]

@@ -23,7 +23,7 @@ from typing import Any
 from memoryd.daemon.api.access import path_check
 from memoryd.daemon.api.requests import Scope, read_scope
 from memoryd.daemon.api.session import SessionClaim
-from memoryd.daemon.api.vocabulary import FilesParams, param_names
+from memoryd.daemon.api.vocabulary import FilesParams, FilesReply, param_names
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import InvalidParams
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer, param, reject_unknown
@@ -58,7 +58,7 @@ class FileMethods:
     def handlers(self) -> dict[str, Handler]:
         return {"files": self.files}
 
-    def files(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def files(self, params: dict[str, Any], peer: Peer) -> FilesReply:
         req = self._parse(params, peer)
         if req.scope is None:  # a namespace outside what the session may read: nothing, as for a search
             return {"files": [], "next_offset": None}

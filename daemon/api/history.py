@@ -27,12 +27,12 @@ from typing import Any
 
 from memoryd.daemon.api.requests import parse_history, parse_undo
 from memoryd.daemon.api.session import owner_only
-from memoryd.daemon.api.vocabulary import WriteReply
+from memoryd.daemon.api.vocabulary import HistoryReply, PurgeReply, WriteReply
 from memoryd.daemon.api.write import WriteMethods, answer_of
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.redaction.privacy import redact
 from memoryd.indexer.write.history import History
-from memoryd.indexer.write.privacy import redact
 
 
 class HistoryMethods:
@@ -46,7 +46,7 @@ class HistoryMethods:
     def handlers(self) -> dict[str, Handler]:
         return {"history": self.history, "undo": self.undo, "purge": self.purge}
 
-    def history(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def history(self, params: dict[str, Any], peer: Peer) -> HistoryReply:
         req = parse_history(params, peer)
         owner_only(req.session, "history")
         path = req.path
@@ -55,9 +55,10 @@ class HistoryMethods:
             loc = roots.locate(path)
             path = loc[1] if loc is not None else path
         entries = [shown(r) for r in self.store.recent(path, req.limit)]
-        out: dict[str, Any] = {"entries": entries, "path": str(self.store.path)}
+        out: HistoryReply = {"entries": entries, "path": str(self.store.path)}
         if req.path is not None:  # an empty list alone cannot tell "no history" from a typo'd path
-            out.update(path_exists=_names_something(roots, req.path), roots=[str(r) for r in roots.roots])
+            out["path_exists"] = _names_something(roots, req.path)
+            out["roots"] = [str(r) for r in roots.roots]
         return out
 
     def undo(self, params: dict[str, Any], peer: Peer) -> WriteReply:
@@ -73,7 +74,7 @@ class HistoryMethods:
             rec.update(decision=outcome.decision, path=outcome.path, line=outcome.line, reason=outcome.reason)
             return answer_of(outcome)
 
-    def purge(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def purge(self, params: dict[str, Any], peer: Peer) -> PurgeReply:
         """Remove one record's texts from the history for good (a forgotten secret), audited like a write."""
         req = parse_undo(params, peer)  # the same params: ``id`` and ``session``
         rec: dict[str, Any] = {"action": "purge", "uid": peer.uid, "pid": peer.pid, "reason": f"purge {req.id}"}

@@ -22,7 +22,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from datetime import date
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from memoryd.daemon.api import path_redaction as shown_paths
 from memoryd.daemon.api.access import path_check
@@ -40,6 +40,7 @@ from memoryd.daemon.api.manage_requests import (
 )
 from memoryd.daemon.api.redaction import files_for
 from memoryd.daemon.api.session import SessionClaim, owner_only
+from memoryd.daemon.api.vocabulary import ExportReply, ListReply, StatsReply, WriteReply
 from memoryd.daemon.api.write import WriteMethods
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
@@ -52,9 +53,7 @@ from memoryd.daemon.rpc.errors import (
     RpcError,
 )
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
-from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import (
+from memoryd.indexer.access import (
     READ,
     REMEMBER,
     Session,
@@ -63,11 +62,13 @@ from memoryd.indexer.write.access import (
     own_namespace,
     parse_namespace,
 )
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.errors import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
+from memoryd.indexer.markdown.sections import SectionRefused, check_allowed
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
 from memoryd.indexer.write.restore import Restore, check_restore
-from memoryd.indexer.write.sections import SectionRefused, check_allowed
 from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, export_jsonl, parse_jsonl, to_markdown
 
 if TYPE_CHECKING:  # the editor and the importer (dedup's candidates, the embedding cache) bring numpy
@@ -103,7 +104,7 @@ class ManageMethods:
 
     # -- reads ----------------------------------------------------------------------
 
-    def list_entries(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def list_entries(self, params: dict[str, Any], peer: Peer) -> ListReply:
         req = parse_list(params, peer)
         entries = select(self._files(req.claim, req.filters.namespace), memory_type=req.filters.type,
                          since=req.filters.since, until=req.filters.until)
@@ -114,7 +115,7 @@ class ManageMethods:
         return {"entries": [e.to_dict() for e in shown_paths.entries(found)],
                 "next_cursor": cursor if cursor is None else shown_paths.shown(cursor)}
 
-    def export(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def export(self, params: dict[str, Any], peer: Peer) -> ExportReply:
         req = parse_export(params, peer)
         files = self._files(req.claim, req.filters.namespace)
         if req.format == JSONL:
@@ -126,7 +127,7 @@ class ManageMethods:
             raise InvalidParams("params 'type', 'since' and 'until' select entries: use them with format 'jsonl'")
         return {"format": req.format, "count": len(files), "text": to_markdown(shown_paths.files(files))}
 
-    def stats(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def stats(self, params: dict[str, Any], peer: Peer) -> StatsReply:
         req = parse_stats(params, peer)
         per = shown_paths.per_namespace(stats(self._files(req.claim, req.namespace)))
         total = {k: sum(row[k] for row in per.values()) for k in ("files", "entries", "bytes")}
@@ -145,7 +146,7 @@ class ManageMethods:
 
     # -- writes ---------------------------------------------------------------------
 
-    def update_section(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def update_section(self, params: dict[str, Any], peer: Peer) -> WriteReply:
         req = parse_section(params, peer)
         rec: dict[str, Any] = {"action": "update_section", "uid": peer.uid, "pid": peer.pid,
                                "bytes": len(req.content.encode("utf-8", "surrogatepass"))}
@@ -163,9 +164,9 @@ class ManageMethods:
             editor = self._new_editor()
             outcome = self._on_worker(lambda: editor.update_section(rel, title, req.content, session.describe()))
             rec.update(decision=outcome.decision, line=outcome.line, reason=outcome.reason)
-            return {**outcome.to_dict(), "section": title}
+            return cast(WriteReply, {**outcome.to_dict(), "section": title})  # Outcome's fields
 
-    def promote(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def promote(self, params: dict[str, Any], peer: Peer) -> WriteReply:
         req = parse_promote(params, peer)
         rec: dict[str, Any] = {"action": "promote", "uid": peer.uid, "pid": peer.pid, "line": req.line}
         with self._writes.audited(rec):
@@ -189,7 +190,7 @@ class ManageMethods:
                 return {"decision": "rejected", "reason": result.reason, "rule": result.rule, "stage": result.stage,
                         "source": src}
             rec.update(decision=result.decision, path=result.path, line=result.line, reason=result.reason)
-            return {**result.to_dict(), **(plan.describe() if plan else {}), "source": src}
+            return cast(WriteReply, {**result.to_dict(), **(plan.describe() if plan else {}), "source": src})
 
     def import_(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         req = parse_import(params, peer)

@@ -35,19 +35,19 @@ from memoryd.daemon.api.observe_request import parse_observe
 from memoryd.daemon.api.session import SessionClaim
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, WRITE_DISABLED, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.access import REMEMBER, Namespace, authorize, check_relative, parse_namespace
+from memoryd.indexer.errors import AccessDenied, WriteError
 from memoryd.indexer.observe import extract as ext
 from memoryd.indexer.observe import state as obs_state
 from memoryd.indexer.observe.notes import note_rel, now_utc, redact_turn, render
-from memoryd.indexer.write.access import REMEMBER, Namespace, authorize, check_relative, parse_namespace
 from memoryd.indexer.write.intake import Rejected, prepare
-from memoryd.indexer.write.refusals import AccessDenied, WriteError
 
 if TYPE_CHECKING:
     from memoryd.daemon.api.write import WriteMethods
+    from memoryd.indexer.access import Session
     from memoryd.indexer.llm.client import LLMClient
     from memoryd.indexer.observe.config import ObserveConfig
-    from memoryd.indexer.observe.session_notes import SessionNotes
-    from memoryd.indexer.write.access import Session
+    from memoryd.indexer.write.session_notes import SessionNotes
 
 log = structlog.get_logger("memoryd.observe")
 EXPERIENCES_FILE = "experiences.md"

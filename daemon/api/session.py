@@ -2,7 +2,7 @@
 
 Every method that reads or writes memories names its session here (absent = the
 owner, allowed only for the daemon's own uid). The rules a session obeys live in
-:mod:`memoryd.indexer.write.access`; this module turns their refusals into the
+:mod:`memoryd.indexer.access`; this module turns their refusals into the
 socket's errors (:mod:`memoryd.daemon.rpc.errors`), and says who is held to the
 write rate limits (:func:`held_to_limits`).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -19,12 +20,13 @@ import structlog
 from memoryd.daemon.api.vocabulary import BOUND_METHODS
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
-from memoryd.indexer.write.access import OWNER, Session, binding_text, parse_session
-from memoryd.indexer.write.refusals import AccessDenied, SessionError
+from memoryd.daemon.rpc.serving import Admission
+from memoryd.indexer.access import OWNER, Session, binding_text, parse_binding, parse_session
+from memoryd.indexer.errors import AccessDenied, DaemonError, SessionError
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["BOUND_METHODS", "SESSION_PARAM", "SessionClaim", "bind_uids", "held_to_limits", "owner_only"]
+__all__ = ["BOUND_METHODS", "SESSION_PARAM", "SessionClaim", "admission", "bind_uids", "held_to_limits", "owner_only"]
 
 SESSION_PARAM = "session"
 
@@ -73,6 +75,43 @@ def owner_only(session: Session, what: str) -> None:
     """Refuse ``what`` to a confined session (``history``, ``undo``: they see or touch every namespace)."""
     if session.kind != OWNER:
         raise RpcError(ACCESS_DENIED, f"{what} is for the owner only; a {session.kind} session may not use it")
+
+
+def admission(handlers: Mapping[str, Handler], allowed_uids: Mapping[int, str] = MappingProxyType({}),
+              owner_uid: int | None = None) -> Admission:
+    """Who the socket serves (docs/security/transport.md, "Other uids"): the owner (default: our
+    effective uid) reaches every handler; each uid of ``allowed_uids`` (``{1001: "peer:alice"}``)
+    reaches them behind :func:`bind_uids`'s gate, as its one session; anyone else is refused.
+
+    Raises DaemonError for the old list form, a bad session or the owner among the bound uids.
+    """
+    owner = os.geteuid() if owner_uid is None else owner_uid
+    bound = _bindings(allowed_uids, owner)
+    table = dict(handlers)
+    gated = bind_uids(table, bound, owner) if bound else table
+
+    def handlers_for(peer: Peer) -> Mapping[str, Handler] | None:
+        if peer.uid == owner:
+            return table
+        return gated if peer.uid in bound else None
+
+    return Admission(handlers_for, owner, frozenset(bound))
+
+
+def _bindings(allowed: Mapping[int, str], owner: int) -> dict[int, Session]:
+    """Each other uid's session; raises DaemonError for the old list form, a bad session, or the owner."""
+    if not isinstance(allowed, Mapping):
+        raise DaemonError('allowed_uids must map each uid to its one session, e.g. {1001: "peer:alice"}; '
+                          f"a list of uids is no longer accepted (got {list(allowed)[:5]!r})")
+    out: dict[int, Session] = {}
+    for uid, text in allowed.items():
+        if uid == owner:
+            raise DaemonError(f"allowed_uids names uid {uid}, the daemon's own: the owner cannot be bound")
+        try:
+            out[uid] = parse_binding(text)
+        except SessionError as exc:
+            raise DaemonError(f"allowed_uids[{uid}]: {exc}") from None
+    return out
 
 
 def bind_uids(handlers: Mapping[str, Handler], bound: Mapping[int, Session], owner_uid: int) -> dict[str, Handler]:

@@ -37,7 +37,7 @@ Audit = Literal["read", "write"] | None
 
 
 class SessionParam(TypedDict, total=False):
-    """The ``session`` param (memoryd.indexer.write.access): who is asking."""
+    """The ``session`` param (memoryd.indexer.access): who is asking."""
 
     kind: str
     peer: str
@@ -107,6 +107,10 @@ class ForgetParams(TypedDict, total=False):
 class AuditParams(TypedDict, total=False):
     tail: int
     log: str
+    session: SessionParam
+
+
+class UserPromptParams(TypedDict, total=False):
     session: SessionParam
 
 
@@ -207,6 +211,12 @@ class PingReply(TypedDict):
     pid: int
 
 
+class UserPromptReply(TypedDict):
+    """``user_prompt``: how many agent write turns the person's new prompt ended."""
+
+    turns_ended: int
+
+
 class HitReply(TypedDict):
     """One search hit (memoryd.indexer.search.hits.Hit.to_dict)."""
 
@@ -302,6 +312,59 @@ class WriteReply(TypedDict, total=False):
     routed_by: str | None
     rule: str
     stage: str
+    source: dict[str, Any]  # promote: the entry copied (path, line, namespace)
+
+
+class FileReply(TypedDict):
+    root: str
+    path: str
+    size: int
+    mtime: float
+
+
+class FilesReply(TypedDict):
+    files: list[FileReply]
+    next_offset: int | None
+
+
+class StatsReply(TypedDict):
+    """``stats``: files, entries and bytes per namespace, and their totals."""
+
+    namespaces: dict[str, dict[str, int]]
+    total: dict[str, int]
+
+
+class ExportReply(TypedDict):
+    format: str
+    count: int
+    text: str
+
+
+class AuditReply(TypedDict):
+    entries: list[dict[str, Any]]
+    path: str
+    log: str
+
+
+class ListReply(TypedDict):
+    entries: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+class HistoryReply(TypedDict):
+    """``history``: the newest records first; with a ``path``, whether it names anything (an empty
+    list alone cannot tell "no history" from a typo) and the roots it was looked up in."""
+
+    entries: list[dict[str, Any]]
+    path: str
+    path_exists: NotRequired[bool]
+    roots: NotRequired[list[str]]
+
+
+class PurgeReply(TypedDict):
+    decision: str
+    id: str
+    entry: dict[str, Any]
 
 
 class ObserveReply(TypedDict, total=False):
@@ -386,17 +449,19 @@ METHODS: tuple[Method, ...] = (
     Method("context", ContextParams, ContextReply, "read", True, "read",
            "the best memories as one Markdown block within a token budget"),
     Method("get", GetParams, GetReply, "read", True, "read", "lines of a memory file"),
-    Method("files", FilesParams, OpenReply, "read", True, "read", "the memory files, a page at a time"),
-    Method("list", ListParams, OpenReply, "read", True, "read", "memory entries with filters"),
-    Method("export", ExportParams, OpenReply, "read", True, "read", "entries as JSON Lines or Markdown"),
-    Method("stats", NamespaceParams, OpenReply, "read", True, "read", "files, entries and bytes per namespace"),
+    Method("files", FilesParams, FilesReply, "read", True, "read", "the memory files, a page at a time"),
+    Method("list", ListParams, ListReply, "read", True, "read", "memory entries with filters"),
+    Method("export", ExportParams, ExportReply, "read", True, "read", "entries as JSON Lines or Markdown"),
+    Method("stats", NamespaceParams, StatsReply, "read", True, "read", "files, entries and bytes per namespace"),
     Method("reindex", ReindexParams, OpenReply, "read", False, None, "re-index paths or everything"),
     Method("remember", RememberParams, WriteReply, "write", True, "write", "write a memory"),
     Method("forget", ForgetParams, WriteReply, "write", False, "write", "remove one entry"),
-    Method("audit", AuditParams, OpenReply, "read", False, None, "the tail of the write or read audit log"),
-    Method("history", HistoryParams, OpenReply, "read", False, None, "recent changes, newest first"),
+    Method("audit", AuditParams, AuditReply, "read", False, None, "the tail of the write or read audit log"),
+    Method("user_prompt", UserPromptParams, UserPromptReply, "read", False, None,
+           "a person's new prompt (a host's prompt hook): every agent write turn ends"),
+    Method("history", HistoryParams, HistoryReply, "read", False, None, "recent changes, newest first"),
     Method("undo", RecordParams, WriteReply, "write", False, "write", "take one change back"),
-    Method("purge", RecordParams, OpenReply, "write", False, "write", "remove one record's texts from the history"),
+    Method("purge", RecordParams, PurgeReply, "write", False, "write", "remove one record's texts from the history"),
     Method("import", ImportParams, OpenReply, "write", False, "write", "import entries"),
     Method("clear", NamespaceParams, OpenReply, "write", False, "write", "remove a namespace's memories"),
     Method("update_section", UpdateSectionParams, WriteReply, "write", False, "write",

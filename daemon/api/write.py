@@ -32,7 +32,7 @@ from memoryd.daemon.api.limits import TURN_LIMIT_KEY, RateLimited, Ticket, Write
 from memoryd.daemon.api.ports import Sited, WorkQueue, worker_result
 from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
 from memoryd.daemon.api.session import SessionClaim, held_to_limits
-from memoryd.daemon.api.vocabulary import WriteReply
+from memoryd.daemon.api.vocabulary import AuditReply, UserPromptParams, UserPromptReply, WriteReply, param_names
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
@@ -49,23 +49,23 @@ from memoryd.daemon.rpc.errors import (
     InvalidParams,
     RpcError,
 )
-from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer, reject_unknown
+from memoryd.indexer.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.errors import DiskFullError
-from memoryd.indexer.pathguard import normalize
-from memoryd.indexer.storage.site import foreign_site
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
-from memoryd.indexer.write.intake import Rejected, has_bank, prepare
-from memoryd.indexer.write.refusals import (
+from memoryd.indexer.errors import (
     AccessDenied,
     BadTarget,
+    DiskFullError,
     EntryNotFound,
     SessionError,
     UnknownType,
     WriteConflict,
     WriteError,
 )
+from memoryd.indexer.pathguard import normalize
+from memoryd.indexer.redaction import privacy
+from memoryd.indexer.storage.site import foreign_site
+from memoryd.indexer.write.intake import Rejected, has_bank, prepare
 
 if TYPE_CHECKING:  # the writer (dedup's candidates, the embedding cache) brings numpy
     from memoryd.indexer.write.writer import MemoryWriter, Outcome
@@ -113,7 +113,8 @@ class WriteMethods:
         self._open_lock = threading.Lock()
 
     def handlers(self) -> dict[str, Handler]:
-        return {"remember": self.remember, "forget": self.forget, "audit": self.audit}
+        return {"remember": self.remember, "forget": self.forget, "audit": self.audit,
+                "user_prompt": self.user_prompt}
 
     # -- methods ------------------------------------------------------------------
 
@@ -155,11 +156,26 @@ class WriteMethods:
             rec.update(decision=outcome.decision, reason=outcome.reason)
             return answer_of(outcome)
 
-    def audit(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
+    def audit(self, params: dict[str, Any], peer: Peer) -> AuditReply:
         req = parse_audit(params, peer)
         _write_error(lambda: authorize(req.session, AUDIT))
         log = self.read_audit_log if req.log == "reads" and self.read_audit_log is not None else self.audit_log
         return {"entries": log.tail(req.tail), "path": str(log.path), "log": req.log}
+
+    def user_prompt(self, params: dict[str, Any], peer: Peer) -> UserPromptReply:
+        """A host's prompt hook (``memoryd context --user-prompt``): a person sent a new prompt, so
+        every agent's write turn ends now rather than after its MCP server's silence. Only a person's
+        own session may say so: an agent (a confined session, or one with a turn) would otherwise
+        hand itself a fresh allowance."""
+        reject_unknown(params, param_names(UserPromptParams))
+        session = SessionClaim.of(params, peer).resolve()
+        if held_to_limits(session):
+            raise RpcError(ACCESS_DENIED, f"user_prompt: only the owner's own commands (the host's prompt hook) "
+                                          f"may end agent turns, not a {session.kind} session"
+                                          + (" with a turn" if session.turn is not None else ""))
+        ended = self.limiter.user_prompt()
+        log.info("write.turns_ended", why="user prompt", turns=ended)
+        return {"turns_ended": ended}
 
     # -- steps --------------------------------------------------------------------
 
@@ -221,7 +237,7 @@ class WriteMethods:
     def relative_target(self, raw: str) -> str:
         """A target path (forget, update_section, promote): relative to the first root, or absolute
         inside it (through the path resolver; the writer's
-        :func:`~memoryd.indexer.write.access.resolve_target` then refuses links)."""
+        :func:`~memoryd.indexer.access.resolve_target` then refuses links)."""
         norm = _write_error(lambda: normalize(raw))
         if not os.path.isabs(raw):
             return raw

@@ -14,7 +14,8 @@ Rules this module fixes:
 - Errors detected before the id is known (-32700, -32600) carry a null id.
 - A handler raises ``RpcError`` (application codes -32000..-32099, all in
   :mod:`memoryd.daemon.rpc.errors`), ``InvalidParams`` (-32602), or any
-  ``MemorydError`` (-32000 with its message; a storage outage, -32031 with ``{backend, where}``);
+  ``MemorydError`` (its own ``rpc_code`` and ``rpc_data()``: -32000 with its message unless the
+  error says otherwise, e.g. a storage outage -32031 with ``{backend, where}``);
   anything else is logged with its traceback and answered with a generic -32603.
 """
 
@@ -32,12 +33,10 @@ from memoryd.daemon.rpc.errors import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    STORAGE_UNAVAILABLE,
     InvalidParams,
     RpcError,
 )
 from memoryd.indexer.errors import MemorydError
-from memoryd.indexer.storage.base import StorageUnavailableError
 
 log = structlog.get_logger(__name__)
 
@@ -146,10 +145,7 @@ def dispatch(request: Request, handlers: Mapping[str, Handler], peer: Peer) -> b
     except RpcError as exc:
         log.debug("request.failed", method=request.method, code=exc.code, message=exc.message)
         line = encode_error(request.id, exc.code, exc.message, exc.data)
-    except StorageUnavailableError as exc:
-        log.info("request.failed", method=request.method, code=STORAGE_UNAVAILABLE, message=str(exc))
-        line = encode_error(request.id, STORAGE_UNAVAILABLE, str(exc), exc.data())
-    except MemorydError as exc:  # the error carries its code (DiskFullError: -32032 with the directory)
+    except MemorydError as exc:  # the error carries its code and data (a storage outage: -32031 {backend, where})
         log.info("request.failed", method=request.method, code=exc.rpc_code, message=str(exc))
         line = encode_error(request.id, exc.rpc_code, str(exc), exc.rpc_data())
     except Exception:

@@ -3,12 +3,12 @@
 Contract (README, "Socket protocol"; docs/security/transport.md): the socket's directory is 0700 and the
 socket 0600, both set by a restrictive umask *at creation*, so there is no window
 in which another user could connect. Only peers whose ``SO_PEERCRED`` uid is the
-owner's (default: our effective uid) or in ``allowed_uids`` are served; others
-get one -32001 error line and are closed. ``allowed_uids`` maps each other uid to
-the one session it is bound to (``{1001: "peer:alice"}``); such a uid reaches only
-the confined methods, as that session (:func:`memoryd.daemon.api.session.bind_uids`).
-When there is one, the directory is created 0711 and the socket 0666, so those uids
-can connect at all; ``SO_PEERCRED`` is then the gate. Start-up warns
+owner's or one the application admits are served (:class:`memoryd.daemon.rpc.serving.Admission`:
+``handlers_for(peer)`` gives each peer its handler table, or None); others get one -32001 error
+line and are closed. Which methods another uid reaches, and as which session, is the application's
+rule (``server.allowed_uids``, :func:`memoryd.daemon.api.session.admission`); the transport only
+serves the table it is handed. When there are other uids, the directory is created 0711 and the
+socket 0666, so those uids can connect at all; ``SO_PEERCRED`` is then the gate. Start-up warns
 (``server.socket_unreachable``) when a folder above the socket keeps a bound uid out.
 Slots are shared fairly (:mod:`memoryd.daemon.rpc.fairness`): a bound uid holds at most
 its share, the bound uids together leave the owner its reserved slots, and a uid over its
@@ -45,17 +45,16 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 
 import structlog
 
-from memoryd.daemon.api.session import bind_uids
 from memoryd.daemon.rpc.connection import Connection, Limits
 from memoryd.daemon.rpc.errors import PERMISSION_DENIED, SERVER_BUSY
 from memoryd.daemon.rpc.fairness import Pool, RefusalLog, SlotPolicy
-from memoryd.daemon.rpc.jsonrpc import Handler, Peer, encode_error
+from memoryd.daemon.rpc.jsonrpc import Peer, encode_error
+from memoryd.daemon.rpc.serving import Admission, ServerConfig
 from memoryd.daemon.rpc.sockpath import (
     adopt_listening_socket,
     bind_unix_socket,
@@ -65,53 +64,29 @@ from memoryd.daemon.rpc.sockpath import (
     unreachable_for,
 )
 from memoryd.indexer.errors import DaemonError
-from memoryd.indexer.write.access import Session, parse_binding
-from memoryd.indexer.write.refusals import SessionError
 
 log = structlog.get_logger(__name__)
 
 
 class SocketServer:
-    """Serve ``handlers`` over JSON-RPC on a Unix socket until ``stop()``.
-
-    ``owner_uid`` (default: our effective uid) plus the uids of ``allowed_uids`` may
-    talk to the server, those only as their bound session (``uid → "peer:ID"`` or
-    ``"group:ID"``); tests pass a foreign ``owner_uid`` to see their own connection
-    denied, or bound. ``listen_fd`` adopts a listening socket passed by systemd instead of
-    binding ``path`` (the file is then systemd's: ``stop()`` leaves it).
-    Timeouts are in seconds, sizes in bytes. Not restartable: one ``start``,
-    one ``stop``.
+    """Serve JSON-RPC on a Unix socket until ``stop()``: ``config`` says where and within which limits,
+    ``admission`` who may connect and which handlers each peer's requests reach (the application's
+    choice: the transport imports no session rule). Not restartable: one ``start``, one ``stop``.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        handlers: Mapping[str, Handler],
-        *,
-        allowed_uids: Mapping[int, str] = MappingProxyType({}),
-        max_request_bytes: int = 1_048_576,
-        max_clients: int = 256,
-        idle_timeout_s: float = 300.0,
-        read_timeout_s: float = 10.0,
-        write_timeout_s: float = 10.0,
-        listen_fd: int | None = None,
-        owner_uid: int | None = None,
-        evict_idle_after_s: float = 1.0,
-        busy_log_interval_s: float = 10.0,
-    ) -> None:
-        self._path = Path(path)
-        owner = os.geteuid() if owner_uid is None else owner_uid
-        self._bound = _bindings(allowed_uids, owner)
-        self._handlers = bind_uids(handlers, self._bound, owner) if self._bound else dict(handlers)
-        self._trusted = frozenset({owner, *self._bound})
-        self._limits = Limits(max_request_bytes, idle_timeout_s, read_timeout_s, write_timeout_s)
-        self._max_clients = max_clients
-        self._slots = SlotPolicy(max_clients, owner)
-        self._busy_log = RefusalLog("server.busy", busy_log_interval_s)
-        self._denied_log = RefusalLog("peer.denied", busy_log_interval_s)
-        self._evict_after = evict_idle_after_s
+    def __init__(self, config: ServerConfig, admission: Admission) -> None:
+        self._path = Path(config.path)
+        self._admission = admission
+        owner = admission.owner_uid
+        self._limits = Limits(config.max_request_bytes, config.idle_timeout_s, config.read_timeout_s,
+                              config.write_timeout_s)
+        self._max_clients = config.max_clients
+        self._slots = SlotPolicy(config.max_clients, owner)
+        self._busy_log = RefusalLog("server.busy", config.busy_log_interval_s)
+        self._denied_log = RefusalLog("peer.denied", config.busy_log_interval_s)
+        self._evict_after = config.evict_idle_after_s
         self._closed = False
-        self._listen_fd = listen_fd
+        self._listen_fd = config.listen_fd
         self._listener: socket.socket | None = None
         self._identity: tuple[int, int] | None = None  # (dev, ino) of the file we bound
         self._stopping = threading.Event()
@@ -138,9 +113,9 @@ class SocketServer:
             if isinstance(name, str) and name:  # abstract names (bytes) keep the configured path
                 self._path = Path(name)
         else:
-            self._listener = bind_unix_socket(self._path, shared=bool(self._bound))
+            self._listener = bind_unix_socket(self._path, shared=bool(self._admission.guests))
             self._identity = socket_identity(self._path)
-        for uid, where in unreachable_for(self._path, self._bound).items():
+        for uid, where in unreachable_for(self._path, self._admission.guests).items():
             log.warning("server.socket_unreachable", uid=uid, path=str(self._path), blocked_by=where)
         self._stop_r, self._stop_w = os.pipe()
         self._accept_thread = threading.Thread(target=self._accept_loop, name="memoryd-accept", daemon=True)
@@ -217,7 +192,8 @@ class SocketServer:
             self._stopping.wait(0.1)
             return
         peer = Peer(*peer_credentials(sock))
-        if peer.uid not in self._trusted:
+        handlers = self._admission.handlers_for(peer)
+        if handlers is None:
             self._denied_log.note(peer.uid, pid=peer.pid)
             _refuse(sock, PERMISSION_DENIED, f"permission denied: uid {peer.uid} is not allowed")
             return
@@ -227,7 +203,7 @@ class SocketServer:
                 self._busy_log.note(peer.uid, pid=peer.pid, max_clients=self._max_clients, pool=pool)
                 _refuse(sock, SERVER_BUSY, f"server busy: {self._slots.describe(pool, peer.uid)}, try again")
                 return
-            conn = Connection(sock, peer, self._handlers, self._limits, self._stop_r, self._stopping)
+            conn = Connection(sock, peer, handlers, self._limits, self._stop_r, self._stopping)
             self._serial += 1
             name = f"memoryd-conn-{self._serial}"
             thread = threading.Thread(target=self._run_conn, args=(conn,), name=name, daemon=True)
@@ -266,22 +242,6 @@ class SocketServer:
             del self._conns[threading.current_thread()]
         conn.sock.close()
         log.debug("client.closed", pid=conn.peer.pid, reason=reason)
-
-
-def _bindings(allowed: Mapping[int, str], owner: int) -> dict[int, Session]:
-    """Each other uid's session; raises DaemonError for the old list form, a bad session, or the owner."""
-    if not isinstance(allowed, Mapping):
-        raise DaemonError('allowed_uids must map each uid to its one session, e.g. {1001: "peer:alice"}; '
-                          f"a list of uids is no longer accepted (got {list(allowed)[:5]!r})")
-    out: dict[int, Session] = {}
-    for uid, text in allowed.items():
-        if uid == owner:
-            raise DaemonError(f"allowed_uids names uid {uid}, the daemon's own: the owner cannot be bound")
-        try:
-            out[uid] = parse_binding(text)
-        except SessionError as exc:
-            raise DaemonError(f"allowed_uids[{uid}]: {exc}") from None
-    return out
 
 
 def _refuse(sock: socket.socket, code: int, message: str) -> None:

@@ -12,7 +12,8 @@ level for a save's few chunks); a failed
 step (disk full, or any other error: the line vectors are an extra, never worth the
 worker) pauses the job for ``RETRY_S`` or until a task goes through.
 
-It runs only on the worker thread and owns no thread of its own.
+The stepping itself (stretches, pauses, yielding) is :class:`~memoryd.daemon.work.idle_steps.IdleSteps`;
+this module is what is particular to the line vectors (:class:`LineJob`).
 """
 
 from __future__ import annotations
@@ -22,66 +23,54 @@ from collections.abc import Callable
 
 import structlog
 
-from memoryd.daemon.work.pause import RetryPause
-from memoryd.daemon.work.polite import SliceAbandoned
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.daemon.work.idle_steps import PROGRESS_EVERY_S, IdleSteps
+from memoryd.daemon.work.ports import WritableIndex
 from memoryd.indexer.errors import MemorydError
 
 log = structlog.get_logger(__name__)
 
-PROGRESS_EVERY_S = 10.0  # lines.progress while a stretch lasts longer than this
 RETRY_S = 30.0
 LOUD_CHUNKS = 50  # a stretch of at least this many chunks ends with an info line (fewer: debug)
 
 
-class LineSteps:
-    """The line-vector stepping, for :class:`~memoryd.daemon.work.worker.IndexWorker`."""
+class LineJob:
+    """The line-vector backlog as :class:`IdleSteps` fills it: reported only after a step that went
+    through; any error is a failed step (line vectors are an extra, never worth the worker)."""
 
-    def __init__(self, index: MemoryIndex, task_waiting: Callable[[], bool]) -> None:
+    name = "lines"
+    failures: tuple[type[Exception], ...] = (Exception,)
+    always_report = False
+
+    def __init__(self, index: WritableIndex, task_waiting: Callable[[], bool]) -> None:
         self.index = index
         self._task_waiting = task_waiting
-        self._since: float | None = None
         self._chunks = self._lines = 0
-        self._next_progress = 0.0
-        self._pause = RetryPause()
 
-    def retry_in(self) -> float:
-        """Seconds before the next step may run (positive only after a failed step)."""
-        return self._pause.remaining()
+    def retry_s(self) -> float:
+        return RETRY_S
 
-    def retry_now(self) -> None:
-        """A task went through: a paused fill may try again at once."""
-        self._pause.clear()
+    def describe(self, exc: Exception) -> str:
+        return str(exc) if isinstance(exc, MemorydError) else f"{type(exc).__name__}: {exc}"
 
-    def step(self) -> str | None:
-        """One bounded step; the error of a failed one (the worker keeps it as its last error), else None."""
-        if self._since is None:  # a stretch begins: after a save a few chunks, after a cold start all of them
-            self._since = time.monotonic()
-            self._next_progress = self._since + PROGRESS_EVERY_S
-            log.debug("lines.backlog")
-        try:
-            done = self.index.fill_line_vectors(should_yield=self._task_waiting)
-        except SliceAbandoned:
-            log.debug("lines.yielded", reason="a task arrived mid-slice")
-            return None
-        except Exception as exc:  # line vectors are an extra: whatever fails here must not stop the worker
-            why = str(exc) if isinstance(exc, MemorydError) else f"{type(exc).__name__}: {exc}"
-            log.error("lines.failed", error=why, action=f"retrying in {RETRY_S:.0f} s")
-            self._pause.start(RETRY_S)
-            return why
+    def begin(self, steps: IdleSteps) -> None:
+        """After a save a few chunks, after a cold start all of them; the first progress line waits."""
+        assert steps.since is not None
+        steps.next_progress = steps.since + PROGRESS_EVERY_S
+        log.debug("lines.backlog")
+
+    def fill(self, steps: IdleSteps) -> None:
+        done = self.index.fill_line_vectors(should_yield=self._task_waiting)
         self._chunks += done.chunks
         self._lines += done.embedded
-        self._report()
-        return None
 
-    def _report(self) -> None:
+    def report(self, steps: IdleSteps) -> None:
         now = time.monotonic()
-        if not self.index.lines_pending() and self._since is not None:
+        if not self.index.lines_pending() and steps.since is not None:
             done = log.info if self._chunks >= LOUD_CHUNKS else log.debug  # a save's few lines are not news
-            done("lines.done", chunks=self._chunks, lines_embedded=self._lines, seconds=round(now - self._since, 1))
-            self._since, self._chunks, self._lines, self._next_progress = None, 0, 0, 0.0
-        elif now >= self._next_progress:
-            self._next_progress = now + PROGRESS_EVERY_S
+            done("lines.done", chunks=self._chunks, lines_embedded=self._lines, seconds=round(now - steps.since, 1))
+            steps.end_stretch()
+            self._chunks, self._lines = 0, 0
+        elif steps.progress_due(now):
             log.info("lines.progress", chunks=self._chunks, lines_embedded=self._lines, pending=self._count())
 
     def _count(self) -> int | None:
@@ -92,3 +81,8 @@ class LineSteps:
         except Exception as exc:  # a log figure must never end the worker
             log.debug("lines.count_failed", error=str(exc))
             return None
+
+
+def line_steps(index: WritableIndex, task_waiting: Callable[[], bool]) -> IdleSteps:
+    """The line-vector backlog's stepping, for :class:`~memoryd.daemon.work.worker.IndexWorker`."""
+    return IdleSteps(LineJob(index, task_waiting))

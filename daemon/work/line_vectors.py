@@ -29,7 +29,7 @@ import structlog
 from memoryd.indexer.storage.embedded.cache import cache_key
 
 if TYPE_CHECKING:
-    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.daemon.work.ports import WritableIndex
     from memoryd.indexer.storage.base import LineStore
 
 log = structlog.get_logger(__name__)
@@ -115,7 +115,7 @@ class LineVectors:
                 self._memo.popitem(last=False)
 
 
-def line_cache_of(index: MemoryIndex) -> LineCache | None:
+def line_cache_of(index: WritableIndex) -> LineCache | None:
     """A :class:`LineCache` on ``index``'s embedding cache; None for an index opened read-only or whose
     backend keeps none (line vectors then live in memory only)."""
     store = index.open_line_store()

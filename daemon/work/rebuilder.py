@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.work.polite import lower_priority
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.daemon.work.ports import WritableIndex
 from memoryd.indexer.errors import MemorydError
 from memoryd.indexer.storage.embedded.ann import Rebuild
 
@@ -39,7 +39,7 @@ class Rebuilder:
     the rebuild thread after each batch of ``n`` vectors copied (tests hold a build there).
     """
 
-    def __init__(self, index: MemoryIndex, submit: Callable[[Callable[[], Any]], object], nice: int) -> None:
+    def __init__(self, index: WritableIndex, submit: Callable[[Callable[[], Any]], object], nice: int) -> None:
         self.index = index
         self._submit = submit
         self._nice = nice

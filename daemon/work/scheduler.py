@@ -17,9 +17,9 @@ from typing import Any
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from memoryd.daemon.work.ports import WritableIndex
 from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.config import ScheduleConfig
-from memoryd.indexer.engine import MemoryIndex
 
 log = structlog.get_logger(__name__)
 HEALTH_CHECK_S = 5
@@ -28,7 +28,7 @@ HEALTH_CHECK_S = 5
 class Scheduler:
     """``check_watchers`` is the watcher health check (the watchers change on a config reload)."""
 
-    def __init__(self, worker: IndexWorker, index: MemoryIndex, s: ScheduleConfig,
+    def __init__(self, worker: IndexWorker, index: WritableIndex, s: ScheduleConfig,
                  check_watchers: Callable[[], None]) -> None:
         self._worker = worker
         self._index = index

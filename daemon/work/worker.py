@@ -52,15 +52,14 @@ import structlog
 
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.debouncer import Change
-from memoryd.daemon.work.line_steps import LineSteps
+from memoryd.daemon.work.line_steps import line_steps
 from memoryd.daemon.work.polite import PoliteEmbedder
+from memoryd.daemon.work.ports import Sweep, WritableIndex
 from memoryd.daemon.work.rebuilder import Rebuilder
 from memoryd.daemon.work.tasks import NOT_RUN, ReconcileState, Task, TaskStopped
-from memoryd.daemon.work.vector_steps import VectorSteps
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.daemon.work.vector_steps import vector_steps
 from memoryd.indexer.errors import DiskFullError, MemorydError
 from memoryd.indexer.ingestion.indexstats import IndexStats
-from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.storage.base import StorageUnavailableError
 
 __all__ = ["HANDFUL", "NOT_RUN", "IndexWorker", "Task", "TaskStopped"]
@@ -85,14 +84,16 @@ class ReconcileCancelled(Exception):
 
 
 class IndexWorker:
-    """Owns the write side of a :class:`MemoryIndex` on one thread."""
+    """Owns the write side of the index on one thread: ``index`` as :class:`WritableIndex` sees it,
+    and ``sweep``, the reconcile bound to it (:func:`memoryd.daemon.oneshot.sweep_of`)."""
 
     def __init__(
-        self, index: MemoryIndex, roots: RootMap, accept: Accept, accept_dir: Accept,
+        self, index: WritableIndex, roots: RootMap, accept: Accept, accept_dir: Accept, *, sweep: Sweep,
         on_status: Callable[[str], object] = lambda text: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.index = index
+        self._sweep = sweep
         self.roots = roots
         self._accept = accept
         self._accept_dir = accept_dir
@@ -113,8 +114,8 @@ class IndexWorker:
         nice = index.cfg.embedding.background_nice
         self.embedder = PoliteEmbedder(index.embedder, nice, small=index.cfg.embedding.batch_size)
         self.rebuilder = Rebuilder(index, self.call, nice)
-        self.vector_steps = VectorSteps(index, on_status, self._idle_status, self._task_waiting)
-        self.line_steps = LineSteps(index, self._task_waiting)
+        self.vector_steps = vector_steps(index, on_status, self._idle_status, self._task_waiting)
+        self.line_steps = line_steps(index, self._task_waiting)
 
     # -- feeding ----------------------------------------------------------------
 
@@ -186,7 +187,7 @@ class IndexWorker:
     def start(self) -> None:
         """Start the worker and its helpers; from now on the index rebuilds in the background."""
         self.index.set_passage_embedder(self.embedder)
-        self.index.vector_fill.backlog_passages = self.embedder.background(interrupt=self._task_waiting)
+        self.index.set_backlog_embedder(self.embedder.background(interrupt=self._task_waiting))
         self.index.set_background_rebuilds(True)
         self.embedder.start()
         self.rebuilder.start()
@@ -367,8 +368,8 @@ class IndexWorker:
                 self._on_status(f"reconciling: {done}/{total} files")
 
         try:
-            stats = reconcile(self.index, self.roots.roots, self._accept, self._accept_dir, progress=progress,
-                              defer_at=self.defer_at())
+            stats = self._sweep(self.roots.roots, self._accept, self._accept_dir, progress=progress,
+                                defer_at=self.defer_at())
         finally:
             self.sweeping = False
         self.last_reconcile = time.time()
@@ -396,7 +397,7 @@ class IndexWorker:
     def _index_saved(self, files: list[tuple[Path, str]], total: IndexStats) -> None:
         """Index changed files; chunks of theirs still without a vector go to the head of the backlog."""
         total.merge(self.index.index_files(files, defer_at=self.defer_at()))
-        self.index.vector_fill.promote(files)
+        self.index.promote_backlog(files)
 
     def _logged(self, result: dict[str, Any], source: str) -> dict[str, Any]:
         """One info line per batch that changed the index (files, chunks, ms)."""
@@ -420,8 +421,7 @@ class IndexWorker:
                 total.merge(self.index.index_files([dest]))  # unchanged content: a hash check, no embedding
             log.info("file.moved", src=str(ch.path), dest=str(ch.dest), kept_chunks=moved)
         elif ch.kind == "rescan":
-            total.merge(reconcile(self.index, self.roots.roots, self._accept, self._accept_dir,
-                                  defer_at=self.defer_at()))
+            total.merge(self._sweep(self.roots.roots, self._accept, self._accept_dir, defer_at=self.defer_at()))
 
 
 def _fail(future: Future[Any], exc: BaseException) -> None:

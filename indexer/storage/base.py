@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from memoryd.indexer.errors import StoreError
 
@@ -167,6 +167,8 @@ class StorageUnavailableError(StoreError):
     JSON-RPC error's ``data``, so that a caller can tell this outage from any other error.
     """
 
+    rpc_code: ClassVar[int] = -32031  # STORAGE_UNAVAILABLE (daemon/rpc/errors.py)
+
     def __init__(self, message: str, *, backend: str = "postgres", where: str = "") -> None:
         super().__init__(message)
         self.backend = backend
@@ -175,6 +177,9 @@ class StorageUnavailableError(StoreError):
     def data(self) -> dict[str, str]:
         """What a client is told besides the message (never the DSN itself)."""
         return {"backend": self.backend, "where": self.where}
+
+    def rpc_data(self) -> dict[str, Any] | None:
+        return dict(self.data())
 
 
 class SiteLockedError(StoreError):

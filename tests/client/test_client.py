@@ -20,6 +20,7 @@ from memoryd.daemon.rpc.errors import InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.errors import DaemonError, NotRunningError
+from tests.helpers import socket_server
 
 WAIT_S = 5.0
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ def serve(
     }
 
     def start(**kw: Any) -> SocketServer:
-        server = SocketServer(short_dir / "md.sock", handlers, **kw)
+        server = socket_server(short_dir / "md.sock", handlers, **kw)
         server.start()
         servers.append(server)
         return server

@@ -31,10 +31,10 @@ from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.daemon.rpc.sockpath import unreachable_for
 from memoryd.indexer import config as configmod
+from memoryd.indexer.access import DIRECT, GROUP, Session, parse_binding
 from memoryd.indexer.errors import ConfigError, DaemonError
-from memoryd.indexer.write.access import DIRECT, GROUP, Session, parse_binding
 from tests.e2e.test_second_uid import TOOLS, _as, _interpreter, _run, other_user  # noqa: F401 (a fixture)
-from tests.helpers import running_daemon, wait_for
+from tests.helpers import running_daemon, socket_server, wait_for
 
 ME = os.geteuid()
 OTHER = ME + 4242  # a uid with no passwd entry: never the owner, never a real user here
@@ -189,7 +189,7 @@ def serve(short_dir: Path) -> Iterator[Callable[..., SocketServer]]:
 
     def start(**kw: Any) -> SocketServer:
         table = {m: (lambda params, peer: params) for m in ("search", "status", "reindex")}
-        server = SocketServer(short_dir / "run" / "md.sock", table, **kw)
+        server = socket_server(short_dir / "run" / "md.sock", table, **kw)
         server.start()
         started.append(server)
         return server
@@ -225,7 +225,7 @@ def test_without_bound_uids_the_socket_stays_private(serve: Callable[..., Socket
                                               ({ME + 1: "owner"}, "peer:ID")])
 def test_the_server_refuses_bindings_it_cannot_enforce(short_dir: Path, allowed: Any, why: str) -> None:
     with pytest.raises(DaemonError, match=why):
-        SocketServer(short_dir / "md.sock", {}, allowed_uids=allowed)
+        socket_server(short_dir / "md.sock", {}, allowed_uids=allowed)
 
 
 def test_a_folder_that_keeps_a_bound_uid_out_is_named(short_dir: Path) -> None:

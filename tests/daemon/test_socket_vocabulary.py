@@ -70,6 +70,10 @@ def test_mcp_read_only_hints_follow_each_methods_access() -> None:
 def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> None:
     """A key the TypedDict does not name is refused, and the refusal lists exactly its keys."""
     from memoryd.daemon.api import manage_requests, observe_request, requests
+    from memoryd.daemon.api.files import FileMethods
+    from memoryd.daemon.roots import RootMap
+    from memoryd.daemon.rpc.jsonrpc import reject_unknown
+    from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.config import SearchConfig
 
     parsers = {"search": lambda p: requests.parse_search(p, PEER, SearchConfig(), Path("/x")),
@@ -86,9 +90,12 @@ def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> No
                "clear": lambda p: manage_requests.parse_clear(p, PEER),
                "update_section": lambda p: manage_requests.parse_section(p, PEER),
                "promote": lambda p: manage_requests.parse_promote(p, PEER),
-               "observe": lambda p: observe_request.parse_observe(p, PEER)}
-    if method.name not in parsers:
-        pytest.skip(f"{method.name} has no parser of its own in requests/manage_requests")
+               "observe": lambda p: observe_request.parse_observe(p, PEER),
+               # user_prompt takes only a session: its handler checks the keys with the table's own names
+               "user_prompt": lambda p: reject_unknown(p, vocab.param_names(vocab.UserPromptParams)),
+               "files": lambda p: FileMethods(roots=lambda: RootMap([Path("/x")]),
+                                              path_filter=PathFilter(("*.md",), ()))._parse(p, PEER)}
+    assert parsers.keys() == vocab.BY_NAME.keys() - {"ping", "status"}  # every method with params
     with pytest.raises(InvalidParams) as exc:
         parsers[method.name]({"no_such_param": 1})
     assert str(sorted(vocab.param_names(method.params))) in str(exc.value)

@@ -20,8 +20,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from memoryd.daemon.rpc.fairness import RefusalLog, SlotPolicy
-from memoryd.daemon.rpc.server import SocketServer
 from tests.e2e.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
+from tests.helpers import socket_server
 from tests.security.test_transport_load import _read_line
 
 OWNER, BOB, CAROL = 1000, 1001, 1002
@@ -100,7 +100,7 @@ def test_a_bound_uid_holding_every_slot_cannot_lock_the_owner_out(
     os.chmod(short_dir, 0o755)
     sock = short_dir / "run" / "s.sock"
     # no eviction and a long read deadline: only fairness can let the owner in
-    server = SocketServer(sock, {"ping": lambda p, peer: "pong"}, allowed_uids={other.pw_uid: "peer:alice"},
+    server = socket_server(sock, {"ping": lambda p, peer: "pong"}, allowed_uids={other.pw_uid: "peer:alice"},
                           max_clients=32, evict_idle_after_s=3600.0, read_timeout_s=60.0)
     with server, capture_logs() as logs:
         flood = subprocess.Popen([shutil.which("setpriv") or "setpriv", *_as(other)[1:], _interpreter(other),

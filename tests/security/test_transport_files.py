@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 from memoryd.daemon.private import PRIVATE_UMASK, check_data_dir, set_private_umask
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.daemon.rpc.sockpath import UnsafeSocketDir
-from tests.helpers import running_daemon
+from tests.helpers import running_daemon, socket_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def _umask(mask: int) -> Iterator[None]:
 
 
 def _server(path: Path) -> SocketServer:
-    return SocketServer(path, {"ping": lambda params, peer: "pong"})
+    return socket_server(path, {"ping": lambda params, peer: "pong"})
 
 
 def test_socket_in_a_shared_sticky_dir_is_refused_and_the_dir_left_alone(short_dir: Path) -> None:

@@ -25,7 +25,7 @@ from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.indexer.config import Config
 from memoryd.indexer.errors import DaemonError
-from tests.helpers import running_daemon, wait_for
+from tests.helpers import running_daemon, socket_server, wait_for
 
 FILES = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n- Deploys run on Fridays.\n"}
 
@@ -90,7 +90,7 @@ def _server(path: Path, gate: threading.Event, **kw: Any) -> SocketServer:
         gate.wait(30)
         return "slow done"
 
-    return SocketServer(path, {"ping": lambda p, peer: "pong", "slow": slow}, **kw)
+    return socket_server(path, {"ping": lambda p, peer: "pong", "slow": slow}, **kw)
 
 
 def test_idle_connections_cannot_starve_a_newcomer(short_dir: Path, gate: threading.Event) -> None:
@@ -136,7 +136,7 @@ def test_a_request_sent_on_an_evicted_connection_never_runs(short_dir: Path, gat
         runs.append(1)
         return len(runs)
 
-    server = SocketServer(short_dir / "s.sock", {"count": count}, max_clients=1, evict_idle_after_s=0.0)
+    server = socket_server(short_dir / "s.sock", {"count": count}, max_clients=1, evict_idle_after_s=0.0)
     server.start()
     try:
         with Client(server.address, timeout=10) as first:

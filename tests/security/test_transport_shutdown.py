@@ -20,7 +20,7 @@ import pytest
 from memoryd.daemon.rpc.errors import SHUTTING_DOWN
 from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
-from tests.helpers import running_daemon, wait_for
+from tests.helpers import running_daemon, socket_server, wait_for
 
 FILES = {"MEMORY.md": "# Memory\n\n- The user prefers Neovim.\n", "memory/2024-01-02.md": "# Day\n\n- standup\n"}
 
@@ -64,7 +64,7 @@ def _server(path: Path, gate: threading.Event) -> SocketServer:
         gate.wait(30)
         return "slow done"
 
-    return SocketServer(path, {"slow": slow, "ping": lambda p, peer: "pong"})
+    return socket_server(path, {"slow": slow, "ping": lambda p, peer: "pong"})
 
 
 def test_a_request_still_running_at_stop_gets_shutting_down(short_dir: Path, gate: threading.Event) -> None:

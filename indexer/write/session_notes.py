@@ -14,11 +14,11 @@ from typing import Any
 
 import structlog
 
+from memoryd.indexer.access import Namespace, namespace_of, resolve_target
+from memoryd.indexer.errors import EntryNotFound, WriteConflict
+from memoryd.indexer.markdown import mdedit
 from memoryd.indexer.observe.notes import NOTE_NAME, header
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write import mdedit
-from memoryd.indexer.write.access import Namespace, namespace_of, resolve_target
-from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter, Outcome
 
 log = structlog.get_logger("memoryd.observe")
