@@ -102,7 +102,7 @@ class Daemon:
         self._lock: DataDirLock | None = None
         self.parts: Parts | None = None  # the index, the worker and what the socket methods are built from
         self._closers: tuple[Callable[[], object], ...] = ()  # what the handlers opened, run once the socket closed
-        self.observe_status: Callable[[], dict[str, Any]] | None = None  # observe's counters, for status
+        self._observe_status: Callable[[], dict[str, Any]] | None = None  # observe's counters, for status
         self.server: SocketServer | None = None
         self.debouncer: Debouncer | None = None
         self.watcher: Watcher | None = None
@@ -147,7 +147,7 @@ class Daemon:
         parts.worker.request_reconcile("start-up")
         built = build_handlers(cfg, parts)
         self._closers = built.closers
-        self.observe_status = built.observe_status
+        self._observe_status = built.observe_status
         srv = cfg.server
         self.server = SocketServer(
             ServerConfig(cfg.socket_path, max_request_bytes=srv.max_request_bytes, max_clients=srv.max_clients,
@@ -274,7 +274,7 @@ class Daemon:
             debounced=self.debouncer.ready_counts if self.debouncer else {},
             data_dir_bytes=tree_bytes(self.cfg.data_dir), rss_bytes=rss_bytes(),
             jobs=parts.jobs.snapshot(), history=ring_sizes(self.history.sizes()),
-            observe=self.observe_status() if self.observe_status is not None else None,
+            observe=self._observe_status() if self._observe_status is not None else None,
         )
 
     # -- shutdown ---------------------------------------------------------------

@@ -142,7 +142,7 @@ def _abstracts(cfg: Config, parts: Parts, llm: JsonModel | None,
 def _observe(cfg: Config, parts: Parts, writes: WriteMethods, llm: LLMClient | None,
              closers: list[Callable[[], object]]) -> ObserveMethods:
     """``observe`` (daemon/api/observe.py), with the ``[llm]`` client when one is configured."""
-    from memoryd.indexer.observe.session_notes import SessionNotes
+    from memoryd.indexer.write.session_notes import SessionNotes
 
     observe = ObserveMethods(
         writes=writes, cfg=cfg.observe, data_dir=cfg.data_dir,

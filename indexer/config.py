@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hi
 
 from memoryd.indexer import paths
 from memoryd.indexer.access import parse_binding
+from memoryd.indexer.config_llm import LLMConfig, read_key, validate_llm
+from memoryd.indexer.config_observe import ObserveConfig, validate_observe
 from memoryd.indexer.config_rerank import RerankConfig, rerank_key, validate_rerank
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError, SessionError
-from memoryd.indexer.llm.config import LLMConfig, read_key, validate_llm
-from memoryd.indexer.observe.config import ObserveConfig, validate_observe
 
 if TYPE_CHECKING:
     pass

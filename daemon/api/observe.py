@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from memoryd.indexer.access import Session
     from memoryd.indexer.llm.client import LLMClient
     from memoryd.indexer.observe.config import ObserveConfig
-    from memoryd.indexer.observe.session_notes import SessionNotes
+    from memoryd.indexer.write.session_notes import SessionNotes
 
 log = structlog.get_logger("memoryd.observe")
 EXPERIENCES_FILE = "experiences.md"

@@ -18,7 +18,7 @@ Secrets are refused **line by line** by the write path's own filter
 memoryd: <rule>]``; when the rest still fails as a whole (a secret split over lines), the turn is
 withheld whole. Nothing a secret touched reaches the note, the index or the extraction prompt.
 
-The writes themselves (append, retention, undo of an expiry) are :mod:`.session_notes`'s: this
+The writes themselves (append, retention, undo of an expiry) are :mod:`memoryd.indexer.write.session_notes`'s: this
 module is text only, so the socket handler imports it without the write path's numerical stack.
 """
 

@@ -189,8 +189,8 @@ class MemoryEditor(MemoryWriter):
         if rec is None or rec.get("action") not in (hist.CLEAR, hist.SECTION, hist.EXPIRE):
             return super().undo(rid, session)
         rec = self._undoable(rid)
-        if rec["action"] == hist.EXPIRE:  # a session note retention deleted (indexer/observe/notes.py)
-            from memoryd.indexer.observe.session_notes import undo_expire
+        if rec["action"] == hist.EXPIRE:  # a session note retention deleted (indexer/write/session_notes.py)
+            from memoryd.indexer.write.session_notes import undo_expire
 
             return undo_expire(self, rid, rec, session)
         if rec["action"] == hist.SECTION:

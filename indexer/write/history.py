@@ -71,7 +71,7 @@ MAX_BYTES = 4 * 1024 * 1024
 MAX_BLOCK_CHARS = 64 * 1024  # an entry longer than this is recorded, but not restorable
 REPLACE, FORGET, REINFORCE, UNDO = "replace", "forget", "reinforce", "undo"
 CLEAR, SECTION = "clear", "section"  # memoryd.indexer.write.editor: a namespace emptied, a section body replaced
-EXPIRE = "expire"  # memoryd.indexer.observe.notes: a session note deleted whole by retention (its text in ``old``)
+EXPIRE = "expire"  # indexer/write/session_notes.py: a session note deleted by retention (its text in ``old``)
 ACTIONS = (REPLACE, FORGET, REINFORCE, UNDO, CLEAR, SECTION, EXPIRE)
 
 

@@ -84,3 +84,11 @@ def test_the_installed_commands_are_what_the_cli_accepts(tmp_path: Path, monkeyp
     assert parsed.hook == "codex"
     assert hook_main(["--hook", "codex", '{"type": "not-a-turn"}']) == 0  # a foreign event: ignored, exit 0
     assert "observe_hook.bad_event" in (tmp_path / "observe-hook.log").read_text()  # said in the log, not to the agent
+
+
+def test_a_projects_capture_hook_names_a_bare_memoryd_like_its_other_hooks(tmp_path: Path) -> None:
+    home, project = _home(tmp_path), tmp_path / "proj"
+    project.mkdir()
+    assert _agents("install", "claude-code", "--home", str(home), "--project", str(project)) == 0
+    hooks = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
+    assert [h["command"] for g in hooks["Stop"] for h in g["hooks"]] == ["memoryd observe --hook claude-code"]

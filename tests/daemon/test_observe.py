@@ -186,7 +186,7 @@ def test_after_a_failure_the_turns_wait_and_are_extracted_next_time(tmp_path: Pa
         assert _observe(client, "user: I prefer green tea when I work late\n", wait=True)["extraction"]["state"] \
             == "failed"
         chat.mode = "ok"
-        d.observe_status.__self__.llm.retry_now()  # else the breaker's 5 s cool-down fails the retry at once
+        d._observe_status.__self__.llm.retry_now()  # else the breaker's 5 s cool-down fails the retry at once
         ext = _observe(client, "user: I prefer green tea when I work late\n", wait=True)["extraction"]
         assert ext["state"] == "done" and ext["turns"] == 1
 
