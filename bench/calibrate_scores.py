@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -78,7 +80,7 @@ def relevant_hit(hit: dict[str, Any], relevant: Sequence[dict[str, Any]]) -> boo
 
 
 def run_searches(eval_dir: Path, work: Path) -> list[dict[str, Any]]:
-    """Every planned query through MemoryIndex.search; one row per (folder, query) with its hits' features."""
+    """Every planned query through MemoryIndex.query; one row per (folder, query) with its hits' features."""
     folders = sorted(p for p in eval_dir.iterdir() if (p / "queries.jsonl").exists())
     cfg = Config()
     embedder = load_embedder(cfg.embedding, work / "model")
@@ -97,7 +99,7 @@ def run_searches(eval_dir: Path, work: Path) -> list[dict[str, Any]]:
             if text not in vectors:
                 vectors[text] = embedder.embed_query(text)
             vec = vectors[text]
-            res = index.search(q["question"], k=K, explain=True, query_vector=lambda v=vec: v).to_json()
+            res = index.query(Query(q["question"], k=K, explain=True, query_vector=lambda v=vec: v)).to_json()
             hits = [{"score": h["score"], **h["explain"]["calibration"], "path": h["path"],
                      "start_line": h["start_line"], "end_line": h["end_line"],
                      "relevant": relevant_hit(h, q["relevant"]) if q["kind"] == "pos" else False}

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memoryd.daemon.work.line_vectors import MEMO_LINES, LineVectors
@@ -97,8 +99,8 @@ def run_folder(
             t0 = time.perf_counter()
             qvec = embedder.embed_query(clean_query(q["question"]))  # the vector the daemon hands both steps
             times["query_embedding"].append(time.perf_counter() - t0)
-            hits = index.search(q["question"], k=k, query_vector=lambda v=qvec: v,
-                                min_score=args.min_score or None).hits
+            hits = index.query(Query(q["question"], k=k, query_vector=lambda v=qvec: v,
+                                min_score=args.min_score or None)).hits
             t0 = time.perf_counter()
             if not args.memo_lines:
                 line_vectors = fresh()

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling _common, as the other benchmarks import it
 
@@ -75,7 +77,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list
     for mode in modes:
         rows = []
         for q in queries:
-            res = index.search(q["question"], k=k, mode=mode).to_json()
+            res = index.query(Query(q["question"], k=k, mode=mode)).to_json()
             rows.append({"qid": q["qid"], "hits": [{"path": h["path"], "start_line": h["start_line"],
                                                     "end_line": h["end_line"]} for h in res["hits"]]})
         per_mode[mode] = rows

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval_retrieval import DEFAULT_EVAL, prepare_root, score
@@ -70,7 +72,8 @@ def run_setting(folders: list[Path], work: Path, base: Config, embedder: Any, qv
         triggered = {"intent": 0, "synonyms": 0, "fallback": 0}
         for q in _queries(folder):
             vec = qvecs[q["qid"]]
-            res = index.search(q["question"], k=k, mode="hybrid", explain=True, query_vector=_const(vec)).to_json()
+            asked = Query(q["question"], k=k, mode="hybrid", explain=True, query_vector=_const(vec))
+            res = index.query(asked).to_json()
             took += res["took_ms"]
             for key in triggered:  # how many queries each mechanism touched
                 triggered[key] += bool(res["query_analysis"][key])

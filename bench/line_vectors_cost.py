@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
@@ -116,7 +118,7 @@ def query_times(index: MemoryIndex, questions: list[str]) -> dict[str, float]:
         for w, out in ((weight, on_ms), (0.0, off_ms)):
             searcher._line_weight = w
             t0 = time.perf_counter()
-            index.search(q, k=10)
+            index.query(Query(q, k=10))
             out.append((time.perf_counter() - t0) * 1000)
     searcher._line_weight = weight
     def p(xs: list[float], q: float) -> float:

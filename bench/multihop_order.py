@@ -56,6 +56,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
@@ -110,7 +112,7 @@ def capture(eval_dir: Path, work: Path, depth: int, hops: bool = True) -> tuple[
         seen: set[tuple[str, int]] = set()
         mine = []
         for q in qs:
-            res = index.search(q["question"], k=depth, mode="hybrid")
+            res = index.query(Query(q["question"], k=depth, mode="hybrid"))
             hits = [dataclasses.replace(h, chunk_id=n) for n, h in enumerate(res.hits)]
             for h in hits:
                 if (h.path, h.start_line) not in seen:
@@ -124,7 +126,7 @@ def capture(eval_dir: Path, work: Path, depth: int, hops: bool = True) -> tuple[
         for q, raw in zip(mine, qs, strict=True):
             q.df, q.n_docs = df, max(len(seen), 1)
             q.idfs = {t: idf(q, t) for t in keyword.query_terms(clean_query(raw["question"]))}
-            shipped = [(h.path, h.start_line, h.end_line) for h in default.search(raw["question"], k=K).hits]
+            shipped = [(h.path, h.start_line, h.end_line) for h in default.query(Query(raw["question"], k=K)).hits]
             differ += shipped != spans(final(q.hits))
         default.close()
         out += mine
@@ -142,7 +144,7 @@ def second_searches(index: MemoryIndex, hits: Sequence[Hit], depth: int) -> list
     for n, h in enumerate(hits[:HOP_SOURCES], 1):
         at = h.match_lines[0] if h.match_lines else h.start_line
         text = _LABEL.sub("", h.text.split("\n")[at - h.start_line])[:300]
-        found = index.search(text, k=depth, mode="hybrid").hits if text.strip() else []
+        found = index.query(Query(text, k=depth, mode="hybrid")).hits if text.strip() else []
         out.append([dataclasses.replace(x, chunk_id=n * 10_000 + i) for i, x in enumerate(found)])
     return out
 

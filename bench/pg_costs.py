@@ -29,6 +29,8 @@ from typing import Any
 import psutil
 import psycopg
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import _THINGS, bench_tmp, remove_tree
@@ -69,7 +71,7 @@ def explain(mi: Any, queries: list[str], vectors: list[Any]) -> None:
         sent.clear()
         psycopg.Connection.execute = recording  # type: ignore[method-assign]
         try:
-            mi.search(query, k=8, mode="hybrid", query_vector=lambda v=vec: v)
+            mi.query(Query(query, k=8, mode="hybrid", query_vector=lambda v=vec: v))
         finally:
             psycopg.Connection.execute = original  # type: ignore[method-assign]
         print(f"=== {query!r}: {len(sent)} statements")
@@ -114,7 +116,7 @@ def main() -> int:
             if i == 10:
                 cpu0 = (time.process_time(), server_cpu_s(pgdata))
             t0 = time.perf_counter()
-            mi.search(query, k=8, mode="hybrid", query_vector=lambda v=vec: v)
+            mi.query(Query(query, k=8, mode="hybrid", query_vector=lambda v=vec: v))
             if i >= 10:
                 took.append((time.perf_counter() - t0) * 1000)
         n = len(took)
@@ -140,8 +142,8 @@ def ab_overlap(mi: Any, embedder: Any, queries: list[str]) -> None:
         for i, query in enumerate(queries):
             for mode in (list(took) if i % 2 else list(took)[::-1]):
                 t0 = time.perf_counter()
-                mi.search(query, k=8, mode="hybrid",
-                          query_vector=pool.start(query) if mode == "embedding meanwhile" else None)
+                mi.query(Query(query, k=8, mode="hybrid",
+                          query_vector=pool.start(query) if mode == "embedding meanwhile" else None))
                 if i >= 10:
                     took[mode].append((time.perf_counter() - t0) * 1000)
     finally:

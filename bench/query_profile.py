@@ -37,6 +37,8 @@ from typing import Any
 
 import _common  # noqa: F401  (puts the repository on sys.path)
 
+from memoryd.indexer.search.query import Query
+
 SPANS = ("_keyword_plan", "_idfs", "_keyword_leg", "keyword_with_proximity", "_vector_leg", "fetch_chunks", "_fuse",
          "features", "calibrated", "_finish", "to_json")
 AFTER_LEGS = ("_fuse", "features", "calibrated", "_finish", "to_json")
@@ -121,8 +123,8 @@ def profile_series(index: Any, embedder: Any, queries: list[str], repeat: int, v
     vectors = {q: embedder.embed_query(clean_query(q)) for q in queries}
     runs: dict[str, Callable[[str], Any]] = {
         "bare": lambda q: embedder.embed_query(clean_query(q)),
-        "no model": lambda q: index.search(q, k=8, query_vector=lambda: vectors[q]).to_json(),
-        "overlapped": lambda q: index.search(q, k=8, query_vector=ahead.start(clean_query(q))).to_json(),
+        "no model": lambda q: index.query(Query(q, k=8, query_vector=lambda: vectors[q])).to_json(),
+        "overlapped": lambda q: index.query(Query(q, k=8, query_vector=ahead.start(clean_query(q)))).to_json(),
     }
     for variant, run in runs.items():
         if variant not in variants:

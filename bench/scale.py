@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.indexer.search.query import Query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import _THINGS, REPO, bench_tmp, fmt, percentile, print_table, remove_tree
@@ -280,7 +282,8 @@ def measure_search(mi: Any, embedder: SyntheticPassages, n: int, seed: int) -> d
                 if mode == "embed":
                     embedder.embed_query(query)
                 else:
-                    mi.search(query, k=8, mode=mode, query_vector=pool.start(query) if mode != "keyword" else None)
+                    vector = pool.start(query) if mode != "keyword" else None
+                    mi.query(Query(query, k=8, mode=mode, query_vector=vector))
                 if i >= 10:  # warm-up
                     out[mode].append((time.perf_counter() - t0) * 1000)
     finally:

@@ -28,16 +28,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.search.query import Query
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from memoryd.daemon.watch.pathfilter import PathFilter  # noqa: E402
+from memoryd.indexer.access import Session, read_refusal  # noqa: E402
 from memoryd.indexer.embedding import load_embedder  # noqa: E402
 from memoryd.indexer.engine import MemoryIndex  # noqa: E402
 from memoryd.indexer.ingestion.reconcile import reconcile  # noqa: E402
 from memoryd.indexer.pathguard import PathGuard  # noqa: E402
 from memoryd.indexer.storage.embedded.hybrid import _allowed_ids  # noqa: E402
-from memoryd.indexer.write.access import Session, read_refusal  # noqa: E402
 from tests.helpers import make_config  # noqa: E402
 
 LIKE_SQL = ("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id JOIN roots r ON r.id = f.root_id"
@@ -92,11 +94,12 @@ def main() -> None:
                 }
             q = "pelican heron budget"
             for mode in ("keyword", "hybrid"):
-                rows[f"c. {mode}, owner"] = median_ms(lambda m=mode: idx.search(q, k=8, mode=m), args.repeat)
+                rows[f"c. {mode}, owner"] = median_ms(lambda m=mode: idx.query(Query(q, k=8, mode=m)), args.repeat)
                 rows[f"c. {mode}, alice prefix"] = median_ms(
-                    lambda m=mode: idx.search(q, k=8, mode=m, path_prefix=prefix), args.repeat)
+                    lambda m=mode: idx.query(Query(q, k=8, mode=m, path_prefix=prefix)), args.repeat)
                 rows[f"c. {mode}, alice prefix+links"] = median_ms(
-                    lambda m=mode: (memo.clear(), idx.search(q, k=8, mode=m, path_prefix=prefix, path_check=check)),
+                    lambda m=mode: (memo.clear(),
+                                    idx.query(Query(q, k=8, mode=m, path_prefix=prefix, path_check=check))),
                     args.repeat)
         finally:
             idx.close()

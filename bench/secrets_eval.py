@@ -3,7 +3,7 @@
     python bench/secrets_eval.py                      # memoryd's detector
     python bench/secrets_eval.py --show-errors        # and every miss / false alarm
     python bench/secrets_eval.py --throughput DIR     # and its speed on the Markdown files under DIR
-    git show REV:indexer/write/privacy.py > /tmp/old_privacy.py
+    git show REV:indexer/redaction/privacy.py > /tmp/old_privacy.py
     python bench/secrets_eval.py --throughput DIR --baseline /tmp/old_privacy.py   # and an older detector's
     python bench/secrets_eval.py --compare detect-secrets           # needs detect-secrets installed
     python bench/secrets_eval.py --compare detect-secrets-adhoc     # its scan_line (--string) mode
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memoryd.indexer.write import privacy  # noqa: E402
+from memoryd.indexer.redaction import privacy  # noqa: E402
 
 CORPUS = ROOT / "tests" / "security" / "data" / "secrets_corpus.jsonl"
 

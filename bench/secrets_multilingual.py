@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memoryd.indexer.write import privacy  # noqa: E402
+from memoryd.indexer.redaction import privacy  # noqa: E402
 
 DATA = ROOT / "tests" / "security" / "data" / "secrets_multilingual.jsonl"
 SPLITS = ("tune", "held-out")

@@ -1,6 +1,6 @@
 """False alarms on real text: every span the detector finds that an older detector did not, for reading.
 
-    git show 7c97e41:indexer/write/privacy.py > /tmp/main_privacy.py
+    git show 7c97e41:indexer/redaction/privacy.py > /tmp/main_privacy.py
     python bench/secrets_realtext.py --baseline /tmp/main_privacy.py --ext md,rst,txt /usr /opt /root
     python bench/secrets_realtext.py --baseline /tmp/main_privacy.py --ext py /usr/lib/python3
 
@@ -24,7 +24,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memoryd.indexer.write import privacy  # noqa: E402
+from memoryd.indexer.redaction import privacy  # noqa: E402
 
 
 def load_baseline(path: Path) -> ModuleType:

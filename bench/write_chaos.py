@@ -38,7 +38,7 @@ from _common import Daemon, bench_tmp, wait_ping, write_config
 
 from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.errors import DaemonError
-from memoryd.indexer.write.mdlines import MdLines
+from memoryd.indexer.markdown.mdlines import MdLines
 
 OPS = ("clear", "undo-clear", "import")
 WORDS = ("copper", "thistle", "ember", "violet", "lantern", "orchard", "quartz", "juniper", "saffron", "walnut",

@@ -60,10 +60,10 @@ from memoryd.daemon.watch.watcher import Watcher
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.daemon.work.scheduler import Scheduler
 from memoryd.daemon.work.worker import IndexWorker
+from memoryd.indexer.access import resolve_target
 from memoryd.indexer.config import Config
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DaemonError, MemorydError
-from memoryd.indexer.write.access import resolve_target
 from memoryd.indexer.write.history import History
 from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal
 from memoryd.indexer.write.recovery import recover

@@ -6,7 +6,7 @@ path of a file the write path created, a library's warning that names a file. Re
 at each call site would miss the next one, so :func:`redact_event` is a structlog
 processor, installed by :mod:`memoryd.daemon.logs` for memoryd's own events and for the
 stdlib records of libraries alike: each string value (in lists and dicts too) is
-passed through :func:`memoryd.indexer.write.privacy.redact` at level ``all`` (the
+passed through :func:`memoryd.indexer.redaction.privacy.redact` at level ``all`` (the
 level of ``redact_for_log``), so a secret becomes ``[REDACTED:rule]`` and the rest of
 the value stays readable. Configured secrets (the embedding server's API key) are redacted by
 value first (:func:`protect`): the detector knows secrets by their form, and a key need not
@@ -47,7 +47,7 @@ def _known_out(text: str) -> str:
 
 def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """The structlog processor: every value but the timestamp, level and logger name, redacted."""
-    from memoryd.indexer.write.privacy import redact
+    from memoryd.indexer.redaction.privacy import redact
 
     def scrub(value: object) -> object:
         return _scrubbed(value, lambda text: redact(_known_out(text), "all"))

@@ -1,8 +1,9 @@
-"""One-shot, in-process commands: ``memoryd index`` and ``memoryd search --offline``.
+"""One-shot, in-process commands: ``memoryd index``, and the index opening ``--offline`` reads share.
 
 They open the index directly (no daemon). ``index`` takes the index's write
-side; ``search --offline`` opens it read-only, so it works beside a running
-daemon without taking any lock from it.
+side; ``search --offline`` and ``context --offline`` (:mod:`memoryd.daemon.offline_read`: the
+socket's read handlers, in-process) open it read-only, so they work beside a running daemon
+without taking any lock from it.
 """
 
 from __future__ import annotations
@@ -266,16 +267,3 @@ def ensure_roots(cfg: Config) -> list[Path]:
         ensure_default_root(cfg.default_root)
     return roots
 
-
-def offline_search(cfg: Config, params: dict[str, Any]) -> dict[str, Any]:
-    """Search an index in-process, read-only; logs only warnings (stdout is for the result)."""
-    from memoryd.daemon.logs import configure_logging
-
-    level = cfg.log.level if cfg.log.level in ("warning", "error") else "warning"
-    configure_logging(level, cfg.log.format)
-    index = open_index(cfg, read_only=True)
-    try:
-        query = params.pop("query")
-        return index.search(query, **params).to_json()
-    finally:
-        index.close()

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hints
 
 from memoryd.indexer import paths
+from memoryd.indexer.access import parse_binding
 from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
 from memoryd.indexer.config_trust import check_config_file
-from memoryd.indexer.errors import ConfigError
-from memoryd.indexer.write.access import parse_binding
-from memoryd.indexer.write.refusals import SessionError
+from memoryd.indexer.errors import ConfigError, SessionError
 
 if TYPE_CHECKING:
     pass

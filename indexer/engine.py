@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from memoryd.indexer.config import Config, SearchMode
+from memoryd.indexer.config import Config
 from memoryd.indexer.errors import FileSkipped, ModelError, ProviderUnavailable, StoreCorruptError, StoreError
 from memoryd.indexer.fill.backlog import VectorBacklog
 from memoryd.indexer.fill.line_vectors import STEP_LINES, FillResult, LineRows, LineVectorFill
@@ -56,6 +56,7 @@ from memoryd.indexer.ingestion.ingest import (
     skip_reason,
     stage,
 )
+from memoryd.indexer.redaction.privacy import REDACT_VERSION
 from memoryd.indexer.search import keyword
 from memoryd.indexer.search.hits import SearchResult
 from memoryd.indexer.search.pipeline import SearchPipeline
@@ -77,7 +78,6 @@ from memoryd.indexer.storage.index_status import (
     skipped_files,
 )
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write.privacy import REDACT_VERSION
 
 log = structlog.get_logger(__name__)
 
@@ -440,17 +440,6 @@ class MemoryIndex:
             return self.store.move_file(self.store.root_id(root), rel, self.store.root_id(dest_root), dest_rel)
 
     # -- the rest -------------------------------------------------------------
-
-    def search(
-        self, query: str, *, k: int | None = None, mode: SearchMode | None = None,
-        path_prefix: str | None = None, min_score: float | None = None, explain: bool = False,
-        exclude_prefixes: Sequence[str] = (), query_vector: Callable[[], Any] | None = None,
-        path_check: Callable[[str, str], bool] | None = None, sites: Sequence[str] | None = None,
-    ) -> SearchResult:
-        """One query; :class:`~memoryd.indexer.search.query.Query` says what each argument does."""
-        return self.query(Query(query, k=k, mode=mode, path_prefix=path_prefix, min_score=min_score, explain=explain,
-                                exclude_prefixes=tuple(exclude_prefixes), query_vector=query_vector,
-                                path_check=path_check, sites=None if sites is None else tuple(sites)))
 
     def query(self, query: Query) -> SearchResult:
         """Run ``query`` (:mod:`memoryd.indexer.search.pipeline`). The embedded index is one site:

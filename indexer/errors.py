@@ -2,7 +2,9 @@
 
 Library code raises these; only the edges (the CLI, the socket server) turn
 them into messages and exit codes. Every message names the file, key or value
-at fault, so that it can be shown to a user as it is.
+at fault, so that it can be shown to a user as it is. The write refusals live here too, not
+in ``write/``: config (a bound uid's session), the path guard and the session grammar raise them,
+and all three sit below the write pipeline. The daemon maps each to its JSON-RPC code.
 
     MemorydError
     ├── ConfigError          a bad config key or value (names ``section.key``)
@@ -12,6 +14,13 @@ at fault, so that it can be shown to a user as it is.
     │   ├── StoreCorruptError the database file fails its integrity check
     │   └── DiskFullError    the data directory has no space left
     ├── FileSkipped          a memory file that cannot be indexed (binary, too big, ...)
+    ├── WriteError           a write refused (the message is safe to show: it never quotes content)
+    │   ├── SessionError     a malformed ``session`` (bad kind, id or field)
+    │   ├── AccessDenied     the session may not do this (indexer/access.py's rules)
+    │   ├── BadTarget        a path/namespace memoryd will not write (escape, symlink, not .md)
+    │   ├── UnknownType      a ``type`` that is not a router type
+    │   ├── EntryNotFound    ``forget``: no memory entry on that line
+    │   └── WriteConflict    the file kept changing under us; nothing was written
     └── DaemonError          process-level failures (socket in use, daemon not running)
         ├── SocketInUseError a live daemon already listens on the socket path
         └── NotRunningError  a client found no daemon on the socket path
@@ -106,6 +115,34 @@ class FileSkipped(MemorydError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"{path}: {reason}" + (f" ({detail})" if detail else ""))
+
+
+class WriteError(MemorydError):
+    """Base of the write path's refusals; the message is safe to show (it never quotes content)."""
+
+
+class SessionError(WriteError):
+    """The request's ``session`` is malformed."""
+
+
+class AccessDenied(WriteError):
+    """The session may not do this; the message says why (shown to the caller and audited)."""
+
+
+class BadTarget(WriteError):
+    """A path or namespace that memoryd refuses to write (escape, symlink, not ``.md``, bad id)."""
+
+
+class UnknownType(WriteError):
+    """A memory ``type`` that is not one of the router's types."""
+
+
+class EntryNotFound(WriteError):
+    """No memory entry (list item outside USER blocks) on the given line, or its text differs."""
+
+
+class WriteConflict(WriteError):
+    """The file changed on every attempt (or its blocks are broken): nothing was written."""
 
 
 class DaemonError(MemorydError):

@@ -16,9 +16,9 @@ this module turns request text into:
   symlink, located again among the roots (``None`` outside all of them), plus
   the target's link count, so that callers can refuse a hard link.
 
-Who may read what is decided in :mod:`memoryd.indexer.write.access` on a
+Who may read what is decided in :mod:`memoryd.indexer.access` on a
 :class:`Resolved`; this module only answers "where does this name lead".
-Refusals are :class:`PathRefused` (a :class:`~memoryd.indexer.write.refusals.BadTarget`),
+Refusals are :class:`PathRefused` (a :class:`~memoryd.indexer.errors.BadTarget`),
 whose message names the path (shortened) and the rule.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memoryd.indexer.write.refusals import BadTarget
+from memoryd.indexer.errors import BadTarget
 
 MAX_NAME_BYTES = 255  #: one path component, in UTF-8 bytes (NAME_MAX)
 MAX_PATH_BYTES = 4096  #: a whole path, in UTF-8 bytes (PATH_MAX)

@@ -2,7 +2,7 @@
 
 A direct peer reads only ``peers/ID/`` and a group only ``groups/ID/`` of the
 first root; the owner (the default for the daemon's own uid) reads
-everything. The rules themselves live in :mod:`memoryd.indexer.write.access`, and every
+everything. The rules themselves live in :mod:`memoryd.indexer.access`, and every
 path is resolved by :mod:`memoryd.indexer.pathguard` (symlinks followed, ``..``
 refused) before they are applied; these helpers turn them into the socket's
 errors (-32020 denied, -32024 malformed path: :mod:`memoryd.daemon.rpc.errors`).
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, AMBIGUOUS_PATH, BAD_TARGET, RpcError
+from memoryd.indexer.access import OWNER, Session, can_read, read_refusal
 from memoryd.indexer.pathguard import PathRefused, Resolved
-from memoryd.indexer.write.access import OWNER, Session, can_read, read_refusal
 
 
 def path_check(session: Session, roots: RootMap) -> Callable[[str, str], bool] | None:

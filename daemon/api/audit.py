@@ -51,7 +51,7 @@ import structlog
 
 from memoryd.daemon.rpc.errors import RpcError
 from memoryd.indexer.atomic import DATA_TEMP_SUFFIX, atomic_write_bytes, remove_stale_temps
-from memoryd.indexer.write import privacy
+from memoryd.indexer.redaction import privacy
 
 log = structlog.get_logger(__name__)
 

@@ -31,8 +31,8 @@ from memoryd.daemon.api.vocabulary import HistoryReply, PurgeReply, WriteReply
 from memoryd.daemon.api.write import WriteMethods, answer_of
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.redaction.privacy import redact
 from memoryd.indexer.write.history import History
-from memoryd.indexer.write.privacy import redact
 
 
 class HistoryMethods:

@@ -53,9 +53,7 @@ from memoryd.daemon.rpc.errors import (
     RpcError,
 )
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
-from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import (
+from memoryd.indexer.access import (
     READ,
     REMEMBER,
     Session,
@@ -64,11 +62,13 @@ from memoryd.indexer.write.access import (
     own_namespace,
     parse_namespace,
 )
+from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.errors import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
+from memoryd.indexer.markdown.sections import SectionRefused, check_allowed
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
 from memoryd.indexer.write.restore import Restore, check_restore
-from memoryd.indexer.write.sections import SectionRefused, check_allowed
 from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, export_jsonl, parse_jsonl, to_markdown
 
 if TYPE_CHECKING:  # the editor and the importer (dedup's candidates, the embedding cache) bring numpy

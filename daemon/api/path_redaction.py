@@ -19,7 +19,7 @@ import dataclasses
 from functools import lru_cache
 from typing import Any
 
-from memoryd.indexer.write import privacy
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.entries import EntryInfo, MemoryFile
 
 LEVEL = "secrets"  # keys, tokens, passwords: not the network kind (an IP in a folder name is no secret)

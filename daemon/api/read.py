@@ -40,7 +40,6 @@ from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.errors import FileSkipped, MemorydError, ProviderUnavailable
 from memoryd.indexer.ingestion.files import read_memory_file, walk_root
 from memoryd.indexer.pathguard import PathRefused
-from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.site import foreign_site
@@ -97,9 +96,7 @@ class ReadMethods:
     def run_search(self, req: SearchRequest) -> SearchReply:
         if req.scope is None:
             return {"hits": [], "took_ms": 0.0, "mode": req.mode}
-        result = self._index.query(Query(
-            req.query, k=req.k, mode=req.mode, path_prefix=req.scope.path_prefix,
-            exclude_prefixes=tuple(req.scope.exclude_prefixes), min_score=req.min_score, explain=req.explain,
+        result = self._index.query(req.to_query(
             path_check=path_check(req.session, self._roots()),
             query_vector=self._query_vector(req.query) if req.mode != "keyword" else None,
             sites=self._sites(req.sites),
@@ -132,11 +129,8 @@ class ReadMethods:
 
         scope = req.scope
         vector = self._query_vector(req.query) if req.mode != "keyword" else None
-        found = self._index.query(Query(
-            req.query, k=req.k, mode=req.mode, path_prefix=scope.path_prefix,
-            exclude_prefixes=tuple(scope.exclude_prefixes), path_check=path_check(req.session, self._roots()),
-            query_vector=vector, min_score=req.min_score,
-        )) if scope else None
+        found = self._index.query(req.to_query(
+            path_check=path_check(req.session, self._roots()), query_vector=vector)) if scope else None
         hits = found.hits if found is not None else []
         chunk_ids = [i for h in hits for i in (h.chunk_id, *h.absorbed)]
         block = build_context(req.query, hits, req.max_tokens, self._count_tokens,

@@ -1,7 +1,7 @@
 """What a confined session reads is redacted the way ``search`` redacts what it returns.
 
 ``search`` and ``context`` serve chunk text from the index, which was redacted when the
-file was indexed (``indexer/ingestion/ingest.py``: :func:`memoryd.indexer.write.privacy.redact` at
+file was indexed (``indexer/ingestion/ingest.py``: :func:`memoryd.indexer.redaction.privacy.redact` at
 ``write.redact_index``). ``get``, ``list``, ``export`` and the MCP resources read the file
 itself, so without this a direct or group session read by ``get`` the password that
 ``search`` had hidden from it. They now call the same function at the same level for
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import OWNER, Session
+from memoryd.indexer.access import OWNER, Session
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.entries import MemoryFile
 
 

@@ -9,6 +9,7 @@ no daemon: the search defaults and the first memory root are passed in.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,11 @@ from memoryd.daemon.api.vocabulary import (
 )
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, BAD_TARGET, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Peer, param, reject_unknown
+from memoryd.indexer.access import NAMESPACE_FOLDERS, Session, parse_namespace, scoped_prefix
 from memoryd.indexer.config import SEARCH_MODES, SearchConfig, SearchMode, is_search_mode
+from memoryd.indexer.errors import AccessDenied, BadTarget
 from memoryd.indexer.pathguard import PathRefused
-from memoryd.indexer.write.access import NAMESPACE_FOLDERS, Session, parse_namespace, scoped_prefix
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.write.router import TYPES
 
 MAX_QUERY_CHARS = 8192
@@ -62,6 +64,14 @@ class SearchRequest:
     explain: bool = False
     sites: tuple[str, ...] | None = None  # PostgreSQL backend: only these sites' files ("self": this daemon's)
 
+    def to_query(self, *, path_check: PathCheck | None = None, query_vector: PendingVector | None = None,
+                 sites: tuple[str, ...] | None = None) -> Query:
+        """The :class:`Query` this request asks for, built in one place for the socket and ``--offline``
+        alike. The handler adds what parsing cannot know: the session's per-file check, the query's
+        embedding (started on another thread) and :attr:`sites` with ``"self"`` resolved."""
+        return _scoped(self.query, self.k, self.mode, self.scope, self.min_score, path_check=path_check,
+                       query_vector=query_vector, explain=self.explain, sites=sites)
+
 
 @dataclass(frozen=True)
 class ContextRequest:
@@ -72,6 +82,27 @@ class ContextRequest:
     scope: Scope | None
     min_score: float | None = None
     mode: SearchMode | None = None  # None: the configured search.mode
+
+    def to_query(self, *, path_check: PathCheck | None = None, query_vector: PendingVector | None = None) -> Query:
+        """The search a ``context`` block is built from (as :meth:`SearchRequest.to_query`)."""
+        return _scoped(self.query, self.k, self.mode, self.scope, self.min_score, path_check=path_check,
+                       query_vector=query_vector)
+
+
+PathCheck = Callable[[str, str], bool]
+PendingVector = Callable[[], Any]
+
+
+def _scoped(text: str, k: int, mode: SearchMode | None, scope: Scope | None, min_score: float | None, *,
+            path_check: PathCheck | None, query_vector: PendingVector | None, explain: bool = False,
+            sites: tuple[str, ...] | None = None) -> Query:
+    """A read's :class:`Query` inside its scope; a request whose scope is None selects nothing and is never
+    run (its handler answers no hits), so asking for its query is a bug."""
+    if scope is None:
+        raise ValueError(f"the search for {text[:40]!r} has no scope: it selects nothing and must not run")
+    return Query(text, k=k, mode=mode, path_prefix=scope.path_prefix, min_score=min_score, explain=explain,
+                 exclude_prefixes=tuple(scope.exclude_prefixes), query_vector=query_vector, path_check=path_check,
+                 sites=sites)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Every method that reads or writes memories names its session here (absent = the
 owner, allowed only for the daemon's own uid). The rules a session obeys live in
-:mod:`memoryd.indexer.write.access`; this module turns their refusals into the
+:mod:`memoryd.indexer.access`; this module turns their refusals into the
 socket's errors (:mod:`memoryd.daemon.rpc.errors`), and says who is held to the
 write rate limits (:func:`held_to_limits`).
 """
@@ -21,9 +21,8 @@ from memoryd.daemon.api.vocabulary import BOUND_METHODS
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, InvalidParams, RpcError
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.daemon.rpc.serving import Admission
-from memoryd.indexer.errors import DaemonError
-from memoryd.indexer.write.access import OWNER, Session, binding_text, parse_binding, parse_session
-from memoryd.indexer.write.refusals import AccessDenied, SessionError
+from memoryd.indexer.access import OWNER, Session, binding_text, parse_binding, parse_session
+from memoryd.indexer.errors import AccessDenied, DaemonError, SessionError
 
 log = structlog.get_logger(__name__)
 

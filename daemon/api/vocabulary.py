@@ -37,7 +37,7 @@ Audit = Literal["read", "write"] | None
 
 
 class SessionParam(TypedDict, total=False):
-    """The ``session`` param (memoryd.indexer.write.access): who is asking."""
+    """The ``session`` param (memoryd.indexer.access): who is asking."""
 
     kind: str
     peer: str

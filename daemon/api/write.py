@@ -50,22 +50,22 @@ from memoryd.daemon.rpc.errors import (
     RpcError,
 )
 from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.indexer.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.errors import DiskFullError
-from memoryd.indexer.pathguard import normalize
-from memoryd.indexer.storage.site import foreign_site
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
-from memoryd.indexer.write.intake import Rejected, has_bank, prepare
-from memoryd.indexer.write.refusals import (
+from memoryd.indexer.errors import (
     AccessDenied,
     BadTarget,
+    DiskFullError,
     EntryNotFound,
     SessionError,
     UnknownType,
     WriteConflict,
     WriteError,
 )
+from memoryd.indexer.pathguard import normalize
+from memoryd.indexer.redaction import privacy
+from memoryd.indexer.storage.site import foreign_site
+from memoryd.indexer.write.intake import Rejected, has_bank, prepare
 
 if TYPE_CHECKING:  # the writer (dedup's candidates, the embedding cache) brings numpy
     from memoryd.indexer.write.writer import MemoryWriter, Outcome
@@ -221,7 +221,7 @@ class WriteMethods:
     def relative_target(self, raw: str) -> str:
         """A target path (forget, update_section, promote): relative to the first root, or absolute
         inside it (through the path resolver; the writer's
-        :func:`~memoryd.indexer.write.access.resolve_target` then refuses links)."""
+        :func:`~memoryd.indexer.access.resolve_target` then refuses links)."""
         norm = _write_error(lambda: normalize(raw))
         if not os.path.isabs(raw):
             return raw

@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from memoryd.daemon.api.vocabulary import SEARCH_MODES, SearchReply
 from memoryd.daemon.client import (
@@ -306,7 +306,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.offline:
         from memoryd.daemon.offline_read import offline_search
 
-        result = cast("SearchReply", offline_search(_load_config(args), params))  # the same handler's reply
+        result = offline_search(_load_config(args), params)  # the socket handler's own reply, in-process
     else:
         with _client(args) as client:
             result = client.call("search", params)

@@ -31,7 +31,7 @@ SESSION_KINDS = ("owner", "direct", "group")
 # memoryd.indexer.config.LOG_LEVELS, spelled out: this module must not import the config machinery.
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_LOG_LEVEL = "warning"
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # memoryd.indexer.write.access's id rule
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # memoryd.indexer.access's id rule
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from memoryd.daemon.api.vocabulary import DEFAULT_K, MAX_CLIENT_K, SEARCH_MODES, WRITE_METHODS
 from memoryd.daemon.client.cli_write import TYPES
 
-# memoryd.indexer.write.access's id rule, repeated here so the schema can state it.
+# memoryd.indexer.access's id rule, repeated here so the schema can state it.
 ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
 MODES = SEARCH_MODES

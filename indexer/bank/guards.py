@@ -4,7 +4,7 @@ whatever the plan says.
 Only ``.md`` files are written, moved or deleted; nothing outside the bank
 folder is touched (symlinks included); text memoryd writes must not carry a
 secret. Secrets are what the write path's privacy filter
-(:mod:`memoryd.indexer.write.privacy`) calls ``secret`` (keys, tokens, passwords,
+(:mod:`memoryd.indexer.redaction.privacy`) calls ``secret`` (keys, tokens, passwords,
 private keys, credentials in URLs, card and ID numbers), in the text or its
 folded form. Its ``network`` kind (private IPs, internal host names) is not
 refused here: a bank must never hold credentials or private data, and a project's
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from memoryd.indexer.bank.model import BankError
 from memoryd.indexer.markdown.memblocks import BlockError, user_spans
-from memoryd.indexer.write import privacy
+from memoryd.indexer.redaction import privacy
 
 _REASONS = {rule.name: rule.reason for rule in reversed(privacy.RULES)}
 

@@ -14,7 +14,7 @@ Decision Highlights + details/patterns.md"): the writer adds the row to the
 table and to ``patterns.md`` in one write-ahead edit of the two files
 (:meth:`memoryd.indexer.write.writer.MemoryWriter._write_all`), ``patterns.md``
 first; rows past the cap leave the table in that same edit. All of these are
-pure text edits (:class:`~memoryd.indexer.write.mdedit.Edit`).
+pure text edits (:class:`~memoryd.indexer.markdown.mdedit.Edit`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import re
 from datetime import datetime
 
 from memoryd.indexer.bank.templates import HIGHLIGHTS, HIGHLIGHTS_HEADER
+from memoryd.indexer.markdown import mdedit
+from memoryd.indexer.markdown.mdlines import MdLines, fold
 from memoryd.indexer.markdown.memblocks import BlockError, assert_user_blocks_unchanged
-from memoryd.indexer.write import mdedit
-from memoryd.indexer.write.lexical import fold
-from memoryd.indexer.write.mdlines import MdLines
 
 MAX_ROWS = 20
 HISTORY_SECTION = "Decision history (moved from Decision Highlights)"

@@ -21,7 +21,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 def scrub(text: str, key: str) -> str:
     """``text`` without ``key``, detected secrets or control characters, at most :data:`MAX_CHARS` long
     (the key goes first: the detector could split it, the cut could leave a piece of it)."""
-    from memoryd.indexer.write.privacy import redact  # the detector loads on the first server error only
+    from memoryd.indexer.redaction.privacy import redact  # the detector loads on the first server error only
 
     out = text.replace(key, KEY_MARK) if key else text
     return _CONTROL.sub(" ", redact(out, "secrets"))[:MAX_CHARS]

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from hashlib import blake2b
 
 from memoryd.indexer.errors import ConfigError
-from memoryd.indexer.markdown_blocks import HEADING, LINE, SENTENCE, Outline, parse_outline, split_long_texts
+from memoryd.indexer.markdown.outline import HEADING, LINE, SENTENCE, Outline, parse_outline, split_long_texts
 from memoryd.indexer.types import Chunk, Document, TokenCounter
 
 #: Part of the index identity: bump it when windows change, so every file is re-chunked once.

@@ -30,12 +30,12 @@ from memoryd.indexer.errors import FileSkipped, MemorydError
 from memoryd.indexer.ingestion.chunker import chunk_markdown
 from memoryd.indexer.ingestion.embedtext import embedding_text, keyword_text
 from memoryd.indexer.ingestion.files import FileContent
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.search import keyword
 from memoryd.indexer.storage.base import CacheStore
 from memoryd.indexer.storage.embedded.cache import cache_key
 from memoryd.indexer.storage.embedded.store import NewChunk
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write import privacy
 
 if TYPE_CHECKING:
     from memoryd.indexer.types import FloatArray

@@ -9,7 +9,7 @@ matter (a file without one still records every reinforcement, and no line of a
 user's file shifts), Markdown renderers hide it, and the index sees it in the
 chunk text, so search hits can report it without a schema change.
 
-The marker is never part of an entry's text: :mod:`memoryd.indexer.write.mdlines`
+The marker is never part of an entry's text: :mod:`memoryd.indexer.markdown.mdlines`
 splits it off, and :func:`strip` removes it from what is embedded and what
 feeds the keyword index, so counting a reinforcement never changes retrieval
 by itself. Unknown ``key=value`` pairs are kept as written.

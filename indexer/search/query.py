@@ -1,8 +1,9 @@
 """One search request, as the pipeline runs it: built once from the caller's parameters.
 
-:class:`Query` is the only place besides :meth:`memoryd.indexer.engine.MemoryIndex.search`
-that names the search parameters: the socket handlers, the index and both storage
-backends pass this one frozen object along instead of re-declaring them.
+:class:`Query` is the only place that names the search parameters: the socket requests
+(``SearchRequest.to_query``, which ``--offline`` runs too), the writer's candidate search,
+the index and both storage backends pass this one frozen object along instead of
+re-declaring them; ``MemoryIndex.query`` is the one entry.
 """
 
 from __future__ import annotations

@@ -25,14 +25,13 @@ from typing import Any
 
 import structlog
 
+from memoryd.indexer.access import resolve_target
 from memoryd.indexer.atomic import ConcurrentEditError, atomic_write_text
-from memoryd.indexer.errors import DiskFullError, is_disk_full
+from memoryd.indexer.errors import BadTarget, DiskFullError, WriteConflict, is_disk_full
+from memoryd.indexer.markdown import mdedit
 from memoryd.indexer.markdown.memblocks import BlockError
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write import mdedit
-from memoryd.indexer.write.access import resolve_target
 from memoryd.indexer.write.journal import JOURNAL_DIR, EditJournal, FileEdit, Intent
-from memoryd.indexer.write.refusals import BadTarget, WriteConflict
 
 log = structlog.get_logger("memoryd.indexer.write.writer")  # the event names' home since before the split
 

@@ -33,19 +33,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memoryd.indexer.access import namespace_of, resolve_target
 from memoryd.indexer.config import SearchMode, WriteConfig
-from memoryd.indexer.errors import ProviderUnavailable
+from memoryd.indexer.errors import BadTarget, ProviderUnavailable
 from memoryd.indexer.ingestion.embedtext import clean_line
+from memoryd.indexer.markdown.mdedit import entries
+from memoryd.indexer.markdown.mdlines import MdLines
 from memoryd.indexer.markdown.memblocks import BlockError
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.embedded.cache import cache_key
-from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.dedup import Candidate, near_exact
 from memoryd.indexer.write.intake import Accepted
-from memoryd.indexer.write.mdedit import entries
-from memoryd.indexer.write.mdlines import MdLines
-from memoryd.indexer.write.refusals import BadTarget
 
 #: Chunks the keyword leg adds to the vector leg's (:func:`_nearest_chunks`): enough to find the entry itself.
 KEYWORD_CANDIDATES = 3
@@ -191,7 +190,7 @@ def _same_text_only(texts: Sequence[str]) -> FloatArray:
     """Stand-in "vectors" while the embedder is down: one-hot by folded text, so a cosine is 1 for the
     same text after folding (case, width, punctuation, spaces) and 0 otherwise. Without real vectors
     nothing is replaced or reinforced on resemblance: only a restatement of the very text reinforces."""
-    from memoryd.indexer.write.lexical import fold
+    from memoryd.indexer.markdown.mdlines import fold
 
     groups: dict[str, int] = {}
     ids = [groups.setdefault(fold(t), len(groups)) for t in texts]

@@ -59,8 +59,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from memoryd.indexer.config import WriteConfig
+from memoryd.indexer.markdown.mdlines import fold
 from memoryd.indexer.write import slots
-from memoryd.indexer.write.lexical import Features, content_sequence, features, fold, negated, values
+from memoryd.indexer.write.lexical import Features, content_sequence, features, negated, values
 
 REINFORCE, REPLACE, APPEND = "reinforce", "replace", "append"
 POSSIBLE_UPDATE, POSSIBLE_DUPLICATE, SIBLING = "possible_update", "possible_duplicate", "sibling"

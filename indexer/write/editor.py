@@ -10,7 +10,7 @@ re-index), with these on top:
   ``undo`` of the ``clear`` record puts every entry back (each ``forget`` can also
   be undone alone);
 * :meth:`MemoryEditor.update_section` replaces a section's body
-  (:mod:`memoryd.indexer.write.sections`), recorded as ``section`` with both
+  (:mod:`memoryd.indexer.markdown.sections`), recorded as ``section`` with both
   bodies; its undo puts the old body back only while the section still holds
   what the update wrote;
 * :meth:`MemoryEditor.promote` copies an entry of a peer or group namespace into
@@ -30,16 +30,17 @@ from typing import Any
 
 import structlog
 
+from memoryd.indexer.access import Namespace, namespace_of, resolve_target
+from memoryd.indexer.errors import BadTarget, EntryNotFound, WriteConflict
+from memoryd.indexer.markdown import mdedit
+from memoryd.indexer.markdown.mdlines import MdLines
+from memoryd.indexer.markdown.patch import CONTEXT, Hunk, Patch, split_lines
+from memoryd.indexer.markdown.sections import replace_body, restore_body
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write import importer, mdedit
-from memoryd.indexer.write.access import Namespace, namespace_of, resolve_target
+from memoryd.indexer.write import importer
 from memoryd.indexer.write.candidates import gather
 from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, decide
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
-from memoryd.indexer.write.mdlines import MdLines
-from memoryd.indexer.write.patch import CONTEXT, Hunk, Patch, split_lines
-from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
-from memoryd.indexer.write.sections import replace_body, restore_body
 from memoryd.indexer.write.writer import MemoryWriter, Outcome
 
 log = structlog.get_logger(__name__)

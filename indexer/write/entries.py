@@ -1,7 +1,7 @@
 """The memory entries of a namespace, read from the files: ``list``, ``export`` and ``stats``.
 
 An *entry* is what ``remember`` writes and ``forget`` removes: a list item outside
-code fences and USER blocks (:class:`memoryd.indexer.write.mdlines.MdLines`). The files
+code fences and USER blocks (:class:`memoryd.indexer.markdown.mdlines.MdLines`). The files
 are the source of truth, so these views read them, not the index: an entry the user
 typed a second ago is listed even before it is searchable.
 
@@ -33,12 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memoryd.indexer.access import NAMESPACE_FOLDERS, Namespace, namespace_of
 from memoryd.indexer.errors import FileSkipped
 from memoryd.indexer.ingestion.files import read_memory_file, walk_root
+from memoryd.indexer.markdown.mdedit import entry_id
+from memoryd.indexer.markdown.mdlines import MdLines
 from memoryd.indexer.markdown.memblocks import BlockError
-from memoryd.indexer.write.access import NAMESPACE_FOLDERS, Namespace, namespace_of
-from memoryd.indexer.write.mdedit import entry_id
-from memoryd.indexer.write.mdlines import MdLines
 from memoryd.indexer.write.router import BANK_RULES, RULES
 
 _DAY = re.compile(r"(\d{4}-\d{2}-\d{2})")

@@ -21,7 +21,7 @@ old       the entry's text before (replace, forget, reinforce: the entry kept)
 new       the text after (replace: the new entry; reinforce: the memory *not* written)
 block     the old entry's exact lines
 patch     the edit as line hunks with terminators and neighbours, and the sha256 of
-          what it wrote (:mod:`memoryd.indexer.write.patch`): the undo is byte for
+          what it wrote (:mod:`memoryd.indexer.markdown.patch`): the undo is byte for
           byte while the file is untouched, placed by content after a hand edit
 session   who asked (``{"kind": "owner"}`` …), namespace, reason, score
 group     (``clear``) one id shared by the records of one clear over several files
@@ -61,8 +61,7 @@ from typing import Any
 import structlog
 
 from memoryd.indexer.atomic import remove_stale_temps
-from memoryd.indexer.errors import DiskFullError, is_disk_full
-from memoryd.indexer.write.refusals import EntryNotFound
+from memoryd.indexer.errors import DiskFullError, EntryNotFound, is_disk_full
 from memoryd.indexer.write.ring import Ring, parse_lines
 
 log = structlog.get_logger(__name__)
@@ -189,7 +188,7 @@ class History:
         """Remove the texts of record ``rid`` for good (old, new, block, patch …): what stays says
         that an edit happened, where and when, and that it was purged; it can no longer be undone.
         The ring is rewritten through a temp file (the old bytes are not scrubbed from the disk's
-        free blocks). Raises :class:`~memoryd.indexer.write.refusals.EntryNotFound`."""
+        free blocks). Raises :class:`~memoryd.indexer.errors.EntryNotFound`."""
         with self._lock:
             for ring in self._rings.values():
                 lines = ring.lines()

@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from memoryd.indexer.access import namespace_of, resolve_target
+from memoryd.indexer.errors import BadTarget, WriteConflict
+from memoryd.indexer.markdown import mdedit
+from memoryd.indexer.markdown.mdlines import MdLines
 from memoryd.indexer.markdown.memblocks import BlockError
-from memoryd.indexer.write import mdedit, privacy
-from memoryd.indexer.write.access import namespace_of, resolve_target
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.candidates import embed_entries, gather, read_text
 from memoryd.indexer.write.dedup import APPEND, REPLACE, Candidate, Verdict, decide
 from memoryd.indexer.write.intake import Accepted
-from memoryd.indexer.write.mdlines import MdLines
-from memoryd.indexer.write.refusals import BadTarget, WriteConflict
 from memoryd.indexer.write.restore import RESTORED, UNCHANGED, Placed, Restore, place
 
 if TYPE_CHECKING:

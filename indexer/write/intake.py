@@ -14,8 +14,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import Namespace, check_relative
+from memoryd.indexer.access import Namespace, check_relative
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.gate import quality_gate
 from memoryd.indexer.write.router import BANK, BANK_DIR, Route, route
 

@@ -38,9 +38,8 @@ from memoryd.indexer.atomic import (
     current_sha256,
     fsync_dir,
 )
-from memoryd.indexer.errors import DiskFullError, is_disk_full
-from memoryd.indexer.write.patch import sha256_text
-from memoryd.indexer.write.refusals import BadTarget
+from memoryd.indexer.errors import BadTarget, DiskFullError, is_disk_full
+from memoryd.indexer.markdown.patch import sha256_text
 
 log = structlog.get_logger(__name__)
 

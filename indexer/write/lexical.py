@@ -37,6 +37,7 @@ import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from memoryd.indexer.markdown.mdlines import fold
 from memoryd.indexer.write import stopwords
 from memoryd.indexer.write.paraphrase import synonymous
 
@@ -142,12 +143,6 @@ class Features:
         """The names of the signals that fired (for the decision's reason)."""
         names = ("substituted", "swap", "negation_flip", "update_cue")
         return [n for n in names if getattr(self, n)]
-
-
-def fold(text: str) -> str:
-    """Case-, width- and punctuation-insensitive form (NFKC, lowercase, letters/digits/CJK only)."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    return "".join(ch for ch in text if ch.isalnum())
 
 
 def script_of(text: str) -> str:

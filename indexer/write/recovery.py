@@ -17,7 +17,7 @@ what it was before     the edit never reached the file: nothing to keep (a
                        this file gets the text the edit meant for it)
 edited by hand, the    the edit happened and the user edited the file since (the
 edit's lines in place  daemon was down): its records are appended, the file is
-                       not touched (:meth:`~memoryd.indexer.write.patch.Patch.written_in`)
+                       not touched (:meth:`~memoryd.indexer.markdown.patch.Patch.written_in`)
 anything else, gone,   neither can be told: the file stays as the user left it,
 outside every root     no record is appended, and the journal file is set aside
                        as ``<id>.kept`` (it holds the text before and after) and
@@ -31,7 +31,7 @@ still what the edit wrote, and appends no record — a refused write never takes
 effect later.
 
 Paths are resolved like every write (the caller's ``resolve``: the served roots
-and :func:`~memoryd.indexer.write.access.resolve_target`); a journal file that
+and :func:`~memoryd.indexer.access.resolve_target`); a journal file that
 names anything else, or that cannot be parsed as an intent (torn by a disk full,
 not an object, a NUL in a path, nested too deep, an id that is not its name) is
 moved aside as ``*.bad``, never deleted, named in the log with the reason
@@ -50,15 +50,15 @@ from typing import Any
 import structlog
 
 from memoryd.indexer.atomic import fsync_dir
+from memoryd.indexer.errors import BadTarget
+from memoryd.indexer.markdown.patch import Patch
 from memoryd.indexer.write.journal import EditJournal, FileEdit, Intent, put_text
-from memoryd.indexer.write.patch import Patch
-from memoryd.indexer.write.refusals import BadTarget
 
 log = structlog.get_logger(__name__)
 
 Resolve = Callable[[str, str], Path | None]
 """(root, rel) -> the file, or None when that root is not served; raises
-:class:`~memoryd.indexer.write.refusals.BadTarget` for a path no write may take (as the writer's)."""
+:class:`~memoryd.indexer.errors.BadTarget` for a path no write may take (as the writer's)."""
 AppendRecords = Callable[[list[dict[str, Any]]], None]  # appends records whose ids are not yet in the history
 OUTCOMES = ("completed", "finished", "edited", "not_started", "rolled_back", "kept", "unreadable")
 _RECORDED = frozenset({"completed", "finished", "edited"})

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memoryd.indexer.access import REMEMBER, Session, authorize, check_relative, namespace_of
+from memoryd.indexer.errors import BadTarget, WriteError
+from memoryd.indexer.markdown import mdedit
 from memoryd.indexer.markdown.entrymeta import EntryMeta, split
+from memoryd.indexer.markdown.mdlines import ITEM, MdLines
 from memoryd.indexer.markdown.memblocks import USER_END, assert_user_blocks_unchanged
-from memoryd.indexer.write import mdedit
-from memoryd.indexer.write.access import REMEMBER, Session, authorize, check_relative, namespace_of
-from memoryd.indexer.write.mdlines import ITEM, MdLines
-from memoryd.indexer.write.refusals import BadTarget, WriteError
 from memoryd.indexer.write.transfer import ImportItem
 
 RESTORED, UNCHANGED = "restored", "unchanged"

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from memoryd.indexer.write.refusals import UnknownType
+from memoryd.indexer.errors import UnknownType
 
 FILES, SINGLE, BANK = "files", "single", "bank"
 BANK_DIR = "memory-bank"

@@ -65,7 +65,7 @@ def to_jsonl(entries: Iterable[EntryInfo]) -> str:
 def export_jsonl(files: Iterable[MemoryFile], entries: Iterable[EntryInfo]) -> tuple[int, str]:
     """``entries`` (of ``files``) as export's JSONL, each with its exact ``lines``; (count, text).
 
-    Each file is split into lines once (the same breaks as :class:`~memoryd.indexer.write.mdlines.MdLines`)."""
+    Each file is split into lines once (the same breaks as :class:`~memoryd.indexer.markdown.mdlines.MdLines`)."""
     texts = {f.rel: f.text for f in files}
     split: dict[str, list[str]] = {}
     out, n = [], 0

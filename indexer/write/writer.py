@@ -20,19 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from memoryd.indexer.access import namespace_of, resolve_target
 from memoryd.indexer.bank import highlights
 from memoryd.indexer.config import WriteConfig
-from memoryd.indexer.errors import ModelError, StoreError
+from memoryd.indexer.errors import BadTarget, EntryNotFound, ModelError, StoreError, WriteConflict
+from memoryd.indexer.markdown import mdedit
 from memoryd.indexer.markdown.memblocks import assert_user_blocks_unchanged
+from memoryd.indexer.markdown.patch import Patch
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write import mdedit
-from memoryd.indexer.write.access import namespace_of, resolve_target
 from memoryd.indexer.write.ahead import MAX_ATTEMPTS, STEPS, RecordsFn, WriteAheadFiles
 from memoryd.indexer.write.candidates import gather
 from memoryd.indexer.write.dedup import APPEND, REINFORCE, REPLACE, Thresholds, Verdict, decide, explain_verdict
 from memoryd.indexer.write.intake import Accepted
-from memoryd.indexer.write.patch import Patch
-from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 
 if TYPE_CHECKING:
     from memoryd.indexer.engine import MemoryIndex
@@ -115,7 +114,7 @@ class MemoryWriter(WriteAheadFiles):
         was absorbed. Recorded as an ``undo``; a record is undone at most once, and an undo is not undoable.
 
         A record with a patch is reverted byte for byte while the file is as the edit left it; after a later
-        edit, by the content and neighbours of what changed (:mod:`memoryd.indexer.write.patch`), and when
+        edit, by the content and neighbours of what changed (:mod:`memoryd.indexer.markdown.patch`), and when
         that cannot be placed safely nothing changes and the record stays undoable.
         Raises EntryNotFound (no such id), WriteConflict (already undone, cannot be placed), BadTarget."""
         rec = self._undoable(rid)
@@ -345,7 +344,7 @@ def _located(fn: Callable[[str | None], mdedit.Edit | None],
              entry: str | None) -> Callable[[str | None], mdedit.Edit | None]:
     """``fn`` (an undo's edit), its line taken from the text it wrote: the line of ``entry`` among the lines
     the edit changed outside front matter, nearest the line ``fn`` meant
-    (:func:`memoryd.indexer.write.mdedit.edited_line`), at each attempt. The reply, the log and the
+    (:func:`memoryd.indexer.markdown.mdedit.edited_line`), at each attempt. The reply, the log and the
     history all read this line, so none can name the ``updated:`` stamp an exact revert also put back,
     nor a line that lines added above have moved."""
 

@@ -1,27 +1,24 @@
-"""The daemon's architecture, checked statically from the source's imports (``ast``, nothing imported).
+"""The daemon's architecture, checked statically from the source's imports (``tests/arch/import_graph.py``).
 
 - ``daemon/`` and ``indexer/`` have no import cycle: every import counts, those inside functions
   and under ``if TYPE_CHECKING:`` too (a late or type-only import is no way to break a cycle);
 - ``daemon/api`` and ``daemon/rpc`` load neither numpy, FAISS nor onnxruntime at import time;
-- ``indexer/`` never imports ``daemon/`` (the library knows nothing of processes and sockets);
 - only the entry point imports ``memoryd.daemon.app`` (which assembles everything);
 - the client side (``daemon/client/``, the ``memoryd.daemon.cli`` entry point) stays light: what
   it imports at module level, followed transitively, reaches neither numpy/onnxruntime/faiss
   nor the server side. Imports inside functions are not followed: that is how the CLI keeps a
   command's heavy parts (``memoryd run`` loads the daemon) out of every other command.
 
-The indexer's own cycles are checked in ``tests/arch/test_architecture_indexer.py``.
+Which layer may import which (``indexer`` never ``daemon``, the transport never the handlers ...) is
+the layer table in ``tests/arch/test_layers.py``.
 """
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-FOLDERS = {"memoryd.daemon": REPO / "daemon", "memoryd.indexer": REPO / "indexer", "memoryd": REPO / "src" / "memoryd"}
+from tests.arch.import_graph import FOLDERS, REPO, chain, cycles, describe, edges_of, modules_in, read_graph
+
 HEAVY = ("numpy", "onnxruntime", "faiss", "onnx", "tokenizers", "watchdog", "apscheduler")
 SERVER_SIDE = ("memoryd.daemon.app", "memoryd.daemon.assembly", "memoryd.daemon.api", "memoryd.daemon.work",
                "memoryd.daemon.watch", "memoryd.daemon.rpc.server", "memoryd.daemon.rpc.connection",
@@ -29,133 +26,29 @@ SERVER_SIDE = ("memoryd.daemon.app", "memoryd.daemon.assembly", "memoryd.daemon.
 CLIENT_ROOTS = ("memoryd.daemon.cli", "memoryd.daemon.client")
 # Server modules the clients share: the socket's vocabulary (methods, params, replies, modes) and its
 # error codes. Both are the standard library only (tests/daemon/test_socket_vocabulary.py checks the vocabulary).
-SHARED_WITH_CLIENTS = ("memoryd.daemon.api.vocabulary",)
-
-
-@dataclass(frozen=True)
-class Import:
-    target: str
-    top_level: bool  # at module level (not inside a function)
-
-
-def _modules() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for prefix, folder in FOLDERS.items():
-        for path in folder.rglob("*.py"):
-            parts = list(path.relative_to(folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join([prefix, *parts])] = path
-    return found
-
-
-MODULES = _modules()
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    return (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING") or (
-        isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
-
-
-def _walk(node: ast.AST, in_function: bool, type_checking: bool = False) -> Iterator[tuple[ast.AST, bool]]:
-    """Every node with whether it runs later than import time (inside a function); ``if TYPE_CHECKING:``
-    blocks only with ``type_checking`` (they never run, but a cycle through them is still one)."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child):
-            for other in child.body if type_checking else ():
-                yield other, True
-                yield from _walk(other, True, type_checking)
-            for other in child.orelse:
-                yield other, in_function
-                yield from _walk(other, in_function, type_checking)
-            continue
-        inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        yield child, inner
-        yield from _walk(child, inner, type_checking)
-
-
-def _resolve(name: str) -> str:
-    """The module an imported name lives in: ``a.b.c`` is module ``a.b.c`` if it exists, else ``a.b``."""
-    while name and name not in MODULES and "." in name:
-        candidate = name.rsplit(".", 1)[0]
-        if candidate in MODULES or not any(m.startswith(candidate + ".") for m in MODULES):
-            return candidate
-        name = candidate
-    return name
-
-
-def imports_of(module: str, type_checking: bool = False) -> list[Import]:
-    """What ``module`` imports; a ``TYPE_CHECKING`` import (with ``type_checking``) counts as not top-level."""
-    path = MODULES[module]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    out: list[Import] = []
-    for node, in_function in _walk(tree, False, type_checking):
-        if isinstance(node, ast.Import):
-            out += [Import(_resolve(a.name), not in_function) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
-            out += [Import(_resolve(t), not in_function) for t in targets if t != "__future__"]
-    return out
-
-
-def _internal(imports: list[Import], prefix: str) -> set[str]:
-    return {i.target for i in imports if i.target in MODULES and i.target.startswith(prefix)}
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan), and self-imports."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp: list[str] = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1 or v in graph.get(v, ()):
-                found.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
+SHARED_WITH_CLIENTS = ("memoryd.daemon.api.vocabulary",
+                       "memoryd.daemon.api")  # the package, run first: its __init__ imports nothing (same test)
+GRAPH = read_graph(modules_in(FOLDERS))
+MODULES = GRAPH.modules
 
 
 def test_the_import_reader_sees_the_known_edges() -> None:
-    """A guard on the checker itself: edges we know exist are found, in both forms."""
-    app = {i.target for i in imports_of("memoryd.daemon.app")}
+    """A guard on the reader itself: edges we know exist are found, each with when it runs."""
+    app = GRAPH.targets("memoryd.daemon.app")
     assert {"memoryd.daemon.assembly", "memoryd.daemon.work.worker", "memoryd.indexer.engine"} <= app
-    assert "memoryd.daemon.api.read" in {i.target for i in imports_of("memoryd.daemon.assembly")}
-    cli = imports_of("memoryd.daemon.client.cli")
-    assert Import("memoryd.daemon.app", top_level=False) in cli  # `memoryd run`, loaded lazily
-    assert Import("memoryd.daemon.client.cli_write", top_level=True) in cli  # `from package import module`
+    assert "memoryd.daemon.api.read" in GRAPH.targets("memoryd.daemon.assembly")
+    cli = {(e.target, e.when) for e in GRAPH.out_of("memoryd.daemon.client.cli")}
+    assert ("memoryd.daemon.app", "function") in cli  # `memoryd run`, loaded lazily
+    assert ("memoryd.daemon.client.cli_write", "module") in cli  # `from package import module`
 
 
-def test_no_import_cycles_in_the_daemon() -> None:
-    daemon = [m for m in MODULES if m.startswith("memoryd.daemon")]
-    graph = {m: _internal(imports_of(m), "memoryd.daemon") for m in daemon}
-    assert _cycles(graph) == []
+def test_the_reader_tells_module_function_and_type_checking_imports_apart() -> None:
+    source = ("from typing import TYPE_CHECKING\nimport numpy\nif TYPE_CHECKING:\n    import x.y\n"
+              "    def f():\n        import w\nelse:\n    import z\nclass C:\n    import v\n"
+              "def g():\n    import u\n    if TYPE_CHECKING:\n        import t\n")
+    seen = {(e.target, e.when) for e in edges_of("m", source, {"m"}, False)}
+    assert seen == {("typing", "module"), ("numpy", "module"), ("x.y", "type_checking"), ("w", "type_checking"),
+                    ("z", "module"), ("v", "module"), ("u", "function"), ("t", "type_checking")}
 
 
 def test_no_import_cycle_anywhere_counting_late_and_type_checking_imports() -> None:
@@ -164,20 +57,51 @@ def test_no_import_cycle_anywhere_counting_late_and_type_checking_imports() -> N
     can be read, tested or moved without the other). Importing a name from a package counts as an
     edge to that package, also from inside it (``from memoryd.indexer.storage import x`` in
     ``storage/postgres/index.py`` runs ``storage/__init__``)."""
-    graph = {m: _internal(imports_of(m, type_checking=True), "memoryd.") - {m} for m in MODULES}
-    found = _cycles(graph)
-    assert found == [], "; ".join(" <-> ".join(c) for c in found)
+    graph = GRAPH.internal()
+    assert len([m for m in graph if m.startswith("memoryd.indexer")]) > 50  # the scan saw the library
+    found = cycles(graph)
+    assert found == [], " | ".join(describe(c, graph) for c in found)
 
 
-def test_the_cycle_check_sees_type_checking_and_package_edges(tmp_path: Path) -> None:
-    """A guard on the check itself: both kinds of edge the older checks missed are found."""
-    browse = {i.target for i in imports_of("memoryd.daemon.client.mcp_server", type_checking=True)}
-    assert "memoryd.daemon.client.mcp_browse" in browse  # a function-level import
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x.y\nelse:\n    import z\n")
-    seen = [(getattr(n, "names", [None])[0].name, late) for n, late in _walk(tree, False, True)
-            if isinstance(n, ast.Import)]
-    assert ("x.y", True) in seen and ("z", False) in seen
-    assert [n for n, _ in _walk(tree, False) if isinstance(n, ast.Import) and n.names[0].name == "x.y"] == []
+def test_the_cycle_finder_finds_cycles_and_only_cycles() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return read_graph(modules_in({"pkg": tmp_path / "pkg"})).internal(prefix="pkg")
+
+
+def test_a_package_init_counts_but_not_for_its_own_submodules(tmp_path: Path) -> None:
+    graph = _tree(tmp_path, {
+        "pkg/__init__.py": "from pkg.sub import mod\n", "pkg/sub/__init__.py": "",
+        "pkg/sub/mod.py": "from pkg import helper\n\ndef f():\n    from pkg.sub import mod\n",
+        "pkg/helper.py": "from . import sub\n", "pkg/other.py": "import pkg.sub.mod\n"})
+    assert graph["pkg.sub.mod"] == {"pkg.helper"}  # not its own ancestors, pkg and pkg.sub
+    assert graph["pkg.helper"] == {"pkg.sub"}
+    assert graph["pkg.other"] == {"pkg.sub.mod", "pkg.sub"}  # pkg.sub's __init__ runs first; pkg is its own
+    assert graph["pkg"] == {"pkg.sub", "pkg.sub.mod"}
+    assert graph["pkg.sub"] == set()
+
+
+def test_a_name_from_an_ancestor_package_is_an_edge(tmp_path: Path) -> None:
+    """``storage/__init__`` <-> ``storage/postgres/index.py`` went unseen once: the module took a name from
+    its own ancestor package, whose ``__init__`` imports the module back inside a function."""
+    graph = _tree(tmp_path, {
+        "pkg/__init__.py": "def site():\n    return 1\n\ndef open_it():\n    from pkg.back import mod\n",
+        "pkg/back/__init__.py": "", "pkg/back/mod.py": "from pkg import site\nfrom pkg.back import other\n",
+        "pkg/back/other.py": ""})
+    assert graph["pkg.back.mod"] == {"pkg", "pkg.back.other"}  # the name from pkg counts; pkg.back's runs first
+    assert cycles(graph) == [["pkg", "pkg.back.mod"]]
+
+
+def test_a_type_checking_cycle_is_a_cycle(tmp_path: Path) -> None:
+    late = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n"
+    graph = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "import pkg.b\n", "pkg/b.py": late})
+    assert cycles(graph) == [["pkg.a", "pkg.b"]]
 
 
 LIGHT_PACKAGES = ("memoryd.daemon.api", "memoryd.daemon.rpc")
@@ -189,44 +113,21 @@ NUMERIC = ("numpy", "faiss", "onnxruntime")
 NUMPY_USERS: set[str] = set()
 
 
-def _top_level_closure(roots: tuple[str, ...]) -> dict[str, str]:
-    """Every module that importing ``roots`` loads (module-level imports, followed), with who brought it in."""
-    seen: dict[str, str] = {}
-    todo = [m for m in MODULES if m.startswith(roots)]
-    for m in todo:
-        seen.setdefault(m, "(root)")
-    while todo:
-        m = todo.pop()
-        for imp in imports_of(m):
-            if imp.top_level and imp.target not in seen:
-                seen[imp.target] = m
-                if imp.target in MODULES:
-                    todo.append(imp.target)
-    return seen
-
-
-def _chain(closure: dict[str, str], module: str) -> str:
-    out = [module]
-    while closure.get(out[-1], "(root)") != "(root)":
-        out.append(closure[out[-1]])
-    return " <- ".join(out)
-
-
 def test_the_socket_methods_and_the_wire_load_no_numerical_stack() -> None:
     """``daemon/api`` (the handlers and their ports) and ``daemon/rpc`` import neither numpy, FAISS
     nor onnxruntime at module level, and what they load reaches neither FAISS nor onnxruntime (a
     handler test builds them from fakes, without the index or the model); numpy only through the
     pinned library modules (``NUMPY_USERS``, none today)."""
-    closure = _top_level_closure(LIGHT_PACKAGES)
+    closure = GRAPH.closure(LIGHT_PACKAGES)
     modules = [m for m in closure if m in MODULES]
     assert "memoryd.daemon.api.read" in modules and "memoryd.daemon.rpc.server" in modules  # the scan saw them
-    direct = {m: sorted(i.target for i in imports_of(m) if i.top_level and i.target.split(".")[0] in NUMERIC)
+    direct = {m: sorted({e.target.split(".")[0] for e in GRAPH.out_of(m, ("module",))} & set(NUMERIC))
               for m in modules}
     direct = {m: t for m, t in direct.items() if t}
     assert not any(m.startswith(LIGHT_PACKAGES) for m in direct), direct
-    assert sorted(_chain(closure, m) for m in closure if m.split(".")[0] in ("faiss", "onnxruntime")) == []
+    assert sorted(chain(closure, m) for m in closure if m.split(".")[0] in ("faiss", "onnxruntime")) == []
     assert {m for m, t in direct.items() if t != ["numpy"]} == set(), direct
-    assert set(direct) <= NUMPY_USERS, sorted(_chain(closure, m) for m in set(direct) - NUMPY_USERS)
+    assert set(direct) <= NUMPY_USERS, sorted(chain(closure, m) for m in set(direct) - NUMPY_USERS)
 
 
 def test_importing_every_handler_and_the_wire_loads_no_numerical_module() -> None:
@@ -245,31 +146,9 @@ def test_importing_every_handler_and_the_wire_loads_no_numerical_module() -> Non
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
-def test_the_indexer_never_imports_the_daemon() -> None:
-    offenders = {m: sorted(i.target for i in imports_of(m) if i.target.startswith("memoryd.daemon"))
-                 for m in MODULES if m.startswith("memoryd.indexer")}
-    assert {m: t for m, t in offenders.items() if t} == {}
-
-
-def _client_closure() -> dict[str, str]:
-    """Every module the client side loads at import time, with the module that brought it in."""
-    seen: dict[str, str] = {}
-    todo = [m for m in MODULES if m.startswith(CLIENT_ROOTS)]
-    for m in todo:
-        seen.setdefault(m, "(client)")
-    while todo:
-        m = todo.pop()
-        for imp in imports_of(m):
-            if not imp.top_level or imp.target in seen:
-                continue
-            seen[imp.target] = m
-            if imp.target in MODULES:
-                todo.append(imp.target)
-    return seen
-
 
 def test_the_client_side_loads_nothing_heavy_and_nothing_of_the_server() -> None:
-    closure = _client_closure()
+    closure = GRAPH.closure(CLIENT_ROOTS)
     heavy = {m: by for m, by in closure.items() if m.split(".")[0] in HEAVY}
     server = {m: by for m, by in closure.items() if m.startswith(SERVER_SIDE) and m not in SHARED_WITH_CLIENTS}
     assert heavy == {} and server == {}
@@ -279,5 +158,5 @@ def test_the_client_side_loads_nothing_heavy_and_nothing_of_the_server() -> None
 
 def test_only_the_entry_point_imports_the_app() -> None:
     """The app assembles every part; a module that imported it back would depend on all of them."""
-    importers = sorted(m for m in MODULES if any(i.target == "memoryd.daemon.app" for i in imports_of(m)))
+    importers = sorted({e.source for e in GRAPH.edges if e.target == "memoryd.daemon.app"})
     assert importers == ["memoryd.daemon.client.cli"]

@@ -233,18 +233,6 @@ def test_index_json_then_offline_search_and_context_with_namespace_and_mode(tmp_
     assert "shared note" in text and "bot note" not in text
 
 
-def test_offline_scope_is_the_daemons_and_a_bad_namespace_is_a_clean_error(tmp_path: Path) -> None:
-    from memoryd.daemon.offline_read import OfflineParamsError, scope_kwargs
-    from memoryd.indexer import config as configmod
-
-    cfg = configmod.with_overrides(configmod.Config(), roots=[tmp_path])
-    params: dict[str, Any] = {"query": "q", "namespace": "agent:bot"}
-    assert scope_kwargs(cfg, params) == {"path_prefix": f"{tmp_path}/agents/bot/", "exclude_prefixes": ()}
-    assert params == {"query": "q"}  # consumed: index.search never sees a namespace
-    with pytest.raises(OfflineParamsError, match="namespace 'bogus'"):
-        scope_kwargs(cfg, {"namespace": "bogus"})
-
-
 def test_the_cli_says_when_a_write_is_not_searchable_yet(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
     from memoryd.daemon.client import cli_write
 

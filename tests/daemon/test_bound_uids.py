@@ -31,8 +31,8 @@ from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.rpc.server import SocketServer
 from memoryd.daemon.rpc.sockpath import unreachable_for
 from memoryd.indexer import config as configmod
+from memoryd.indexer.access import DIRECT, GROUP, Session, parse_binding
 from memoryd.indexer.errors import ConfigError, DaemonError
-from memoryd.indexer.write.access import DIRECT, GROUP, Session, parse_binding
 from tests.e2e.test_second_uid import TOOLS, _as, _interpreter, _run, other_user  # noqa: F401 (a fixture)
 from tests.helpers import running_daemon, socket_server, wait_for
 

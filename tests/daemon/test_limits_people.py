@@ -23,7 +23,7 @@ from memoryd.daemon.client.mcp_server import DaemonBridge, TurnClock
 from memoryd.daemon.client.mcp_tools import TOOLS, ToolError
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.rpc.errors import ENTRY_NOT_FOUND, MINUTE_LIMIT, TURN_LIMIT
-from memoryd.indexer.write.access import Session
+from memoryd.indexer.access import Session
 from tests.write_fixtures import WriteDaemon, start_write_daemon
 
 

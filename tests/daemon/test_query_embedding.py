@@ -10,6 +10,7 @@ from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
 
 
@@ -31,8 +32,8 @@ def test_a_vector_computed_on_another_thread_ranks_like_an_inline_one(tmp_path: 
 
         pool._embedder = type("E", (), {"embed_query": staticmethod(embed)})()  # record the thread
         for query in ("who owns billing", "when does the deploy run", "cold store"):
-            ahead = idx.search(query, query_vector=pool.start(query)).to_json()
-            inline = idx.search(query).to_json()
+            ahead = idx.query(Query(query, query_vector=pool.start(query))).to_json()
+            inline = idx.query(Query(query)).to_json()
             assert [(h["path"], h["start_line"], h["score"]) for h in ahead["hits"]] == \
                 [(h["path"], h["start_line"], h["score"]) for h in inline["hits"]]
         assert threads and all(t.startswith("memoryd-query-embed") for t in threads)

@@ -20,6 +20,7 @@ import pytest
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.search.query import Query
 from tests.helpers import CountingEmbedder, make_config
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -169,7 +170,7 @@ def test_sigkill_mid_backlog_keeps_keyword_search_and_embeds_only_the_rest(tmp_p
         kept = idx.vectors.size
         assert kept >= done and len(idx.backlog) == total - kept and counting.embedded == 0
         for i in (0, 17, 39):  # searchable by keyword before any vector is filled in
-            hit = idx.search(f"marker{i}x5", k=1, mode="keyword").to_json()["hits"][0]
+            hit = idx.query(Query(f"marker{i}x5", k=1, mode="keyword")).to_json()["hits"][0]
             assert hit["path"] == f"n{i:02d}.md"
         while idx.backlog:
             idx.fill_vectors()

@@ -36,7 +36,7 @@ IMPORTED = [FACT] * 30
 
 
 def _entries(root: Path) -> list[str]:
-    from memoryd.indexer.write.mdlines import MdLines
+    from memoryd.indexer.markdown.mdlines import MdLines
 
     return [e.text for f in sorted(root.rglob("*.md")) for e in MdLines(f.read_bytes().decode()).entries]
 

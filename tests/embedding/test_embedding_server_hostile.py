@@ -22,6 +22,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.embedding import openai_embedder as oe
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import ProviderUnavailable
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.types import Embedder
 from tests.fake_embedding_server import QUERY_MARK, FakeEmbeddingServer
 from tests.helpers import make_config
@@ -65,7 +66,7 @@ def _assert_all_finite(index: MemoryIndex, cfg: Config) -> None:
 
 
 def _answers(index: MemoryIndex, query: str) -> Any:
-    found = index.search(query, mode="hybrid")
+    found = index.query(Query(query, mode="hybrid"))
     json.dumps(found.to_json(), allow_nan=False)  # what the socket sends: "Out of range float values" before
     return found
 

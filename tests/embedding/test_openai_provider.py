@@ -28,6 +28,7 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.embedding.openai_embedder import OpenAIEmbedder, Settings, default_prefixes
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import ConfigError, ModelError, ProviderUnavailable
+from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
 
 SERVER_MODEL = "multilingual-e5-small-q4"
@@ -135,7 +136,7 @@ def test_server_down_keyword_first_and_says_so_then_the_backlog_fills(server: Se
         (root / "b.md").write_text("# Trips\n\nWe drove to the lighthouse at Skagen in May.\n", encoding="utf-8")
         stats = index.index_files([(root, "b.md")])
         assert stats.files_indexed == 1 and len(index.backlog) == 1  # committed, its vector pending
-        found = index.search("lighthouse Skagen", mode="hybrid")
+        found = index.query(Query("lighthouse Skagen", mode="hybrid"))
         assert found.mode == "keyword" and found.degraded and "keyword results only" in found.degraded
         assert [h.path for h in found.hits] == ["b.md"]
         assert found.to_json()["degraded"] == found.degraded
@@ -150,7 +151,7 @@ def test_server_down_keyword_first_and_says_so_then_the_backlog_fills(server: Se
         oe_emb.retry_now()  # the cool-down is time-based; the test does not wait it out
         assert index.fill_vectors() == 1
         assert len(index.backlog) == 0 and index.vectors.size == 2
-        assert index.search("lighthouse Skagen", mode="hybrid").degraded is None
+        assert index.query(Query("lighthouse Skagen", mode="hybrid")).degraded is None
         assert (server_health := index.status().model.server) is not None and server_health["reachable"] is True
     finally:
         index.close()

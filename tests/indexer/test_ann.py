@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from memoryd.indexer.errors import ConfigError
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.embedded import ann
 from memoryd.indexer.storage.embedded.vectors import VectorIndex
 
@@ -146,7 +147,7 @@ def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
         idx.remove_file(root, "memory/2024-01-03.md")
         (root / "memory" / "2024-01-04.md").write_text("# 2024-01-04\n\n## Part 0\n\n- Cello lesson instead.\n")
         idx.index_files([(root, "memory/2024-01-04.md")])
-        paths = {h["path"] for h in idx.search("violin lesson room", k=50, mode="vector").to_json()["hits"]}
+        paths = {h["path"] for h in idx.query(Query("violin lesson room", k=50, mode="vector")).to_json()["hits"]}
         assert "memory/2024-01-03.md" not in paths and "memory/2024-01-05.md" in paths
         size = idx.vectors.size
         assert size == idx.store.counts()[1]
@@ -155,7 +156,7 @@ def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
     again = MemoryIndex(cfg, emb)
     try:
         assert (again.vectors.kind, again.vectors.size) == ("hnsw", size)
-        paths = {h["path"] for h in again.search("violin lesson room", k=50, mode="vector").to_json()["hits"]}
+        paths = {h["path"] for h in again.query(Query("violin lesson room", k=50, mode="vector")).to_json()["hits"]}
         assert "memory/2024-01-03.md" not in paths
     finally:
         again.close()

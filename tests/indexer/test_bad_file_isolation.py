@@ -36,10 +36,11 @@ from memoryd.indexer.errors import ConfigError, DiskFullError, ModelError
 from memoryd.indexer.ingestion import files as files_mod
 from memoryd.indexer.ingestion import ingest
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.search import keyword
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write import privacy
 from tests.helpers import make_config
 from tests.write_fixtures import start_write_daemon
 
@@ -68,7 +69,7 @@ class Env:
         return self.idx.index_files([(self.root, rel) for rel in rels])
 
     def finds(self, word: str) -> list[str]:
-        return [h["path"] for h in self.idx.search(word, k=5, mode="keyword").to_json()["hits"]]
+        return [h["path"] for h in self.idx.query(Query(word, k=5, mode="keyword")).to_json()["hits"]]
 
     def skipped(self) -> dict[str, str]:
         prefix = f"{self.root}/"

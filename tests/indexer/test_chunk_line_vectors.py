@@ -15,6 +15,7 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.lineblend import FIRST_MOVED, blend
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.embedded.cache import cache_key
 from memoryd.indexer.storage.embedded.store_lines import SqliteLineRows
 from memoryd.indexer.storage.line_codec import best_cosines, chunk_lines, decode_lines, encode
@@ -178,7 +179,7 @@ def test_an_older_index_without_the_table_searches_read_only(tmp_path: Path) -> 
     index.sqlite.conn.execute("DROP TABLE line_vectors")  # as an index written before line vectors
     index.close()
     ro = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64), read_only=True)
-    hits = ro.search("Melanie painted a sunset").hits
+    hits = ro.query(Query("Melanie painted a sunset")).hits
     assert hits and hits[0].path == "a.md"
     assert ro.status().line_vectors_pending is None  # not known: this index fills nothing
     ro.close()
@@ -199,17 +200,17 @@ def test_best_cosines_reads_float16_rows() -> None:
 
 def test_the_search_reads_the_line_vectors_once_filled(tmp_path: Path) -> None:
     index, _, _ = _index(tmp_path, {"a.md": NOTES})
-    before = index.search("Melanie painted a sunset", explain=True)
+    before = index.query(Query("Melanie painted a sunset", explain=True))
     assert before.explanations is not None and before.explanations[0]["best_line_cosine"] is None  # not filled
     assert before.query_analysis is not None and before.query_analysis["line_blend"].startswith("skipped: 1 of 1")
     _fill(index)
-    after = index.search("Melanie painted a sunset", explain=True)
+    after = index.query(Query("Melanie painted a sunset", explain=True))
     assert after.explanations is not None and after.query_analysis is not None
     assert after.explanations[0]["best_line_cosine"] > 0.5
     assert after.query_analysis["line_blend"].startswith("nothing to move")  # one hit: hits 1-3 never move
     off = replace(index.searcher._cfg, line_weight=0.0)
     index.searcher = type(index.searcher)(index.searcher._legs, index.embedder, off)
-    quiet = index.search("Melanie painted a sunset", explain=True)
+    quiet = index.query(Query("Melanie painted a sunset", explain=True))
     assert quiet.explanations is not None and "best_line_cosine" not in quiet.explanations[0]
     assert quiet.query_analysis is not None and quiet.query_analysis["line_blend"].startswith("off")
     index.close()

@@ -13,6 +13,7 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.fill.backlog import RateMeter, VectorBacklog
 from memoryd.indexer.search.fusion import FUSIONS, fuse
 from memoryd.indexer.search.pending import neutral_vector_scores, pending_ids
+from memoryd.indexer.search.query import Query
 from tests.helpers import CountingEmbedder, make_config
 
 WORDS = ["garden", "violin", "deploy", "kayak", "pottery", "chess"]
@@ -45,7 +46,7 @@ def _items(root: Path) -> list[tuple[Path, str]]:
 
 
 def _paths(idx: MemoryIndex, query: str, mode: str) -> list[str]:
-    return [h["path"] for h in idx.search(query, k=5, mode=mode).to_json()["hits"]]  # type: ignore[arg-type]
+    return [h["path"] for h in idx.query(Query(query, k=5, mode=mode)).to_json()["hits"]]  # type: ignore[arg-type]
 
 
 # -- the backlog and its meter ----------------------------------------------------
@@ -122,7 +123,7 @@ def test_deferred_commit_is_keyword_searchable_before_any_embedding(tmp_path: Pa
         assert _paths(idx, "kayak", "keyword")[0] == "kayak.md"
         assert _paths(idx, "kayak", "hybrid")[0] == "kayak.md"
         assert _paths(idx, "kayak", "vector") == []  # vector mode sees only chunks with a vector
-        why = idx.search("kayak", k=1, explain=True).to_json()["hits"][0]["explain"]
+        why = idx.query(Query("kayak", k=1, explain=True)).to_json()["hits"][0]["explain"]
         assert why["vector"] == "pending"
         assert idx.status().vectors.pending == stats.chunks_added
     finally:
@@ -142,7 +143,7 @@ def test_fill_vectors_goes_newest_first_then_completes(tmp_path: Path, folder: P
             idx.fill_vectors()
         assert idx.vectors.size == total and emb.embedded == total
         assert _paths(idx, "garden topic", "vector")[0] == "garden.md"
-        assert "vector" not in idx.search("garden", k=1, explain=True).to_json()["hits"][0]["explain"]
+        assert "vector" not in idx.query(Query("garden", k=1, explain=True)).to_json()["hits"][0]["explain"]
     finally:
         idx.close()
 
@@ -212,7 +213,7 @@ def test_a_pending_chunk_is_scored_on_keywords_not_as_cosine_zero(tmp_path: Path
     idx, _emb = _index(tmp_path, folder)
     try:
         idx.index_files(_items(folder), defer_at=1)
-        hit = idx.search("kayak", k=1, explain=True, min_score=0.5).to_json()["hits"][0]
+        hit = idx.query(Query("kayak", k=1, explain=True, min_score=0.5)).to_json()["hits"][0]
         assert hit["path"] == "kayak.md" and hit["explain"]["vector"] == "pending"
         assert hit["explain"]["calibration"]["cosine"] is None
         assert hit["score"] >= 0.5

@@ -12,6 +12,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import VECTORS_NAME, MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from tests.helpers import CountingEmbedder, make_config
 
 FILTER = PathFilter(("*.md",), (".git/*",))
@@ -43,12 +44,12 @@ def test_index_then_search_finds_the_line(env) -> None:
     root, _cfg, emb, idx = env
     stats = reconcile(idx, [root], FILTER)
     assert stats.files_indexed == 2 and emb.embedded == stats.chunks_added > 2
-    res = idx.search("which editor does the user prefer", k=3).to_json()
+    res = idx.query(Query("which editor does the user prefer", k=3)).to_json()
     top = res["hits"][0]
     assert top["path"] == "MEMORY.md" and top["start_line"] <= 3 <= top["end_line"]
     assert "Neovim" in top["text"] and top["root"] == str(root)
     for mode in ("keyword", "vector"):
-        assert idx.search("Neovim", k=2, mode=mode).to_json()["hits"][0]["path"] == "MEMORY.md"
+        assert idx.query(Query("Neovim", k=2, mode=mode)).to_json()["hits"][0]["path"] == "MEMORY.md"
 
 
 def test_unchanged_rerun_embeds_nothing_and_one_line_edit_few(env) -> None:
@@ -86,14 +87,14 @@ def test_rename_and_delete(env) -> None:
     (root / "MEMORY.md").rename(root / "notes" / "MEMORY.md")
     stats = reconcile(idx, [root], FILTER)
     assert emb.embedded == before and stats.files_unchanged == 2
-    assert idx.search("Neovim", k=1, mode="keyword").to_json()["hits"][0]["path"] == "notes/MEMORY.md"
+    assert idx.query(Query("Neovim", k=1, mode="keyword")).to_json()["hits"][0]["path"] == "notes/MEMORY.md"
     # a rename the index did not see (delete + create) re-embeds nothing either: the cache has the texts
     (root / "notes" / "MEMORY.md").rename(root / "M2.md")
     stats = reconcile(idx, [root], FILTER)
     assert emb.embedded == before and stats.files_removed == 1 and stats.files_indexed == 1
     (root / "M2.md").unlink()
     reconcile(idx, [root], FILTER)
-    assert idx.search("Neovim", k=3, mode="keyword").to_json()["hits"] == []
+    assert idx.query(Query("Neovim", k=3, mode="keyword")).to_json()["hits"] == []
     st = idx.status()
     assert st.files == 1 and st.index.vectors == st.chunks
 
@@ -109,7 +110,7 @@ def test_vectors_rebuilt_from_cache_without_embedding(env, tmp_path: Path) -> No
         emb2 = CountingEmbedder(emb.inner)
         idx2 = MemoryIndex(cfg, emb2)
         assert idx2.vectors.size == n and emb2.embedded == 0
-        assert idx2.search("Neovim", k=1).to_json()["hits"][0]["path"] == "MEMORY.md"
+        assert idx2.query(Query("Neovim", k=1)).to_json()["hits"][0]["path"] == "MEMORY.md"
         idx2.close()
     emb3 = CountingEmbedder(emb.inner)
     idx3 = MemoryIndex(cfg, emb3)  # a stale snapshot (missing the newest file) is topped up from the cache
@@ -119,7 +120,7 @@ def test_vectors_rebuilt_from_cache_without_embedding(env, tmp_path: Path) -> No
     idx3.readers.close()
     idx3.store.close()
     idx4 = MemoryIndex(cfg, CountingEmbedder(emb.inner))
-    assert idx4.vectors.size == n + 1 and idx4.search("kayaking", k=1).to_json()["hits"][0]["path"] == "new.md"
+    assert idx4.vectors.size == n + 1 and idx4.query(Query("kayaking", k=1)).to_json()["hits"][0]["path"] == "new.md"
     idx4.close()
     idx.store._conn = None  # already closed above; keep the fixture's close() harmless
 
@@ -152,7 +153,7 @@ def test_follow_symlinks_decides_whether_a_link_inside_the_root_is_indexed(tmp_p
         idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
         try:
             reconcile(idx, [root], FILTER)
-            paths = {h["path"] for h in idx.search("kayak", k=5, mode="keyword").to_json()["hits"]}
+            paths = {h["path"] for h in idx.query(Query("kayak", k=5, mode="keyword")).to_json()["hits"]}
             reasons = {s.path.rsplit("/", 1)[-1]: s.reason for s in idx.status().skipped}
         finally:
             idx.close()
@@ -182,11 +183,11 @@ def test_bad_files_are_skipped_with_reasons_and_do_not_stop_the_rest(env) -> Non
     assert reasons["link.md"].startswith("symlink-outside-root")
     assert reasons["fifo.md"].startswith("not-a-regular-file")
     assert stats.files_indexed >= 5
-    hit = idx.search("mango", k=1, mode="keyword").to_json()["hits"][0]
+    hit = idx.query(Query("mango", k=1, mode="keyword")).to_json()["hits"][0]
     assert hit["path"] == "crlf.md" and hit["start_line"] <= 4 == hit["end_line"] and "\r" not in hit["text"]
-    assert idx.search("quokka", k=1, mode="keyword").to_json()["hits"][0]["path"] == "utf16.md"
-    assert idx.search("lait", k=1, mode="keyword").to_json()["hits"][0]["path"] == "latin1.md"
-    assert idx.search("secret outside", k=3, mode="keyword").to_json()["hits"] == []
+    assert idx.query(Query("quokka", k=1, mode="keyword")).to_json()["hits"][0]["path"] == "utf16.md"
+    assert idx.query(Query("lait", k=1, mode="keyword")).to_json()["hits"][0]["path"] == "latin1.md"
+    assert idx.query(Query("secret outside", k=3, mode="keyword")).to_json()["hits"] == []
 
 
 @pytest.mark.parametrize("query", ['"unbalanced', "a AND", "NEAR(a b", "terms:x", "*", "(((", "\x00", "", "-"])
@@ -194,13 +195,13 @@ def test_nasty_queries_never_raise(env, query: str) -> None:
     root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
     for mode in ("hybrid", "keyword", "vector"):
-        assert isinstance(idx.search(query or " ", k=3, mode=mode).to_json()["hits"], list)
+        assert isinstance(idx.query(Query(query or " ", k=3, mode=mode)).to_json()["hits"], list)
 
 
 def test_hybrid_scores_are_calibrated_and_explainable(env) -> None:
     root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
-    res = idx.search("violin Caroline", k=8, explain=True).to_json()
+    res = idx.query(Query("violin Caroline", k=8, explain=True)).to_json()
     hits = res["hits"]
     assert hits and all(0.0 <= h["score"] <= 1.0 and 0.0 <= h["text_score"] <= 1.0 for h in hits)
     text_scores = {h["text_score"] for h in hits}
@@ -213,10 +214,10 @@ def test_hybrid_scores_are_calibrated_and_explainable(env) -> None:
 def test_path_prefix_filter(env) -> None:
     root, _cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
-    hits = idx.search("garden", k=8, path_prefix="memory/").to_json()["hits"]
+    hits = idx.query(Query("garden", k=8, path_prefix="memory/")).to_json()["hits"]
     assert hits and all(h["path"].startswith("memory/") for h in hits)
-    assert idx.search("Neovim", k=8, path_prefix="memory/", mode="keyword").to_json()["hits"] == []
-    absolute = idx.search("Neovim", k=8, path_prefix=str(root / "MEMORY"), mode="keyword").to_json()["hits"]
+    assert idx.query(Query("Neovim", k=8, path_prefix="memory/", mode="keyword")).to_json()["hits"] == []
+    absolute = idx.query(Query("Neovim", k=8, path_prefix=str(root / "MEMORY"), mode="keyword")).to_json()["hits"]
     assert absolute and absolute[0]["path"] == "MEMORY.md"
 
 
@@ -229,7 +230,7 @@ def test_searches_run_while_indexing(env) -> None:
     def searcher() -> None:
         while not stop.is_set():
             try:
-                res = idx.search("violin", k=5).to_json()
+                res = idx.query(Query("violin", k=5)).to_json()
                 for h in res["hits"]:
                     assert h["text"]
             except BaseException as exc:
@@ -262,11 +263,11 @@ def test_read_only_open_needs_an_index(tmp_path: Path) -> None:
 def test_abstention_and_explain(env) -> None:
     root, cfg, _emb, idx = env
     reconcile(idx, [root], FILTER)
-    res = idx.search("xylophone quasar", k=3, min_score=0.5).to_json()
+    res = idx.query(Query("xylophone quasar", k=3, min_score=0.5)).to_json()
     assert res["hits"] == [] and res["abstained"] and "no confident match" in res["reason"]
-    kept = idx.search("Neovim", k=3, min_score=0.5).to_json()  # every query word matched: confident
+    kept = idx.query(Query("Neovim", k=3, min_score=0.5)).to_json()  # every query word matched: confident
     assert kept["hits"] and kept["hits"][0]["path"] == "MEMORY.md" and "abstained" not in kept
-    ex = idx.search("Neovim editor", k=2, explain=True).to_json()["hits"][0]["explain"]
+    ex = idx.query(Query("Neovim editor", k=2, explain=True)).to_json()["hits"][0]["explain"]
     assert ex["fusion"] == cfg.search.fusion and ex["keyword_rank"] == 1 and ex["bm25"] > 0
     assert ex["vector_rank"] >= 1 and -1.0 <= ex["cosine"] <= 1.0
 
@@ -284,7 +285,7 @@ def test_corrupt_database_is_kept_aside_and_rebuilt_from_the_files(env) -> None:
         assert list(cfg.data_dir.glob("index.sqlite3.corrupt-*"))  # kept for inspection
         assert idx2.status().files == 0
         reconcile(idx2, [root], FILTER)
-        assert idx2.search("Neovim", k=1, mode="keyword").to_json()["hits"][0]["path"] == "MEMORY.md"
+        assert idx2.query(Query("Neovim", k=1, mode="keyword")).to_json()["hits"][0]["path"] == "MEMORY.md"
     finally:
         idx2.close()
     idx.store._conn = None

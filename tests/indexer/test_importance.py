@@ -11,6 +11,7 @@ from memoryd.indexer.ingestion.embedtext import embedding_text, keyword_text
 from memoryd.indexer.markdown.entrymeta import EntryMeta, split, strip, summarize
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.prior import apply_prior, prior
+from memoryd.indexer.search.query import Query
 
 
 def test_marker_round_trip_keeps_unknown_pairs_and_clamps_importance() -> None:
@@ -73,7 +74,7 @@ def test_prior_weight_reorders_engine_results(tmp_path: Path) -> None:
         idx = MemoryIndex(wcfg, load_embedder(cfg.embedding, cfg.data_dir))
         try:
             reconcile(idx, [root], lambda rel: rel.endswith(".md"))
-            hits = idx.search("deploy runs on fridays", k=2, mode="keyword").to_json()["hits"]
+            hits = idx.query(Query("deploy runs on fridays", k=2, mode="keyword")).to_json()["hits"]
             assert hits[0]["path"] == first, (weight, hits)
             assert hits[[h["path"] for h in hits].index("b.md")]["reinforcements"] == 4
         finally:

@@ -12,6 +12,7 @@ import pytest
 from memoryd.daemon.work.line_vectors import LineCache, LineVectors, line_cache_of
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.embedded.cache import cache_key
 from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import BACKENDS, storage_config
@@ -155,7 +156,7 @@ def test_a_block_reads_the_lines_the_index_filled_in_and_embeds_none(opener: Ope
     embed = CountingEmbed(emb)
     vectors, cache = _lines_of(index, embed)
     try:
-        ids = [h.chunk_id for h in index.search("lake sunrise", k=3).hits]
+        ids = [h.chunk_id for h in index.query(Query("lake sunrise", k=3)).hits]
         assert set(cache.lines_of_chunks(ids)) >= {"I painted that lake sunrise last year", "the kids love the beach"}
         assert cache.lines_of_chunks([]) == {} and cache.lines_of_chunks([10**12]) == {}
         vectors.preload(ids)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from memoryd.indexer.ingestion.chunker import chunk_markdown
-from memoryd.indexer.markdown_blocks import BLOCK, HEADING, NONE, parse_outline
+from memoryd.indexer.markdown.outline import BLOCK, HEADING, NONE, parse_outline
 
 SETEXT = """Project
 =======

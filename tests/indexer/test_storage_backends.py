@@ -18,6 +18,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.factory import open_index
 from tests.helpers import CountingEmbedder, make_config
 
@@ -67,11 +68,11 @@ def test_index_then_search_finds_the_line(env: Any) -> None:
     root, emb, idx = env
     stats = reconcile(idx, [root], FILTER)
     assert stats.files_indexed == len(CORPUS) and emb.embedded == stats.chunks_added > len(CORPUS)
-    top = idx.search("which editor does the user prefer", k=3).to_json()["hits"][0]
+    top = idx.query(Query("which editor does the user prefer", k=3)).to_json()["hits"][0]
     assert top["path"] == "MEMORY.md" and top["root"] == str(root) and "Neovim" in top["text"]
     for mode in ("keyword", "vector", "hybrid"):
-        assert idx.search("Neovim", k=2, mode=mode).to_json()["hits"][0]["path"] == "MEMORY.md"
-    assert idx.search("寿司", k=1, mode="keyword").to_json()["hits"][0]["path"] == "memory/zh.md"
+        assert idx.query(Query("Neovim", k=2, mode=mode)).to_json()["hits"][0]["path"] == "MEMORY.md"
+    assert idx.query(Query("寿司", k=1, mode="keyword")).to_json()["hits"][0]["path"] == "memory/zh.md"
     assert idx.status().chunks == stats.chunks_added
 
 
@@ -85,8 +86,8 @@ def test_unchanged_rerun_embeds_nothing_and_an_edit_only_what_changed(env: Any) 
     f.write_text(f.read_text().replace("violin", "cello"), encoding="utf-8")
     edit = reconcile(idx, [root], FILTER)
     assert edit.files_indexed == 1 and edit.chunks_kept >= 1 and emb.embedded - first == edit.chunks_added >= 1
-    assert idx.search("cello", k=1, mode="keyword").to_json()["hits"][0]["path"] == "memory/2023-05-01.md"
-    assert idx.search("violin", k=5, mode="keyword").to_json()["hits"] == []
+    assert idx.query(Query("cello", k=1, mode="keyword")).to_json()["hits"][0]["path"] == "memory/2023-05-01.md"
+    assert idx.query(Query("violin", k=5, mode="keyword")).to_json()["hits"] == []
 
 
 def test_deleted_and_moved_files_leave_no_stale_chunk(env: Any) -> None:
@@ -95,10 +96,10 @@ def test_deleted_and_moved_files_leave_no_stale_chunk(env: Any) -> None:
     (root / "team" / "decisions.md").unlink()
     gone = reconcile(idx, [root], FILTER)
     assert gone.files_removed == 1 and gone.chunks_removed >= 1
-    assert idx.search("pgvector", k=5, mode="keyword").to_json()["hits"] == []
+    assert idx.query(Query("pgvector", k=5, mode="keyword")).to_json()["hits"] == []
     before = emb.embedded
     assert idx.move_file(root, "MEMORY.md", root, "archive/MEMORY.md")
-    hit = idx.search("Neovim", k=1, mode="keyword").to_json()["hits"][0]
+    hit = idx.query(Query("Neovim", k=1, mode="keyword")).to_json()["hits"][0]
     assert hit["path"] == "archive/MEMORY.md" and emb.embedded == before
     files, chunks = idx.store.counts()
     assert files == len(CORPUS) - 1 and chunks == idx.status().chunks
@@ -108,9 +109,9 @@ def test_path_prefix_and_excluded_folders_filter_both_legs(env: Any) -> None:
     root, _emb, idx = env
     reconcile(idx, [root], FILTER)
     for mode in ("keyword", "vector", "hybrid"):
-        hits = idx.search("sushi pgvector Neovim", k=10, mode=mode, path_prefix="team/").to_json()["hits"]
+        hits = idx.query(Query("sushi pgvector Neovim", k=10, mode=mode, path_prefix="team/")).to_json()["hits"]
         assert hits and {h["path"] for h in hits} == {"team/decisions.md"}
-        hits = idx.search("sushi pgvector Neovim", k=10, mode=mode, exclude_prefixes=["team/"]).to_json()["hits"]
+        hits = idx.query(Query("sushi pgvector Neovim", k=10, mode=mode, exclude_prefixes=("team/",))).to_json()["hits"]
         assert hits and all(not h["path"].startswith("team/") for h in hits)
 
 
@@ -126,6 +127,6 @@ def test_a_second_open_reuses_the_cache(env: Any, backend: str, tmp_path: Path,
     try:
         stats = reconcile(idx2, [root], FILTER)
         assert stats.files_unchanged == len(CORPUS) and again.embedded == 0
-        assert idx2.search("Neovim", k=1).to_json()["hits"][0]["path"] == "MEMORY.md"
+        assert idx2.query(Query("Neovim", k=1)).to_json()["hits"][0]["path"] == "MEMORY.md"
     finally:
         idx2.close()  # the fixture closes the first index again: closing twice must be harmless

@@ -17,6 +17,7 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import SchemaTooNewError, SiteLockedError, StorageUnavailableError
 from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, schema
@@ -63,7 +64,7 @@ def test_keyword_scores_equal_the_embedded_backends_bm25(pg_dsn: str, tmp_path: 
         for idx in indexes:
             reconcile(idx, [root], FILTER)
         for query in ("violin garden", "Caroline camping number 3", "寿司", "pgvector PostgreSQL memory", "Rex"):
-            emb_hits, pg_hits = (idx.search(query, k=20, mode="keyword", explain=True).to_json()["hits"]
+            emb_hits, pg_hits = (idx.query(Query(query, k=20, mode="keyword", explain=True)).to_json()["hits"]
                                  for idx in indexes)
             def scores(hits: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
                 return {(h["path"], h["start_line"]): h["explain"]["bm25"] for h in hits}
@@ -94,11 +95,11 @@ def test_two_sites_share_one_memory_and_one_embedding_cache(pg_dsn: str, tmp_pat
         assert second.chunks_added == first.chunks_added and embs[1].embedded == 0  # every vector came from A
         (roots[0] / "only-a.md").write_text("# A\n\nThe staging database moved to Frankfurt.\n", encoding="utf-8")
         reconcile(a, [roots[0]], FILTER)
-        hits = b.search("staging database Frankfurt", k=3).to_json()["hits"]  # B sees A's new file
+        hits = b.query(Query("staging database Frankfurt", k=3)).to_json()["hits"]  # B sees A's new file
         assert hits[0]["path"] == "only-a.md" and hits[0]["root"] == str(roots[0])
-        same = b.search("Neovim", k=10, mode="keyword").to_json()["hits"]
+        same = b.query(Query("Neovim", k=10, mode="keyword")).to_json()["hits"]
         assert {h["root"] for h in same} == {str(r) for r in roots}  # same relative path, two sites, no collision
-        mine = b.search("Neovim", k=10, mode="keyword", sites=[b.site]).to_json()["hits"]  # type: ignore[call-arg]
+        mine = b.query(Query("Neovim", k=10, mode="keyword", sites=(b.site,))).to_json()["hits"]
         assert {h["root"] for h in mine} == {str(roots[1])}
         assert a.status().storage.to_json()["sites"] == 2 and a.status().files == len(CORPUS) + 1
     finally:
@@ -173,7 +174,7 @@ def test_database_down_fails_fast_then_resumes_without_a_full_reindex(restartabl
         assert idx.status().storage.to_json()["reachable"] is True
         restartable_pg.stop()
         with pytest.raises(StorageUnavailableError, match="database postgresql://postgres@"):
-            idx.search("Neovim", k=1)
+            idx.query(Query("Neovim", k=1))
         down = idx.status().to_json()  # status says so, with the last figures it read
         assert down["storage"]["reachable"] is False and down["chunks"] > 0
         assert "postgresql://postgres@" in down["storage"]["error"]
@@ -183,7 +184,7 @@ def test_database_down_fails_fast_then_resumes_without_a_full_reindex(restartabl
         stats = reconcile(idx, [root], FILTER)  # what the daemon runs when the database is back
         assert stats.files_indexed == 1 and stats.files_unchanged == len(CORPUS)
         assert emb.embedded == embedded + stats.chunks_added
-        assert idx.search("away", k=1, mode="keyword").to_json()["hits"][0]["path"] == "while-down.md"
+        assert idx.query(Query("away", k=1, mode="keyword")).to_json()["hits"][0]["path"] == "while-down.md"
     finally:
         idx.close()
 

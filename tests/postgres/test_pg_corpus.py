@@ -13,6 +13,7 @@ import pytest
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, corpus, schema
 from memoryd.indexer.storage.postgres.index import PgMemoryIndex
@@ -81,7 +82,7 @@ def test_search_reads_the_kept_counts_not_the_postings(pg_dsn: str, tmp_path: Pa
 
         psycopg.Connection.execute = execute  # type: ignore[method-assign,assignment]
         try:
-            res = idx.search("pgvector memory", k=3, mode="keyword")
+            res = idx.query(Query("pgvector memory", k=3, mode="keyword"))
         finally:
             psycopg.Connection.execute = original  # type: ignore[method-assign]
     finally:

@@ -12,6 +12,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import storage_config
 from tests.postgres.test_pg_backend import FILTER, write_corpus
@@ -38,7 +39,7 @@ def test_a_read_only_role_gets_a_sentence_not_a_traceback(pg_dsn: str, tmp_path:
         ro = open_index(storage_config("postgres", root, tmp_path / "data", reader, site="r"), HashEmbedder(64),
                         read_only=True)  # what such a role is for
         try:
-            assert ro.search("Neovim", mode="keyword").hits
+            assert ro.query(Query("Neovim", mode="keyword")).hits
         finally:
             ro.close()
     finally:
@@ -76,7 +77,7 @@ def test_a_nul_site_matches_nothing_in_the_index(pg_dsn: str, tmp_path: Path) ->
     idx = open_index(storage_config("postgres", root, tmp_path / "data", pg_dsn), HashEmbedder(64))
     try:
         reconcile(idx, [root], FILTER)
-        assert idx.search("Neovim", mode="keyword", sites=["a\x00b"]).hits == []  # type: ignore[call-arg]
+        assert idx.query(Query("Neovim", mode="keyword", sites=("a\x00b",))).hits == []  # type: ignore[call-arg]
     finally:
         idx.close()
 
@@ -99,11 +100,11 @@ def test_bm25_survives_figures_read_a_moment_apart(pg_dsn: str, tmp_path: Path) 
     idx = open_index(storage_config("postgres", root, tmp_path / "data", pg_dsn), HashEmbedder(64))
     try:
         reconcile(idx, [root], FILTER)
-        assert idx.search("Lisbon", mode="keyword").hits  # the totals (1 chunk) are remembered now
+        assert idx.query(Query("Lisbon", mode="keyword")).hits  # the totals (1 chunk) are remembered now
         for i in range(3):
             (root / f"z{i}.md").write_text(f"# Z{i}\n\nThe zeppelin {i} lands at noon.\n", encoding="utf-8")
         reconcile(idx, [root], FILTER)
-        hits = idx.search("zeppelin", mode="keyword", k=10).hits
+        hits = idx.query(Query("zeppelin", mode="keyword", k=10)).hits
         assert {h.path for h in hits} == {"z0.md", "z1.md", "z2.md"}
     finally:
         idx.close()
@@ -127,7 +128,7 @@ def test_the_same_file_on_two_sites_is_two_hits_not_one_merged(pg_dsn: str, tmp_
             idx.close()
     idx = open_index(storage_config("postgres", root, tmp_path / "data-a", pg_dsn, site="a"), HashEmbedder(64))
     try:
-        hits = idx.search("kestrel", mode="keyword", k=50).hits
+        hits = idx.query(Query("kestrel", mode="keyword", k=50)).hits
     finally:
         idx.close()
     assert sorted((h.site, h.path) for h in hits) == [(s, f"n{i}.md") for s in ("a", "c") for i in range(3)]

@@ -19,6 +19,7 @@ import pytest
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
 from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.line_codec import chunk_lines, encode
@@ -159,11 +160,11 @@ def test_a_write_after_a_re_index_elsewhere_is_refused(site_a: Any, pg_dsn: str)
 
 def test_the_search_reads_the_line_vectors_once_filled(site_a: Any) -> None:
     idx, _, _ = site_a
-    before = idx.search("Melanie painted a sunset", explain=True)
+    before = idx.query(Query("Melanie painted a sunset", explain=True))
     assert before.explanations and before.explanations[0]["best_line_cosine"] is None  # not filled in yet
     assert before.query_analysis is not None and before.query_analysis["line_blend"].startswith("skipped")
     _fill(idx)
-    after = idx.search("Melanie painted a sunset", explain=True)
+    after = idx.query(Query("Melanie painted a sunset", explain=True))
     assert after.explanations and after.explanations[0]["best_line_cosine"] > 0.5
 
 
@@ -186,7 +187,7 @@ def test_a_database_away_is_the_typed_outage_and_the_fill_resumes(restartable_pg
         with pytest.raises(StorageUnavailableError):
             idx.fill_line_vectors()
         with pytest.raises(StorageUnavailableError):
-            idx.search("Melanie", mode="keyword")
+            idx.query(Query("Melanie", mode="keyword"))
         assert not idx.lines_pending()  # no idle step against a database known away
         assert idx.line_fill is not None and idx.line_fill.pending  # the work is not forgotten
         restartable_pg.start()

@@ -10,6 +10,7 @@ from memoryd.daemon.client.cli import main
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.factory import open_index
 from tests.helpers import CountingEmbedder
 from tests.indexer.test_storage_backends import storage_config
@@ -27,7 +28,7 @@ def test_migrate_storage_copies_vectors_and_cache_so_nothing_is_embedded_again(
     emb = HashEmbedder(64)
     embedded = open_index(storage_config("embedded", root, data, None), emb)
     reconcile(embedded, [root], FILTER)
-    before = {q: [(h.path, h.start_line) for h in embedded.search(q, k=5).hits] for q in QUERIES}
+    before = {q: [(h.path, h.start_line) for h in embedded.query(Query(q, k=5)).hits] for q in QUERIES}
     chunks = embedded.status().chunks
     embedded.close()
 
@@ -42,7 +43,7 @@ def test_migrate_storage_copies_vectors_and_cache_so_nothing_is_embedded_again(
     try:
         again = reconcile(pg, [root], FILTER)
         assert again.files_indexed == 0 and counting.embedded == 0 and pg.status().chunks == chunks
-        after = {q: [(h.path, h.start_line) for h in pg.search(q, k=5).hits] for q in QUERIES}
+        after = {q: [(h.path, h.start_line) for h in pg.query(Query(q, k=5)).hits] for q in QUERIES}
         assert after == before
     finally:
         pg.close()

@@ -30,6 +30,7 @@ from memoryd.indexer.config import Config, load
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.errors import ConfigError
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import SiteLockedError, StorageUnavailableError
 from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect
@@ -169,10 +170,10 @@ def test_the_first_calls_after_a_restart_succeed(restartable_pg: Any, tmp_path: 
     """The pool's idle connections died with the old server: none of them is lent out again."""
     root, _cfg, idx = _indexed_site(restartable_pg, tmp_path)
     try:
-        before = [h.chunk_id for h in idx.search("pgvector", k=3, mode="keyword").hits]
+        before = [h.chunk_id for h in idx.query(Query("pgvector", k=3, mode="keyword")).hits]
         restartable_pg.stop()
         restartable_pg.start()
-        assert [h.chunk_id for h in idx.search("pgvector", k=3, mode="keyword").hits] == before != []
+        assert [h.chunk_id for h in idx.query(Query("pgvector", k=3, mode="keyword")).hits] == before != []
         assert idx.store.file(idx.store.root_id(root), "MEMORY.md") is not None  # type: ignore[attr-defined]
         assert idx.status().storage.to_json()["reachable"] is True
     finally:

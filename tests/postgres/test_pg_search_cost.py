@@ -12,6 +12,7 @@ import psycopg
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, schema
 from memoryd.indexer.storage.postgres.search import StatsCache
@@ -123,10 +124,10 @@ def test_the_keyword_leg_runs_while_the_query_vector_is_computed(pg_dsn: str, tm
 
         psycopg.Connection.execute = execute  # type: ignore[method-assign,assignment]
         try:
-            with_wait = idx.search("pgvector memory", k=3, mode="hybrid", query_vector=vector)
+            with_wait = idx.query(Query("pgvector memory", k=3, mode="hybrid", query_vector=vector))
         finally:
             psycopg.Connection.execute = original  # type: ignore[method-assign]
-        inline = idx.search("pgvector memory", k=3, mode="hybrid")
+        inline = idx.query(Query("pgvector memory", k=3, mode="hybrid"))
     finally:
         idx.close()
     assert "bm25" in seen and seen.index("bm25") < seen.index("vector wanted")
@@ -160,7 +161,7 @@ def test_a_deep_search_needs_no_second_connection(pg_dsn: str, tmp_path: Path) -
         idx = PgMemoryIndex(storage_config("postgres", root, tmp_path / "data", pg_dsn), HashEmbedder(64), pool=pool)
         try:
             reconcile(idx, [root], FILTER)
-            assert idx.search("pgvector memory", k=70, mode="hybrid").hits  # 70 candidates: 2k > 128
+            assert idx.query(Query("pgvector memory", k=70, mode="hybrid")).hits  # 70 candidates: 2k > 128
         finally:
             idx.close()
     finally:

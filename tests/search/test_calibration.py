@@ -26,6 +26,7 @@ from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import calibration
 from memoryd.indexer.search.calibration import Features, coverage, fitted_for, monotone, probability, with_margins
 from memoryd.indexer.search.content_words import content_terms
+from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
 
 OWNER = Peer(pid=1, uid=os.getuid(), gid=os.getgid())
@@ -118,7 +119,7 @@ def test_chat_turns_have_no_content_words(prompt: str) -> None:
 
 def test_a_question_to_a_memory_made_of_common_words_is_still_scored(index: MemoryIndex) -> None:
     """No content word, but an intent ("when did I start...?"): its terms count, it is not scored 0."""
-    res = index.search("When did I start running?", k=3, explain=True).to_json()
+    res = index.query(Query("When did I start running?", k=3, explain=True)).to_json()
     assert res["hits"] and res["hits"][0]["explain"]["calibration"]["content"] is True
 
 
@@ -204,34 +205,34 @@ def index(tmp_path: Path):
 
 
 def test_scores_are_absolute_and_explain_keeps_the_components(index: MemoryIndex) -> None:
-    res = index.search("Lisbon conference flights", k=5, explain=True).to_json()
+    res = index.query(Query("Lisbon conference flights", k=5, explain=True)).to_json()
     scores = [h["score"] for h in res["hits"]]
     assert scores and all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
     assert scores[0] >= SearchConfig().min_score
     why = res["hits"][0]["explain"]
     assert set(why["calibration"]) == {"cosine", "coverage", "missing", "content", "margin", "lead"} and "fused" in why
     assert why["calibration"]["cosine"] is None  # the test embedder has no fitted coefficients
-    off = index.search("kubernetes helm chart ingress certificate rotation", k=5).to_json()
+    off = index.query(Query("kubernetes helm chart ingress certificate rotation", k=5)).to_json()
     assert off["hits"] and off["hits"][0]["score"] < SearchConfig().min_score  # unlike min-max, not 1.0
 
 
 @pytest.mark.parametrize("prompt", ["thanks, that works", "continue", "好的"])
 def test_a_chat_turn_scores_0_even_when_its_words_are_stored(index: MemoryIndex, prompt: str) -> None:
-    res = index.search(prompt, k=5, explain=True, mode="hybrid").to_json()
+    res = index.query(Query(prompt, k=5, explain=True, mode="hybrid")).to_json()
     assert all(h["score"] == 0.0 and h["explain"]["calibration"]["content"] is False for h in res["hits"])
-    abstained = index.search(prompt, k=5, min_score=SearchConfig().min_score).to_json()
+    abstained = index.query(Query(prompt, k=5, min_score=SearchConfig().min_score)).to_json()
     assert abstained["abstained"] is True and "no content word" in abstained["reason"]
-    assert "no content word" not in index.search("kubernetes helm", k=5, min_score=0.99).to_json()["reason"]
+    assert "no content word" not in index.query(Query("kubernetes helm", k=5, min_score=0.99)).to_json()["reason"]
 
 
 def test_min_score_cuts_the_list_and_says_why_when_nothing_is_left(index: MemoryIndex) -> None:
     query = "kubernetes helm chart ingress certificate rotation"
-    assert "abstained" not in index.search(query, k=5).to_json()
-    res = index.search(query, k=5, min_score=SearchConfig().min_score).to_json()
+    assert "abstained" not in index.query(Query(query, k=5)).to_json()
+    res = index.query(Query(query, k=5, min_score=SearchConfig().min_score)).to_json()
     assert res["hits"] == [] and res["abstained"] and "min_score" in res["reason"]
-    kept = index.search("Lisbon conference flights", k=5, min_score=SearchConfig().min_score).to_json()
+    kept = index.query(Query("Lisbon conference flights", k=5, min_score=SearchConfig().min_score)).to_json()
     assert kept["hits"] and all(h["score"] >= SearchConfig().min_score for h in kept["hits"])
-    assert index.search(query, k=5, min_score=0.0).to_json()["hits"]
+    assert index.query(Query(query, k=5, min_score=0.0)).to_json()["hits"]
 
 
 def test_socket_context_abstains_and_says_so_search_when_asked(index: MemoryIndex, tmp_path: Path) -> None:
@@ -266,7 +267,7 @@ def test_real_model_off_topic_scores_below_the_threshold_and_on_topic_above(tmp_
         threshold = SearchConfig().min_score
 
         def top(query: str) -> float:
-            hits = idx.search(query, k=5, explain=True).to_json()["hits"]
+            hits = idx.query(Query(query, k=5, explain=True)).to_json()["hits"]
             assert hits[0]["explain"]["calibration"]["cosine"] is not None  # the fitted model's cosines count
             return float(hits[0]["score"])
 

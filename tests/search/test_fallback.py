@@ -14,6 +14,7 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.fallback import threshold, wider
 from memoryd.indexer.search.hits import Hit
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import BACKENDS, storage_config
 
@@ -60,13 +61,13 @@ def test_a_weak_result_is_searched_again_wider_and_flagged_in_explain(
     dsn = request.getfixturevalue("pg_dsn") if backend == "postgres" else None
     idx = _index(tmp_path, backend, dsn, min_score=1.0, fallback_candidates=20)
     try:
-        res = idx.search("walked the dog", k=3, mode="hybrid", explain=True).to_json()
+        res = idx.query(Query("walked the dog", k=3, mode="hybrid", explain=True)).to_json()
         fb = res["query_analysis"]["fallback"]
         assert fb["candidates"] == 20 and fb["first_candidates"] == 5 and "fewer than 3" in fb["reason"]
         assert "fallback" in render_hits(res)
         # No threshold to miss: the first result stands.
-        assert idx.search("walked the dog", k=3, mode="hybrid", explain=True,
-                          min_score=-1.0).to_json()["query_analysis"]["fallback"] is None
+        assert idx.query(Query("walked the dog", k=3, mode="hybrid", explain=True,
+                          min_score=-1.0)).to_json()["query_analysis"]["fallback"] is None
     finally:
         idx.close()
 
@@ -74,8 +75,8 @@ def test_a_weak_result_is_searched_again_wider_and_flagged_in_explain(
 def test_keyword_mode_and_a_disabled_fallback_run_once(tmp_path: Path) -> None:
     idx = _index(tmp_path, min_score=1.0, fallback_candidates=0)
     try:
-        assert idx.search("walked the dog", k=3, explain=True).to_json()["query_analysis"]["fallback"] is None
-        kw = idx.search("walked the dog", k=3, mode="keyword", explain=True).to_json()
+        assert idx.query(Query("walked the dog", k=3, explain=True)).to_json()["query_analysis"]["fallback"] is None
+        kw = idx.query(Query("walked the dog", k=3, mode="keyword", explain=True)).to_json()
         assert kw["query_analysis"]["fallback"] is None
     finally:
         idx.close()
@@ -84,7 +85,7 @@ def test_keyword_mode_and_a_disabled_fallback_run_once(tmp_path: Path) -> None:
 def test_vector_mode_runs_once(tmp_path: Path) -> None:
     idx = _index(tmp_path, min_score=1.0, fallback_candidates=20)
     try:
-        res = idx.search("walked the dog", k=3, mode="vector", explain=True).to_json()
+        res = idx.query(Query("walked the dog", k=3, mode="vector", explain=True)).to_json()
         assert res["query_analysis"]["fallback"] is None
     finally:
         idx.close()

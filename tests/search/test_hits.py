@@ -14,6 +14,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
+from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
 
 FILE = [f"line {n}" for n in range(1, 101)]
@@ -99,7 +100,8 @@ def test_search_returns_one_hit_for_a_passage_split_across_windows(tmp_path: Pat
         idx = MemoryIndex(cfg, emb)
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf)
-        results[merge] = idx.search("zeppelin quartet rehearsal", k=5, mode="keyword", explain=True).to_json()["hits"]
+        asked = Query("zeppelin quartet rehearsal", k=5, mode="keyword", explain=True)
+        results[merge] = idx.query(asked).to_json()["hits"]
         idx.close()
     per_chunk, merged = results[False], results[True]
     assert len(per_chunk) >= 2 and per_chunk[0]["end_line"] >= per_chunk[1]["start_line"] - 1  # neighbours

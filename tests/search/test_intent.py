@@ -11,6 +11,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.intent import classify, intent_boost, targets
+from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
 
 
@@ -91,7 +92,7 @@ def _ranked(tmp_path: Path, boost: float, query: str) -> list[str]:
     idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        res = idx.search(query, k=5, mode="keyword", explain=True)
+        res = idx.query(Query(query, k=5, mode="keyword", explain=True))
         assert res.query_analysis is not None and res.query_analysis["intent"] == ["decision"]
         return [h.text.splitlines()[-1] for h in res.hits]
     finally:

@@ -12,6 +12,7 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import keyword_plan
 from memoryd.indexer.search.keyword_plan import DocFrequencies, KeywordPass, plan
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.embedded.store import Store
 from tests.helpers import make_config
 
@@ -95,12 +96,12 @@ def test_a_word_saved_after_a_search_missed_it_is_found_at_once(tmp_path: Path) 
     idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        before = idx.search("zebracorn garden", k=3, mode="keyword", explain=True).to_json()
+        before = idx.query(Query("zebracorn garden", k=3, mode="keyword", explain=True)).to_json()
         assert before["keyword_plan"]["absent_terms"] == ["zebracorn"]
         assert before["keyword_plan"]["passes"][0]["terms"] == ["garden"]
         (root / "memory" / "2024-01-02.md").write_text("# Trip\n\n- We saw a zebracorn.\n")
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        after = idx.search("zebracorn", k=3, mode="keyword", explain=True).to_json()
+        after = idx.query(Query("zebracorn", k=3, mode="keyword", explain=True)).to_json()
         assert [h["path"] for h in after["hits"]] == ["memory/2024-01-02.md"]
         assert after["keyword_plan"]["absent_terms"] == []
     finally:
@@ -115,7 +116,7 @@ def test_a_query_of_absent_terms_runs_no_keyword_pass(tmp_path: Path) -> None:
     idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        res = idx.search("zebracorn unicornfish", k=3, mode="keyword", explain=True).to_json()
+        res = idx.query(Query("zebracorn unicornfish", k=3, mode="keyword", explain=True)).to_json()
         assert res["hits"] == [] and res["keyword_plan"]["passes"] == []
         assert res["keyword_plan"]["absent_terms"] == ["zebracorn", "unicornfish"]
     finally:
@@ -135,14 +136,14 @@ def test_bounded_leg_finds_an_old_rare_term_and_ranks_common_words_among_recent_
     idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        exact = idx.search("zebracorn backup job", k=3, mode="keyword", explain=True).to_json()
+        exact = idx.query(Query("zebracorn backup job", k=3, mode="keyword", explain=True)).to_json()
         assert exact["keyword_plan"]["exact"] and exact["hits"][0]["path"] == "memory/2020-01-01.md"
         monkeypatch.setattr(keyword_plan, "ROW_BUDGET", 10)
         monkeypatch.setattr(keyword_plan, "SCAN_BUDGET", 30)
-        bounded = idx.search("zebracorn backup job", k=3, mode="keyword", explain=True).to_json()
+        bounded = idx.query(Query("zebracorn backup job", k=3, mode="keyword", explain=True)).to_json()
         assert not bounded["keyword_plan"]["exact"]
         assert bounded["hits"][0]["path"] == "memory/2020-01-01.md"  # the rare term is scored everywhere
-        common = idx.search("backup job night", k=5, mode="keyword", explain=True).to_json()
+        common = idx.query(Query("backup job night", k=5, mode="keyword", explain=True)).to_json()
         assert not common["keyword_plan"]["exact"] and common["hits"]
         assert all(h["path"].startswith("memory/2024-02-") for h in common["hits"])
     finally:

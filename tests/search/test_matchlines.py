@@ -9,6 +9,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.matchlines import best_lines, line_scores, ranked_lines
+from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
 
 CHAT = """## Session 3
@@ -66,7 +67,7 @@ def test_search_hits_carry_match_lines(tmp_path: Path) -> None:
     try:
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf, pf.accept_dir)
-        hit = idx.search("zebracorn festival").to_json()["hits"][0]
+        hit = idx.query(Query("zebracorn festival")).to_json()["hits"][0]
         assert hit["match_lines"] == [6]
     finally:
         idx.close()

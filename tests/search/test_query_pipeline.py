@@ -125,7 +125,7 @@ def test_a_query_is_frozen_and_search_builds_it_once(tmp_path: Path) -> None:
             return original(query)
 
         idx.query = spy  # type: ignore[method-assign]
-        hits = idx.search("violin", k=3, mode="keyword", exclude_prefixes=["x/"]).hits
+        hits = idx.query(Query("violin", k=3, mode="keyword", exclude_prefixes=("x/",))).hits
         assert [h.path for h in hits] == ["a.md"]
         assert seen == [Query("violin", k=3, mode="keyword", exclude_prefixes=("x/",))]
         with pytest.raises(dataclasses.FrozenInstanceError):

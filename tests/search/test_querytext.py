@@ -13,6 +13,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
 from tests.helpers import CountingEmbedder, make_config
 
@@ -57,7 +58,7 @@ def test_both_legs_search_the_cleaned_query_and_explain_says_so(tmp_path: Path) 
     emb.embed_query = recording  # type: ignore[method-assign]
     idx = MemoryIndex(cfg, emb)
     reconcile(idx, [root], PathFilter(("*.md",), ()))
-    res = idx.search("Bart: sunflower shirt\nAssistant: lovely", k=3, explain=True).to_json()
+    res = idx.query(Query("Bart: sunflower shirt\nAssistant: lovely", k=3, explain=True)).to_json()
     idx.close()
     assert seen == ["sunflower shirt\nlovely"] and res["query_searched"] == "sunflower shirt\nlovely"
     assert res["hits"] and res["hits"][0]["explain"]["keyword_rank"] == 1

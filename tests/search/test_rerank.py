@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rerank import file_time, mmr_order, recency_factor
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC).timestamp()
@@ -53,7 +54,7 @@ def test_recency_reorders_engine_results(tmp_path) -> None:
     decayed_cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, recency_half_life_days=30.0))
     idx = MemoryIndex(decayed_cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
-        hits = idx.search("standup moved to ten", k=3, mode="keyword").to_json()["hits"]
+        hits = idx.query(Query("standup moved to ten", k=3, mode="keyword")).to_json()["hits"]
         assert hits[0]["path"] == f"memory/{recent}.md"  # an old exact match decays below a recent one
     finally:
         idx.close()

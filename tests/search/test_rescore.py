@@ -13,6 +13,7 @@ from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.calibration import features_for
 from memoryd.indexer.search.keyword_plan import DocFrequencies
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rescore import date_boost, keyword_with_proximity
 from memoryd.indexer.storage.embedded.hybrid import SqliteTerms
 from tests.helpers import make_config
@@ -90,15 +91,15 @@ def test_search_prefers_the_file_dated_as_the_query_says(tmp_path: Path) -> None
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf)
         for mode in ("hybrid", "keyword"):
-            hits = idx.search("What did Mel paint in July 2023?", k=3, mode=mode).to_json()["hits"]
+            hits = idx.query(Query("What did Mel paint in July 2023?", k=3, mode=mode)).to_json()["hits"]
             assert hits[0]["path"] == "memory/2023-07-15.md", mode
-        hits = idx.search("support group", k=2, mode="keyword").to_json()["hits"]
+        hits = idx.query(Query("support group", k=2, mode="keyword")).to_json()["hits"]
         assert hits[0]["path"] == "memory/2023-08-01.md"
         # vector mode stays pure similarity: it ranks by the cosine, dates or not
-        hits = idx.search("What did Mel paint in July 2023?", k=3, mode="vector").to_json()["hits"]
+        hits = idx.query(Query("What did Mel paint in July 2023?", k=3, mode="vector")).to_json()["hits"]
         cosines = [h["vector_score"] for h in hits]
         assert cosines == sorted(cosines, reverse=True)
-        explained = idx.search("the support group", k=1, mode="hybrid", explain=True).to_json()["hits"][0]
+        explained = idx.query(Query("the support group", k=1, mode="hybrid", explain=True)).to_json()["hits"][0]
         assert explained["explain"]["bm25"] is not None  # raw BM25, without the proximity bonus
     finally:
         idx.close()

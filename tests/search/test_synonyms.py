@@ -14,6 +14,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import keyword, synonyms
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.synonyms import SynonymFileError, SynonymTable, load, parse
 from tests.helpers import make_config
 
@@ -94,7 +95,7 @@ def test_search_finds_a_note_through_a_synonym_and_explains_it(tmp_path: Path) -
     idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        res = idx.search("database", k=3, mode="keyword", explain=True).to_json()
+        res = idx.query(Query("database", k=3, mode="keyword", explain=True)).to_json()
         assert [h["path"] for h in res["hits"]] == ["memory/2024-01-01.md"]
         assert res["query_analysis"]["synonyms"] == {"database": ["db", "数据", "据库"]}
         # The synonyms are searched; the English ones are in no chunk, so FTS5 is spared them.
@@ -107,7 +108,7 @@ def test_search_finds_a_note_through_a_synonym_and_explains_it(tmp_path: Path) -
     idx = MemoryIndex(off, load_embedder(off.embedding, off.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
-        assert idx.search("database", k=3, mode="keyword").hits == []
+        assert idx.query(Query("database", k=3, mode="keyword")).hits == []
     finally:
         idx.close()
 

@@ -16,12 +16,13 @@ import pytest
 from memoryd.daemon.client import cli_history
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
+from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import EntryNotFound, WriteConflict
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.intake import Accepted, prepare
-from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE, WriteDaemon
@@ -112,7 +113,7 @@ def test_replace_then_undo_restores_the_old_lines_exactly(env) -> None:
     back = w.undo(out.history_id, {"kind": "owner"})
     assert back.decision == "restored" and back.previous == "The user prefers Neovim as their editor."
     assert f.read_text() == before  # byte for byte, continuation line included
-    assert index.search("since 2019", mode="keyword").to_json()["hits"]  # re-indexed
+    assert index.query(Query("since 2019", mode="keyword")).to_json()["hits"]  # re-indexed
     with pytest.raises(WriteConflict, match="already undone"):
         w.undo(out.history_id)
     assert f.read_text() == before

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from memoryd.daemon.client.rpc_client import Client
+from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.embedtext import clean_line
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.dedup import Thresholds
 from memoryd.indexer.write.history import History
 from memoryd.indexer.write.intake import Accepted, prepare

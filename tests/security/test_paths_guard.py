@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.indexer.access import Session, read_refusal, resolve_target, scoped_prefix
+from memoryd.indexer.errors import BadTarget
 from memoryd.indexer.pathguard import MAX_NAME_BYTES, MAX_PATH_BYTES, PathGuard, PathRefused, check_text, normalize
-from memoryd.indexer.write.access import Session, read_refusal, resolve_target, scoped_prefix
-from memoryd.indexer.write.refusals import BadTarget
 
 ALICE = Session("direct", peer="alice")
 OWNER = Session("owner")

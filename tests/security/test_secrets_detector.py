@@ -1,4 +1,4 @@
-"""The one secret detector (memoryd.indexer.write.privacy) on its own: reproductions, folding, checksums, the corpus."""
+"""The one secret detector (memoryd.indexer.redaction.privacy) alone: reproductions, folding, checksums, the corpus."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.secrets_eval import confusion, load
-from memoryd.indexer.write import privacy
+from memoryd.indexer.redaction import privacy
 from tests.security import make_secrets_corpus
 from tests.security.secrets_cases import REPRODUCTIONS
 

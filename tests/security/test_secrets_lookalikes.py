@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.confusables import fold_lookalikes
+from memoryd.indexer.redaction import privacy
+from memoryd.indexer.redaction.confusables import fold_lookalikes
 
 DISGUISED = [
     ("ｐａｓｓｗｏｒｄ: hunter2", "hunter2"),  # full-width (NFKC)

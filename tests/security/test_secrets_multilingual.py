@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.secrets_multilingual import LANGUAGES, load, measure, rates
-from memoryd.indexer.write import privacy
+from memoryd.indexer.redaction import privacy
 
 DATA = Path(__file__).parent / "data" / "secrets_multilingual.jsonl"
 

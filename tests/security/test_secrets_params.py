@@ -24,7 +24,7 @@ from memoryd.daemon.client.mcp_server import DaemonBridge
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.logs import configure_logging, reset_logging
 from memoryd.indexer.config import Config
-from memoryd.indexer.write import privacy
+from memoryd.indexer.redaction import privacy
 from tests.helpers import running_daemon
 from tests.write_fixtures import HASH_WRITE
 

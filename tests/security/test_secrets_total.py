@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.indexer.write import privacy
+from memoryd.indexer.redaction import privacy
 
 LATIN1_URL = "https://example.com/caf%E9-menu-2024-final-version.pdf"
 KEY = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.bank import apply_plan, make_plan
 from memoryd.indexer.bank import highlights as hl
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import WriteConflict
 from memoryd.indexer.markdown.memblocks import machine_span, user_blocks
-from memoryd.indexer.write.access import DEFAULT, Namespace
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.write.intake import Accepted, has_bank, prepare
-from memoryd.indexer.write.refusals import WriteConflict
 from memoryd.indexer.write.router import BANK, route
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config
@@ -126,7 +127,7 @@ def test_details_files_are_created_with_their_sections(bank) -> None:
     assert path == "memory-bank/details/design/notes.md"
     text = (root / path).read_text()
     assert "## Design notes\n" in text and "splits the reader" in text.splitlines()[line - 1]
-    hits = index.search("architecture reader writer", mode="keyword").to_json()["hits"]
+    hits = index.query(Query("architecture reader writer", mode="keyword")).to_json()["hits"]
     assert hits[0]["path"] == path and hits[0]["importance"] == 3
 
 

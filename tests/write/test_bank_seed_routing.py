@@ -17,6 +17,7 @@ import pytest
 
 from memoryd.daemon.app import recover_edits
 from memoryd.daemon.roots import RootMap
+from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.bank import apply_plan, make_plan
 from memoryd.indexer.bank import highlights as hl
 from memoryd.indexer.config import WriteConfig
@@ -24,7 +25,6 @@ from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.journal import EditJournal
 from memoryd.indexer.write.router import BANK, TYPES, route

@@ -23,16 +23,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memoryd.indexer.access import DEFAULT, Session, namespace_of
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.markdown.mdlines import ITEM
 from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write.access import DEFAULT, Session, namespace_of
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.entries import memory_files, select
 from memoryd.indexer.write.importer import WOULD
 from memoryd.indexer.write.intake import Accepted, prepare
-from memoryd.indexer.write.mdlines import ITEM
 from memoryd.indexer.write.restore import Restore, check_restore
 from memoryd.indexer.write.transfer import BadLine, export_jsonl, parse_jsonl
 from tests.helpers import make_config

@@ -19,9 +19,9 @@ from structlog.testing import capture_logs
 from memoryd.daemon.app import recover_edits
 from memoryd.daemon.private import UnsafeDataDir, check_data_dir
 from memoryd.daemon.roots import RootMap
+from memoryd.indexer.errors import EntryNotFound, WriteConflict
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.journal import FileEdit, Intent
-from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
 from tests.write.test_disk_full_writes import _env
 from tests.write.test_write_ahead import EDITS, Crash, Env, _seed, _undoable, entries_of, plan
 

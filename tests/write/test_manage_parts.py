@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.indexer.access import DEFAULT, Namespace
+from memoryd.indexer.errors import EntryNotFound, WriteConflict
 from memoryd.indexer.markdown.memblocks import user_blocks
-from memoryd.indexer.write.access import DEFAULT, Namespace
+from memoryd.indexer.markdown.sections import SectionRefused, check_allowed, replace_body, restore_body
 from memoryd.indexer.write.entries import file_entries, memory_files, page, select, stats
-from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict
-from memoryd.indexer.write.sections import SectionRefused, check_allowed, replace_body, restore_body
 from memoryd.indexer.write.transfer import BadLine, ImportItem, parse_jsonl, to_jsonl, to_markdown
 
 BANK = ("# Active\n\n<!-- MACHINE_BLOCK_START -->\n## Current Focus\n\n- old focus\n- second\n\n## Next Steps\n\n"
@@ -81,7 +81,7 @@ def _root(tmp_path: Path) -> Path:
         "groups/dev/MEMORY.md": "- Standup at nine.\n",
         "notes/todo.md": "<!-- USER_BLOCK_START -->\n- user's own item\n<!-- USER_BLOCK_END -->\n- shared item\n",
     }
-    from memoryd.indexer.write.mdedit import entry_id
+    from memoryd.indexer.markdown.mdedit import entry_id
 
     root = tmp_path / "root"
     for rel, text in files.items():
@@ -108,7 +108,7 @@ def test_entries_carry_type_dates_and_reinforcements(tmp_path: Path) -> None:
 
 
 def test_entry_markers_give_importance_and_count_on_top_of_older_front_matter(tmp_path: Path) -> None:
-    from memoryd.indexer.write.mdedit import entry_id
+    from memoryd.indexer.markdown.mdedit import entry_id
 
     root = tmp_path / "root"
     (root / "user").mkdir(parents=True)

@@ -22,10 +22,10 @@ from types import ModuleType
 import pytest
 
 from memoryd.daemon.client import cli_history, cli_write
+from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.writer import MemoryWriter
 from tests.helpers import make_config

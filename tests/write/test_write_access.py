@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.indexer.write.access import (
+from memoryd.indexer.access import (
     ACTIONS,
     AUDIT,
     DEFAULT,
@@ -25,7 +25,7 @@ from memoryd.indexer.write.access import (
     resolve_target,
     scoped_prefix,
 )
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget, SessionError
+from memoryd.indexer.errors import AccessDenied, BadTarget, SessionError
 
 OWNER = Session("owner")
 ALICE = Session("direct", peer="alice")

@@ -19,17 +19,17 @@ import pytest
 
 from memoryd.daemon.app import recover_edits
 from memoryd.daemon.roots import RootMap
+from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import WriteConflict
+from memoryd.indexer.markdown.mdlines import MdLines
+from memoryd.indexer.markdown.patch import Patch
 from memoryd.indexer.write import history as hist
-from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.journal import EditJournal, FileEdit, Intent
-from memoryd.indexer.write.mdlines import MdLines
-from memoryd.indexer.write.patch import Patch
 from memoryd.indexer.write.recovery import recover
-from memoryd.indexer.write.refusals import WriteConflict
 from memoryd.indexer.write.writer import STEPS
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.ingestion.embedtext import clean_line
 from memoryd.indexer.types import Embedder
-from memoryd.indexer.write.access import DEFAULT
 from memoryd.indexer.write.dedup import Thresholds
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.writer import MemoryWriter

@@ -6,8 +6,8 @@ from datetime import date
 
 import pytest
 
-from memoryd.indexer.write import privacy
-from memoryd.indexer.write.access import DEFAULT, Namespace
+from memoryd.indexer.access import DEFAULT, Namespace
+from memoryd.indexer.redaction import privacy
 from memoryd.indexer.write.gate import RULES, check_form, normalise, quality_gate
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
 from memoryd.indexer.write.router import BANK_RULES, TYPES, route

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memoryd.indexer.markdown import mdedit
+from memoryd.indexer.markdown.mdlines import MdLines
 from memoryd.indexer.markdown.memblocks import BlockError, user_blocks
-from memoryd.indexer.write import mdedit
-from memoryd.indexer.write.mdlines import MdLines
 
 NOW = datetime(2025, 3, 1, 12, 30, 0, tzinfo=UTC)
 USER = "<!-- USER_BLOCK_START -->\n## Preferences\n- mine, hands off\n\n  odd   spacing\t\n<!-- USER_BLOCK_END -->\n"

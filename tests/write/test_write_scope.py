@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
-from memoryd.indexer.write.access import DEFAULT, Namespace
 from memoryd.indexer.write.candidates import in_route
 from memoryd.indexer.write.dedup import (
     APPEND,

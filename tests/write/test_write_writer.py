@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.errors import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.markdown.memblocks import user_blocks
-from memoryd.indexer.write.access import DEFAULT, Namespace
+from memoryd.indexer.search.query import Query
 from memoryd.indexer.write.intake import Accepted, prepare
-from memoryd.indexer.write.refusals import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.write.writer import MAX_ATTEMPTS, MemoryWriter
 from tests.helpers import make_config
 from tests.write_fixtures import HASH_WRITE
@@ -54,7 +55,7 @@ def test_remember_reindexes_before_returning(env) -> None:
     out = w.remember(plan("The user prefers zebracorn keyboards for typing."))
     assert (out.decision, out.path, out.line) == ("appended", "user/preferences.md", 7)
     assert (root / out.path).read_text().startswith("---\nupdated: 2025-03-01T09:00:00Z\n---\n\n## Preferences\n")
-    hits = index.search("zebracorn", mode="keyword").to_json()["hits"]
+    hits = index.query(Query("zebracorn", mode="keyword")).to_json()["hits"]
     assert hits and hits[0]["path"] == "user/preferences.md"
 
 
@@ -202,4 +203,4 @@ def test_forget(env) -> None:
     out = w.forget(a.path, a.line)
     assert out.decision == "removed" and out.previous == "The user prefers window seats on long flights."
     assert "window" not in (root / a.path).read_text()
-    assert not index.search("window seats", mode="keyword").to_json()["hits"]
+    assert not index.query(Query("window seats", mode="keyword")).to_json()["hits"]

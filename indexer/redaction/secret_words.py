@@ -3,9 +3,9 @@
 Each row is one language: the words people write before a password (``passwords``),
 before a PIN or a numeric code (``pins``: a bare number after these is a secret,
 after a password word it may be a year or a count), and the words that join a key
-word to its value the way "is" does (``copulas``). :mod:`memoryd.indexer.write.privacy`
+word to its value the way "is" does (``copulas``). :mod:`memoryd.indexer.redaction.privacy`
 builds one rule from all rows; what decides whether the text after a key word *is* a
-password is not here but in :func:`memoryd.indexer.write.secret_checks.credential_shape`
+password is not here but in :func:`memoryd.indexer.redaction.secret_checks.credential_shape`
 (the value's shape), so a language is added by adding a row, never by tuning a check.
 
 Words are lowercase and matched on lowercased, NFKC-folded text. A word may be a stem

@@ -1,7 +1,7 @@
 """The catalogue of provider token formats the privacy filter knows, as data.
 
 Each row is one format: a literal-ish ``prefix`` and a ``body`` (a regex
-character class and a length range). :mod:`memoryd.indexer.write.privacy` turns every
+character class and a length range). :mod:`memoryd.indexer.redaction.privacy` turns every
 row into two rules: the token as written, and the token split by spaces
 (``sk-proj-AbCd 1234 EfGh …``), which it accepts only when the pieces look
 random. Keeping the formats here, apart from the matching logic, is what makes

@@ -1,6 +1,6 @@
 """The checks behind the privacy filter's rules: is this match a secret, or prose that looks like one?
 
-Split from :mod:`memoryd.indexer.write.privacy`, which holds the rule table and the
+Split from :mod:`memoryd.indexer.redaction.privacy`, which holds the rule table and the
 matching. Each ``valid``-style function takes the regex match a rule produced and
 answers whether it is the real thing: a value that is not a placeholder or a prose
 word, a card number that passes Luhn, an IBAN that passes mod-97, a base64 run that

@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memoryd.indexer.errors import EntryNotFound, WriteConflict, WriteError
+from memoryd.indexer.markdown.mdlines import Heading, MdLines
 from memoryd.indexer.markdown.memblocks import (
     MACHINE_END,
     MACHINE_START,
@@ -26,8 +28,6 @@ from memoryd.indexer.markdown.memblocks import (
     USER_START,
     assert_user_blocks_unchanged,
 )
-from memoryd.indexer.write.mdlines import Heading, MdLines
-from memoryd.indexer.write.refusals import EntryNotFound, WriteConflict, WriteError
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]|$)")
 _MARKERS = (MACHINE_START, MACHINE_END, USER_START, USER_END)

@@ -34,8 +34,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from memoryd.indexer.errors import AccessDenied, BadTarget, SessionError
 from memoryd.indexer.pathguard import Resolved, check_text, normalize, shown
-from memoryd.indexer.write.refusals import AccessDenied, BadTarget, SessionError
 
 OWNER, DIRECT, GROUP = "owner", "direct", "group"
 READ, REMEMBER, FORGET, AUDIT = "read", "remember", "forget", "audit"

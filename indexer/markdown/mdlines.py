@@ -6,7 +6,7 @@ text all survive. Edits are line-level inserts, replacements and deletions on
 that list (:meth:`MdLines.insert`, :meth:`MdLines.delete`); nothing else is
 ever re-serialised. New lines use the file's own line ending.
 
-Structure comes from :func:`memoryd.indexer.markdown_blocks.parse_outline` (front
+Structure comes from :func:`memoryd.indexer.markdown.outline.parse_outline` (front
 matter, headings, code fences) and :mod:`memoryd.indexer.markdown.memblocks` (USER and MACHINE
 blocks). *Entries* are list items outside code fences and USER blocks, with
 their indented continuation lines; an entry's importance/reinforcement marker
@@ -16,15 +16,24 @@ their indented continuation lines; an entry's importance/reinforcement marker
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from memoryd.indexer.markdown.entrymeta import EntryMeta, split
 from memoryd.indexer.markdown.memblocks import MACHINE_END, MACHINE_START, BlockError, user_spans
-from memoryd.indexer.markdown_blocks import parse_outline
+from memoryd.indexer.markdown.outline import parse_outline
 
 ITEM = re.compile(r"^([ \t]{0,8}(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)(\S.*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#+[ \t]*)?$")
 _BREAK = re.compile(r"\r\n|\n|\r")
+
+
+def fold(text: str) -> str:
+    """Case-, width- and punctuation-insensitive form (NFKC, lowercase, letters/digits/CJK only): what
+    "the same entry" means when an edit finds its line again, a bank row is deduplicated or dedup
+    compares two texts; here, below both the editor and dedup, so neither imports the other for it."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return "".join(ch for ch in text if ch.isalnum())
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,12 @@
 
 One reviewed table, :data:`RULES`, built from three parts:
 
-* provider token formats (:mod:`memoryd.indexer.write.secret_formats`: OpenAI/Anthropic
+* provider token formats (:mod:`memoryd.indexer.redaction.secret_formats`: OpenAI/Anthropic
   ``sk-…``, AWS, GitHub, GitLab, Slack, Google, Stripe, Hugging Face, Groq, xAI,
   npm, SendGrid, Twilio, …), each also matched when split by spaces;
 * credentials in context: ``password=``/``token:`` assignments, passwords and
   PINs in English, Chinese and Japanese prose, password/PIN key words in 38 languages
-  followed by a value shaped like a credential (:mod:`memoryd.indexer.write.secret_keywords`),
+  followed by a value shaped like a credential (:mod:`memoryd.indexer.redaction.secret_keywords`),
   password columns of Markdown tables, ``user:secret@host``, passwords on command lines,
   credentials in URLs, an AWS secret key near the word "secret", PEM private
   keys, JWTs, and base64 text that decodes to any of these;
@@ -27,7 +27,7 @@ before the key. Every rule uses an explicit ASCII look-around instead.
 Matching runs on the *folded* text (:func:`fold`: NFKC, zero-width and
 soft-hyphen characters removed, Unicode dashes made ``-``, Cyrillic/Greek
 look-alikes in disguised words made Latin by
-:mod:`memoryd.indexer.write.confusables`), so full-width ``ｓｋ－…``,
+:mod:`memoryd.indexer.redaction.confusables`), so full-width ``ｓｋ－…``,
 ``ｐａｓｓｗｏｒｄ:``, ``раssword=`` with Cyrillic letters and keys split by
 invisible characters are caught. :func:`scan`
 maps what it finds back to offsets in the original text, so :func:`redact`
@@ -43,10 +43,10 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memoryd.indexer.write import secret_checks as checks
-from memoryd.indexer.write import secret_keywords as keywords
-from memoryd.indexer.write.confusables import fold_lookalikes
-from memoryd.indexer.write.secret_formats import FORMATS, PATTERNS, TokenFormat
+from memoryd.indexer.redaction import secret_checks as checks
+from memoryd.indexer.redaction import secret_keywords as keywords
+from memoryd.indexer.redaction.confusables import fold_lookalikes
+from memoryd.indexer.redaction.secret_formats import FORMATS, PATTERNS, TokenFormat
 
 SECRET, NETWORK = "secret", "network"
 #: Bump when RULES change what is redacted: part of the index identity, so existing indexes re-redact.

@@ -1,9 +1,9 @@
 """Passwords and PINs given after a key word, in any language, and in Markdown tables.
 
-The rule is one mechanism for every row of :mod:`memoryd.indexer.write.secret_words`:
+The rule is one mechanism for every row of :mod:`memoryd.indexer.redaction.secret_words`:
 a key word (``Passwort``, ``contraseña``, ``пароль``, ``비밀번호``, ``密碼``…), how clearly the
 text then says that a value follows, and the value's shape
-(:func:`memoryd.indexer.write.secret_checks.credential_shape`):
+(:func:`memoryd.indexer.redaction.secret_checks.credential_shape`):
 
 * **separator** — a ``:``, ``=``, ``|`` between spaces, a spaced dash, or a copula of the key
   word's own language ("ist", "est", "là", "هي"; a particle such as 는/是/は ending the key word),
@@ -35,8 +35,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from memoryd.indexer.write import secret_checks as checks
-from memoryd.indexer.write.secret_words import copulas, copulas_by_word, login_words, password_words, pin_words
+from memoryd.indexer.redaction import secret_checks as checks
+from memoryd.indexer.redaction.secret_words import copulas, copulas_by_word, login_words, password_words, pin_words
 
 _LETTER = f"(?:[^\\W\\d_]|[{checks.COMBINING}])"  # with vowel signs: पासवर्ड, รหัสผ่าน are one word
 #: Scripts written without spaces end a value: 密碼是Tw!8823abc，別說 keeps only the ASCII part.

@@ -1,6 +1,6 @@
 """The writer's Markdown edits: append, replace, reinforce, remove — never losing user text.
 
-Every operation works on :class:`~memoryd.indexer.write.mdlines.MdLines`, touching only
+Every operation works on :class:`~memoryd.indexer.markdown.mdlines.MdLines`, touching only
 the lines it means to: the entry line(s) and, when the file has YAML front
 matter, the ``updated:`` line. Importance and reinforcement live in the entry's
 own marker (:mod:`memoryd.indexer.markdown.entrymeta`), so they are recorded in files
@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memoryd.indexer.markdown.entrymeta import EntryMeta, strip
+from memoryd.indexer.markdown.mdlines import ITEM, Entry, MdLines, fold
 from memoryd.indexer.markdown.memblocks import assert_user_blocks_unchanged
-from memoryd.indexer.write.lexical import fold
-from memoryd.indexer.write.mdlines import ITEM, Entry, MdLines
-from memoryd.indexer.write.patch import Patch
+from memoryd.indexer.markdown.patch import Patch
 
 _UPDATED = re.compile(r"^updated[ \t]*:[ \t]*(.*)$")
 _REINFORCEMENT = re.compile(r"^reinforcement[ \t]*:[ \t]*(.*?)[ \t]*$")
