@@ -158,7 +158,7 @@ class Daemon:
                                    max_delay_ms=cfg.watch.max_delay_ms, settle_ms=cfg.watch.settle_ms)
         self.debouncer.start()
         self.watcher = Watcher(self.roots.roots, parts.path_filter, self.debouncer.submit, self._watch_failed,
-                               poll_interval_s=cfg.watch.poll_fallback_s)
+                               poll_interval_s=cfg.watch.poll_fallback_s, on_appeared=self._root_appeared)
         self.watcher.start()
         parts.worker.start()
         self.notifier.ready("reconciling")
@@ -203,6 +203,14 @@ class Daemon:
         if self.parts is not None:
             self.parts.worker.request_reconcile(f"watcher failure on {root}")
 
+    def _root_appeared(self, root: Path) -> None:
+        """A missing root is there again: not a failure (nothing was lost), but its files need a sweep;
+        a watch failure it had is over."""
+        if self.last_failure is not None and self.last_failure.startswith(f"{root}: "):
+            self.last_failure = None
+        if self.parts is not None:
+            self.parts.worker.request_reconcile(f"root appeared: {root}")
+
     # -- main loop --------------------------------------------------------------
 
     def main_loop(self) -> None:
@@ -238,7 +246,7 @@ class Daemon:
             self.watcher.stop()
         assert self.debouncer is not None  # reload only runs after a complete start-up
         self.watcher = Watcher(roots.roots, self._parts().path_filter, self.debouncer.submit, self._watch_failed,
-                               poll_interval_s=new.watch.poll_fallback_s)
+                               poll_interval_s=new.watch.poll_fallback_s, on_appeared=self._root_appeared)
         self.watcher.start()
         self.worker.request_reconcile("roots changed")
         log.info("config.reloaded", roots_changed=True, roots=[str(r) for r in roots.roots])

@@ -26,7 +26,8 @@ MIN_PROMPT_CHARS = 3
 
 def context_block(prompt: str, args: argparse.Namespace) -> str:
     """The Markdown block memoryd returns for ``prompt`` ("" when nothing relevant or no daemon)."""
-    cmd = [args.memoryd, "context", "--json", "--max-tokens", str(args.max_tokens)]
+    # --user-prompt: a person has answered, so every agent's MCP write turn ends (its allowance comes back)
+    cmd = [args.memoryd, "context", "--json", "--user-prompt", "--max-tokens", str(args.max_tokens)]
     if args.socket:
         cmd += ["--socket", args.socket]
     try:

@@ -120,6 +120,19 @@ class WriteLimiter:
         """Count one write at once (:meth:`reserve` and keep it), or raise :class:`RateLimited`."""
         self.reserve(session_key, turn).charge()
 
+    def user_prompt(self) -> int:
+        """The host says a person sent a new prompt: every agent turn ends, so each gets its per-turn
+        allowance back at its next write (whatever its turn id). Returns how many turns were open.
+
+        Why every turn, not one agent's: the prompt hook and the MCP server are separate processes
+        the host starts, with nothing shared that names one session; a person in the loop is what
+        the per-turn limit waits for, and any prompt is one.
+        """
+        with self._lock:
+            ended = len(self._turns)
+            self._turns.clear()
+            return ended
+
     def _give_back(self, ticket: Ticket) -> None:
         """Undo :meth:`reserve`'s counting; a window or turn forgotten meanwhile has nothing to give back."""
         with self._lock:

@@ -109,9 +109,43 @@ class DaemonStatus:
         return max(events) if events else None
 
     @property
+    def missing_roots(self) -> tuple[RootStatus, ...]:
+        """Roots the watcher cannot watch (deleted, not a folder, unreadable): their changes go unseen."""
+        return tuple(r for r in self.roots if r.watch is not None and not r.watch.alive)
+
+    @property
+    def stale(self) -> tuple[str, ...]:
+        """Why the index is not fresh, each state as it is: changes waiting, a sweep reading files, chunks
+        still waiting for vectors (keyword search has them already), a root that is not watched."""
+        why = [f"{self.pending} changes pending"] if self.pending else []
+        phase = self.reconcile.state
+        if phase == "indexing":
+            why.append(f"reconciling: {self.reconcile.files_done}/{self.reconcile.files_total} files")
+        elif phase != "idle":
+            why.append(f"reconciling: {phase}")
+        vectors = self.index.vectors.pending
+        if vectors and phase != "indexing":
+            why.append(f"vectors filling: {vectors} chunks (keyword search has them)")
+        elif self.reconciling and phase == "idle" and not vectors:
+            why.append("reconciling")  # a sweep flagged and not started yet
+        why += [f"root {r.path} not watched: {r.watch.error if r.watch and r.watch.error else 'no watch'}"
+                for r in self.missing_roots]
+        return tuple(why)
+
+    @property
     def fresh(self) -> bool:
-        """Every change seen so far is searchable."""
-        return self.pending == 0 and not self.reconciling
+        """Every change seen so far is searchable, and every root is watched (a missing root's changes
+        are never seen, so an index that cannot see them is not fresh)."""
+        return not self.stale
+
+    @property
+    def error(self) -> str | None:
+        """The error to show now: a root that cannot be watched (it lasts until it is back), else the
+        worker's last failure."""
+        missing = self.missing_roots
+        if missing and missing[0].watch is not None:
+            return missing[0].watch.error or f"root {missing[0].path} is not watched"
+        return self.last_error
 
     def to_json(self) -> dict[str, Any]:
         """The wire form, key for key in the order the contract's clients have always seen."""
@@ -121,9 +155,9 @@ class DaemonStatus:
             "reconcile_progress": list(self.reconcile_progress), "roots": [r.to_json() for r in self.roots],
             "reconcile": self.reconcile.to_json(),
             "last_event": self.last_event, "last_reconcile": self.last_reconcile,
-            "last_error": self.last_error, "last_watch_failure": self.last_watch_failure,
+            "last_error": self.error, "last_watch_failure": self.last_watch_failure,
             "socket": self.socket, "data_dir": self.data_dir,
-            "debounced": dict(self.debounced), "fresh": self.fresh,
+            "debounced": dict(self.debounced), "fresh": self.fresh, "stale": list(self.stale),
             "data_dir_bytes": self.data_dir_bytes, "rss_bytes": self.rss_bytes,
             "jobs": [j.to_json() for j in self.jobs],
             "history": {name: ring.to_json() for name, ring in self.history.items()},

@@ -110,6 +110,10 @@ class AuditParams(TypedDict, total=False):
     session: SessionParam
 
 
+class UserPromptParams(TypedDict, total=False):
+    session: SessionParam
+
+
 class HistoryParams(TypedDict, total=False):
     path: str
     limit: int
@@ -188,6 +192,12 @@ class PingReply(TypedDict):
     version: str
     uptime_s: float
     pid: int
+
+
+class UserPromptReply(TypedDict):
+    """``user_prompt``: how many agent write turns the person's new prompt ended."""
+
+    turns_ended: int
 
 
 class HitReply(TypedDict):
@@ -418,6 +428,8 @@ METHODS: tuple[Method, ...] = (
     Method("remember", RememberParams, WriteReply, "write", True, "write", "write a memory"),
     Method("forget", ForgetParams, WriteReply, "write", False, "write", "remove one entry"),
     Method("audit", AuditParams, AuditReply, "read", False, None, "the tail of the write or read audit log"),
+    Method("user_prompt", UserPromptParams, UserPromptReply, "read", False, None,
+           "a person's new prompt (a host's prompt hook): every agent write turn ends"),
     Method("history", HistoryParams, HistoryReply, "read", False, None, "recent changes, newest first"),
     Method("undo", RecordParams, WriteReply, "write", False, "write", "take one change back"),
     Method("purge", RecordParams, PurgeReply, "write", False, "write", "remove one record's texts from the history"),

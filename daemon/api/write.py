@@ -32,7 +32,7 @@ from memoryd.daemon.api.limits import TURN_LIMIT_KEY, RateLimited, Ticket, Write
 from memoryd.daemon.api.ports import Sited, WorkQueue, worker_result
 from memoryd.daemon.api.requests import parse_audit, parse_forget, parse_remember
 from memoryd.daemon.api.session import SessionClaim, held_to_limits
-from memoryd.daemon.api.vocabulary import AuditReply, WriteReply
+from memoryd.daemon.api.vocabulary import AuditReply, UserPromptParams, UserPromptReply, WriteReply, param_names
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import (
     ACCESS_DENIED,
@@ -49,7 +49,7 @@ from memoryd.daemon.rpc.errors import (
     InvalidParams,
     RpcError,
 )
-from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer, reject_unknown
 from memoryd.indexer.access import AUDIT, FORGET, REMEMBER, Session, authorize, namespace_of, parse_namespace
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.errors import (
@@ -113,7 +113,8 @@ class WriteMethods:
         self._open_lock = threading.Lock()
 
     def handlers(self) -> dict[str, Handler]:
-        return {"remember": self.remember, "forget": self.forget, "audit": self.audit}
+        return {"remember": self.remember, "forget": self.forget, "audit": self.audit,
+                "user_prompt": self.user_prompt}
 
     # -- methods ------------------------------------------------------------------
 
@@ -160,6 +161,21 @@ class WriteMethods:
         _write_error(lambda: authorize(req.session, AUDIT))
         log = self.read_audit_log if req.log == "reads" and self.read_audit_log is not None else self.audit_log
         return {"entries": log.tail(req.tail), "path": str(log.path), "log": req.log}
+
+    def user_prompt(self, params: dict[str, Any], peer: Peer) -> UserPromptReply:
+        """A host's prompt hook (``memoryd context --user-prompt``): a person sent a new prompt, so
+        every agent's write turn ends now rather than after its MCP server's silence. Only a person's
+        own session may say so: an agent (a confined session, or one with a turn) would otherwise
+        hand itself a fresh allowance."""
+        reject_unknown(params, param_names(UserPromptParams))
+        session = SessionClaim.of(params, peer).resolve()
+        if held_to_limits(session):
+            raise RpcError(ACCESS_DENIED, f"user_prompt: only the owner's own commands (the host's prompt hook) "
+                                          f"may end agent turns, not a {session.kind} session"
+                                          + (" with a turn" if session.turn is not None else ""))
+        ended = self.limiter.user_prompt()
+        log.info("write.turns_ended", why="user prompt", turns=ended)
+        return {"turns_ended": ended}
 
     # -- steps --------------------------------------------------------------------
 

@@ -3,7 +3,12 @@
 Each host gets what docs/agents.md shows (the snippets in ``config/agents/``),
 with absolute paths instead of bare names, since hosts start their MCP servers
 and hooks without the user's shell ``PATH``: the ``memoryd`` beside the running
-interpreter, and that interpreter for the hook script.
+interpreter, and that interpreter for the hook script. A project's files
+(``claude-code --project DIR``) are the exception: they are committed and shared
+with the team, so an absolute path into the installer's home would be wrong on
+every other machine. They name a bare ``memoryd`` (and ``python3`` for a hook
+script kept in the project, found through ``$CLAUDE_PROJECT_DIR``), and the
+install says so when ``memoryd`` is not on this machine's ``PATH``.
 
 - **claude-code**: the MCP server in ``~/.claude.json`` (``mcpServers.memoryd``, what
   ``claude mcp add --scope user`` writes; ``--project DIR``: ``DIR/.mcp.json``), the
@@ -66,6 +71,7 @@ class Where:
     exe: str  # the memoryd command, absolute
     python: str  # the interpreter that runs the hook script, absolute
     project: Path | None = None  # claude-code: a project's files instead of the user's
+    on_path: str | None = "memoryd"  # what a bare ``memoryd`` runs here (``shutil.which``); None: not on PATH
     workspace: Path | None = None  # openclaw: the agent workspace (default ~/.openclaw/workspace)
     config: Path | None = None  # openclaw: the memoryd config to create when absent
 
@@ -87,18 +93,32 @@ def plan(host: str, where: Where, install: bool) -> tuple[list[Change], list[str
 # -- Claude Code -----------------------------------------------------------------------------
 
 
+PROJECT_EXE = "memoryd"  # what a project's shared files run: whoever opens the project has their own memoryd
+PROJECT_HOOK = f'python3 "$CLAUDE_PROJECT_DIR/.claude/hooks/{HOOK_NAME}"'  # Claude Code sets it for hooks
+
+
 def hook_command(where: Where, hook: Path) -> str:
+    if where.project is not None:
+        return f"{PROJECT_HOOK} " + shlex.join(["--memoryd", PROJECT_EXE, "--max-tokens", str(HOOK_MAX_TOKENS)])
     return shlex.join([where.python, str(hook), "--memoryd", where.exe, "--max-tokens", str(HOOK_MAX_TOKENS)])
 
 
 def claude_mcp_entry(where: Where) -> dict[str, Any]:
-    """What ``claude mcp add memoryd -- /abs/memoryd mcp`` writes."""
-    return {"type": "stdio", "command": where.exe, "args": ["mcp"], "env": {}}
+    """What ``claude mcp add memoryd -- /abs/memoryd mcp`` writes (a bare ``memoryd`` in a project's file)."""
+    return {"type": "stdio", "command": PROJECT_EXE if where.project is not None else where.exe, "args": ["mcp"],
+            "env": {}}
+
+
+def not_on_path_note(exe: str) -> str:
+    """What to do when the project's bare ``memoryd`` would not start here."""
+    return (f"'memoryd' is not on PATH here, so this project's agent cannot start it: the project's files name a "
+            f"bare 'memoryd' (they are shared; {exe} is this machine's). Put it on PATH: pipx install <memoryd "
+            f"checkout> (or uv tool install), or ln -s {exe} ~/.local/bin/memoryd")
 
 
 def _claude(where: Where, install: bool) -> tuple[list[Change], list[str]]:
     base = where.project
-    hook = where.home / ".claude" / "hooks" / HOOK_NAME
+    hook = (base if base else where.home) / ".claude" / "hooks" / HOOK_NAME
     settings = (base / ".claude" / "settings.json") if base else where.home / ".claude" / "settings.json"
     servers = (base / ".mcp.json") if base else where.home / ".claude.json"
     memo = (base / "CLAUDE.md") if base else where.home / ".claude" / "CLAUDE.md"
@@ -118,6 +138,8 @@ def _claude(where: Where, install: bool) -> tuple[list[Change], list[str]]:
     ]
     notes = [] if install or old_hook in (None, shipped_hook) else [
         f"kept {hook}: it differs from the shipped hook (yours now); remove it yourself if you want it gone"]
+    if install and base is not None and where.on_path is None:
+        notes.append(not_on_path_note(where.exe))
     return changes, notes
 
 

@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "until the daemon's context method takes a mode)")
     p.add_argument("--offline", action="store_true", help="open the index in-process (read-only), no daemon")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
+    p.add_argument("--user-prompt", action="store_true",
+                   help="the query is a person's new prompt (an agent host's prompt hook): every agent's MCP "
+                        "write turn ends, giving back its write.max_per_turn allowance")
 
     p = command(sub, "get", "print lines of a memory file: PATH[:START[-END]]", "memoryd get memory/2024-05-01.md:8-15")
     _common(p)
@@ -365,6 +368,8 @@ def cmd_context(args: argparse.Namespace) -> int:
         result = offline_context(_load_config(args), params)
     else:
         with _client(args) as client:
+            if args.user_prompt:
+                _end_agent_turns(client)
             result = client.call("context", params)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
@@ -372,6 +377,19 @@ def cmd_context(args: argparse.Namespace) -> int:
         empty = "no relevant memories" + (f" ({result['reason']})" if result.get("abstained") else "")
         print(result["text"] or empty, end="\n" if not result["text"].endswith("\n") else "")
     return 0
+
+
+def _end_agent_turns(client: Any) -> None:
+    """Tell the daemon a person sent a prompt; a daemon older than ``user_prompt`` is left as it is (its
+    MCP turns still end after their silence), so the hook's context block comes either way."""
+    from memoryd.daemon.client.rpc_client import RpcClientError
+    from memoryd.daemon.rpc.errors import METHOD_NOT_FOUND
+
+    try:
+        client.call("user_prompt", {})
+    except RpcClientError as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
 
 
 def cmd_get(args: argparse.Namespace) -> int:

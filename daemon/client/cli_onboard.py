@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -121,8 +122,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
     config = absolute(args.config) or default_config_path(env)
     try:
         where = agents_install.Where(home=home(env), exe=running_executable(), python=os.path.abspath(sys.executable),
-                                     project=absolute(args.project), workspace=absolute(args.workspace),
-                                     config=config)
+                                     project=absolute(args.project), on_path=shutil.which("memoryd"),
+                                     workspace=absolute(args.workspace), config=config)
         changes, notes = agents_install.plan(args.host, where, install)
         done = apply(changes, _say, dry_run=args.dry_run, install=install)
     except SetupError as exc:
@@ -148,10 +149,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             result: dict[str, Any] = client.call("status")
             return result
 
+    from memoryd.daemon.logs import configure_logging, reset_logging
+
     socket = Path(os.path.abspath(args.socket.expanduser())) if args.socket else None
     inputs = doctor.Inputs(env=os.environ, config=args.config, socket=socket, status=status,
                            unit_dir=unit_dir(args.unit_dir, os.environ), load_model=not args.no_model)
-    checks = doctor.run_checks(inputs)
+    configure_logging("warning", "auto")  # stdout is the checks' (a model load's info line is not one of them)
+    try:
+        checks = doctor.run_checks(inputs)
+    finally:
+        reset_logging()
     if args.json:
         print(json.dumps(doctor.as_json(checks), ensure_ascii=False))
     else:

@@ -1,13 +1,21 @@
 """``memoryd doctor``: check a set-up end to end, one line per check, each with what to do.
 
-The checks, in order: the config loads; the daemon answers on its socket; each
-root is a readable folder, writable (``memory_remember`` writes into it), and,
+The checks, in order: the config loads; the daemon answers on its socket; the
+``memoryd`` command on ``PATH`` (what agent hosts and a project's shared files
+run); each root is a readable folder, writable (``memory_remember`` writes into it), and,
 when the systemd user unit is installed, inside its ``ReadWritePaths=``
 (``ProtectSystem=strict`` + ``ProtectHome=read-only`` leave every other path
 read-only to the service, and a ``remember`` then fails with EROFS); the
 inotify watch limit against the folders to watch (inotify watches folders, one
 watch each, shared by every program of the user); the model cache; and the
 embedding provider, loaded and asked for one vector.
+
+When the daemon answers, its answer is the truth: the roots checked are the
+ones it watches (``status``), not what the config file says now (it may have
+changed since the daemon started, or the daemon runs with ``--root``), and the
+provider is the model it has loaded, so doctor loads no model of its own (the
+check takes well under a second instead of a model load). The config's roots
+and a model load are the fallback for a daemon that is not running.
 
 A check is ``ok``, ``warn`` (works, but worth knowing) or ``FAIL`` (something
 will not work); the exit status is 1 when any check fails. Every input is a
@@ -18,6 +26,7 @@ file and the daemon call, so tests check each verdict without the real machine.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -58,7 +67,8 @@ class Inputs:
     unit_dir: Path | None = None  # the systemd user unit folder (None: not looked at)
     watches_file: Path = WATCHES_FILE
     status: Callable[[Path], dict[str, Any]] | None = None  # the daemon's status over its socket
-    load_model: bool = True
+    load_model: bool = True  # only when no daemon answers: a running daemon's model is reported as it is
+    which: Callable[[str], str | None] = shutil.which
     access: Callable[[Path, int], bool] = os.access  # a test cannot chmod its way out of running as root
 
 
@@ -74,11 +84,28 @@ def run_checks(inp: Inputs) -> list[Check]:
     checks = [Check("config", OK, f"{where}" if where.exists() else f"no file at {where}: built-in defaults "
                     "(memoryd init writes one)")]
     status = _daemon(cfg, inp, checks)
-    for root in cfg.effective_roots:
+    checks.append(_command(inp))
+    roots = _daemon_roots(status) or cfg.effective_roots
+    for root in roots:
         checks += list(_root(root, cfg, inp, status))
-    checks.append(_inotify(cfg, inp))
-    checks += _model(cfg, inp)
+    checks.append(_inotify(roots, inp))
+    checks += _model(cfg, inp, status)
     return checks
+
+
+def _daemon_roots(status: dict[str, Any] | None) -> tuple[Path, ...]:
+    """The roots the running daemon watches (empty: no daemon, or one that does not say)."""
+    return tuple(Path(str(r["path"])) for r in (status or {}).get("roots", []) if r.get("path"))
+
+
+def _command(inp: Inputs) -> Check:
+    """A bare ``memoryd``: what a project's shared agent files run (``agents install --project``)."""
+    found = inp.which("memoryd")
+    if found is None:
+        return Check("command", WARN, "no memoryd on PATH: a project's .mcp.json and hook (agents install "
+                     "--project) run a bare memoryd and cannot start it",
+                     "pipx install <memoryd checkout> (or uv tool install), or link this memoryd into ~/.local/bin")
+    return Check("command", OK, f"memoryd on PATH is {found}")
 
 
 def _default_config(env: Mapping[str, str]) -> Path:
@@ -186,12 +213,12 @@ def count_tree(roots: tuple[Path, ...], cap: int = WALK_CAP) -> tuple[int, int]:
     return folders, files
 
 
-def _inotify(cfg: Config, inp: Inputs) -> Check:
+def _inotify(roots: tuple[Path, ...], inp: Inputs) -> Check:
     try:
         limit = int(inp.watches_file.read_text().strip())
     except (OSError, ValueError):
         return Check("inotify", WARN, f"cannot read {inp.watches_file}", "not Linux? memoryd then polls the roots")
-    folders, files = count_tree(cfg.effective_roots)
+    folders, files = count_tree(roots)
     what = f"{folders} folders to watch ({files} files) against max_user_watches {limit}"
     if folders >= limit:
         return Check("inotify", FAIL, what + ": not enough", INOTIFY_FIX)
@@ -201,7 +228,14 @@ def _inotify(cfg: Config, inp: Inputs) -> Check:
     return Check("inotify", OK, what)
 
 
-def _model(cfg: Config, inp: Inputs) -> list[Check]:
+def _model(cfg: Config, inp: Inputs, status: dict[str, Any] | None) -> list[Check]:
+    model = (status or {}).get("model")
+    if isinstance(model, dict) and model.get("id"):  # the daemon has it loaded: nothing to load here
+        server = model.get("server") or {}
+        if server and not server.get("reachable"):
+            return [Check("provider", FAIL, f"the daemon's embedding server {server.get('url')} does not answer: "
+                          f"{server.get('last_error') or 'no answer'}", "check the server; memoryd status shows it")]
+        return [Check("provider", OK, f"{model['id']}: loaded in the daemon, {model.get('dim')}-d vectors")]
     provider = cfg.embedding.provider
     out: list[Check] = []
     if provider == "e5-small":

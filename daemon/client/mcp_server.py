@@ -8,17 +8,20 @@ and lives as long as the host keeps its stdin open.
 
 **Turns.** memoryd limits writes per *turn* (``write.max_per_turn``, default 3)
 as well as per minute. MCP has no notion of a turn, so this server defines
-one (:class:`TurnClock`): a burst of tool calls with no pause longer than
-``TURN_GAP_S`` (30 s), cut after ``TURN_MAX_S`` (5 min) at most. An agent's
-turn is a run of tool calls separated by its own generation time (seconds);
-the next turn starts after the user reads and answers, usually a longer
-pause, and a long autonomous run is cut every 5 minutes so it is never shut
-out of writing for good. Every write (each tool that is not read-only) carries
-the current turn id (unique to this process) in its session, so five
+one (:class:`TurnClock`): a burst of *writes* with no pause longer than
+``TURN_GAP_S`` (30 s), cut after ``TURN_MAX_S`` (5 min) at most. Reads
+(search, get, context, list, status) neither start nor extend a turn: an
+agent that keeps searching after its writes gets its allowance back 30 s after
+the last one, not never. When the host tells memoryd that the person sent a
+new prompt (Claude Code's prompt hook runs ``memoryd context --user-prompt``),
+the daemon ends every agent turn at once (``user_prompt``), so the next write
+starts afresh without waiting. Every write (each tool that is not read-only)
+carries the current turn id (unique to this process) in its session, so five
 ``memory_remember`` calls in a row are refused from the fourth on (-32021)
-until the agent pauses; the refusal says how long that pause is. The turn is
-also how the daemon knows an owner session is an agent's, held to the limits
-like a confined one (a person's own ``memoryd`` commands send none).
+until the agent pauses or the person answers; the refusal says how long that
+pause is. The turn is also how the daemon knows an owner session is an
+agent's, held to the limits like a confined one (a person's own ``memoryd``
+commands send none).
 
 **Shutdown.** The host ends a session by closing stdin: the server answers every
 request it has read (:mod:`memoryd.daemon.client.mcp_drain`, at most ``DRAIN_S``),
@@ -105,7 +108,7 @@ Shaped = tuple[str, dict[str, Any]]
 
 
 class TurnClock:
-    """The id of the current turn: a new one after ``gap_s`` without a call, or ``max_s`` after it began.
+    """The id of the current turn: a new one after ``gap_s`` without a write, or ``max_s`` after it began.
 
     Thread-safe (the SDK runs tool calls on worker threads); the clock is
     injectable so tests never sleep.
@@ -122,7 +125,7 @@ class TurnClock:
         self._started = self._last = float("-inf")
 
     def tick(self) -> str:
-        """Note one tool call now; return the id of the turn it belongs to."""
+        """Note one write now; return the id of the turn it belongs to (reads call nothing here)."""
         with self._lock:
             now = self._clock()
             if now - self._last > self.gap_s or now - self._started > self.max_s:
@@ -160,11 +163,10 @@ class DaemonBridge:
         spec = BY_NAME.get(name)
         if spec is None:
             raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(t.name for t in TOOLS)}")
-        turn = self.turns.tick()  # every call, read or write, belongs to the current turn
         args = check_arguments(spec, dict(arguments or {}))
         method, params = self.request(name, args)
-        if not spec.read_only:  # every write: limited per turn, and marked as an agent's
-            params["session"] = {**params["session"], "turn": turn}
+        if not spec.read_only:  # every write: limited per turn, and marked as an agent's; reads keep no turn open
+            params["session"] = {**params["session"], "turn": self.turns.tick()}
         result = self._call(method, params)
         return _SHAPERS[name](args, result)
 
@@ -245,8 +247,8 @@ class DaemonBridge:
             return f"permission denied: {exc.message} (this MCP server acts as {_describe(self.session)})"
         if exc.code == TURN_LIMIT:
             wait = self.turns.next_turn_in()
-            return (f"{exc.message}: this MCP server starts a new turn after {self.turns.gap_s:g} s without a "
-                    f"memory tool call; retry in {wait:g} s")
+            return (f"{exc.message}: a new turn starts at the user's next prompt, or after {self.turns.gap_s:g} s "
+                    f"without a memory write (searches do not count); retry in {wait:g} s")
         if exc.code == STORAGE_UNAVAILABLE:
             return (f"storage unavailable (memoryd error {STORAGE_UNAVAILABLE}): {exc.message}; memory files "
                     "can still be written, and are searchable once the database is back")

@@ -194,8 +194,10 @@ def fresh_text(st: Mapping[str, Any]) -> str:
     pending, reconciling = st.get("pending") or 0, bool(st.get("reconciling"))
     if st.get("fresh", not pending and not reconciling):
         return "yes (every change seen is searchable)"
-    why = ([f"{pending} pending"] if pending else []) + (["reconciling"] if reconciling else [])
-    return f"no ({', '.join(why)})" if why else "no"
+    why = st.get("stale")  # the daemon's own words: reconciling, vectors filling, a root not watched ...
+    if not isinstance(why, list):
+        why = ([f"{pending} pending"] if pending else []) + (["reconciling"] if reconciling else [])
+    return f"no ({escape_line(', '.join(str(w) for w in why))})" if why else "no"
 
 
 def render_status(st: StatusReply) -> str:

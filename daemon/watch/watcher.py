@@ -189,7 +189,10 @@ class Watcher:
     """Watches every root and feeds ``sink`` with changes (see the module docstring).
 
     ``sink`` runs on watchdog's threads and must not block (``Debouncer.submit``).
-    ``on_failure(root, reason)`` runs on the thread that calls :meth:`check`.
+    ``on_failure(root, reason)`` runs on the thread that calls :meth:`check` when a watch lost
+    events; ``on_appeared(root)`` when a root that was missing is there again and now watched
+    (nothing was lost: there was nothing to watch; its files still need a sweep). Without
+    ``on_appeared`` an appearance is reported as a failure "root appeared".
     ``poll_interval_s`` is the polling fallback's period. ``start``/``stop``/``check``
     must be called from one thread at a time; ``status`` from any.
     """
@@ -203,11 +206,13 @@ class Watcher:
         *,
         poll_interval_s: float = 30.0,
         follow_symlinks: bool = False,
+        on_appeared: Callable[[Path], None] | None = None,
     ) -> None:
         self._roots = [
             _RootWatch(Path(os.path.abspath(r)), path_filter, sink) for r in dict.fromkeys(roots)
         ]
         self._on_failure = on_failure
+        self._on_appeared = on_appeared
         self._poll_interval = poll_interval_s
         self._follow = follow_symlinks
         self._tap = _OverflowTap(self._flag_overflow)
@@ -259,6 +264,10 @@ class Watcher:
             self._start_root(rw)
             if old is None and rw.observer is None:
                 continue  # still unavailable: already reported by status(), nothing was lost since
+            if old is None and self._on_appeared is not None:
+                log.info("watcher.root_appeared", root=str(rw.root), backend=rw.backend)
+                self._on_appeared(rw.root)
+                continue
             log.error("watcher.restarted", root=str(rw.root), reason=reason, backend=rw.backend,
                       alive=rw.alive(), error=rw.error)
             self._on_failure(rw.root, reason)

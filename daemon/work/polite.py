@@ -204,8 +204,10 @@ class PoliteEmbedder:
             except queue.Empty:
                 if twin is not None:
                     twin = None  # its threads end and its memory goes back
+                    release = getattr(self.inner, "release_pages", None)  # the word table's pages bulk work touched
+                    dropped = release() if callable(release) else 0
                     trim("bulk session released")
-                    log.info("model.bulk_session_released", idle_s=IDLE_RELEASE_S)
+                    log.info("model.bulk_session_released", idle_s=IDLE_RELEASE_S, table_mb_advised=dropped >> 20)
                 continue
             if job is _STOP:
                 return

@@ -95,8 +95,10 @@ class OnnxEmbedder:
                  settings: EmbedderSettings, source: str = "",
                  new_session: Callable[[], ort.InferenceSession] | None = None,
                  query_session: ort.InferenceSession | None = None,
-                 precision: tuple[str, str] | None = None) -> None:
+                 precision: tuple[str, str] | None = None,
+                 release_pages: Callable[[], int] | None = None) -> None:
         self.model_id = model_id
+        self._release_pages = release_pages  # drops resident pages of memory-mapped weights; None: none
         self._session = session
         # Queries only: a faster graph of the same weights (the int8 e5 twin). It must give the
         # same vector space, since query vectors are compared with ``session``'s passage vectors.
@@ -136,7 +138,12 @@ class OnnxEmbedder:
             raise ModelError(f"embedding model {self.model_id}: no session factory, cannot open a second session")
         return OnnxEmbedder(self._new_session(), self._tok, model_id=self.model_id, settings=self._settings,
                             source=self._source, new_session=self._new_session, query_session=self._query_session,
-                            precision=self._precision)
+                            precision=self._precision, release_pages=self._release_pages)
+
+    def release_pages(self) -> int:
+        """After bulk work: hand back the resident pages of memory-mapped weights (the e5 word table),
+        which queries fault back in a row at a time; returns the bytes advised (0: nothing mapped)."""
+        return self._release_pages() if self._release_pages is not None else 0
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Model tokens per text, without special tokens or prefixes (never truncated)."""

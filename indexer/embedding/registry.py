@@ -161,9 +161,10 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
         settings = dataclasses.replace(settings, batch_size=1)
     # The factory's closure holds the word table its sessions share (not the exact session).
     shared, path = model.shared, passages.path
+    release = getattr(shared, "drop_resident", None)  # the mapped word table's pages (word_table.SharedTable)
     return OnnxEmbedder(passages.session, tokenizer, model_id=model_id, settings=settings, source=str(path),
                         query_session=None if queries is passages else queries.session, precision=precision,
-                        new_session=lambda: make_session(path, cfg.threads, shared))
+                        new_session=lambda: make_session(path, cfg.threads, shared), release_pages=release)
 
 
 def _e5_twin(opener: Callable[..., E5Model], cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> E5Model:

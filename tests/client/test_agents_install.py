@@ -223,12 +223,45 @@ def test_claude_code_project_scope_writes_the_projects_files(tmp_path: Path) -> 
     home, project = _home(tmp_path), tmp_path / "app"
     project.mkdir()
     assert _run("install", "claude-code", "--home", str(home), "--project", str(project)) == 0
-    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["memoryd"]["command"] == EXE
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["memoryd"]["command"] == "memoryd"
     assert HOOK_NAME in (project / ".claude" / "settings.json").read_text()
-    assert (project / "CLAUDE.md").is_file()
+    assert (project / "CLAUDE.md").is_file() and (project / ".claude" / "hooks" / HOOK_NAME).is_file()
     assert "memoryd" not in json.loads((home / ".claude.json").read_text())["mcpServers"]
+    assert not (home / ".claude" / "hooks" / HOOK_NAME).exists()  # the project's hook lives in the project
     assert _run("uninstall", "claude-code", "--home", str(home), "--project", str(project)) == 0
     assert not (project / ".mcp.json").exists() and not (project / "CLAUDE.md").exists()
+    assert not (project / ".claude" / "hooks" / HOOK_NAME).exists()
+
+
+def test_a_projects_shared_files_name_no_path_of_the_installers_machine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """#42 item 6: .mcp.json and .claude/settings.json are committed; another machine has no such home."""
+    home, project = _home(tmp_path), tmp_path / "app"
+    project.mkdir()
+    monkeypatch.setattr(cli_onboard.shutil, "which", lambda _name: EXE)
+    assert _run("install", "claude-code", "--home", str(home), "--project", str(project)) == 0
+    assert "not on PATH" not in capsys.readouterr().out
+    shared = {p: p.read_text() for p in [project / ".mcp.json", project / ".claude" / "settings.json"]}
+    for path, text in shared.items():
+        for machine_path in (str(home), str(tmp_path), str(BIN), sys.executable):
+            assert machine_path not in text, (path, machine_path)
+    settings = json.loads(shared[project / ".claude" / "settings.json"])
+    (command,) = [h["command"] for g in settings["hooks"]["UserPromptSubmit"] for h in g["hooks"]]
+    assert command == (f'python3 "$CLAUDE_PROJECT_DIR/.claude/hooks/{HOOK_NAME}" --memoryd memoryd '
+                       "--max-tokens 800")
+
+
+def test_a_project_install_without_memoryd_on_path_says_what_to_do(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    home, project = _home(tmp_path), tmp_path / "app"
+    project.mkdir()
+    monkeypatch.setattr(cli_onboard.shutil, "which", lambda _name: None)
+    assert _run("install", "claude-code", "--home", str(home), "--project", str(project)) == 0
+    out = capsys.readouterr().out
+    assert "note: 'memoryd' is not on PATH here, so this project's agent cannot start it" in out
+    assert "pipx install" in out
+    assert _run("install", "claude-code", "--home", str(home)) == 0  # the user's own files keep absolute paths
+    assert "not on PATH" not in capsys.readouterr().out
 
 
 def test_uninstall_leaves_a_server_named_memoryd_that_is_not_memoryd_mcp(tmp_path: Path) -> None:

@@ -94,6 +94,7 @@ def _inputs(tmp_path: Path, roots: list[Path], status: Any = None, watches: int 
     def not_running(sock: Path) -> dict[str, Any]:
         raise NotRunningError(f"memoryd is not running (no socket at {sock})")
 
+    config.setdefault("which", lambda _name: "/usr/bin/memoryd")
     return doctor.Inputs(env={"HOME": str(tmp_path / "home")}, config=cfg, unit_dir=unit_dir,
                          watches_file=tmp_path / "watches", status=status or not_running, **config)
 

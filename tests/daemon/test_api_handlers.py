@@ -217,7 +217,7 @@ def test_status_on_the_wire_keeps_its_keys_their_order_and_the_derived_fields() 
     assert list(out) == ["version", "pid", "uptime_s", "files", "chunks", "model", "cache", "index", "skipped",
                          "vectors", "storage", "pending", "reconciling",
                          "reconcile_progress", "roots", "reconcile", "last_event", "last_reconcile", "last_error",
-                         "last_watch_failure", "socket", "data_dir", "debounced", "fresh", "data_dir_bytes",
+                         "last_watch_failure", "socket", "data_dir", "debounced", "fresh", "stale", "data_dir_bytes",
                          "rss_bytes", "jobs", "history"]
     assert out["roots"][0] == {"path": "/r/a", "alive": True, "backend": "inotify",
                                "last_event": "2026-01-02T00:00:00+00:00", "error": None}

@@ -241,7 +241,8 @@ def test_the_mcp_bridge_says_how_long_until_its_next_turn(wd: WriteDaemon) -> No
     with pytest.raises(ToolError) as e:
         bridge.call_tool("memory_remember", {"content": FACTS[3]})
     assert "at most 3 writes per turn" in str(e.value)
-    assert "starts a new turn after 30 s without a memory tool call; retry in 30 s" in str(e.value)
+    assert "a new turn starts at the user's next prompt, or after 30 s without a memory write (searches do not " \
+           "count); retry in 30 s" in str(e.value)
     clock.now += 31  # the pause it asked for: a new turn, let in
     assert bridge.call_tool("memory_remember", {"content": FACTS[3]})[1]["decision"] == "appended"
 
