@@ -9,18 +9,14 @@ BIN    := $(VENV)/bin
 # (setuptools' package-discovery and editable-install notices), which a newcomer reads as errors.
 PIP    := PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --disable-pip-version-check --no-warn-script-location
 
-# Three installs, one stamp each: what running needs (`make run`), plus the web page's extra
-# (`make ui`), plus the test and lint tools (`make setup`, `make test`: a bigger venv, for developers).
+# Two installs, one stamp each: what running needs (`make run`, `make ui`: the web page is in the
+# default install), plus the test and lint tools (`make setup`, `make test`: a bigger venv, for developers).
 setup: $(VENV)/.dev
 
 $(VENV)/.runtime: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) -e .
-	@touch $@
-
-$(VENV)/.ui: $(VENV)/.runtime
-	$(PIP) -e '.[ui]'
 	@touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
@@ -36,7 +32,7 @@ run: $(VENV)/.runtime
 
 # The local web page (docs/ui.md) for the daemon that `make run` started: prints its
 # http://127.0.0.1:PORT/?token=... URL (a new token each start) and opens a browser where it can.
-ui: $(VENV)/.ui
+ui: $(VENV)/.runtime
 	$(BIN)/memoryd ui
 
 lint: setup

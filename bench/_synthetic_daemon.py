@@ -23,14 +23,14 @@ def main(argv: list[str]) -> int:
 
     import memoryd.daemon.app as app
     from memoryd.daemon.client.cli import main as memoryd
+    from memoryd.indexer import engine
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.storage.factory import open_index as open_backend
 
     model_dir = Path(argv[0])
 
     def open_index(cfg: Any, read_only: bool = False, background_rebuilds: bool = False) -> Any:
         embedder = SyntheticPassages(load_embedder(cfg.embedding, model_dir))
-        return open_backend(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
+        return engine.open_index(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
 
     app.open_index = open_index  # what Daemon.startup calls
     return memoryd(argv[1:])

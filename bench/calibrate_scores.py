@@ -49,7 +49,7 @@ from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import calibration
 from memoryd.indexer.search.querytext import clean_query
@@ -91,7 +91,7 @@ def run_searches(eval_dir: Path, work: Path) -> list[dict[str, Any]]:
         root = work / "roots" / folder.name
         prepare_root(folder, root)
         fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
-        index = MemoryIndex(fcfg, embedder)
+        index = open_index(fcfg, embedder)
         pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
         reconcile(index, [root], pf, pf.accept_dir)
         for q in plan[folder.name]:

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memoryd.daemon.work.line_vectors import MEMO_LINES, LineVectors
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.search.context import MAX_SCORED_TOKENS, build_context, cosine_scorer
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.storage.embedded.store_lines import read_line_texts
@@ -75,7 +75,7 @@ class _StoredLines:
         return None
 
     def lines_of_chunks(self, ids: Any) -> dict[str, Any]:
-        return read_line_texts(self._index.sqlite.conn, ids, self._index.embedder.dimension)
+        return read_line_texts(self._index.backend.sqlite.conn, ids, self._index.embedder.dimension)
 
 
 def run_folder(
@@ -84,7 +84,7 @@ def run_folder(
 ) -> dict[str, Any]:
     max_tokens, k = args.max_tokens, args.k
     fcfg = with_overrides(cfg, roots=[work / "roots" / folder.name], data_dir=work / "data" / folder.name)
-    index = MemoryIndex(fcfg, embedder, read_only=True)
+    index = open_index(fcfg, embedder, read_only=True)
     rows = None if args.no_line_rows else _StoredLines(index)
 
     def fresh() -> LineVectors:  # --memo-lines 0: nothing kept across questions, but a block's own preload

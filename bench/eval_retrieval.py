@@ -35,7 +35,7 @@ from _common import search_overrides
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 
 # Query-time rescoring knobs that are module defaults until [search] has keys for them; --search
@@ -64,7 +64,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list
     root = work / "roots" / folder.name
     prepare_root(folder, root)
     fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
-    index = MemoryIndex(fcfg, embedder)
+    index = open_index(fcfg, embedder)
     pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
     reconcile(index, [root], pf, pf.accept_dir)
     while index.lines_pending():  # the line vectors the daemon embeds when idle (search.line_weight uses them)
@@ -92,7 +92,6 @@ def _on_postgres(fcfg: Config, embedder: Any, base: str, name: str, root: Path, 
 
     from memoryd.indexer.storage import site_id
     from memoryd.indexer.storage.migrate import migrate_to_postgres
-    from memoryd.indexer.storage.postgres.index import PgMemoryIndex
 
     dsn = fresh_database(base, f"memoryd_eval_{name}".replace("-", "_"))
     t0 = time.perf_counter()
@@ -101,7 +100,7 @@ def _on_postgres(fcfg: Config, embedder: Any, base: str, name: str, root: Path, 
     pcfg = dataclasses.replace(fcfg, storage=dataclasses.replace(fcfg.storage, backend="postgres", dsn=dsn,
                                                                    sslmode="disable"))
     counting = _Counting(embedder)
-    index = PgMemoryIndex(pcfg, counting)
+    index = open_index(pcfg, counting)
     reconcile(index, [root], pf, pf.accept_dir)
     lines_before = counting.embedded
     while index.lines_pending():  # migrate-storage moves no line vectors: the daemon would embed them when idle

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.files import read_memory_file, walk_root
 from memoryd.indexer.ingestion.ingest import prepare_file
 from memoryd.indexer.ingestion.reconcile import reconcile
@@ -152,7 +152,7 @@ def open_run(name: str, args: argparse.Namespace, root: Path, data: Path) -> Run
     t0 = time.perf_counter()
     embedder = CountingEmbedder(load_embedder(cfg.embedding, cfg.model_cache_dir))
     load_s = time.perf_counter() - t0
-    return Run(name, cfg, embedder, MemoryIndex(cfg, embedder), load_s)
+    return Run(name, cfg, embedder, open_index(cfg, embedder), load_s)
 
 
 def cold_index(runs: list[Run], roots: dict[str, Path], pf: PathFilter, group: int = 4) -> None:

@@ -39,7 +39,7 @@ from eval_retrieval import DEFAULT_EVAL, prepare_root, score
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, SearchConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.querytext import clean_query
 
@@ -64,7 +64,7 @@ def run_setting(folders: list[Path], work: Path, base: Config, embedder: Any, qv
     out: Scores = {}
     for folder in folders:
         fcfg = with_overrides(cfg, roots=[work / "roots" / folder.name], data_dir=work / "data" / folder.name)
-        index = MemoryIndex(fcfg, embedder)
+        index = open_index(fcfg, embedder)
         pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
         reconcile(index, [work / "roots" / folder.name], pf, pf.accept_dir)
         rows: list[dict[str, Any]] = []

@@ -39,8 +39,9 @@ from bench.gen_corpus import generate
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import DB_NAME, MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
+from memoryd.indexer.storage.embedded.backend import DB_NAME
 
 
 class Counting:
@@ -64,7 +65,7 @@ class Counting:
 def build(root: Path, data: Path, embedder: Counting, cfg: Config) -> tuple[MemoryIndex, dict[str, Any]]:
     fcfg = with_overrides(cfg, roots=[root], data_dir=data)
     fcfg = dataclasses.replace(fcfg, embedding=dataclasses.replace(fcfg.embedding, machine_cache_entries=0))
-    index = MemoryIndex(fcfg, embedder)  # type: ignore[arg-type]
+    index = open_index(fcfg, embedder)  # type: ignore[arg-type]
     pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
     t0 = time.perf_counter()
     reconcile(index, [root], pf, pf.accept_dir, defer_at=0)
@@ -78,7 +79,7 @@ def build(root: Path, data: Path, embedder: Counting, cfg: Config) -> tuple[Memo
     while index.lines_pending():
         index.fill_line_vectors()
     t3 = time.perf_counter()
-    conn = index.sqlite.conn
+    conn = index.backend.sqlite.conn
     n_lines = sum(1 for (text,) in conn.execute("SELECT text FROM chunks") for x in text.split("\n") if x.strip())
     rows_bytes = conn.execute("SELECT coalesce(sum(length(vectors)), 0) FROM line_vectors").fetchone()[0]
     chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

@@ -64,7 +64,7 @@ from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import keyword
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
@@ -104,7 +104,7 @@ def capture(eval_dir: Path, work: Path, depth: int, hops: bool = True) -> tuple[
         root = work / "roots" / folder.name
         prepare_root(folder, root)
         fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
-        index = MemoryIndex(with_overrides(fcfg, search={"merge_adjacent": False}), embedder)
+        index = open_index(with_overrides(fcfg, search={"merge_adjacent": False}), embedder)
         pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
         reconcile(index, [root], pf, pf.accept_dir)
         qs = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
@@ -122,7 +122,7 @@ def capture(eval_dir: Path, work: Path, depth: int, hops: bool = True) -> tuple[
             mine.append(Question(folder.name, q["qid"], str(q.get("category", "all")), rel, hits,
                                  hops=second_searches(index, hits, depth) if hops else []))
         index.close()
-        default = MemoryIndex(fcfg, embedder)  # the shipped settings, for the reproduction check
+        default = open_index(fcfg, embedder)  # the shipped settings, for the reproduction check
         for q, raw in zip(mine, qs, strict=True):
             q.df, q.n_docs = df, max(len(seen), 1)
             q.idfs = {t: idf(q, t) for t in keyword.query_terms(clean_query(raw["question"]))}

@@ -41,7 +41,7 @@ from scale import QUERIES, SyntheticPassages
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+from memoryd.indexer.engine import open_index
 
 
 def server_cpu_s(pgdata: str) -> float:
@@ -75,7 +75,7 @@ def explain(mi: Any, queries: list[str], vectors: list[Any]) -> None:
         finally:
             psycopg.Connection.execute = original  # type: ignore[method-assign]
         print(f"=== {query!r}: {len(sent)} statements")
-        with mi.pg.connection() as conn:
+        with mi.backend.pg.connection() as conn:
             for sql, params in sent:
                 print(f"--- {sql[:200]}")
                 for (line,) in conn.execute("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + sql, params).fetchall():
@@ -103,7 +103,7 @@ def main() -> int:
     cfg = with_overrides(Config(), roots=[tmp / "root"], data_dir=tmp / "data")
     cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, backend="postgres", dsn=dsn,
                                                                sslmode="disable"))
-    mi = PgMemoryIndex(cfg, embedder)
+    mi = open_index(cfg, embedder)
     try:
         rnd = random.Random(1)
         things = _THINGS + _ZH_THINGS

@@ -72,8 +72,8 @@ class Server:
 def silent_host_seconds(tmp: Path, timeout_s: float) -> float:
     """Seconds for opening an index against a port that accepts and never answers to fail."""
     from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+    from memoryd.indexer.engine import open_index
     from memoryd.indexer.storage.base import StorageUnavailableError
-    from memoryd.indexer.storage.factory import open_index
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -35,8 +35,8 @@ from gen_corpus import generate
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
-from memoryd.indexer.storage.factory import open_index
 
 FILTER = PathFilter(("*.md",), ())
 

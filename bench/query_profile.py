@@ -86,7 +86,7 @@ def main() -> None:
     from memoryd.daemon.logs import configure_logging
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.engine import open_index
     from memoryd.indexer.search import hits, pipeline, rescore, shaping
     from memoryd.indexer.storage.embedded import hybrid
 
@@ -109,7 +109,7 @@ def main() -> None:
     }
     for label, (folder, queries) in series.items():
         fcfg = with_overrides(cfg, roots=[args.work / "roots" / folder], data_dir=args.work / "data" / folder)
-        index = MemoryIndex(fcfg, embedder)
+        index = open_index(fcfg, embedder)
         print(f"== {label}: {len(queries)} queries, {folder}")
         profile_series(index, embedder, queries, args.repeat, args.variants.split(","))
         index.close()

@@ -164,7 +164,7 @@ def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
         return run_one_pg(size, args)
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.engine import open_index
 
     tmp = bench_tmp("memoryd-scale-")
     try:
@@ -180,13 +180,13 @@ def run_one(size: int, args: argparse.Namespace) -> dict[str, Any]:
         cfg = dataclasses.replace(cfg, search=search)
 
         t0 = time.perf_counter()
-        mi = MemoryIndex(cfg, embedder)
+        mi = open_index(cfg, embedder)
         mi.index_files([(root, rel) for rel in files])
         build_s = time.perf_counter() - t0
         mi.close()
 
         t0 = time.perf_counter()
-        mi = MemoryIndex(cfg, embedder)
+        mi = open_index(cfg, embedder)
         warm_s = time.perf_counter() - t0
         try:
             update_ms = measure_updates(mi, root, files, args.seed)

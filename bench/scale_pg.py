@@ -2,7 +2,7 @@
 
 One size per child process, like the embedded run: the corpus of ``gen_corpus.py``,
 the same synthetic passage vectors and real query embeddings (see ``scale.py``),
-through ``PgMemoryIndex`` in-process, against the server of ``--dsn`` or a private
+through ``open_index`` (the PostgreSQL backend) in-process, against the server of ``--dsn`` or a private
 one (``bench/_pg.py``) on the same machine. Measured: cold build, warm start (open
 = migrations check + identity + pool), one-file update (median of 20), hybrid /
 vector / keyword search p50 and p99, this process's RSS and PostgreSQL's, database
@@ -39,7 +39,7 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
 
     from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+    from memoryd.indexer.engine import open_index
 
     keep = args.keep or args.reuse
     tmp = Path(keep) if keep else bench_tmp("memoryd-scale-pg-")
@@ -62,7 +62,7 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
             info = {"files": generate(root, size, args.seed).files}
             files = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
             t0 = time.perf_counter()
-            mi = PgMemoryIndex(cfg, embedder)
+            mi = open_index(cfg, embedder)
             mi.index_files([(root, rel) for rel in files])
             info["build_s"] = round(time.perf_counter() - t0, 2)
             mi.close()
@@ -73,14 +73,14 @@ def run_one_pg(size: int, args: Any) -> dict[str, Any]:
         if args.reuse:
             reindex_kept(cfg, embedder, root, files, args)
         t0 = time.perf_counter()
-        mi = PgMemoryIndex(cfg, embedder)
+        mi = open_index(cfg, embedder)
         warm_s = time.perf_counter() - t0
         try:
             update_ms = measure_updates(mi, root, files, args.seed)
             lat = measure_search(mi, embedder, args.queries, args.seed)
             rss = rss_mb()
             recall, hnsw_ms = pg_recall(mi, args.queries, args.seed, NOISE)
-            with mi.pg.connection() as c:  # every site's (a pg_replicate.py corpus has several)
+            with mi.backend.pg.connection() as c:  # every site's (a pg_replicate.py corpus has several)
                 row = c.execute("SELECT pg_database_size(current_database()), count(*) FROM memoryd_chunks").fetchone()
             disk, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
             pg_rss = postgres_rss_mb(base)
@@ -141,15 +141,16 @@ def measure_socket(work: Path, root: Path, data: Path, dsn: str, embedder: Any, 
 
 def reindex_kept(cfg: Any, embedder: Any, root: Path, files: list[str], args: Any) -> None:
     """A kept database of another memoryd's settings: re-index it with ``--reindex``, else say what to do."""
-    from memoryd.indexer.storage.postgres.index import IdentityMismatchError, PgMemoryIndex
+    from memoryd.indexer.engine import open_index
+    from memoryd.indexer.storage.postgres.identity import IdentityMismatchError
 
     try:
-        mi = PgMemoryIndex(cfg, embedder, reindex=bool(getattr(args, "reindex", False)))
+        mi = open_index(cfg, embedder, reindex=bool(getattr(args, "reindex", False)))
     except IdentityMismatchError as exc:
         raise SystemExit(f"--reuse {args.reuse}: {str(exc).split(';')[0]}; add --reindex to re-index it in place"
                          f" (every chunk again, vectors from its cache), or build it again with --keep") from None
     try:
-        if mi.reset is not None:
+        if mi.backend.reset is not None:
             mi.index_files([(root, rel) for rel in files])
     finally:
         mi.close()
@@ -157,7 +158,7 @@ def reindex_kept(cfg: Any, embedder: Any, root: Path, files: list[str], args: An
 
 def pg_recall(mi: Any, n_queries: int, seed: int, noise: float) -> tuple[float, float]:
     """(recall@10 of the HNSW index vs exact, HNSW ms/query) on perturbed stored vectors."""
-    with mi.pg.connection() as c:
+    with mi.backend.pg.connection() as c:
         rows = c.execute("SELECT id, embedding FROM memoryd_chunks ORDER BY id").fetchall()
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     mat = np.stack([np.asarray(r[1].to_numpy(), dtype=np.float32) for r in rows])
@@ -166,6 +167,6 @@ def pg_recall(mi: Any, n_queries: int, seed: int, noise: float) -> tuple[float, 
     q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
     exact = [set(ids[np.argsort(-(mat @ v))[:10]].tolist()) for v in q]
     t0 = time.perf_counter()
-    got = [{i for i, _ in mi.pgvectors.search(v, 10)} for v in q]
+    got = [{i for i, _ in mi.backend.pgvectors.search(v, 10)} for v in q]
     ms = (time.perf_counter() - t0) / n_queries * 1000
     return sum(len(a & e) for a, e in zip(got, exact, strict=True)) / (10 * n_queries), ms

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from memoryd.daemon.watch.pathfilter import PathFilter  # noqa: E402
 from memoryd.indexer.access import Session, read_refusal  # noqa: E402
 from memoryd.indexer.embedding import load_embedder  # noqa: E402
-from memoryd.indexer.engine import MemoryIndex  # noqa: E402
+from memoryd.indexer.engine import open_index  # noqa: E402
 from memoryd.indexer.ingestion.reconcile import reconcile  # noqa: E402
 from memoryd.indexer.pathguard import PathGuard  # noqa: E402
 from memoryd.indexer.storage.embedded.hybrid import _allowed_ids  # noqa: E402
@@ -73,7 +73,7 @@ def main() -> None:
         root = Path(tmp) / "root"
         build(root, args.files, args.alice)
         cfg = make_config(root, Path(tmp) / "data")
-        idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+        idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
         try:
             reconcile(idx, [root], PathFilter(("*.md",), ()))
             prefix = f"{root}/peers/alice/"
@@ -84,7 +84,7 @@ def main() -> None:
 
             memo: dict[str, str] = {}
 
-            with idx.readers.connection() as conn:
+            with idx.backend.readers.connection() as conn:
                 n_like = len(conn.execute(LIKE_SQL, (prefix + "%",)).fetchall())
                 n_exact = len(_allowed_ids(conn, prefix))
                 rows = {

@@ -51,9 +51,9 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
 
     protect(cfg.embedding_api_key)  # by value, from every log line of this process (see log_redaction)
     embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
-    from memoryd.indexer.storage.factory import open_index as open_backend
+    from memoryd.indexer import engine
 
-    return open_backend(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
+    return engine.open_index(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)
 
 
 def run_index(cfg: Config, as_json: bool = False) -> int:

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Take the screenshots of docs/ui.md: every page of ``memoryd ui`` in headless Chromium.
 
-    .venv/bin/python scripts/ui_screenshots.py [--out docs/ui] [--chromium /usr/bin/chromium]
+    .venv/bin/python scripts/ui_screenshots.py [--out docs/ui] [--files 5000] [--chromium /usr/bin/chromium]
 
-A throw-away daemon (the real default model, in this process) serves a small sample memory —
-the owner's facts, a peer's and a group's notes, an agent's folder, a Memory Bank focus section
-and a note holding a ``<script>`` — and a few writes fill the history and the audit log (a
-forget and its undo, a section update, a promote, a peer's write and a refused one). The real
+A throw-away daemon (the real default model, in this process) serves a sample memory at the size
+the pages are measured at (``bench/ui_pages.py``): the owner's facts, a peer's and a group's notes,
+an agent's folder, a Memory Bank focus section with an entry's ``<!-- memoryd: … -->`` marker, a
+note holding a ``<script>``, ``--files`` generated notes (~6 entries each) and a 20,000-line log —
+and a few writes fill the history and the audit log (a forget and its undo, a section update, a
+promote, a peer's write and a refused one). The shots are taken once every file is searchable by
+keyword, while the vectors may still be filling (the dashboard shows that backlog). The real
 ``memoryd ui`` server then runs in a thread, and Playwright drives Debian's Chromium through it.
 """
 
@@ -42,8 +45,10 @@ FILES = {
                              "- Alice wants weekly summaries on Fridays.\n",
     "groups/dev/MEMORY.md": "# Dev group\n\n## Decisions\n\n- The dev group ships on Thursdays.\n",
     "agents/coder/MEMORY.md": "# Coder agent\n\n- Run the linters before proposing a patch.\n",
-    "memory-bank/activeContext.md": "# Active Context\n\n## Current Focus\n\n- Ship the export command.\n",
+    "memory-bank/activeContext.md": "# Active Context\n\n## Current Focus\n\n- Ship the export command.\n"
+                                    "- Keep the page light. <!-- memoryd: importance=4 reinforced=2 -->\n",
 }
+LONG_PAGES = {"entries"}  # 100 entries a page: the viewport, not a 10,000-pixel image
 PAGES = [("dashboard", "/", None), ("entries", "/entries", None), ("history", "/history", None),
          ("audit", "/audit", None), ("access", "/access", None),
          ("section", "/section?path=memory-bank/activeContext.md&section=Current+Focus", None)]
@@ -53,6 +58,21 @@ def sample(root: Path) -> None:
     for rel, text in FILES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
+
+
+def grow(root: Path, files: int, work: Path) -> int:
+    """Add bench/ui_pages.py's folder (notes, peers, groups, the 20k-line log) beside the sample, leaving the
+    sample's files as the writes left them; returns how many memory files the root then holds."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from ui_pages import build_folder
+
+    build_folder(work, files, 6)
+    for src in sorted(work.rglob("*.md")):
+        dest = root / src.relative_to(work)
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            src.replace(dest)
+    return sum(1 for _ in root.rglob("*.md"))
 
 
 def writes(client: Client) -> None:
@@ -71,13 +91,24 @@ def writes(client: Client) -> None:
 
 
 def wait_idle(client: Client) -> None:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         st = client.call("status")
         if not st["pending"] and not st["reconciling"] and not st["vectors"]["pending"]:
             return
         time.sleep(0.1)
-    raise SystemExit("the daemon did not settle in 120 s")
+    raise SystemExit("the daemon did not settle in 300 s")
+
+
+def wait_searchable(client: Client, files: int, timeout: float = 1800) -> None:
+    """Until all ``files`` are indexed for keyword search (vectors may still be filling, as in a first hour)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = client.call("status")
+        if st["files"] >= files and not st["pending"]:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"the daemon did not index {files} files in {timeout:g} s")
 
 
 def shoot(url: str, base: str, out: Path, chromium: str) -> list[Path]:
@@ -91,7 +122,7 @@ def shoot(url: str, base: str, out: Path, chromium: str) -> list[Path]:
         for name, path, _ in PAGES:
             page.goto(base + path)
             taken.append(out / f"{name}.png")
-            page.screenshot(path=str(taken[-1]), full_page=True)
+            page.screenshot(path=str(taken[-1]), full_page=name not in LONG_PAGES)
         page.goto(base + "/search")
         page.locator("#q").press_sequentially("when do we deploy", delay=30)
         page.locator(".hit").first.wait_for()
@@ -105,7 +136,10 @@ def shoot(url: str, base: str, out: Path, chromium: str) -> list[Path]:
         page.locator(".hit a.where").first.click()
         page.wait_for_load_state("load")
         taken.append(out / "file.png")
-        page.screenshot(path=str(taken[-1]), full_page=True)
+        page.screenshot(path=str(taken[-1]))  # the viewport: a page of a file is up to 500 lines
+        page.goto(base + "/file?path=notes/long-log.md&hl=15000#L15000")  # page 30 of 40
+        taken.append(out / "file-pages.png")
+        page.screenshot(path=str(taken[-1]))  # the viewport: the whole page is 500 lines
         browser.close()
     return taken
 
@@ -114,6 +148,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "ui")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--files", type=int, default=5000, help="generated notes beside the sample (0: the sample only)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="ui-shots-", dir="/tmp"))
@@ -126,8 +161,10 @@ def main() -> int:
     try:
         with Client(cfg.socket_path, timeout=60) as client:
             wait_idle(client)
-            writes(client)
+            writes(client)  # first: a write waits for the worker, which the bulk embedding keeps busy
             wait_idle(client)
+            if args.files:
+                wait_searchable(client, grow(root, args.files, tmp / "generated"))
         server, sock, url = build(cfg.socket_path, 0)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()

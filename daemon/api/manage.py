@@ -22,6 +22,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from datetime import date
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from memoryd.daemon.api import path_redaction as shown_paths
@@ -66,8 +67,9 @@ from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.errors import AccessDenied, BadTarget, EntryNotFound, WriteConflict, WriteError
 from memoryd.indexer.markdown.sections import SectionRefused, check_allowed
 from memoryd.indexer.redaction import privacy
-from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select, stats
+from memoryd.indexer.write.entries import MemoryFile, memory_files, page, select
 from memoryd.indexer.write.intake import Accepted, Rejected, prepare
+from memoryd.indexer.write.listing import FolderCache
 from memoryd.indexer.write.restore import Restore, check_restore
 from memoryd.indexer.write.transfer import JSONL, BadLine, ImportItem, export_jsonl, parse_jsonl, to_markdown
 
@@ -97,6 +99,7 @@ class ManageMethods:
         self._max_request_bytes = max_request_bytes  # the socket's cap, told to importers so they split under it
         self._dry_runs: OrderedDict[str, Any] = OrderedDict()  # import_id -> importer.Overlay, latest last
         self._dry_lock = threading.Lock()
+        self._folder = FolderCache(max_file_bytes)  # list and stats: no read of every file per call
 
     def handlers(self) -> dict[str, Handler]:
         return {"list": self.list_entries, "export": self.export, "stats": self.stats, "import": self.import_,
@@ -106,8 +109,11 @@ class ManageMethods:
 
     def list_entries(self, params: dict[str, Any], peer: Peer) -> ListReply:
         req = parse_list(params, peer)
-        entries = select(self._files(req.claim, req.filters.namespace), memory_type=req.filters.type,
-                         since=req.filters.since, until=req.filters.until)
+        session, first, rels = self._paths(req.claim, req.filters.namespace)
+        after = req.cursor.rpartition(":")[0] if req.cursor else None  # files before the cursor's are skipped unread
+        files = (files_for(session, [f], self._cfg.redact_index)[0]
+                 for f in self._folder.files_from(first, rels, after, req.filters.type))
+        entries = select(files, memory_type=req.filters.type, since=req.filters.since, until=req.filters.until)
         try:
             found, cursor = page(entries, req.cursor, req.limit)
         except ValueError as exc:
@@ -129,9 +135,22 @@ class ManageMethods:
 
     def stats(self, params: dict[str, Any], peer: Peer) -> StatsReply:
         req = parse_stats(params, peer)
-        per = shown_paths.per_namespace(stats(self._files(req.claim, req.namespace)))
+        _session, first, rels = self._paths(req.claim, req.namespace)
+        per = shown_paths.per_namespace(self._folder.stats(first, rels))
         total = {k: sum(row[k] for row in per.values()) for k in ("files", "entries", "bytes")}
         return {"namespaces": per, "total": total}
+
+    def _paths(self, claim: SessionClaim, raw: str | None) -> tuple[Session, Path, list[str]]:
+        """The session, the first root and the paths of namespace ``raw`` (None: all the session may read),
+        from the folder cache (``list`` and ``stats``; ``export`` reads everything anyway)."""
+        session = claim.resolve()
+        ns = own_namespace(session) if raw is None else _checked(lambda: parse_namespace(raw, session))
+        _checked(lambda: authorize(session, READ, ns))
+        roots = self._roots()
+        first = roots.roots[0]
+        check = path_check(session, roots)
+        accept = (lambda rel: True) if check is None else (lambda rel: check(str(first), rel))
+        return session, first, self._folder.paths(first, ns, accept)
 
     def _files(self, claim: SessionClaim, raw: str | None) -> list[MemoryFile]:
         """The files of namespace ``raw`` (None: all the session may read), for the claimed session."""

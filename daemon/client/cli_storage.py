@@ -70,16 +70,20 @@ def _reindex(cfg: Any) -> int:
     from memoryd.daemon.oneshot import ensure_roots, summary_line
     from memoryd.daemon.watch.pathfilter import PathFilter
     from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.ingestion.identity import rows_identity
     from memoryd.indexer.ingestion.reconcile import reconcile
-    from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+    from memoryd.indexer.storage.postgres.backend import PostgresBackend
 
     configure_logging(cfg.log.level, cfg.log.format)
     t0 = time.perf_counter()
     roots = ensure_roots(cfg)
-    index = PgMemoryIndex(cfg, load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key), reindex=True)
+    embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
+    backend = PostgresBackend(cfg, embedder, rows_identity(cfg, embedder), reindex=True)
+    index = MemoryIndex(cfg, embedder, backend)
     try:
-        if index.reset is not None:
-            files, chunks, generation = index.reset
+        if backend.reset is not None:
+            files, chunks, generation = backend.reset
             print(f"dropped {files} files and {chunks} chunks of every site (identity generation {generation});"
                   " the embedding cache was kept", file=sys.stderr)
         path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)

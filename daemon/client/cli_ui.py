@@ -2,8 +2,9 @@
 
 Import-light on purpose, like ``cli_mcp``: ``memoryd.daemon.cli`` imports this module for
 every command (editors run ``memoryd reindex`` on each save), so Starlette, uvicorn and Jinja2
-(the ``ui`` extra) are imported only inside :func:`cmd_ui`. Exit status: 130 after Ctrl-C (as for
-every command), 2 for bad flags, 3 when the port is taken or the ``ui`` extra is missing.
+(in the default install, docs/ui.md "Install") are imported only inside :func:`cmd_ui`. Exit status: 130
+after Ctrl-C (as for every command), 2 for bad flags, 3 when the port is taken or a dependency of the page
+is missing (the message names the command for the way memoryd was installed: pipx, uv tool, a venv).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from memoryd.daemon.client.cli_help import command
 from memoryd.daemon.exits import EXIT_STARTUP
-
-EXTRA_HINT = "pip install 'memoryd[ui]'"
 
 
 def _port(text: str) -> int:
@@ -49,14 +49,30 @@ def _socket(args: argparse.Namespace) -> Path:
     return client_socket_path(args.config, os.environ)
 
 
+def _settings(args: argparse.Namespace) -> Any:
+    """The sections and abstention score from the config the daemon reads (its defaults when it has none,
+    or when it does not load: the daemon would refuse it too, and the page says what the daemon says)."""
+    from memoryd.daemon.ui.state import Settings
+    from memoryd.indexer import config
+    from memoryd.indexer.errors import MemorydError
+
+    try:
+        cfg = config.load(args.config)
+    except (MemorydError, OSError, ValueError):
+        return Settings()
+    return Settings(sections=tuple(cfg.write.sections), min_score=cfg.search.min_score)
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     try:
         from memoryd.daemon.ui.server import BindError, serve
     except ImportError as exc:
-        print(f"memoryd ui: needs the ui extra ({exc.name or exc} is missing): {EXTRA_HINT}", file=sys.stderr)
+        from memoryd.daemon.client.install_hint import missing_ui_message
+
+        print(missing_ui_message(exc.name or str(exc)), file=sys.stderr)
         return EXIT_STARTUP
     try:
-        return serve(_socket(args), args.port, open_browser=not args.no_browser)
+        return serve(_socket(args), args.port, open_browser=not args.no_browser, settings=_settings(args))
     except BindError as exc:
         print(f"memoryd ui: {exc}", file=sys.stderr)
         return EXIT_STARTUP

@@ -19,15 +19,15 @@ from starlette.staticfiles import StaticFiles
 from memoryd.daemon.ui.bridge import Daemon
 from memoryd.daemon.ui.routes import ROUTES
 from memoryd.daemon.ui.security import Guard, Keys
-from memoryd.daemon.ui.state import HERE, QUICK_TIMEOUT_S, Ui, environment
+from memoryd.daemon.ui.state import HERE, QUICK_TIMEOUT_S, Settings, Ui, environment
 
 
 def create_app(socket: str | os.PathLike[str], port: int, keys: Keys | None = None,
-               on_token: Callable[[], None] | None = None) -> Starlette:
+               on_token: Callable[[], None] | None = None, settings: Settings | None = None) -> Starlette:
     """The app for one start on ``port`` (the Host allow-list names it), talking to the daemon on ``socket``;
     ``on_token`` runs when a request brings the token (:mod:`memoryd.daemon.ui.launch` removes its file)."""
     ui = Ui(daemon=Daemon(socket), quick=Daemon(socket, timeout=QUICK_TIMEOUT_S), keys=keys or Keys.fresh(),
-            port=port, env=environment())
+            port=port, env=environment(), settings=settings or Settings())
     app = Starlette(
         routes=[*ROUTES, Mount("/static", StaticFiles(directory=HERE / "static"), name="static")],
         middleware=[Middleware(Guard, keys=ui.keys, port=port, on_token=on_token)],

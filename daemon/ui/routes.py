@@ -10,7 +10,9 @@ refusal of access (the socket's owner-only rule, unchanged), 400 for other refus
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,7 +25,7 @@ from memoryd.daemon.api.vocabulary import DEFAULT_K, MAX_CLIENT_K, SEARCH_MODES
 from memoryd.daemon.client.cli_write import TYPES
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, AMBIGUOUS_PATH
-from memoryd.daemon.ui import views
+from memoryd.daemon.ui import edits, views
 from memoryd.daemon.ui.bridge import Daemon
 from memoryd.daemon.ui.security import CSRF_FIELD, CSRF_HEADER, TOKEN_PARAM
 from memoryd.daemon.ui.state import Ui
@@ -90,18 +92,48 @@ def post(fn: Action) -> Callable[[Request], Awaitable[Response]]:
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         if not ui.keys.csrf_ok(fields.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)):
             return PlainTextResponse("403: missing or wrong CSRF token\n", status_code=403)
+        acted = _local(fields.get("back")) or _referer(request)  # the page the person acted on
         try:
             kind, message, target = await run_in_threadpool(fn, fields, ui)
         except NotRunningError as exc:
             return ui.error(request, 503, str(exc))
         except RpcClientError as exc:
-            kind, message, target = "error", f"{exc.message} ({exc.code})", "/"
-        except (DaemonError, ValueError) as exc:
-            kind, message, target = "error", str(exc), "/"
-        return _back(request, ui, _local(fields.get("back")) or target, ui.flashes.put(kind, message))
+            return _refused(request, ui, acted, f"{exc.message} ({exc.code})", fields)
+        except (Refused, DaemonError, ValueError) as exc:
+            return _refused(request, ui, acted, str(exc), fields)
+        return _back(request, ui, (acted if kind == "error" else None) or target, ui.flashes.put(kind, message))
 
     endpoint.csrf_checked = True  # type: ignore[attr-defined]  # tests/ui/test_ui_http.py: every POST route has it
     return endpoint
+
+
+class Refused(Exception):
+    """The daemon answered an action with "rejected": shown, in red, on the page where the person acted."""
+
+
+def _refused(request: Request, ui: Ui, acted: str | None, message: str, fields: dict[str, str]) -> Response:
+    """Back to the page the person acted on (never the dashboard), the refusal and their text with it."""
+    flash = ui.flashes.put("error", message, fields.get("content"))
+    return _back(request, ui, acted or "/", flash)
+
+
+def _referer(request: Request) -> str | None:
+    """The same-origin page a form was sent from (``Referrer-Policy: same-origin`` sends it), as a local path."""
+    ref = request.headers.get("referer") or ""
+    origin = f"http://{request.headers.get('host', '')}"
+    if not ref.startswith(origin + "/"):
+        return None
+    local = ref[len(origin):]
+    return _local(_without(local, "flash"))
+
+
+def _without(url: str, name: str) -> str:
+    """``url`` without its query parameter ``name`` (an old flash must not show twice)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    parts = urlsplit(url)
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != name]
+    return parts.path + (f"?{urlencode(kept)}" if kept else "")
 
 
 def _local(url: str | None) -> str | None:
@@ -112,12 +144,37 @@ def _local(url: str | None) -> str | None:
 
 
 def _back(request: Request, ui: Ui, target: str, flash: str) -> Response:
+    target = _without(target.partition("#")[0], "flash") + ("#" + target.partition("#")[2] if "#" in target else "")
     extra = {"flash": flash}
     if request.scope.get("memoryd.query_token"):  # a client without cookies: the next page needs the token too
         extra[TOKEN_PARAM] = ui.keys.token
     sep = "&" if "?" in target.split("#")[0] else "?"
     path, _, anchor = target.partition("#")
     return RedirectResponse(path + sep + urlencode(extra) + (f"#{anchor}" if anchor else ""), status_code=303)
+
+
+def both(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
+    """``first()`` and ``second()`` at once (two socket calls on two connections): on PostgreSQL ``status`` waits
+    on the database, and the dashboard then costs the slower answer rather than the sum. ``second`` runs on a
+    thread of its own, joined before this returns; its exception is raised here."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, second()))
+        except BaseException as exc:  # re-raised below, in the page's thread
+            out.append((False, exc))
+
+    helper = threading.Thread(target=run, name="ui-second-call")
+    helper.start()
+    try:
+        a = first()
+    finally:
+        helper.join()
+    ok, b = out[0]
+    if not ok:
+        raise b
+    return a, b
 
 
 def _int(text: str | None, default: int, lo: int, hi: int) -> int:
@@ -132,8 +189,7 @@ def _int(text: str | None, default: int, lo: int, hi: int) -> int:
 
 @page
 def dashboard(request: Request, ui: Ui) -> Response:
-    status = ui.daemon.call("status")
-    stats = ui.stats()
+    status, stats = both(lambda: ui.daemon.call("status"), ui.stats)
     return ui.page(request, "dashboard.html", nav="dashboard", d=views.dashboard(status, stats))
 
 
@@ -149,7 +205,11 @@ def _search(request: Request, ui: Ui, daemon: Daemon | None = None) -> dict[str,
         if explain:
             params["explain"] = True
         result = (daemon or ui.daemon).call("search", params)
-        ctx.update(result=result, hits=views.hits(result, q), analysis=views.analysis_rows(result) if explain else [])
+        found = views.hits(result, q)
+        floor = ui.settings.min_score  # under it the daemon's context and MCP tools abstain: "weaker matches"
+        ctx.update(result=result, hits=found, analysis=views.analysis_rows(result) if explain else [],
+                   strong=[h for h in found if h.score >= floor], weak=[h for h in found if h.score < floor],
+                   min_score=floor)
     return ctx
 
 
@@ -169,16 +229,18 @@ def file_view(request: Request, ui: Ui) -> Response:
     path = request.query_params.get("path", "")
     if not path:
         return ui.error(request, 400, "which file? (/file?path=PATH)")
+    marked = views.parse_lines(request.query_params.get("hl"))
+    start = views.page_start(_int(request.query_params.get("from"), 0, 0, 10**9) or None, marked)
     try:
-        result = ui.daemon.call("get", {"path": path})
+        result = ui.daemon.call("get", {"path": path, "start_line": start, "end_line": start + views.FILE_PAGE - 1})
     except RpcClientError as exc:
         if exc.code != AMBIGUOUS_PATH or not isinstance(exc.data, dict):
             raise
         names = [str(c) for c in exc.data.get("candidates", [])]
         return ui.page(request, "ambiguous.html", status=409, nav="", name=path,
                        candidates=[(c, views.file_href(c)) for c in names])
-    marked = views.parse_lines(request.query_params.get("hl"))
-    return ui.page(request, "file.html", nav="", result=result, lines=views.file_lines(result, marked), name=path)
+    return ui.page(request, "file.html", nav="", result=result, lines=views.file_lines(result, marked), name=path,
+                   pager=views.file_pager(path, result, request.query_params.get("hl")))
 
 
 @page
@@ -190,7 +252,8 @@ def entries(request: Request, ui: Ui) -> Response:
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return ui.page(request, "entries.html", nav="entries", entries=result.get("entries", []),
                    next_cursor=result.get("next_cursor"), chosen_ns=namespace, chosen_type=kind, types=TYPES,
-                   namespaces=ui.namespaces(), here=here, file_href=views.file_href)
+                   namespaces=ui.namespaces(), here=here, file_href=views.file_href,
+                   writable=ui.settings.writable, paged=bool(wanted["cursor"]))
 
 
 @page
@@ -200,9 +263,14 @@ def section_form(request: Request, ui: Ui) -> Response:
         return ui.error(request, 400, "which section? (/section?path=PATH&section=TITLE)")
     result = ui.daemon.call("get", {"path": path})
     found = views.section_body(result.get("text", ""), title)
+    flash = ui.flashes.peek(request.query_params.get("flash"))
+    draft = flash[2] if flash else None  # a refused edit: what the person typed, to fix and send again
+    body = found[1] if found else ""
     return ui.page(request, "section.html", nav="entries", name=path, title=title, found=found is not None,
-                   body=found[1] if found else "", href=views.file_href(path, found[0] if found else None,
-                                                                      anchor=found[0] if found else None))
+                   body=draft if draft is not None else edits.editable_body(body),
+                   writable=ui.settings.writable(title), sections=ui.settings.sections,
+                   user_block=edits.has_user_block(body), here=request.url.path + "?" + request.url.query,
+                   href=views.file_href(path, found[0] if found else None, anchor=found[0] if found else None))
 
 
 @page
@@ -236,16 +304,32 @@ def _session_of(namespace: str) -> dict[str, str] | None:
 
 @page
 def access(request: Request, ui: Ui) -> Response:
-    """For each peer and group: the files its confined session may read (the socket's ``files``, asked
-    as that session). Agents run as owner sessions (``memoryd mcp``): they read everything."""
+    """Each namespace with its counts; for the peer or group chosen (``?namespace=``), the files its confined
+    session may read (the socket's ``files``, asked as that session) — one namespace's files per view, not
+    every namespace's on every view. Agents run as owner sessions (``memoryd mcp``): they read everything."""
     stats = ui.stats()
+    chosen = request.query_params.get("namespace", "")
+    offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
     rows = []
     for name, counts in sorted(stats.get("namespaces", {}).items()):
         session = _session_of(name)
-        files = ui.daemon.call("files", {"limit": ACCESS_FILES, "session": session}) if session else None
-        rows.append({"namespace": name, "session": session, "counts": counts,
-                     "files": (files or {}).get("files"), "more": bool((files or {}).get("next_offset"))})
-    return ui.page(request, "access.html", nav="access", rows=rows, file_href=views.file_href)
+        files = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session}) \
+            if session and name == chosen else None
+        nxt = (files or {}).get("next_offset")
+        rows.append({"namespace": name, "session": session, "counts": counts, "open": files is not None,
+                     "href": "/access?" + urlencode({"namespace": name}) + f"#ns-{name}",
+                     "files": (files or {}).get("files"), "offset": offset,
+                     "next": "/access?" + urlencode({"namespace": name, "offset": nxt}) + f"#ns-{name}"
+                     if nxt else None})
+    return ui.page(request, "access.html", nav="access", rows=rows, file_href=views.file_href, access_page=ACCESS_FILES)
+
+
+FAVICON = (Path(__file__).resolve().parent / "static" / "favicon.svg").read_bytes()
+
+
+async def favicon(request: Request) -> Response:
+    """``/favicon.ico``, which browsers ask for whatever the page links: the same small SVG, not a 404."""
+    return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
 # -- actions ---------------------------------------------------------------------
@@ -295,11 +379,14 @@ def promote(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
 @post
 def update_section(fields: dict[str, str], ui: Ui) -> tuple[str, str, str]:
     path, title = _required(fields, "path", "section")
-    r = ui.daemon.call("update_section", {"path": path, "section": title, "content": fields.get("content", "")})
+    current = views.section_body(ui.daemon.call("get", {"path": path}).get("text", ""), title)
+    content = edits.restore_markers(fields.get("content", ""), current[1] if current else "")
+    r = ui.daemon.call("update_section", {"path": path, "section": title, "content": content})
     if r.get("decision") == "rejected":
-        return "error", f"not updated ({r.get('rule')}): {r.get('reason')}", "/entries"
+        raise Refused(f"not updated ({r.get('rule')}): {r.get('reason')}")
     undo = f"; undo from the history ({r['history_id']})" if r.get("history_id") else ""
-    return "ok", f"{r.get('decision')}: {r.get('path')}, section {title}{undo}", "/entries"
+    return "ok", f"{r.get('decision')}: {r.get('path')}, section {title}{undo}", \
+        views.file_href(r.get("path") or path, r.get("line"), anchor=r.get("line"))  # the section's page
 
 
 @post
@@ -319,6 +406,7 @@ ROUTES = [
     Route("/history", history),
     Route("/audit", audit),
     Route("/access", access),
+    Route("/favicon.ico", favicon),
     Route("/forget", forget, methods=["POST"]),
     Route("/promote", promote, methods=["POST"]),
     Route("/section", update_section, methods=["POST"]),

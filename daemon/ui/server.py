@@ -32,6 +32,7 @@ from memoryd.daemon.ui.app import create_app
 from memoryd.daemon.ui.launch import Launcher
 from memoryd.daemon.ui.limits import KEEP_ALIVE_S, MAX_CONNECTIONS, REQUEST_TIMEOUT_S, bounded_protocol
 from memoryd.daemon.ui.security import Keys
+from memoryd.daemon.ui.state import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -79,7 +80,7 @@ def _open(url: str) -> None:
 
 def build(socket_path: Path, port: int, on_token: Callable[[], None] | None = None,
           request_timeout_s: float = REQUEST_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
-          owner_uid: int | None = None) -> tuple[Any, socket.socket, str]:
+          owner_uid: int | None = None, settings: Settings | None = None) -> tuple[Any, socket.socket, str]:
     """The uvicorn server (not started), its bound socket and the URL to open. The protocol is httptools'
     (in the ``ui`` extra; ~0.4 ms faster than h11, which stays the fallback) with the request deadline and
     connection cap of :mod:`memoryd.daemon.ui.limits`, serving only connections of ``owner_uid`` (default: ours);
@@ -91,7 +92,7 @@ def build(socket_path: Path, port: int, on_token: Callable[[], None] | None = No
     port = sock.getsockname()[1]
     owner_uid = os.geteuid() if owner_uid is None else owner_uid  # only its connections are served (tests: another)
     keys = Keys.fresh()
-    app = create_app(socket_path, port, keys, on_token=on_token)
+    app = create_app(socket_path, port, keys, on_token=on_token, settings=settings)
     config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
                             server_header=False, proxy_headers=False, ws="none",
                             http=bounded_protocol(request_timeout_s, max_connections, owner_uid),
@@ -100,14 +101,14 @@ def build(socket_path: Path, port: int, on_token: Callable[[], None] | None = No
 
 
 def serve(socket_path: Path, port: int, open_browser: bool,
-          say: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+          say: Callable[[str], None] = lambda line: print(line, flush=True), settings: Settings | None = None) -> int:
     """Run until Ctrl-C or SIGTERM. uvicorn stops gracefully, then hands the signal on: Ctrl-C ends
     as ``KeyboardInterrupt`` (the CLI's exit 130, as for every command), SIGTERM as the signal."""
     from memoryd.daemon.logs import configure_logging
 
     configure_logging("info", "auto")  # stderr: refusals (ui.refused) and uvicorn's warnings; never a URL
     launcher = Launcher(os.environ)
-    server, sock, url = build(socket_path, port, on_token=launcher.remove)
+    server, sock, url = build(socket_path, port, on_token=launcher.remove, settings=settings)
     say(f"memoryd ui: {url}")
     say("  (a new token each start; Ctrl-C stops it)")
     if not socket_path.exists():

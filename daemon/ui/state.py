@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse
 from memoryd.daemon.ui.bridge import Daemon
 from memoryd.daemon.ui.security import Keys
 from memoryd.daemon.ui.views import visible
+from memoryd.indexer.config import SearchConfig, WriteConfig
 
 HERE = Path(__file__).resolve().parent
 MAX_FLASHES = 64
@@ -28,22 +29,43 @@ NAMESPACES_TTL_S = 10.0
 QUICK_TIMEOUT_S = 10.0
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What the page takes from memoryd's config (the one ``memoryd ui --config`` names, as the daemon's):
+    which sections ``update_section`` may replace (only those get an "edit section"), and the calibrated
+    score under which the daemon's context and MCP tools abstain (hits under it are "weaker matches")."""
+
+    sections: tuple[str, ...] = WriteConfig().sections
+    min_score: float = SearchConfig().min_score
+
+    def writable(self, title: str | None) -> bool:
+        return bool(title) and (title or "").strip().casefold() in {s.strip().casefold() for s in self.sections}
+
+
 class Flashes:
-    """One-shot messages from a POST to the page it redirects to, by random id (bounded, thread-safe)."""
+    """One-shot messages from a POST to the page it redirects to, by random id (bounded, thread-safe); a
+    refusal can carry what the person typed (``draft``), so the page where they acted shows it again."""
 
     def __init__(self) -> None:
-        self._items: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[str, str, str | None]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def put(self, kind: str, text: str) -> str:
+    def put(self, kind: str, text: str, draft: str | None = None) -> str:
         key = secrets.token_urlsafe(8)
         with self._lock:
-            self._items[key] = (kind, text)
+            self._items[key] = (kind, text, draft)
             while len(self._items) > MAX_FLASHES:
                 self._items.popitem(last=False)
         return key
 
-    def pop(self, key: str | None) -> tuple[str, str] | None:
+    def peek(self, key: str | None) -> tuple[str, str, str | None] | None:
+        """The message ``key`` without using it up (the page that renders it pops it)."""
+        if not key:
+            return None
+        with self._lock:
+            return self._items.get(key)
+
+    def pop(self, key: str | None) -> tuple[str, str, str | None] | None:
         if not key:
             return None
         with self._lock:
@@ -60,6 +82,7 @@ class Ui:
     keys: Keys
     port: int
     env: jinja2.Environment
+    settings: Settings = field(default_factory=Settings)
     flashes: Flashes = field(default_factory=Flashes)
     _namespaces: tuple[float, list[str]] = (float("-inf"), [])
 
@@ -85,7 +108,8 @@ class Ui:
         self.quick.close()
 
     def error(self, request: Request, status: int, message: str) -> HTMLResponse:
-        return self.page(request, "error.html", status=status, status_code=status, message=message, nav="")
+        return self.page(request, "error.html", status=status, status_code=status, message=message, nav="",
+                         how_to_start=status == 503 and "memoryd run" not in message)
 
 
 def environment() -> jinja2.Environment:

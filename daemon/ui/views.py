@@ -18,12 +18,11 @@ from markupsafe import Markup, escape
 
 from memoryd.daemon.client.render import backlog_text, duration_text, fresh_text, size_text
 from memoryd.daemon.client.termsafe import escape as visible_controls
+from memoryd.daemon.ui.words import QueryWords, query_words
 from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 CONTEXT_LINES = 1  # lines shown around a matched line of a long hit
 SHORT_HIT = 8  # a hit of at most this many lines is shown whole
-_WORD = re.compile(r"\w{2,}", re.UNICODE)
-_ASCII_WORD = re.compile(r"[a-z0-9_]+")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 # What memoryd.daemon.client.termsafe.escape rewrites (C0 but newline and tab, DEL, C1, bidi controls):
 # one search finds the lines that need it, so the common line costs one regex, not three.
@@ -42,25 +41,15 @@ def visible(value: object) -> object:
     return _shown(value)
 
 
-def query_pattern(query: str) -> re.Pattern[str] | None:
-    """The query's words, longest first, as one case-insensitive pattern; None if none. A Latin word
-    (3+ letters) matches where a word starts (``deploy`` in "deploys", not ``do`` in "undo"); other
-    scripts (2+ letters, CJK has no spaces) match anywhere."""
-    words = {w.lower() for w in _WORD.findall(query)}
-    parts = [rf"\b{re.escape(w)}" if _ASCII_WORD.fullmatch(w) else re.escape(w)
-             for w in sorted(words, key=len, reverse=True) if len(w) >= 3 or not _ASCII_WORD.fullmatch(w)]
-    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
-
-
-def highlight(line: str, pattern: re.Pattern[str] | None) -> Markup:
-    """``line`` escaped (controls made visible first), with the query's words in ``<mark>``."""
+def highlight(line: str, words: QueryWords | None) -> Markup:
+    """``line`` escaped (controls made visible first), with the query's content words in ``<mark>``."""
     line = _shown(line)
-    if pattern is None:
+    if words is None:
         return escape(line)
     out, last = [], 0
-    for m in pattern.finditer(line):
-        out += [escape(line[last:m.start()]), Markup("<mark>"), escape(m.group()), Markup("</mark>")]
-        last = m.end()
+    for start, end in words.finditer(line):
+        out += [escape(line[last:start]), Markup("<mark>"), escape(line[start:end]), Markup("</mark>")]
+        last = end
     out.append(escape(line[last:]))
     return Markup("").join(out)
 
@@ -97,12 +86,12 @@ def file_href(path: str, start: int | None = None, end: int | None = None, ancho
 
 def hits(result: dict[str, Any], query: str) -> list[Hit]:
     """The search result's hits, each with its matched lines marked and the query's words highlighted."""
-    pattern = query_pattern(query)
+    pattern = query_words(query)
     several_roots = bool(result.get("roots"))
     return [_hit(h, pattern, several_roots) for h in result.get("hits", [])]
 
 
-def _hit(h: dict[str, Any], pattern: re.Pattern[str] | None, several_roots: bool) -> Hit:
+def _hit(h: dict[str, Any], pattern: QueryWords | None, several_roots: bool) -> Hit:
     """One hit; its explain rows only when the daemon sent ``explain`` (the page asked for it)."""
     start, end = int(h.get("start_line", 1)), int(h.get("end_line", 1))
     matched = [n for n in h.get("match_lines") or [] if start <= n <= end]
@@ -116,7 +105,7 @@ def _hit(h: dict[str, Any], pattern: re.Pattern[str] | None, several_roots: bool
                explain=_explain_rows(h) if "explain" in h else [], extra=extra)
 
 
-def _hit_lines(texts: Sequence[str], start: int, matched: set[int], pattern: re.Pattern[str] | None) -> list[HitLine]:
+def _hit_lines(texts: Sequence[str], start: int, matched: set[int], pattern: QueryWords | None) -> list[HitLine]:
     """Every line of a short hit; of a long one, the matched lines with a line around each, ``…`` between."""
     shown = set(range(start, start + len(texts)))
     if len(texts) > SHORT_HIT and matched:
@@ -184,13 +173,41 @@ class FileLine:
 
 
 def file_lines(result: dict[str, Any], marked: Iterable[int]) -> list[FileLine]:
-    """The lines ``get`` returned, numbered from its ``start_line``."""
+    """The lines ``get`` returned, numbered from its ``start_line``; ``<!-- memoryd: … -->`` markers (an
+    entry's importance and reinforcements) are memoryd's bookkeeping, never shown as text."""
     text = result.get("text", "")
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
     first, keep = int(result.get("start_line", 1)), set(marked)
-    return [FileLine(first + i, line, first + i in keep) for i, line in enumerate(lines)]
+    return [FileLine(first + i, strip_markers(line) if "<!--" in line else line, first + i in keep)
+            for i, line in enumerate(lines)]
+
+
+FILE_PAGE = 500  #: lines of a file per page: a 20,000-line file is 40 pages, never 3 MB of HTML at once
+
+
+def page_start(start: int | None, marked: Iterable[int]) -> int:
+    """The first line of the page to show: ``start`` (rounded to a page), else the page of the first
+    marked line (a hit's link), else 1."""
+    first = start or min(marked, default=1)
+    return (max(first, 1) - 1) // FILE_PAGE * FILE_PAGE + 1
+
+
+def file_pager(path: str, result: dict[str, Any], hl: str | None) -> list[tuple[str, str | None]]:
+    """(label, href or None) links around the page of ``result``: first, previous, next, last."""
+    total, start = int(result.get("total_lines") or 0), int(result.get("start_line") or 1)
+    if total <= FILE_PAGE:
+        return []
+    last = (total - 1) // FILE_PAGE * FILE_PAGE + 1
+
+    def href(at: int) -> str:
+        return "/file?" + urlencode({"path": path, "from": at, **({"hl": hl} if hl else {})})
+
+    return [("first", href(1) if start > 1 else None),
+            ("previous", href(start - FILE_PAGE) if start > 1 else None),
+            ("next", href(start + FILE_PAGE) if start < last else None),
+            ("last", href(last) if start < last else None)]
 
 
 def parse_lines(spec: str | None) -> set[int]:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from memoryd.indexer.fill.line_vectors import FillResult, LineVectorFill
     from memoryd.indexer.ingestion.indexstats import IndexStats, Progress
     from memoryd.indexer.storage.base import LineStore, VectorStore
-    from memoryd.indexer.storage.embedded.ann import Rebuild
+    from memoryd.indexer.storage.base import RebuildJob as Rebuild
     from memoryd.indexer.types import Embedder
 
 

@@ -24,7 +24,7 @@ import structlog
 from memoryd.daemon.work.polite import lower_priority
 from memoryd.daemon.work.ports import WritableIndex
 from memoryd.indexer.errors import MemorydError
-from memoryd.indexer.storage.embedded.ann import Rebuild
+from memoryd.indexer.storage.base import RebuildJob as Rebuild
 
 log = structlog.get_logger(__name__)
 

@@ -15,7 +15,7 @@ backlog — nothing to keep in memory or recover after a crash. :class:`LineVect
 through it a bounded step at a time, after the chunk vectors (the daemon's idle work), and
 each slice's chunks are written in one transaction, only if the chunk still holds the text it
 was read with (the id of a deleted chunk may be reused). Each backend keeps the rows its own
-way (:class:`LineRows`: :mod:`memoryd.indexer.storage.embedded.store_lines` for SQLite,
+way (:class:`~memoryd.indexer.storage.base.LineRows`: :mod:`memoryd.indexer.storage.embedded.store_lines` for SQLite,
 :mod:`memoryd.indexer.storage.postgres.line_rows`).
 """
 
@@ -25,11 +25,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from memoryd.indexer.storage.base import CacheStore
+from memoryd.indexer.storage.base import CacheStore, LineRows
 from memoryd.indexer.storage.embedded.cache import cache_key
 from memoryd.indexer.storage.line_codec import LineRow, PendingChunk, chunk_lines, encode
 from memoryd.indexer.types import Embedder
@@ -38,23 +38,6 @@ STEP_LINES = 256  # lines a fill step embeds at most (short passages: about a se
 SLICE_LINES = 64  # lines a model call embeds at most (a task waits for one call at most)
 INLINE_LINES = 16  # a step this small runs on the inline session (a save's few lines; see fill)
 RECENT_LINES = 2048  # lines embedded lately kept in memory (3 MB): repeated lines are not embedded again
-
-
-class LineRows(Protocol):
-    """Where a backend keeps the line vectors: what :class:`LineVectorFill` asks of it."""
-
-    def next_chunks(self, limit: int, floor: int) -> list[PendingChunk]:
-        """Up to ``limit`` of the oldest chunks (of this index's site) without line vectors, ids ``floor`` up."""
-        ...
-
-    def write(self, rows: Sequence[LineRow]) -> None:
-        """In one transaction, the rows of the chunks that still hold the text hashed (a chunk deleted or
-        replaced meanwhile gets none)."""
-        ...
-
-    def count(self) -> int:
-        """Chunks (of this index's site) without line vectors."""
-        ...
 
 
 @dataclass

@@ -3,7 +3,7 @@
 ``embedded`` (the default, :mod:`memoryd.indexer.storage.embedded`) is SQLite + FTS5 + FAISS
 in the data directory. ``postgres`` (:mod:`memoryd.indexer.storage.postgres`) keeps the same
 rows in PostgreSQL + pgvector, shared by several daemons ("sites").
-:func:`memoryd.indexer.storage.factory.open_index` opens the one ``cfg`` names.
+:func:`memoryd.indexer.storage.factory.open_backend` opens the one ``cfg`` names.
 """
 
 from __future__ import annotations

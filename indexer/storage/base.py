@@ -11,9 +11,12 @@ checker proves it (:mod:`memoryd.indexer.storage.conformance`):
 * :class:`VectorStore`: nearest-neighbour search over the chunks' vectors.
 
 An opened backend is a :class:`Backend`: those three, its query side
-(:mod:`memoryd.indexer.search.legs`) and the :class:`Capabilities` it declares.
-:class:`memoryd.indexer.engine.MemoryIndex` holds one and is typed against these
-Protocols only. The storage errors every backend raises live here too.
+(:mod:`memoryd.indexer.search.legs`), the :class:`Capabilities` it declares and the
+runtime hooks where backends differ (guard before a write, save, status, upkeep,
+rebuilds, line rows, close). :class:`memoryd.indexer.engine.MemoryIndex` holds one and
+is typed against these Protocols only; ``storage/embedded/backend.py`` and
+``storage/postgres/backend.py`` implement it side by side (docs/backends.md: adding a
+third). The storage errors every backend raises live here too.
 
 Connections are typed ``Any`` on purpose: a transaction's connection is only
 handed from the store to the cache of the *same* backend.
@@ -30,14 +33,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from memoryd.indexer.errors import StoreError
 
 if TYPE_CHECKING:
+    import threading
+
     import numpy as np
 
+    from memoryd.indexer.fill.backlog import VectorBacklog
     from memoryd.indexer.search.legs import SearchLegs
+    from memoryd.indexer.search.query import Query
+    from memoryd.indexer.storage.index_status import IndexStatus
+    from memoryd.indexer.storage.line_codec import LineRow, PendingChunk
     from memoryd.indexer.storage.rows import ChunkRow, FileChange, FileRow, NewChunk
     from memoryd.indexer.types import FloatArray
 
-__all__ = ["EMBEDDED", "LINE_WAIT_MS", "Backend", "CacheStore", "Capabilities", "ChunkStore", "LineStore",
-           "SchemaTooNewError", "SiteLockedError", "StorageUnavailableError", "VectorStore"]
+__all__ = ["EMBEDDED", "LINE_WAIT_MS", "Backend", "CacheStore", "Capabilities", "ChunkStore", "LineRows",
+           "LineStore", "RebuildJob", "SchemaTooNewError", "SiteLockedError", "StorageUnavailableError", "VectorStore"]
 
 LINE_WAIT_MS = 50
 """How long storing line vectors waits for the indexer's write: a line not stored now is embedded again
@@ -118,6 +127,24 @@ class LineStore(Protocol):
     def close(self) -> None: ...
 
 
+class LineRows(Protocol):
+    """Where a backend keeps the chunks' line vectors: what :class:`~memoryd.indexer.fill.line_vectors.LineVectorFill`
+    asks of it."""
+
+    def next_chunks(self, limit: int, floor: int) -> list[PendingChunk]:
+        """Up to ``limit`` of the oldest chunks (of this index's site) without line vectors, ids ``floor`` up."""
+        ...
+
+    def write(self, rows: Sequence[LineRow]) -> None:
+        """In one transaction, the rows of the chunks that still hold the text hashed (a chunk deleted or
+        replaced meanwhile gets none)."""
+        ...
+
+    def count(self) -> int:
+        """Chunks (of this index's site) without line vectors."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do, declared by it (callers ask this, never probe attributes).
@@ -147,16 +174,99 @@ EMBEDDED = Capabilities(sites=False, keyword_first=True, vector_rebuilds=True, l
                         line_vectors=True, vectors_in_rows=False)
 
 
-@dataclass(frozen=True)
-class Backend:
-    """One opened backend, as :class:`memoryd.indexer.engine.MemoryIndex` holds it: the three
-    storage parts, the query side (:mod:`memoryd.indexer.search.legs`) and its capabilities."""
+class RebuildJob(Protocol):
+    """A planned rebuild of a backend's vector structure (``Capabilities.vector_rebuilds``), as its
+    owner runs it: planned under the lock, built on any thread without it, handed back."""
 
-    store: ChunkStore
-    cache: CacheStore
-    vectors: VectorStore
-    legs: SearchLegs
-    capabilities: Capabilities
+    kind: str
+    reason: str
+    vectors: int
+
+    def build(self, should_stop: Callable[[], bool] = ..., on_batch: Callable[[int], None] | None = None) -> bool:
+        ...
+
+
+class Backend(Protocol):
+    """One opened backend, as :class:`memoryd.indexer.engine.MemoryIndex` runs it: the storage parts,
+    the query side, what it can do, and the hooks where backends differ (opening, the guard before a
+    write, snapshots, upkeep, status, vector rebuilds, line rows, closing).
+
+    Built before the index (:func:`memoryd.indexer.storage.factory.open_backend`); it owns the lock
+    its commits and searches share (the legs read under it) and the vector backlog it recovered on
+    opening (chunks committed without a vector). ``identity`` is what the stored rows were made with,
+    as stored: opening checked it against the one it was given (and dropped or refused the rows)."""
+
+    @property
+    def store(self) -> ChunkStore: ...
+    @property
+    def cache(self) -> CacheStore: ...
+    @property
+    def vectors(self) -> VectorStore: ...
+    @property
+    def legs(self) -> SearchLegs: ...
+    @property
+    def capabilities(self) -> Capabilities: ...
+    @property
+    def lock(self) -> threading.Lock: ...
+    @property
+    def backlog(self) -> VectorBacklog: ...
+    @property
+    def site(self) -> str | None: ...  # this daemon's site in a shared database; None: one site
+    @property
+    def identity(self) -> dict[str, str]: ...
+
+    def guard_write(self, roots: Iterable[Path]) -> list[Path]:
+        """Before a write: make sure this process may still write (a shared database's locks), and
+        return those of ``roots`` whose rows it may change now (raises StorageUnavailableError when away)."""
+        ...
+
+    def claim_root(self, root: Path) -> bool:
+        """Whether this process may change ``root``'s rows (asked before removing a root no longer configured)."""
+        ...
+
+    def may_write(self, idle: bool = False) -> bool:
+        """Whether this process writes at all now; ``idle``: also not while the storage was last found away
+        (an idle step waits for a call that reaches it)."""
+        ...
+
+    def take_reconcile_wanted(self) -> bool:
+        """True once when the rows changed under this process (a shared database re-indexed): reconcile now."""
+        ...
+
+    def scope(self, query: Query) -> Query:
+        """The query as this backend runs it (which sites' rows a confined session may see)."""
+        ...
+
+    def save(self, force: bool = False) -> bool:
+        """Make what is only in memory durable (snapshot, counters); whether anything was written."""
+        ...
+
+    def maintain(self, cache_evicted: int) -> dict[str, Any]:
+        """The periodic upkeep after the cache was trimmed; what it did, for the log."""
+        ...
+
+    def status(self, skipped: Mapping[str, str], lines_pending: Callable[[], int | None]) -> IndexStatus:
+        """The index's figures, safe from any thread; ``skipped`` files and the line backlog are the index's."""
+        ...
+
+    def line_rows(self) -> LineRows:
+        """Where the chunks' line vectors are kept (asked only when ``capabilities.line_vectors``)."""
+        ...
+
+    def count_lines_pending(self) -> int:
+        """Chunks without line vectors, counted off the writer's connection."""
+        ...
+
+    def open_line_store(self) -> LineStore | None:
+        """The context excerpts' line cache on a connection of its own, or None; the caller closes it."""
+        ...
+
+    def set_background_rebuilds(self, on: bool) -> None: ...
+    def rebuild_wanted(self) -> bool: ...
+    def start_rebuild(self) -> RebuildJob | None: ...
+    def finish_rebuild(self, job: RebuildJob) -> bool: ...
+    def cancel_rebuild(self, job: RebuildJob) -> None: ...
+    def close(self) -> None: ...
 
 
 class StorageUnavailableError(StoreError):

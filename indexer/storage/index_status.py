@@ -1,7 +1,7 @@
 """The index's own figures, typed: :class:`IndexStatus` and its parts.
 
 Both backends' ``status()`` return one (:meth:`memoryd.indexer.engine.MemoryIndex.status`,
-:meth:`memoryd.indexer.storage.postgres.index.PgMemoryIndex.status`); the daemon spreads
+:meth:`memoryd.indexer.storage.postgres.backend.PostgresBackend.status`); the daemon spreads
 :meth:`IndexStatus.to_json` into its ``status`` answer after ``uptime_s``. That wire shape is
 a contract (the CLI, the MCP server, the editor hooks and scripts read it), and it is not the
 same on both backends: the PostgreSQL index reports fewer model and cache figures, and its

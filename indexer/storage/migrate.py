@@ -26,7 +26,7 @@ from memoryd.indexer.storage.postgres.dsn import describe
 from memoryd.indexer.storage.postgres.store import PgStore
 
 BATCH = 500
-DB_NAME = "index.sqlite3"  # memoryd.indexer.engine.DB_NAME (not imported: that would load the whole engine)
+DB_NAME = "index.sqlite3"  # memoryd.indexer.storage.embedded.backend.DB_NAME (not imported: it loads FAISS)
 
 
 @dataclass

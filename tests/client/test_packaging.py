@@ -8,6 +8,7 @@ its dependencies from the package index) is ``scripts/wheel_smoke.sh``, run by C
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -71,9 +72,20 @@ def test_every_package_folder_is_declared() -> None:
 @pytest.mark.parametrize("data", ["memoryd/config/memoryd.toml", "memoryd/systemd/memoryd.service",
                                   "memoryd/systemd/memoryd.socket", "memoryd/editors/memoryd.vim",
                                   "memoryd/editors/memoryd.el", "memoryd/config/agents/mcp.json",
-                                  "memoryd/config/agents/memoryd-context-hook.py"])
+                                  "memoryd/config/agents/memoryd-context-hook.py",
+                                  "memoryd/daemon/ui/static/favicon.svg"])
 def test_user_files_ship_as_package_data(wheel: Path, data: str) -> None:
     assert data in _names(wheel)
+
+
+def test_the_ui_needs_no_extra(wheel: Path) -> None:
+    """pipx, uv tool and make setup install no extra: the page's dependencies are plain Requires-Dist."""
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in _names(wheel) if n.endswith(".dist-info/METADATA"))).decode()
+    plain = {line.split(":", 1)[1].strip().split(";")[0] for line in meta.splitlines()
+             if line.startswith("Requires-Dist:") and "extra ==" not in line}
+    names = {re.split(r"[<>=!~\[ ]", p, maxsplit=1)[0].lower() for p in plain}
+    assert {"jinja2", "starlette", "uvicorn", "python-multipart", "httptools"} <= names
 
 
 def test_python_daemon_imports_beside_memoryd(wheel: Path, tmp_path: Path) -> None:

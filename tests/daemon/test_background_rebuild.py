@@ -21,7 +21,7 @@ from memoryd.daemon.roots import RootMap
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from tests.helpers import CountingEmbedder, make_config, wait_for
@@ -77,7 +77,7 @@ def vector_paths(idx: MemoryIndex, query: str) -> set[str]:
 
 def test_engine_background_switch_answers_searches_and_keeps_updates(setup) -> None:
     root, cfg, emb = setup
-    idx = MemoryIndex(cfg, emb, background_rebuilds=True)
+    idx = open_index(cfg, emb, background_rebuilds=True)
     try:
         reconcile(idx, [root], FILTER)
         assert idx.vectors.kind == "flat" and idx.rebuild_wanted()  # 40 chunks >= 20: due, not done inline
@@ -114,7 +114,7 @@ def test_engine_background_switch_answers_searches_and_keeps_updates(setup) -> N
 
 def test_engine_inline_by_default(setup) -> None:
     root, cfg, emb = setup
-    idx = MemoryIndex(cfg, emb)
+    idx = open_index(cfg, emb)
     try:
         reconcile(idx, [root], FILTER)
         assert idx.vectors.kind == "hnsw" and not idx.rebuild_wanted() and idx.start_rebuild() is None
@@ -124,7 +124,7 @@ def test_engine_inline_by_default(setup) -> None:
 
 def test_snapshot_source_skips_vectors_missing_from_the_cache_and_adopt_restores_them(setup) -> None:
     root, cfg, emb = setup
-    idx = MemoryIndex(cfg, emb, background_rebuilds=True)
+    idx = open_index(cfg, emb, background_rebuilds=True)
     try:
         reconcile(idx, [root], FILTER)
         with idx.store.transaction() as t:  # should never happen; the swap must still be complete
@@ -140,7 +140,7 @@ def test_snapshot_source_skips_vectors_missing_from_the_cache_and_adopt_restores
 def worker(setup) -> Iterator[tuple[Path, IndexWorker, Hold]]:
     root, cfg, emb = setup
     cfg = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, background_nice=5))
-    idx = MemoryIndex(cfg, emb)  # opened inline, as the daemon does; the worker switches it
+    idx = open_index(cfg, emb)  # opened inline, as the daemon does; the worker switches it
     w = IndexWorker(idx, RootMap([root]), FILTER, FILTER.accept_dir, sweep=sweep_of(idx))
     hold = Hold()
     w.rebuilder.on_batch = hold

@@ -15,7 +15,7 @@ import pytest
 import memoryd.indexer.embedding as embedding
 from memoryd.daemon.app import Daemon
 from memoryd.daemon.client.rpc_client import Client
-from memoryd.indexer.engine import DB_NAME
+from memoryd.indexer.storage.embedded.backend import DB_NAME
 from tests.helpers import make_config, wait_for
 
 WAIT_S = 30.0

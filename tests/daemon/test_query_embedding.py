@@ -8,7 +8,7 @@ from typing import Any
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
@@ -20,7 +20,7 @@ def test_a_vector_computed_on_another_thread_ranks_like_an_inline_one(tmp_path: 
     (root / "a.md").write_text("# A\n\n- The deploy script runs at night.\n- Backups go to the cold store.\n")
     (root / "b.md").write_text("# B\n\n- Alice owns the billing export.\n")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     pool = QueryEmbeddings(idx.embedder)
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))

@@ -19,7 +19,7 @@ import pytest
 
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.search.query import Query
 from tests.helpers import CountingEmbedder, make_config
 
@@ -85,12 +85,12 @@ def test_model_work_done_before_a_kill_is_not_redone(tmp_path: Path) -> None:
                                                                          overlap_tokens=0))
     items = [(root, f"n{i:02d}.md") for i in range(80)]
     dying = _DiesMidGroup(load_embedder(cfg.embedding, cfg.data_dir), limit=160)
-    idx = MemoryIndex(cfg, dying)
+    idx = open_index(cfg, dying)
     with pytest.raises(_Killed):
         idx.index_files(items)
     idx.close()
     counting = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
-    idx = MemoryIndex(cfg, counting)
+    idx = open_index(cfg, counting)
     try:
         idx.index_files(items)
         total = idx.status().chunks
@@ -106,7 +106,7 @@ import sys, time
 from pathlib import Path
 from memoryd.daemon.logs import configure_logging
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from tests.helpers import make_config
 
 configure_logging("warning", "json")  # stderr: stdout carries the progress lines
@@ -123,7 +123,7 @@ class Slow:  # a model that takes its time, so that the kill lands mid-backlog
 
 root, data = Path(sys.argv[1]), Path(sys.argv[2])
 cfg = make_config(root, data)
-idx = MemoryIndex(cfg, Slow(load_embedder(cfg.embedding, cfg.data_dir)), background_rebuilds=True)
+idx = open_index(cfg, Slow(load_embedder(cfg.embedding, cfg.data_dir)), background_rebuilds=True)
 idx.index_files(sorted((root, p.name) for p in root.glob("*.md")), defer_at=0)
 print("committed", len(idx.backlog), flush=True)
 while idx.backlog:
@@ -165,7 +165,7 @@ def test_sigkill_mid_backlog_keeps_keyword_search_and_embeds_only_the_rest(tmp_p
     assert total == 240 and done < total
     cfg = make_config(root, tmp_path / "data")
     counting = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
-    idx = MemoryIndex(cfg, counting, background_rebuilds=True)
+    idx = open_index(cfg, counting, background_rebuilds=True)
     try:
         kept = idx.vectors.size
         assert kept >= done and len(idx.backlog) == total - kept and counting.embedded == 0

@@ -20,7 +20,7 @@ import pytest
 from memoryd.indexer.config import Config, EmbeddingConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.embedding import openai_embedder as oe
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import ProviderUnavailable
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.types import Embedder
@@ -53,8 +53,8 @@ def _retry_now(emb: Embedder) -> None:
 
 def _stored_vectors(index: MemoryIndex, cfg: Config) -> list[np.ndarray]:
     """Every vector the index holds: FAISS, the index's embedding cache, the machine cache."""
-    rows = [index.faiss.vectors_of(index.faiss.ids())]
-    for db in (index.sqlite.path, cfg.embedding_cache_dir / "embeddings.sqlite3"):
+    rows = [index.backend.faiss.vectors_of(index.backend.faiss.ids())]
+    for db in (index.backend.sqlite.path, cfg.embedding_cache_dir / "embeddings.sqlite3"):
         if db.exists():
             with sqlite3.connect(db) as conn:
                 rows += [np.frombuffer(v, dtype=np.float32) for (v,) in conn.execute("SELECT vector FROM embed_cache")]
@@ -78,7 +78,7 @@ def test_a_bad_answer_is_an_embedding_error_nothing_bad_is_stored_and_it_heals(
     cfg = _cfg(tmp_path, server.url)
     root = cfg.watch.roots[0]
     emb = load_embedder(cfg.embedding, tmp_path / "models")
-    index = MemoryIndex(cfg, emb)
+    index = open_index(cfg, emb)
     try:
         index.index_files([(root, "a.md")])
         server.mode = mode
@@ -106,7 +106,7 @@ def test_a_bad_answer_is_an_embedding_error_nothing_bad_is_stored_and_it_heals(
         index.close()
         emb.close()  # type: ignore[attr-defined]
     emb = load_embedder(cfg.embedding, tmp_path / "models")  # a restart
-    index = MemoryIndex(cfg, emb)
+    index = open_index(cfg, emb)
     try:
         assert index.vectors.size == 2 and len(index.backlog) == 0
         found = _answers(index, "lighthouse Skagen")
@@ -123,7 +123,7 @@ def test_an_index_poisoned_by_an_older_memoryd_heals_on_open(server: FakeEmbeddi
     root = cfg.watch.roots[0]
     (root / "b.md").write_text("# Trips\n\nWe drove to the lighthouse at Skagen in May.\n", encoding="utf-8")
     emb = load_embedder(cfg.embedding, tmp_path / "models")
-    index = MemoryIndex(cfg, emb)
+    index = open_index(cfg, emb)
     index.index_files([(root, "a.md"), (root, "b.md")])
     (bad,) = index.store.chunk_ids_of(index.store.root_id(root), "b.md")
     key = index.store.embed_keys([bad])[bad]
@@ -132,7 +132,7 @@ def test_an_index_poisoned_by_an_older_memoryd_heals_on_open(server: FakeEmbeddi
         index.vectors.remove([bad])
         index.vectors.add([bad], poison[None, :])
     index.save(force=True)
-    db = index.sqlite.path
+    db = index.backend.sqlite.path
     index.close()
     emb.close()  # type: ignore[attr-defined]
     for path in (db, cfg.embedding_cache_dir / "embeddings.sqlite3"):
@@ -140,7 +140,7 @@ def test_an_index_poisoned_by_an_older_memoryd_heals_on_open(server: FakeEmbeddi
             assert conn.execute("UPDATE embed_cache SET vector = ? WHERE key = ?", (poison.tobytes(), key)).rowcount
     passages = server.requests["passage"]
     emb = load_embedder(cfg.embedding, tmp_path / "models")
-    index = MemoryIndex(cfg, emb)
+    index = open_index(cfg, emb)
     try:
         found = _answers(index, "lighthouse Skagen")
         assert found.degraded is None and found.hits[0].path == "b.md"
@@ -186,7 +186,7 @@ def test_a_silent_server_costs_a_search_one_short_wait_then_none(server: FakeEmb
     monkeypatch.setattr(oe, "QUERY_DEADLINE_S", 0.5, raising=False)
     cfg = _cfg(tmp_path, server.url, timeout_s=30.0)
     emb = load_embedder(cfg.embedding, tmp_path / "models")
-    index = MemoryIndex(cfg, emb)
+    index = open_index(cfg, emb)
     try:
         index.index_files([(cfg.watch.roots[0], "a.md")])
         server.mode = "silent"
@@ -240,7 +240,7 @@ def test_on_postgres_a_nan_answer_is_refused_and_search_answers(server: FakeEmbe
     """pgvector refuses NaN: the file was skipped (``prepare-failed: embedding: DataException: NaN not allowed
     in vector``), not searchable at all. Now the answer never gets there, and the PostgreSQL index's search
     has the embedded one's outage path (it had none: the embedder's error reached the client)."""
-    from memoryd.indexer.storage.factory import open_index
+    from memoryd.indexer.engine import open_index
     from tests.indexer.test_storage_backends import storage_config
 
     base = _cfg(tmp_path, server.url)

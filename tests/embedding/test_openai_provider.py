@@ -26,7 +26,7 @@ from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.embedding import openai_embedder as oe
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
 from memoryd.indexer.embedding.openai_embedder import OpenAIEmbedder, Settings, default_prefixes
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.errors import ConfigError, ModelError, ProviderUnavailable
 from memoryd.indexer.search.query import Query
 from tests.helpers import make_config
@@ -113,12 +113,12 @@ def test_a_width_other_than_configured_or_the_index_s_is_refused(server: Server,
     root.mkdir()
     cfg = dataclasses.replace(make_config(root, tmp_path / "data"), embedding=_cfg(server.url, cache_dir=tmp_path))
     emb = load_embedder(cfg.embedding, tmp_path)
-    MemoryIndex(cfg, emb).close()
+    open_index(cfg, emb).close()
     emb.close()  # type: ignore[attr-defined]
     narrow = HashEmbedder(256)  # stands for the same server model, 256-d now
     narrow.model_id = f"openai:{SERVER_MODEL}@256"
     with pytest.raises(ModelError, match=r"gives 256-d vectors, but the index .* holds 384-d"):
-        MemoryIndex(cfg, narrow)
+        open_index(cfg, narrow)
 
 
 @pytest.mark.slow
@@ -128,7 +128,7 @@ def test_server_down_keyword_first_and_says_so_then_the_backlog_fills(server: Se
     (root / "a.md").write_text("# Editors\n\nThe user prefers Neovim for Python.\n", encoding="utf-8")
     cfg = dataclasses.replace(make_config(root, tmp_path / "data"), embedding=_cfg(server.url, cache_dir=tmp_path))
     emb = load_embedder(cfg.embedding, tmp_path)
-    index = MemoryIndex(cfg, emb)
+    index = open_index(cfg, emb)
     try:
         index.index_files([(root, "a.md")])
         assert len(index.backlog) == 0 and index.vectors.size == 1

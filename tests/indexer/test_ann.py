@@ -126,7 +126,7 @@ def test_snapshot_round_trip(tmp_path: Path, kind: str) -> None:
 
 def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.engine import open_index
     from tests.helpers import make_config
 
     root = tmp_path / "root"
@@ -139,7 +139,7 @@ def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
     cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, index_type="hnsw"))
     emb = load_embedder(cfg.embedding, cfg.data_dir)
     rels = sorted(str(p.relative_to(root)) for p in root.rglob("*.md"))
-    idx = MemoryIndex(cfg, emb)
+    idx = open_index(cfg, emb)
     try:
         idx.vectors.maybe_switch(1000, "hnsw")
         idx.index_files([(root, rel) for rel in rels])
@@ -153,7 +153,7 @@ def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
         assert size == idx.store.counts()[1]
     finally:
         idx.close()
-    again = MemoryIndex(cfg, emb)
+    again = open_index(cfg, emb)
     try:
         assert (again.vectors.kind, again.vectors.size) == ("hnsw", size)
         paths = {h["path"] for h in again.query(Query("violin lesson room", k=50, mode="vector")).to_json()["hits"]}
@@ -164,11 +164,11 @@ def test_engine_on_hnsw_deletes_updates_and_reopens(tmp_path: Path) -> None:
 
 def test_engine_follows_the_auto_policy_on_open(tmp_path: Path) -> None:
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.engine import open_index
     from tests.helpers import make_config
 
     cfg = make_config(tmp_path, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         assert idx.status().index.type == "flat"  # a small corpus stays exact
     finally:

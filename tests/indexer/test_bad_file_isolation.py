@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import ConfigError, DiskFullError, ModelError
 from memoryd.indexer.ingestion import files as files_mod
 from memoryd.indexer.ingestion import ingest
@@ -39,7 +39,6 @@ from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.redaction import privacy
 from memoryd.indexer.search import keyword
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.types import Embedder
 from tests.helpers import make_config
 from tests.write_fixtures import start_write_daemon
@@ -81,7 +80,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
     root = tmp_path / "root"
     root.mkdir()
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     yield Env(root, idx)
     idx.close()
 
@@ -273,7 +272,7 @@ def test_a_cold_start_indexes_every_other_file(tmp_path: Path, monkeypatch: pyte
     (root / "d1" / "bad.md").write_text(f"# Bad\n\n- {POISON} https://example.com/caf%E9.pdf\n")
     monkeypatch.setattr(privacy, "redact", _raising(privacy.redact))
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         stats = reconcile(idx, [root], FILTER)
         assert stats.files_indexed == 30 and stats.files_skipped == 1

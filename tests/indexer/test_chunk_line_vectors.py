@@ -12,7 +12,7 @@ import pytest
 
 from memoryd.indexer.config import ConfigError, validate
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.lineblend import FIRST_MOVED, blend
 from memoryd.indexer.search.query import Query
@@ -31,13 +31,14 @@ def _index(tmp_path: Path, files: dict[str, str], data: str = "data") -> tuple[M
     for name, text in files.items():
         (root / name).write_text(text)
     emb = CountingEmbedder(HashEmbedder(dimension=64))
-    index = MemoryIndex(make_config(root, tmp_path / data), emb)  # type: ignore[arg-type]
+    index = open_index(make_config(root, tmp_path / data), emb)  # type: ignore[arg-type]
     index.index_files([(root, name) for name in files])
     return index, emb, root
 
 
 def _rows(index: MemoryIndex) -> dict[int, bytes]:
-    return {int(i): bytes(b) for i, b in index.sqlite.conn.execute("SELECT chunk_id, vectors FROM line_vectors")}
+    rows = index.backend.sqlite.conn.execute("SELECT chunk_id, vectors FROM line_vectors")
+    return {int(i): bytes(b) for i, b in rows}
 
 
 def _fill(index: MemoryIndex) -> int:
@@ -56,7 +57,7 @@ def test_every_chunk_gets_one_vector_per_non_blank_line(tmp_path: Path) -> None:
     assert _fill(index) > 1  # bounded steps, not one call for everything
     assert not index.lines_pending() and index.line_fill.count() == 0
     filled = emb.embedded - embedded_before
-    texts = dict(index.sqlite.conn.execute("SELECT id, text FROM chunks"))
+    texts = dict(index.backend.sqlite.conn.execute("SELECT id, text FROM chunks"))
     rows = _rows(index)
     assert set(rows) == set(texts)
     for chunk_id, text in texts.items():
@@ -71,15 +72,15 @@ def test_every_chunk_gets_one_vector_per_non_blank_line(tmp_path: Path) -> None:
 
 def test_the_fill_writes_no_cache_entry_and_reuses_lines_the_cache_has(tmp_path: Path) -> None:
     index, emb, root = _index(tmp_path, {"a.md": NOTES})
-    entries = index.local_cache.entries()
+    entries = index.backend.local_cache.entries()
     _fill(index)
-    assert index.local_cache.entries() == entries  # ~8 lines a chunk would crowd the chunks' vectors out
+    assert index.backend.local_cache.entries() == entries  # ~8 lines a chunk would crowd the chunks' vectors out
     # lines the context excerpts stored in the cache are not embedded again
     (root / "b.md").write_text("Context stored this line.\nAnd this one too.\n")
     index.index_files([(root, "b.md")])
     lines = ["Context stored this line.", "And this one too."]
-    with index.sqlite.transaction() as t:
-        index.local_cache.put_many(t, {cache_key(index.embedder.model_id, x): v
+    with index.backend.sqlite.transaction() as t:
+        index.backend.local_cache.put_many(t, {cache_key(index.embedder.model_id, x): v
                                        for x, v in zip(lines, emb.inner.embed_passages(lines), strict=True)})
     before = emb.embedded
     _fill(index)
@@ -103,14 +104,14 @@ def test_a_small_step_runs_inline_and_a_large_one_on_the_bulk_session(tmp_path: 
 def test_rows_go_with_their_chunks_and_an_edit_queues_the_new_ones(tmp_path: Path) -> None:
     index, _, root = _index(tmp_path, {"a.md": NOTES, "b.md": "other file\n"})
     _fill(index)
-    b_ids = {int(i) for (i,) in index.sqlite.conn.execute(
+    b_ids = {int(i) for (i,) in index.backend.sqlite.conn.execute(
         "SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path = 'b.md'")}
     (root / "a.md").write_text(NOTES + "\nMelanie also paints pottery.\n")
     index.index_files([(root, "a.md")])
     assert index.lines_pending()
     rows = _rows(index)
     assert b_ids <= set(rows)  # the untouched file keeps its rows
-    live = {int(i) for (i,) in index.sqlite.conn.execute("SELECT id FROM chunks")}
+    live = {int(i) for (i,) in index.backend.sqlite.conn.execute("SELECT id FROM chunks")}
     assert set(rows) <= live  # no row outlives its chunk
     _fill(index)
     assert set(_rows(index)) == live
@@ -122,10 +123,10 @@ def test_rows_go_with_their_chunks_and_an_edit_queues_the_new_ones(tmp_path: Pat
 def test_a_chunk_whose_text_changed_mid_step_gets_no_row(tmp_path: Path) -> None:
     index, _, _ = _index(tmp_path, {"a.md": NOTES})
     assert index.line_fill is not None
-    rows = SqliteLineRows(index.sqlite)
+    rows = SqliteLineRows(index.backend.sqlite)
     (chunk_id, sha, _text), = rows.next_chunks(100, 0)
     # the chunk's id now holds another text (a deleted chunk's id reused): the step's write must not attach
-    index.sqlite.conn.execute("UPDATE chunks SET sha256 = 'other' WHERE id = ?", (chunk_id,))
+    index.backend.sqlite.conn.execute("UPDATE chunks SET sha256 = 'other' WHERE id = ?", (chunk_id,))
     rows.write([(chunk_id, sha, encode(np.ones((2, 64), np.float32)))])
     assert _rows(index) == {}
     index.close()
@@ -134,7 +135,7 @@ def test_a_chunk_whose_text_changed_mid_step_gets_no_row(tmp_path: Path) -> None
 def test_a_read_only_index_fills_nothing(tmp_path: Path) -> None:
     index, _, root = _index(tmp_path, {"a.md": NOTES})
     index.close()
-    ro = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64), read_only=True)
+    ro = open_index(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64), read_only=True)
     assert not ro.lines_pending()
     assert ro.fill_line_vectors().chunks == 0
     ro.close()
@@ -145,16 +146,16 @@ def test_a_new_chunk_below_where_the_scan_had_got_to_is_filled(tmp_path: Path) -
     index, _, root = _index(tmp_path, files)
     while index.lines_pending():
         index.fill_line_vectors(max_lines=8)  # small steps: the scan follows the backlog up
-    top = index.sqlite.conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
+    top = index.backend.sqlite.conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
     for name in ("n09.md", "n10.md", "n11.md"):  # the top chunks go...
         index.remove_file(root, name)
     (root / "new.md").write_text("a note written later\n")
     index.index_files([(root, "new.md")])
-    (new_id,) = index.sqlite.conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id"
+    (new_id,) = index.backend.sqlite.conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id"
                                           " WHERE f.path = 'new.md'").fetchone()
     assert new_id < top  # ...and SQLite gives the new chunk an id below where the scan had got to
     _fill(index)
-    assert new_id in _rows(index) and SqliteLineRows(index.sqlite).count() == 0
+    assert new_id in _rows(index) and SqliteLineRows(index.backend.sqlite).count() == 0
     index.close()
 
 
@@ -162,7 +163,7 @@ def test_the_pending_count_follows_the_fill_and_starts_from_zero_after_it(tmp_pa
     index, _, root = _index(tmp_path, {f"n{i}.md": f"note {i}\n" for i in range(5)})
     assert index.status().line_vectors_pending == 5
     index.fill_line_vectors(max_lines=16)  # some of them, kept count without asking the database again
-    left = SqliteLineRows(index.sqlite).count()
+    left = SqliteLineRows(index.backend.sqlite).count()
     assert 0 < left < 5 and index.status().line_vectors_pending == left
     for i in range(3):
         index.remove_file(root, f"n{i}.md")  # gone before the fill reached some: the estimate is high now
@@ -176,14 +177,14 @@ def test_the_pending_count_follows_the_fill_and_starts_from_zero_after_it(tmp_pa
 
 def test_an_older_index_without_the_table_searches_read_only(tmp_path: Path) -> None:
     index, _, root = _index(tmp_path, {"a.md": NOTES})
-    index.sqlite.conn.execute("DROP TABLE line_vectors")  # as an index written before line vectors
+    index.backend.sqlite.conn.execute("DROP TABLE line_vectors")  # as an index written before line vectors
     index.close()
-    ro = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64), read_only=True)
+    ro = open_index(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64), read_only=True)
     hits = ro.query(Query("Melanie painted a sunset")).hits
     assert hits and hits[0].path == "a.md"
     assert ro.status().line_vectors_pending is None  # not known: this index fills nothing
     ro.close()
-    rw = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64))
+    rw = open_index(make_config(root, tmp_path / "data"), HashEmbedder(dimension=64))
     assert rw.lines_pending() and rw.line_fill is not None and rw.line_fill.count() == 1  # created, then filled
     rw.close()
 
@@ -221,9 +222,10 @@ def test_stored_rows_read_back_by_line_text(tmp_path: Path) -> None:
     _fill(index)
     store = index.open_line_store()
     assert store is not None
-    ids = [int(i) for (i,) in index.sqlite.conn.execute("SELECT id FROM chunks")]
+    ids = [int(i) for (i,) in index.backend.sqlite.conn.execute("SELECT id FROM chunks")]
     got = store.lines_of_chunks(ids)
-    assert set(got) == {x for (t,) in index.sqlite.conn.execute("SELECT text FROM chunks") for x in chunk_lines(t)}
+    texts = index.backend.sqlite.conn.execute("SELECT text FROM chunks")
+    assert set(got) == {x for (t,) in texts for x in chunk_lines(t)}
     want = np.asarray(index.embedder.embed_passages(["Caroline adopted a dog named Rex."]), np.float32)[0]
     np.testing.assert_allclose(got["Caroline adopted a dog named Rex."], want, atol=2e-3)
     assert store.lines_of_chunks([10**9]) == {}
@@ -243,7 +245,7 @@ def test_nothing_is_filled_when_neither_the_ranking_nor_the_excerpts_use_lines(t
     (root / "a.md").write_text(NOTES)
     cfg = make_config(root, tmp_path / "data")
     cfg = replace(cfg, search=replace(cfg.search, line_weight=0.0, context_line_model=False))
-    index = MemoryIndex(cfg, HashEmbedder(dimension=64))
+    index = open_index(cfg, HashEmbedder(dimension=64))
     index.index_files([(root, "a.md")])
     assert index.line_fill is None and not index.lines_pending() and index.fill_line_vectors().chunks == 0
     assert index.status().line_vectors_pending is None

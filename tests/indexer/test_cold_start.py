@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.fill.backlog import RateMeter, VectorBacklog
 from memoryd.indexer.search.fusion import FUSIONS, fuse
 from memoryd.indexer.search.pending import neutral_vector_scores, pending_ids
@@ -38,7 +38,7 @@ def folder(tmp_path: Path) -> Path:
 def _index(tmp_path: Path, root: Path, background: bool = False) -> tuple[MemoryIndex, CountingEmbedder]:
     cfg = make_config(root, tmp_path / "data")
     emb = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
-    return MemoryIndex(cfg, emb, background_rebuilds=background), emb
+    return open_index(cfg, emb, background_rebuilds=background), emb
 
 
 def _items(root: Path) -> list[tuple[Path, str]]:
@@ -179,7 +179,7 @@ def test_reopen_after_an_interrupted_backlog_embeds_only_the_rest(tmp_path: Path
     total = len(idx.backlog)
     idx.fill_vectors(limit=12)
     idx.store.close(clean=False)  # no snapshot, no clean close: as after SIGKILL
-    idx.readers.close()
+    idx.backend.readers.close()
     again, emb = _index(tmp_path, folder, background=True)
     try:
         assert len(again.backlog) == total - 12 and again.vectors.size == 12

@@ -14,7 +14,7 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.watch.watcher import translate
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from tests.helpers import make_config
 
@@ -79,7 +79,7 @@ def test_reconcile_skips_hidden_folders_and_drops_files_indexed_there_before(tmp
     root = tmp_path / "root"
     _tree(root)
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         everything = PathFilter(("*.md", ".*/*.md"), ())  # what an older memoryd indexed
         reconcile(idx, [root], everything, everything.accept_dir)
@@ -98,7 +98,7 @@ def test_memoryd_index_follows_the_configured_include(tmp_path: Path, capsys: py
     cfg = make_config(root, tmp_path / "data", include=("*.md", ".memory/*.md"))
     assert run_index(cfg) == 0
     assert "index: 3 files" in capsys.readouterr().out
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         assert _indexed(idx, root) == {"notes.md", "memory/2024-01-01.md", ".memory/z.md"}
     finally:

@@ -10,9 +10,10 @@ import pytest
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import VECTORS_NAME, MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
+from memoryd.indexer.storage.embedded.backend import VECTORS_NAME
 from tests.helpers import CountingEmbedder, make_config
 
 FILTER = PathFilter(("*.md",), (".git/*",))
@@ -35,7 +36,7 @@ def env(tmp_path: Path):
     (root / "memory" / "2023-05-01.md").write_text(dialogue(60))
     cfg = make_config(root, tmp_path / "data")
     emb = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
-    idx = MemoryIndex(cfg, emb)
+    idx = open_index(cfg, emb)
     yield root, cfg, emb, idx
     idx.close()
 
@@ -108,18 +109,18 @@ def test_vectors_rebuilt_from_cache_without_embedding(env, tmp_path: Path) -> No
         if (cfg.data_dir / VECTORS_NAME).exists():
             damage(cfg.data_dir / VECTORS_NAME)
         emb2 = CountingEmbedder(emb.inner)
-        idx2 = MemoryIndex(cfg, emb2)
+        idx2 = open_index(cfg, emb2)
         assert idx2.vectors.size == n and emb2.embedded == 0
         assert idx2.query(Query("Neovim", k=1)).to_json()["hits"][0]["path"] == "MEMORY.md"
         idx2.close()
     emb3 = CountingEmbedder(emb.inner)
-    idx3 = MemoryIndex(cfg, emb3)  # a stale snapshot (missing the newest file) is topped up from the cache
+    idx3 = open_index(cfg, emb3)  # a stale snapshot (missing the newest file) is topped up from the cache
     (root / "new.md").write_text("A fresh note about kayaking.\n")
     reconcile(idx3, [root], FILTER)
     idx3.vectors.dirty = False  # simulate a crash before the snapshot was written
-    idx3.readers.close()
+    idx3.backend.readers.close()
     idx3.store.close()
-    idx4 = MemoryIndex(cfg, CountingEmbedder(emb.inner))
+    idx4 = open_index(cfg, CountingEmbedder(emb.inner))
     assert idx4.vectors.size == n + 1 and idx4.query(Query("kayaking", k=1)).to_json()["hits"][0]["path"] == "new.md"
     idx4.close()
     idx.store._conn = None  # already closed above; keep the fixture's close() harmless
@@ -135,7 +136,7 @@ def test_model_change_drops_chunks_once(env) -> None:
 
     other = Other(emb.inner)
     other.model_id = "another-model"
-    idx2 = MemoryIndex(cfg, other)
+    idx2 = open_index(cfg, other)
     assert idx2.status().chunks == 0
     stats = reconcile(idx2, [root], FILTER)
     assert stats.files_indexed == 2 and other.embedded == stats.chunks_added
@@ -150,7 +151,7 @@ def test_follow_symlinks_decides_whether_a_link_inside_the_root_is_indexed(tmp_p
     (root / "link.md").symlink_to(root / "real.md")
     for follow, linked in ((True, True), (False, False)):
         cfg = make_config(root, tmp_path / f"data-{follow}", follow_symlinks=follow)
-        idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+        idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
         try:
             reconcile(idx, [root], FILTER)
             paths = {h["path"] for h in idx.query(Query("kayak", k=5, mode="keyword")).to_json()["hits"]}
@@ -257,7 +258,7 @@ def test_read_only_open_needs_an_index(tmp_path: Path) -> None:
 
     cfg = make_config(tmp_path, tmp_path / "nodata")
     with pytest.raises(StoreError, match="memoryd index"):
-        MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir), read_only=True)
+        open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir), read_only=True)
 
 
 def test_abstention_and_explain(env) -> None:
@@ -280,7 +281,7 @@ def test_corrupt_database_is_kept_aside_and_rebuilt_from_the_files(env) -> None:
     data = bytearray(db.read_bytes())
     data[100:4096] = b"\xff" * (4096 - 100)  # smash the header and the first page
     db.write_bytes(bytes(data))
-    idx2 = MemoryIndex(cfg, emb)
+    idx2 = open_index(cfg, emb)
     try:
         assert list(cfg.data_dir.glob("index.sqlite3.corrupt-*"))  # kept for inspection
         assert idx2.status().files == 0

@@ -60,7 +60,7 @@ def test_apply_prior_reorders_only_with_a_weight() -> None:
 
 def test_prior_weight_reorders_engine_results(tmp_path: Path) -> None:
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.engine import open_index
     from memoryd.indexer.ingestion.reconcile import reconcile
     from tests.helpers import make_config
 
@@ -71,7 +71,7 @@ def test_prior_weight_reorders_engine_results(tmp_path: Path) -> None:
     cfg = make_config(root, tmp_path / "d")
     for weight, first in ((0.0, "a.md"), (0.5, "b.md")):
         wcfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, prior_weight=weight))
-        idx = MemoryIndex(wcfg, load_embedder(cfg.embedding, cfg.data_dir))
+        idx = open_index(wcfg, load_embedder(cfg.embedding, cfg.data_dir))
         try:
             reconcile(idx, [root], lambda rel: rel.endswith(".md"))
             hits = idx.query(Query("deploy runs on fridays", k=2, mode="keyword")).to_json()["hits"]

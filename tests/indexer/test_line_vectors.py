@@ -11,10 +11,9 @@ import pytest
 
 from memoryd.daemon.work.line_vectors import LineCache, LineVectors, line_cache_of
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.embedded.cache import cache_key
-from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import BACKENDS, storage_config
 
 Opener = Callable[..., MemoryIndex]

@@ -16,7 +16,7 @@ import pytest
 from memoryd.daemon import oneshot
 from memoryd.indexer.config import Config, EmbeddingConfig
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.storage.embedded import cache as cache_mod
 from memoryd.indexer.storage.embedded.cache import MachineCache, cache_key, open_machine_cache
 from tests.helpers import CountingEmbedder, make_config
@@ -77,7 +77,7 @@ class _open:
     """MemoryIndex as a context manager (closed on exit)."""
 
     def __init__(self, cfg: Config) -> None:
-        self.index = MemoryIndex(cfg, HashEmbedder())
+        self.index = open_index(cfg, HashEmbedder())
 
     def __enter__(self) -> MemoryIndex:
         return self.index
@@ -92,14 +92,14 @@ def test_an_older_data_dirs_own_cache_is_shared_on_open(tmp_path: Path) -> None:
     _notes(root)
     old = CountingEmbedder(HashEmbedder())
     cfg_old = _config(root, tmp_path / "old", tmp_path / "c", machine_cache_entries=0)  # no machine cache then
-    index = MemoryIndex(cfg_old, old)
+    index = open_index(cfg_old, old)
     index.index_files([(root, p.name) for p in sorted(root.glob("*.md"))])
     index.close()
     assert old.embedded >= 6
     cfg = _config(root, tmp_path / "old", tmp_path / "c")
-    MemoryIndex(cfg, HashEmbedder()).close()  # the upgrade: opened once with the machine cache on
+    open_index(cfg, HashEmbedder()).close()  # the upgrade: opened once with the machine cache on
     fresh = CountingEmbedder(HashEmbedder())
-    index = MemoryIndex(_config(root, tmp_path / "new", tmp_path / "c"), fresh)
+    index = open_index(_config(root, tmp_path / "new", tmp_path / "c"), fresh)
     try:
         stats = index.index_files([(root, p.name) for p in sorted(root.glob("*.md"))])
     finally:
@@ -112,7 +112,7 @@ def test_the_hash_provider_and_read_only_indexes_never_open_it(tmp_path: Path) -
     _notes(root)
     cfg = make_config(root, tmp_path / "d")
     cfg = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, cache_dir=tmp_path / "c"))
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         assert index.cache.machine is None
     finally:

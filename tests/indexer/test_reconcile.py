@@ -5,7 +5,7 @@ from pathlib import Path
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from tests.helpers import make_config
 
@@ -19,7 +19,7 @@ def test_reconcile_removes_temp_files_a_killed_write_left(tmp_path: Path) -> Non
     editors = root / "memory" / ".2023-05-01.md.swp"  # not ours: left alone
     editors.write_text("vim")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ("*.swp", ".*")))
         assert not stale.exists() and editors.exists()

@@ -16,10 +16,9 @@ import pytest
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from tests.helpers import CountingEmbedder, make_config
 
 FILTER = PathFilter(("*.md",), (".git/*",))

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import EMBEDDED
-from memoryd.indexer.storage.factory import open_index
 from tests.helpers import CountingEmbedder
 from tests.indexer.test_storage_backends import BACKENDS, CORPUS, FILTER, storage_config
 

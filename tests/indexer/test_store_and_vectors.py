@@ -120,7 +120,8 @@ def test_engine_keeps_the_cache_within_its_bound_while_indexing(tmp_path: Path) 
     import dataclasses
 
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.engine import VECTORS_NAME, MemoryIndex
+    from memoryd.indexer.engine import open_index
+    from memoryd.indexer.storage.embedded.backend import VECTORS_NAME
     from tests.helpers import CountingEmbedder, make_config
 
     root = tmp_path / "root"
@@ -128,7 +129,7 @@ def test_engine_keeps_the_cache_within_its_bound_while_indexing(tmp_path: Path) 
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, embedding=dataclasses.replace(cfg.embedding, cache_entries=100))
     emb = CountingEmbedder(load_embedder(cfg.embedding, cfg.data_dir))
-    idx = MemoryIndex(cfg, emb)
+    idx = open_index(cfg, emb)
     files = [(root, f"n{i}.md") for i in range(60)]
 
     def live_keys_cached() -> bool:
@@ -149,7 +150,7 @@ def test_engine_keeps_the_cache_within_its_bound_while_indexing(tmp_path: Path) 
     finally:
         idx.close()
     (cfg.data_dir / VECTORS_NAME).unlink()
-    again = MemoryIndex(cfg, CountingEmbedder(emb.inner))  # vectors rebuilt from the cache alone
+    again = open_index(cfg, CountingEmbedder(emb.inner))  # vectors rebuilt from the cache alone
     try:
         assert again.vectors.size == 110 and again.embedder.embedded == 0  # type: ignore[attr-defined]
     finally:

@@ -14,12 +14,11 @@ import pytest
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import SchemaTooNewError, SiteLockedError, StorageUnavailableError
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, schema
 from memoryd.indexer.storage.postgres.dsn import describe
 from tests.helpers import CountingEmbedder, wait_for
@@ -220,7 +219,7 @@ def test_one_candidate_read_matches_what_each_separate_read_returned(pg_dsn: str
         reconcile(idx, [root], FILTER)
         qvec = emb.embed_query("violin garden")
         leg = dict(idx.vectors.search(qvec, 10))
-        with idx.pg.connection() as conn:  # type: ignore[attr-defined]
+        with idx.backend.pg.connection() as conn:  # type: ignore[attr-defined]
             got = fetch_candidates(conn, [*leg, -1], qvec, idx.vectors.cast)  # type: ignore[attr-defined]
             held = conn.execute("SELECT chunk_id, term FROM memoryd_postings WHERE chunk_id = ANY(%s)"
                                 " AND term = ANY(%s)", (list(leg), ["violin", "garden"])).fetchall()

@@ -18,8 +18,8 @@ import pytest
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
-from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import storage_config
 from tests.postgres.test_pg_corpus import counts_drift
 

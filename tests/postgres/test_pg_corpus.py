@@ -11,12 +11,13 @@ import psycopg
 import pytest
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import StoreError
+from memoryd.indexer.ingestion.identity import rows_identity
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, corpus, schema
-from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+from memoryd.indexer.storage.postgres.backend import PostgresBackend
 from tests.indexer.test_storage_backends import storage_config
 from tests.postgres.test_pg_backend import FILTER, dialogue, write_corpus
 
@@ -55,13 +56,13 @@ def test_every_kind_of_write_keeps_the_counts_exact(pg_dsn: str, tmp_path: Path)
         assert counts_drift(pg_dsn) == {}
         with psycopg.connect(pg_dsn) as conn:
             before = corpus.totals(conn)
-        a.pg.forget_everything()  # site a's rows go, site b's stay
+        a.backend.pg.forget_everything()  # site a's rows go, site b's stay
         with psycopg.connect(pg_dsn) as conn:
             after = corpus.totals(conn)
             b_chunks = conn.execute("SELECT count(*) FROM memoryd_chunks").fetchone()
         assert counts_drift(pg_dsn) == {} and b_chunks is not None and after[0] == b_chunks[0] > 0
         assert after[3] > before[3]  # every write bumps the counter that searches check
-        b.pg.reset_all_sites(json.dumps(b.identity(), sort_keys=True), drop_cache=False)
+        b.backend.pg.reset_all_sites(json.dumps(b.identity(), sort_keys=True), drop_cache=False)
         assert counts_drift(pg_dsn) == {}
     finally:
         a.close()
@@ -113,16 +114,17 @@ def test_migration_3_counts_an_existing_corpus_and_fences_older_writers(pg_dsn: 
     assert generation is not None and int(meta[schema.GENERATION_KEY]) == int(generation[0]) + 1
 
 
-class OldWriter(PgMemoryIndex):
+class OldWriter(PostgresBackend):
     """A daemon of schema 2: its identity has no ``pg_writers`` (it does not keep the counts)."""
 
-    def identity(self) -> dict[str, str]:
-        return {k: v for k, v in super().identity().items() if k != "pg_writers"}
+    def stored_identity(self, rows: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in super().stored_identity(rows).items() if k != "pg_writers"}
 
 
 def test_a_daemon_older_than_the_counts_stops_writing_when_a_newer_one_migrates(pg_dsn: str, tmp_path: Path) -> None:
     root = write_corpus(tmp_path / "root")
-    old = OldWriter(storage_config("postgres", root, tmp_path / "data", pg_dsn, site="old"), HashEmbedder(64))
+    cfg, emb = storage_config("postgres", root, tmp_path / "data", pg_dsn, site="old"), HashEmbedder(64)
+    old = MemoryIndex(cfg, emb, OldWriter(cfg, emb, rows_identity(cfg, emb)))
     try:
         reconcile(old, [root], FILTER)
         with psycopg.connect(pg_dsn, autocommit=True) as conn:  # what migration 3 does to the meta rows

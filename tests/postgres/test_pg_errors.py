@@ -10,10 +10,10 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import storage_config
 from tests.postgres.test_pg_backend import FILTER, write_corpus
 

@@ -22,10 +22,9 @@ import memoryd.indexer.embedding as embedding
 from memoryd.daemon.app import Daemon
 from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from tests.daemon.test_keyword_first import FILES, SECTIONS, WAIT_S, BulkGate, _all_found, _folder, _found
 from tests.helpers import CountingEmbedder, ready, wait_for
 from tests.indexer.test_storage_backends import CORPUS, FILTER, storage_config

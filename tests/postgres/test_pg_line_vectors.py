@@ -18,13 +18,13 @@ import psycopg
 import pytest
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import StorageUnavailableError
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.line_codec import chunk_lines, encode
 from memoryd.indexer.storage.postgres import connect, schema
-from memoryd.indexer.storage.postgres.index import PgMemoryIndex
+from memoryd.indexer.storage.postgres.backend import PostgresBackend
 from memoryd.indexer.storage.postgres.line_rows import PgLineRows
 from memoryd.indexer.storage.postgres.store import IdentityChangedError
 from tests.helpers import CountingEmbedder, wait_for
@@ -37,7 +37,7 @@ NOTES = "# Notes\n\nMelanie painted a sunset in July.\n\nShe went camping with t
 OTHER = "# Other\n\nThe build server runs nightly at two.\n"
 
 
-def _site(tmp_path: Path, dsn: str, site: str, files: dict[str, str]) -> tuple[PgMemoryIndex, CountingEmbedder, Path]:
+def _site(tmp_path: Path, dsn: str, site: str, files: dict[str, str]) -> tuple[MemoryIndex, CountingEmbedder, Path]:
     """Site ``site`` on ``dsn`` with ``files`` in its own root, indexed (line vectors not filled yet)."""
     root = tmp_path / site / "root"
     root.mkdir(parents=True)
@@ -45,7 +45,7 @@ def _site(tmp_path: Path, dsn: str, site: str, files: dict[str, str]) -> tuple[P
         (root / name).write_text(text, encoding="utf-8")
     emb = CountingEmbedder(HashEmbedder(64))
     idx = open_index(storage_config("postgres", root, tmp_path / site / "data", dsn, site=site), emb)
-    assert isinstance(idx, PgMemoryIndex)
+    assert isinstance(idx.backend, PostgresBackend)
     try:
         reconcile(idx, [root], FILTER)
     except BaseException:
@@ -55,13 +55,13 @@ def _site(tmp_path: Path, dsn: str, site: str, files: dict[str, str]) -> tuple[P
 
 
 @pytest.fixture
-def site_a(tmp_path: Path, pg_dsn: str) -> Iterator[tuple[PgMemoryIndex, CountingEmbedder, Path]]:
+def site_a(tmp_path: Path, pg_dsn: str) -> Iterator[tuple[MemoryIndex, CountingEmbedder, Path]]:
     idx, emb, root = _site(tmp_path, pg_dsn, "a", {"a.md": NOTES, "b.md": "one\n\n\ntwo\nthree\n" * 40})
     yield idx, emb, root
     idx.close()
 
 
-def _fill(idx: PgMemoryIndex) -> int:
+def _fill(idx: MemoryIndex) -> int:
     steps = 0
     while idx.lines_pending():
         idx.fill_line_vectors(max_lines=8)
@@ -129,7 +129,7 @@ def test_rows_go_with_their_chunks(site_a: Any, pg_dsn: str) -> None:
 
 def test_a_chunk_whose_text_changed_mid_step_gets_no_row(site_a: Any, pg_dsn: str) -> None:
     idx, _, _ = site_a
-    rows = PgLineRows(idx.pg)
+    rows = PgLineRows(idx.backend.pg)
     (chunk_id, sha, _text), *_ = rows.next_chunks(100, 0)
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # the chunk now holds another text
         c.execute("UPDATE memoryd_chunks SET sha256 = 'other' WHERE id = %s", (chunk_id,))
@@ -139,7 +139,7 @@ def test_a_chunk_whose_text_changed_mid_step_gets_no_row(site_a: Any, pg_dsn: st
 
 def test_the_scan_reads_this_sites_pending_chunks_from_the_floor_up(site_a: Any, pg_dsn: str) -> None:
     idx, _, _ = site_a
-    rows = PgLineRows(idx.pg)
+    rows = PgLineRows(idx.backend.pg)
     ids = [i for i, _, _ in rows.next_chunks(100, 0)]
     assert ids == sorted(ids) and len(ids) >= 2
     assert [i for i, _, _ in rows.next_chunks(100, ids[1])] == ids[1:]
@@ -149,7 +149,7 @@ def test_the_scan_reads_this_sites_pending_chunks_from_the_floor_up(site_a: Any,
 
 def test_a_write_after_a_re_index_elsewhere_is_refused(site_a: Any, pg_dsn: str) -> None:
     idx, _, _ = site_a
-    rows = PgLineRows(idx.pg)
+    rows = PgLineRows(idx.backend.pg)
     (chunk_id, sha, _text), *_ = rows.next_chunks(1, 0)
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # what another site's re-index does first
         c.execute("UPDATE memoryd_meta SET value = (value::bigint + 1)::text WHERE key = %s", (schema.GENERATION_KEY,))
@@ -223,7 +223,7 @@ def test_schema_5_migrates_to_6_and_its_chunks_become_the_backlog(tmp_path: Path
     assert connect.prepare(pg_dsn, "disable") == 5 and schema.SCHEMA_VERSION == 6
     idx = open_index(storage_config("postgres", root, tmp_path / "a" / "data", pg_dsn, site="a"), HashEmbedder(64))
     try:
-        assert isinstance(idx, PgMemoryIndex)
+        assert isinstance(idx.backend, PostgresBackend)
         assert idx.status().line_vectors_pending == chunks > 0
         _fill(idx)
         assert len(_rows(pg_dsn)) == chunks and idx.status().line_vectors_pending == 0

@@ -9,9 +9,9 @@ import pytest
 from memoryd.daemon.client.cli import main
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from tests.helpers import CountingEmbedder
 from tests.indexer.test_storage_backends import storage_config
 from tests.postgres.test_pg_backend import dialogue, write_corpus

@@ -28,11 +28,11 @@ from memoryd.daemon.rpc.errors import STORAGE_UNAVAILABLE
 from memoryd.daemon.rpc.jsonrpc import Peer, Request, dispatch
 from memoryd.indexer.config import Config, load
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.errors import ConfigError
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.storage.base import SiteLockedError, StorageUnavailableError
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect
 from tests.helpers import CountingEmbedder, ready, running_daemon, wait_for
 from tests.indexer.test_storage_backends import storage_config
@@ -209,13 +209,13 @@ def test_a_root_comes_back_when_the_other_daemon_lets_it_go(restartable_pg: Any,
         second = wait_for(lambda: _open_or_none(cfg), timeout=30, what="a second daemon to take the free lock")
         try:
             first.save()  # its snapshot notices the lock went to the other daemon
-            assert first.lost_roots() and not first.take_reconcile_wanted()
+            assert first.backend.lost_roots() and not first.take_reconcile_wanted()
         finally:
             second.close()  # ... which stops; meanwhile a file changed that nobody indexed
         (root / "meanwhile.md").write_text("# Meanwhile\n\nWritten while no daemon indexed it.\n", encoding="utf-8")
         # A later snapshot takes the lock back. The other daemon's session may still be ending in the
         # server after its close() returned (advisory locks go with the backend process), so poll.
-        wait_for(lambda: first.save() and first.lost_roots() == {}, timeout=30, what="the lock to come back")
+        wait_for(lambda: first.save() and first.backend.lost_roots() == {}, timeout=30, what="the lock to come back")
         assert first.status().storage.to_json()["locks"] == {"held": [str(root)], "lost": []}
         assert first.take_reconcile_wanted()  # the scheduler asks for a reconcile, which indexes the change
         assert reconcile(first, [root], FILTER).files_indexed == 1
@@ -268,7 +268,7 @@ def _indexed(idx: Any, root: Path, rel: str) -> bool:
 
 
 def _chunks_by_path(d: Any) -> dict[str, list[int]]:
-    with d.index.pg.connection() as c:
+    with d.index.backend.pg.connection() as c:
         rows = c.execute("SELECT f.path, array_agg(c.id ORDER BY c.id) FROM memoryd_chunks c"
                          " JOIN memoryd_files f ON f.id = c.file_id GROUP BY f.path").fetchall()
     return {str(p): list(ids) for p, ids in rows}
@@ -304,7 +304,7 @@ def test_a_database_outage_end_to_end(restartable_pg: Any, tmp_path: Path, short
             client.call("search", {"query": "Lisbon"})
         assert time.monotonic() - t0 < 10  # the connect timeout (2 s) bounds it, with room for a loaded machine
         assert err.value.code == STORAGE_UNAVAILABLE and SECRET not in str(err.value) + json.dumps(err.value.data)
-        assert err.value.data == {"backend": "postgres", "where": d.index.where}
+        assert err.value.data == {"backend": "postgres", "where": d.index.backend.where}
 
         with pytest.raises(RpcClientError) as err:
             client.call("context", {"query": "Lisbon", "max_tokens": 200})
@@ -313,7 +313,7 @@ def test_a_database_outage_end_to_end(restartable_pg: Any, tmp_path: Path, short
 
         st = client.call("status")
         assert st["storage"]["reachable"] is False and st["storage"]["since"] and SECRET not in json.dumps(st)
-        assert d.index.where in st["storage"]["last_error"] and "UNREACHABLE" in render_status(st)
+        assert d.index.backend.where in st["storage"]["last_error"] and "UNREACHABLE" in render_status(st)
 
         try:
             written = root / client.call("remember", {"content": "The team standup moved to nine thirty."})["path"]

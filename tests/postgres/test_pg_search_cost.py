@@ -11,9 +11,9 @@ import numpy as np
 import psycopg
 
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect, schema
 from memoryd.indexer.storage.postgres.search import StatsCache
 from tests.indexer.test_storage_backends import storage_config
@@ -87,7 +87,7 @@ def test_corpus_figures_are_read_again_only_after_the_table_changed(pg_dsn: str,
     try:
         reconcile(idx, [root], FILTER)
         stats = StatsCache(ttl_s=0.0)  # probe on every call
-        with idx.pg.connection() as raw:
+        with idx.backend.pg.connection() as raw:
             conn = CountingConn(raw)
             first = stats.table(conn), stats.doc_frequencies(conn, ["pgvector"])  # type: ignore[arg-type]
             reads = len(conn.sql)
@@ -96,7 +96,7 @@ def test_corpus_figures_are_read_again_only_after_the_table_changed(pg_dsn: str,
             assert all("FROM memoryd_totals" in sql for sql in conn.sql[reads:])
         (root / "new.md").write_text("# New\n\npgvector again, in a note of its own.\n", encoding="utf-8")
         reconcile(idx, [root], FILTER)
-        with idx.pg.connection() as raw:
+        with idx.backend.pg.connection() as raw:
             conn = CountingConn(raw)
             table, df = stats.table(conn), stats.doc_frequencies(conn, ["pgvector"])  # type: ignore[arg-type]
         assert table[0] == first[0][0] + 1 and table[2] > first[0][2]
@@ -142,7 +142,7 @@ def test_a_deep_vector_search_widens_the_breadth_for_its_own_transaction_only(pg
         reconcile(idx, [root], FILTER)
         n = idx.status().chunks
         deep = idx.vectors.search(emb.embed_query("pgvector"), 100)  # 2k = 200 > the session's 128
-        with idx.pg.connection() as conn:  # type: ignore[attr-defined]
+        with idx.backend.pg.connection() as conn:  # type: ignore[attr-defined]
             row = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()
     finally:
         idx.close()
@@ -152,13 +152,12 @@ def test_a_deep_vector_search_widens_the_breadth_for_its_own_transaction_only(pg
 def test_a_deep_search_needs_no_second_connection(pg_dsn: str, tmp_path: Path) -> None:
     """A vector leg deeper than the session's breadth runs on the search's own connection: with a
     pool of one, it would otherwise wait for itself until the pool's timeout."""
-    from memoryd.indexer.storage.postgres.index import PgMemoryIndex
 
     root = write_corpus(tmp_path / "root")
     connect.prepare(pg_dsn, "disable")
     pool = connect.open_pool(pg_dsn, "disable", min_size=1, max_size=1, timeout_s=2)
     try:
-        idx = PgMemoryIndex(storage_config("postgres", root, tmp_path / "data", pg_dsn), HashEmbedder(64), pool=pool)
+        idx = open_index(storage_config("postgres", root, tmp_path / "data", pg_dsn), HashEmbedder(64), pool=pool)
         try:
             reconcile(idx, [root], FILTER)
             assert idx.query(Query("pgvector memory", k=70, mode="hybrid")).hits  # 70 candidates: 2k > 128

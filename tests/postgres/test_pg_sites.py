@@ -22,9 +22,9 @@ import pytest
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.storage import site_id
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import connect
 from tests.helpers import running_daemon
 from tests.indexer.test_storage_backends import storage_config

@@ -17,11 +17,11 @@ import pytest
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import StoreError
 from memoryd.indexer.ingestion.reconcile import reconcile
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.storage.postgres import schema
-from memoryd.indexer.storage.postgres.index import REINDEX_COMMAND, PgMemoryIndex
+from memoryd.indexer.storage.postgres.identity import REINDEX_COMMAND
 from memoryd.indexer.storage.postgres.store import IdentityChangedError
 from tests.helpers import CountingEmbedder
 from tests.indexer.test_storage_backends import CORPUS, storage_config
@@ -38,9 +38,9 @@ def site_config(pg_dsn: str, tmp_path: Path, site: str, redact: str) -> Any:
     return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, redact_index=redact))
 
 
-def indexed(cfg: Any, emb: CountingEmbedder | None = None, reindex: bool = False) -> PgMemoryIndex:
+def indexed(cfg: Any, emb: CountingEmbedder | None = None, reindex: bool = False) -> MemoryIndex:
     """Open ``cfg``'s site and reconcile its roots."""
-    idx = PgMemoryIndex(cfg, emb or CountingEmbedder(INNER), reindex=reindex)
+    idx = open_index(cfg, emb or CountingEmbedder(INNER), reindex=reindex)
     reconcile(idx, list(cfg.effective_roots), FILTER)
     return idx
 
@@ -64,7 +64,8 @@ def test_reindex_drops_every_site_keeps_the_cache_and_embeds_nothing_cached(pg_d
     emb = CountingEmbedder(INNER)
     a = indexed(new_a, emb, reindex=True)
     try:
-        assert a.reset is not None and a.reset[0] == 2 * len(CORPUS) and a.reset[1] > 0 and a.reset[2] == 1
+        reset = a.backend.reset
+        assert reset is not None and reset[0] == 2 * len(CORPUS) and reset[1] > 0 and reset[2] == 1
         assert emb.calls == 0 and a.status().files == len(CORPUS)  # every vector came from the cache
         assert a.status().storage.to_json()["all_files"] == len(CORPUS)  # site b's rows went too
         with psycopg.connect(pg_dsn) as c:
@@ -86,8 +87,8 @@ def test_a_site_with_the_new_settings_gets_its_roots_back_without_a_restart(pg_d
     indexed(new_a, reindex=True).close()
     b = indexed(new_b)  # running with the new settings when another re-index happens (a later upgrade)
     try:
-        a = PgMemoryIndex(new_a, CountingEmbedder(INNER), reindex=True)
-        a.pg.reset_all_sites(json.dumps(a.identity(), sort_keys=True), drop_cache=False)
+        a = open_index(new_a, CountingEmbedder(INNER), reindex=True)
+        a.backend.pg.reset_all_sites(json.dumps(a.identity(), sort_keys=True), drop_cache=False)
         a.close()
         assert b.status().files == 0
         assert not b.take_reconcile_wanted()  # nothing has told b yet
@@ -95,7 +96,7 @@ def test_a_site_with_the_new_settings_gets_its_roots_back_without_a_restart(pg_d
         assert b.take_reconcile_wanted() and not b.take_reconcile_wanted()  # once: the scheduler asks for it
         stats = reconcile(b, list(new_b.effective_roots), FILTER)  # the daemon's next sweep, same process
         assert stats.files_indexed == len(CORPUS) and stats.embedded == 0
-        assert b.status().files == len(CORPUS) and b.identity_changed is None and not b.lost_roots()
+        assert b.status().files == len(CORPUS) and b.backend.identity_changed is None and not b.backend.lost_roots()
     finally:
         b.close()
 
@@ -122,9 +123,9 @@ def test_a_write_already_past_its_check_is_refused_inside_its_transaction(pg_dsn
     b = indexed(old_b)
     try:
         indexed(site_config(pg_dsn, tmp_path, "a", "secrets"), reindex=True).close()
-        root_id = b.pg.root_id(next(iter(old_b.effective_roots)))
+        root_id = b.backend.pg.root_id(next(iter(old_b.effective_roots)))
         with pytest.raises(IdentityChangedError, match="re-indexed with other settings"):
-            b.pg.replace_file(root_id, "x.md", 1, 1, "0" * 64, "", [])  # as if its verify came just before
+            b.backend.pg.replace_file(root_id, "x.md", 1, 1, "0" * 64, "", [])  # as if its verify came just before
     finally:
         b.close()
 
@@ -165,7 +166,7 @@ def test_bench_reuse_of_an_old_database_says_what_to_do_and_reindex_repairs_it(p
         scale_pg.reindex_kept(new_a, CountingEmbedder(INNER), root, files, args)
     emb = CountingEmbedder(INNER)
     scale_pg.reindex_kept(new_a, emb, root, files, argparse.Namespace(reuse=args.reuse, reindex=True))
-    again = PgMemoryIndex(new_a, emb)  # opens: the database now has this memoryd's settings
+    again = open_index(new_a, emb)  # opens: the database now has this memoryd's settings
     try:
         assert again.status().files == len(CORPUS) and emb.calls == 0
     finally:

@@ -20,7 +20,7 @@ from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, SearchConfig, validate
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import ConfigError
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import calibration
@@ -198,7 +198,7 @@ def index(tmp_path: Path):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     reconcile(idx, [root], FILTER)
     yield idx
     idx.close()
@@ -261,7 +261,7 @@ def test_real_model_off_topic_scores_below_the_threshold_and_on_topic_above(tmp_
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     cfg = dataclasses.replace(make_config(root, tmp_path / "data"), embedding=EmbeddingConfig())
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, tmp_path / "model"))
+    idx = open_index(cfg, load_embedder(cfg.embedding, tmp_path / "model"))
     try:
         reconcile(idx, [root], FILTER)
         threshold = SearchConfig().min_score

@@ -10,12 +10,11 @@ from memoryd.daemon.client.render import render_hits
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import SearchConfig
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.fallback import threshold, wider
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.factory import open_index
 from tests.indexer.test_storage_backends import BACKENDS, storage_config
 
 

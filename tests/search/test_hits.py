@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.hits import MAX_MERGED_CHUNKS, Hit, merge_consecutive
 from memoryd.indexer.search.query import Query
@@ -97,7 +97,7 @@ def test_search_returns_one_hit_for_a_passage_split_across_windows(tmp_path: Pat
     results = {}
     for merge in (False, True):
         cfg = dataclasses.replace(base, search=dataclasses.replace(base.search, merge_adjacent=merge))
-        idx = MemoryIndex(cfg, emb)
+        idx = open_index(cfg, emb)
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf)
         asked = Query("zeppelin quartet rehearsal", k=5, mode="keyword", explain=True)

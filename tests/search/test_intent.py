@@ -8,7 +8,7 @@ import pytest
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.intent import classify, intent_boost, targets
 from memoryd.indexer.search.query import Query
@@ -89,7 +89,7 @@ def _ranked(tmp_path: Path, boost: float, query: str) -> list[str]:
         "## Daily log\n\n- Could not decide on Postgres storage; storage talk again, decide Friday.\n")
     cfg = make_config(root, tmp_path / f"data-{boost}")
     cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, intent_boost=boost, merge_adjacent=False))
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
         res = idx.query(Query(query, k=5, mode="keyword", explain=True))

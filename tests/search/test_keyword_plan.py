@@ -8,7 +8,7 @@ import pytest
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import keyword_plan
 from memoryd.indexer.search.keyword_plan import DocFrequencies, KeywordPass, plan
@@ -93,7 +93,7 @@ def test_a_word_saved_after_a_search_missed_it_is_found_at_once(tmp_path: Path) 
     (root / "memory").mkdir(parents=True)
     (root / "memory" / "2024-01-01.md").write_text("# Notes\n\n- The garden needs water.\n")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
         before = idx.query(Query("zebracorn garden", k=3, mode="keyword", explain=True)).to_json()
@@ -113,7 +113,7 @@ def test_a_query_of_absent_terms_runs_no_keyword_pass(tmp_path: Path) -> None:
     (root / "memory").mkdir(parents=True)
     (root / "memory" / "2024-01-01.md").write_text("# Notes\n\n- The garden needs water.\n")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
         res = idx.query(Query("zebracorn unicornfish", k=3, mode="keyword", explain=True)).to_json()
@@ -133,7 +133,7 @@ def test_bounded_leg_finds_an_old_rare_term_and_ranks_common_words_among_recent_
         (root / "memory" / f"2024-02-{day:02d}.md").write_text(
             f"# Day {day}\n\n- The backup job ran at night; day {day}.\n")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
         exact = idx.query(Query("zebracorn backup job", k=3, mode="keyword", explain=True)).to_json()

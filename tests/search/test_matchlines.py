@@ -6,7 +6,7 @@ from pathlib import Path
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.matchlines import best_lines, line_scores, ranked_lines
 from memoryd.indexer.search.query import Query
@@ -63,7 +63,7 @@ def test_search_hits_carry_match_lines(tmp_path: Path) -> None:
     body[5] = "- the zebracorn festival tickets are booked"
     (root / "notes.md").write_text("\n".join(body) + "\n")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf, pf.accept_dir)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memoryd.indexer.config import SearchConfig
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import calibration
 from memoryd.indexer.search.keyword_plan import KeywordPlan
@@ -113,7 +113,7 @@ def test_a_query_is_frozen_and_search_builds_it_once(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "a.md").write_text("# A\n\nThe violin lesson is on Monday.\n", encoding="utf-8")
-    idx = MemoryIndex(make_config(root, tmp_path / "data"), HashEmbedder(64))
+    idx = open_index(make_config(root, tmp_path / "data"), HashEmbedder(64))
     try:
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf, pf.accept_dir)

@@ -11,7 +11,7 @@ import pytest
 from memoryd.daemon.api.read import query_vector_of
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.querytext import clean_query
@@ -56,7 +56,7 @@ def test_both_legs_search_the_cleaned_query_and_explain_says_so(tmp_path: Path) 
         return original(text)
 
     emb.embed_query = recording  # type: ignore[method-assign]
-    idx = MemoryIndex(cfg, emb)
+    idx = open_index(cfg, emb)
     reconcile(idx, [root], PathFilter(("*.md",), ()))
     res = idx.query(Query("Bart: sunflower shirt\nAssistant: lovely", k=3, explain=True)).to_json()
     idx.close()

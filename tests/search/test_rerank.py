@@ -36,7 +36,7 @@ def test_mmr_prefers_a_different_second_hit() -> None:
 
 def test_recency_reorders_engine_results(tmp_path) -> None:
     from memoryd.indexer.embedding import load_embedder
-    from memoryd.indexer.engine import MemoryIndex
+    from memoryd.indexer.engine import open_index
     from memoryd.indexer.ingestion.reconcile import reconcile
     from tests.helpers import make_config
 
@@ -48,11 +48,11 @@ def test_recency_reorders_engine_results(tmp_path) -> None:
     (root / "memory" / f"{recent}.md").write_text("- standup moved to nine\n")
     (root / "memory" / f"{older}.md").write_text("- lunch moved\n")
     cfg = make_config(root, tmp_path / "d")
-    plain = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    plain = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     reconcile(plain, [root], lambda rel: rel.endswith(".md"))
     plain.close()
     decayed_cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, recency_half_life_days=30.0))
-    idx = MemoryIndex(decayed_cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(decayed_cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         hits = idx.query(Query("standup moved to ten", k=3, mode="keyword")).to_json()["hits"]
         assert hits[0]["path"] == f"memory/{recent}.md"  # an old exact match decays below a recent one

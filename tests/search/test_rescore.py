@@ -9,7 +9,7 @@ import pytest
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.calibration import features_for
 from memoryd.indexer.search.keyword_plan import DocFrequencies
@@ -86,7 +86,7 @@ def test_search_prefers_the_file_dated_as_the_query_says(tmp_path: Path) -> None
     (root / "memory" / "2023-08-02.md").write_text(
         "# 2023-08-02\n\n- The group went hiking, no talk of support.\n- Group photo by the lake.\n")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         pf = PathFilter(("*.md",), ())
         reconcile(idx, [root], pf)

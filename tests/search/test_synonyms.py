@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search import keyword, synonyms
 from memoryd.indexer.search.query import Query
@@ -92,7 +92,7 @@ def test_search_finds_a_note_through_a_synonym_and_explains_it(tmp_path: Path) -
     (root / "memory" / "2024-01-01.md").write_text("# Notes\n\n- 数据库 迁移 到 新 机器\n", encoding="utf-8")
     (root / "memory" / "2024-01-02.md").write_text("# Notes\n\n- The garden needs water.\n")
     cfg = make_config(root, tmp_path / "data")
-    idx = MemoryIndex(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+    idx = open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
         res = idx.query(Query("database", k=3, mode="keyword", explain=True)).to_json()
@@ -105,7 +105,7 @@ def test_search_finds_a_note_through_a_synonym_and_explains_it(tmp_path: Path) -
         idx.close()
     cfg = make_config(root, tmp_path / "data2")
     off = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, synonyms=False))
-    idx = MemoryIndex(off, load_embedder(off.embedding, off.data_dir))
+    idx = open_index(off, load_embedder(off.embedding, off.data_dir))
     try:
         reconcile(idx, [root], PathFilter(("*.md",), ()))
         assert idx.query(Query("database", k=3, mode="keyword")).hits == []

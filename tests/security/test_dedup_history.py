@@ -18,7 +18,7 @@ from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, ENTRY_NOT_FOUND, WRITE_CONFLICT
 from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import EntryNotFound, WriteConflict
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.write import history as hist
@@ -83,7 +83,7 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
     (root / "user").mkdir(parents=True)
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         yield index, root, MemoryWriter(index, root, cfg.write, clock=lambda: NOW,
                                         history=hist.History.in_data_dir(cfg.data_dir))

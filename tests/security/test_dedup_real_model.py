@@ -15,7 +15,7 @@ from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.embedtext import clean_line
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.write.dedup import Thresholds
@@ -40,7 +40,7 @@ def writer(tmp_path: Path, e5: Embedder) -> Iterator[tuple[MemoryWriter, Path]]:
     root = tmp_path / "root"
     root.mkdir()
     cfg = dataclasses.replace(make_config(root, tmp_path / "data"), embedding=EmbeddingConfig())  # default thresholds
-    index = MemoryIndex(cfg, e5)
+    index = open_index(cfg, e5)
     try:
         yield MemoryWriter(index, root, cfg.write, history=History.in_data_dir(cfg.data_dir)), root
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from memoryd.indexer.engine import DB_NAME
+from memoryd.indexer.storage.embedded.backend import DB_NAME
 from tests.helpers import running_daemon
 from tests.security.secrets_cases import REPRODUCTIONS
 from tests.write_fixtures import WriteDaemon, start_write_daemon

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
+pytest.importorskip("jinja2", reason="the ui's dependencies are missing from this venv")
 
 from memoryd.daemon.ui import limits
 from memoryd.daemon.ui.launch import Launcher

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
+pytest.importorskip("jinja2", reason="the ui's dependencies are missing from this venv")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra has it)")
 
 from memoryd.daemon.api.vocabulary import DEFAULT_K  # noqa: E402

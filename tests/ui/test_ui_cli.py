@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from memoryd.daemon.client.cli import build_parser
+from memoryd.daemon.client.install_hint import detect
 from tests.helpers import wait_for
 
-pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
+pytest.importorskip("jinja2", reason="the ui's dependencies are missing from this venv")
 
 URL = re.compile(r"^memoryd ui: (http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]+))$", re.M)
 
@@ -150,7 +151,7 @@ def test_the_cli_does_not_import_the_ui() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_without_the_extra_it_says_what_to_install(tmp_path: Path, short_dir: Path) -> None:
+def test_a_missing_dependency_names_the_command_for_this_install(tmp_path: Path, short_dir: Path) -> None:
     shadow = tmp_path / "shadow"
     (shadow / "jinja2").mkdir(parents=True)
     (shadow / "jinja2" / "__init__.py").write_text("raise ImportError('no jinja2 here', name='jinja2')\n")
@@ -158,4 +159,5 @@ def test_without_the_extra_it_says_what_to_install(tmp_path: Path, short_dir: Pa
     r = subprocess.run([sys.executable, "-m", "memoryd.daemon.cli", "ui", "--no-browser",
                         "--socket", str(short_dir / "x.sock")], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 3
-    assert "pip install 'memoryd[ui]'" in r.stderr and "jinja2" in r.stderr
+    assert "'jinja2'" in r.stderr and "memoryd[ui]" not in r.stderr
+    assert detect().command() in r.stderr  # this venv's own python -m pip (or uv pip), not a bare pip

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
+pytest.importorskip("jinja2", reason="the ui's dependencies are missing from this venv")
 
 from starlette.routing import Route
 from starlette.testclient import TestClient
@@ -296,8 +296,17 @@ def test_entries_list_namespaces_with_forget_and_promote_forms(ui: Ui) -> None:
     html = ui.get("/entries?namespace=peer:alice").text
     assert "Alice prefers green tea over coffee." in html and "The office is in Lisbon" not in html
     assert 'action="/forget"' in html and 'action="/promote"' in html
-    assert "edit section" in html
+    assert "edit section" not in html  # "Preferences" is not in write.sections: no form offered that would be refused
     assert 'name="csrf" value="' + ui.keys.csrf + '"' in html
+
+
+def test_edit_section_is_offered_only_on_writable_sections(ui: Ui) -> None:
+    html = ui.get("/entries?namespace=default").text
+    focus = html.split("§ Current Focus")[1].split("</tr>")[0]
+    notes = html.split("§ Notes")[1].split("</tr>")[0]
+    assert "edit section" in focus and "edit section" not in notes
+    form = ui.get("/section?path=memory-bank/activeContext.md&section=Notes").text
+    assert "not writable" in form and "<textarea" not in form
 
 
 def test_the_promote_form_carries_the_entry_text_and_a_moved_line_is_refused(ui: Ui) -> None:
@@ -315,9 +324,10 @@ def test_the_promote_form_carries_the_entry_text_and_a_moved_line_is_refused(ui:
 
 
 def test_access_shows_what_each_peer_and_group_can_read(ui: Ui) -> None:
-    html = ui.get("/access").text
-    alice = html.split('id="ns-peer:alice"')[1].split("</section>")[0]
-    dev = html.split('id="ns-group:dev"')[1].split("</section>")[0]
+    html = ui.get("/access").text  # every namespace's counts; no namespace's files until asked for
+    assert "peers/alice/MEMORY.md" not in html and "/access?namespace=peer%3Aalice" in html
+    alice = ui.get("/access?namespace=peer:alice").text.split('id="ns-peer:alice"')[1].split("</section>")[0]
+    dev = ui.get("/access?namespace=group:dev").text.split('id="ns-group:dev"')[1].split("</section>")[0]
     assert "peers/alice/MEMORY.md" in alice and "MEMORY.md</a>" in alice and "groups/dev" not in alice
     assert "groups/dev/MEMORY.md" in dev and "peers/alice" not in dev
 

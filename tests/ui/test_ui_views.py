@@ -5,23 +5,23 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("jinja2", reason="the ui extra is not installed: pip install 'memoryd[ui]'")
+pytest.importorskip("jinja2", reason="the ui's dependencies are missing from this venv")
 
 from memoryd.daemon.ui import views
 
 
 def test_highlight_marks_query_words_and_escapes_everything_else() -> None:
-    out = views.highlight("<b>Deploy</b> to prod & deploy again", views.query_pattern("deploy prod"))
+    out = views.highlight("<b>Deploy</b> to prod & deploy again", views.query_words("deploy prod"))
     assert str(out) == "&lt;b&gt;<mark>Deploy</mark>&lt;/b&gt; to <mark>prod</mark> &amp; <mark>deploy</mark> again"
 
 
 def test_highlight_of_markup_in_the_query_itself_stays_escaped() -> None:
-    out = views.highlight("a <script> tag", views.query_pattern("<script>"))
+    out = views.highlight("a <script> tag", views.query_words("script"))
     assert str(out) == "a &lt;<mark>script</mark>&gt; tag"
 
 
 def test_highlight_without_words_only_escapes() -> None:
-    assert str(views.highlight("x < y", views.query_pattern("? !"))) == "x &lt; y"
+    assert str(views.highlight("x < y", views.query_words("? !"))) == "x &lt; y"
 
 
 def test_visible_shows_controls_and_bidi_but_keeps_markup_built_here() -> None:
@@ -82,8 +82,13 @@ def test_audit_summary_counts_per_session_with_repeats() -> None:
     ]
 
 
-def test_highlight_matches_latin_words_where_a_word_starts_and_cjk_anywhere() -> None:
-    assert str(views.highlight("we undo the deploys", views.query_pattern("do we deploy"))) == \
-        "we undo the <mark>deploy</mark>s"
-    cjk = views.highlight("我们周四部署生产环境", views.query_pattern("部署"))
+def test_highlight_marks_whole_content_words_and_cjk_anywhere() -> None:
+    assert str(views.highlight("we undo the deploys", views.query_words("do we deploy"))) == \
+        "we undo the <mark>deploys</mark>"
+    # "the" is no content word (the keyword search drops it): never marked, let alone inside "they"/"there"
+    assert str(views.highlight("They said there is the cache", views.query_words("the cache"))) == \
+        "They said there is the <mark>cache</mark>"
+    assert str(views.highlight("theme of the day", views.query_words("them"))) == "theme of the day"
+    assert views.query_words("the of and") is None
+    cjk = views.highlight("我们周四部署生产环境", views.query_words("部署"))
     assert str(cjk) == "我们周四<mark>部署</mark>生产环境"

@@ -15,7 +15,7 @@ from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.bank import apply_plan, make_plan
 from memoryd.indexer.bank import highlights as hl
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import WriteConflict
 from memoryd.indexer.markdown.memblocks import machine_span, user_blocks
 from memoryd.indexer.search.query import Query
@@ -78,7 +78,7 @@ def bank(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
                                            "<!-- USER_BLOCK_START -->\n## Decision Highlights\n" + USER_NOTE))
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         yield index, root, MemoryWriter(index, root, cfg.write, clock=lambda: NOW)
     finally:

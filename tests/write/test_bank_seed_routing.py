@@ -22,7 +22,7 @@ from memoryd.indexer.bank import apply_plan, make_plan
 from memoryd.indexer.bank import highlights as hl
 from memoryd.indexer.config import WriteConfig
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.intake import Accepted, prepare
@@ -77,7 +77,7 @@ def bank(tmp_path: Path) -> Iterator[Bank]:
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
     (tmp_path / "data").mkdir(parents=True, exist_ok=True)
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         yield Bank(root, tmp_path / "data", index, cfg.write)
     finally:

@@ -21,7 +21,7 @@ from memoryd.daemon.api.write import _write_error_of
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.rpc.errors import DISK_FULL, RpcError
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.errors import DiskFullError
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.editor import MemoryEditor
@@ -46,7 +46,7 @@ def _env(base: Path) -> Env:
     data.mkdir(parents=True)
     cfg = make_config(root, data)
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
-    return Env(root, data, MemoryIndex(cfg, HashEmbedder()), hist.History.in_data_dir(data), cfg_write=cfg.write)
+    return Env(root, data, open_index(cfg, HashEmbedder()), hist.History.in_data_dir(data), cfg_write=cfg.write)
 
 
 def _files(env: Env) -> dict[Path, bytes]:

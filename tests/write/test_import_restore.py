@@ -25,9 +25,8 @@ from hypothesis import strategies as st
 
 from memoryd.indexer.access import DEFAULT, Session, namespace_of
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.markdown.mdlines import ITEM
-from memoryd.indexer.storage.factory import open_index
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.editor import MemoryEditor
 from memoryd.indexer.write.entries import memory_files, select
@@ -105,7 +104,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
     root = tmp_path / "root"
     root.mkdir()
     cfg = _cfg(root, tmp_path / "data")
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         yield Store(root, index, cfg, tmp_path)
     finally:
@@ -236,7 +235,7 @@ def test_the_dry_run_decides_what_the_real_run_does_line_by_line(tmp_path_factor
     base = tmp_path_factory.mktemp("dry")
     (base / "root").mkdir()
     cfg = _cfg(base / "root", base / "data")
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         dry, real = _dry_and_real(Store(base / "root", index, cfg, base), "".join(json.dumps(p) + "\n" for p in picks))
     finally:
@@ -299,7 +298,7 @@ def test_new_lines_for_one_file_are_written_in_one_rewrite_of_it(tmp_path: Path)
     root = tmp_path / "root"
     root.mkdir()
     cfg = _cfg(root, tmp_path / "data")
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     writes: list[Path] = []
     try:
         s = Store(root, index, cfg, tmp_path)

@@ -24,7 +24,7 @@ import pytest
 from memoryd.daemon.client import cli_history, cli_write
 from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.write import history as hist
 from memoryd.indexer.write.intake import Accepted, prepare
 from memoryd.indexer.write.writer import MemoryWriter
@@ -49,7 +49,7 @@ def env(tmp_path: Path) -> Iterator[tuple[Path, MemoryWriter]]:
     (root / "user").mkdir(parents=True)
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     ticks = itertools.count()
     clock: Callable[[], datetime] = lambda: START + timedelta(minutes=next(ticks))  # noqa: E731
     try:

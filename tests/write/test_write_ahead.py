@@ -21,7 +21,7 @@ from memoryd.daemon.app import recover_edits
 from memoryd.daemon.roots import RootMap
 from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import WriteConflict
 from memoryd.indexer.markdown.mdlines import MdLines
 from memoryd.indexer.markdown.patch import Patch
@@ -74,7 +74,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
     cfg = make_config(root, data)
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
     data.mkdir(parents=True, exist_ok=True)
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     e = Env(root, data, index, hist.History.in_data_dir(data), cfg_write=cfg.write)
     try:
         yield e

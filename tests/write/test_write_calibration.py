@@ -13,7 +13,7 @@ import pytest
 from memoryd.indexer.access import DEFAULT
 from memoryd.indexer.config import EmbeddingConfig, WriteConfig
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.embedtext import clean_line
 from memoryd.indexer.types import Embedder
 from memoryd.indexer.write.dedup import Thresholds
@@ -59,7 +59,7 @@ def writer(tmp_path: Path, e5: Embedder) -> Iterator[tuple[MemoryWriter, Path]]:
     root.mkdir()
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, embedding=EmbeddingConfig())  # default thresholds, real model
-    index = MemoryIndex(cfg, e5)
+    index = open_index(cfg, e5)
     try:
         yield MemoryWriter(index, root, cfg.write), root
     finally:

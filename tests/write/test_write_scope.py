@@ -13,7 +13,7 @@ import pytest
 
 from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.write.candidates import in_route
 from memoryd.indexer.write.dedup import (
     APPEND,
@@ -43,7 +43,7 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
     (root / "memory").mkdir(parents=True)
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         yield index, root, MemoryWriter(index, root, cfg.write, clock=lambda: NOW)
     finally:

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from memoryd.indexer.access import DEFAULT, Namespace
 from memoryd.indexer.embedding.hash_embedder import HashEmbedder
-from memoryd.indexer.engine import MemoryIndex
+from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.errors import BadTarget, EntryNotFound, WriteConflict
 from memoryd.indexer.markdown.memblocks import user_blocks
 from memoryd.indexer.search.query import Query
@@ -37,7 +37,7 @@ def env(tmp_path: Path) -> Iterator[tuple[MemoryIndex, Path, MemoryWriter]]:
     (root / "user").mkdir(parents=True)
     cfg = make_config(root, tmp_path / "data")
     cfg = dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
-    index = MemoryIndex(cfg, HashEmbedder())
+    index = open_index(cfg, HashEmbedder())
     try:
         yield index, root, MemoryWriter(index, root, cfg.write, clock=lambda: NOW)
     finally:

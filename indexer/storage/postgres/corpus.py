@@ -16,7 +16,7 @@ in the transaction, so the row locks are held only until the commit that follows
 Daemons older than schema 3 would write postings without these counts: migration 3 adds
 ``pg_writers`` to the stored identity (:data:`WRITERS_SINCE`) and bumps the identity
 generation, so such a daemon stops writing at its next write, as after a re-index with other
-settings (:mod:`memoryd.indexer.storage.postgres.index`).
+settings (:mod:`memoryd.indexer.storage.postgres.backend`).
 """
 
 from __future__ import annotations

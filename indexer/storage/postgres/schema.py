@@ -45,7 +45,7 @@ def session_ef_search(chunks: int) -> int:
     return max(EF_SEARCH, min(EF_SEARCH_MAX, chunks // 1000))
 
 # Makes every daemon whose identity lacks this ``pg_writers`` stop writing at its next write
-# (memoryd.indexer.storage.postgres.index, "identity generation"); the value is corpus.WRITERS_SINCE.
+# (memoryd.indexer.storage.postgres.backend, "identity generation"); the value is corpus.WRITERS_SINCE.
 FENCE_OLDER_WRITERS = """
     UPDATE memoryd_meta SET value = (value::jsonb || '{"pg_writers": "3"}'::jsonb)::text WHERE key = 'identity';
     UPDATE memoryd_meta SET value = (value::bigint + 1)::text WHERE key = 'identity_generation';

@@ -159,5 +159,15 @@ def drop_site(conn: Any, site: str, dry_run: bool = False) -> DropResult:
     return result
 
 
+def memoryd_version() -> str:
+    """This memoryd's version, for the site's record (``memoryd sites list``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memoryd")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

@@ -11,8 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.indexer.storage.index_status import StorageStatus
+from memoryd.indexer.storage.base import CacheStore
+from memoryd.indexer.storage.index_status import (
+    BacklogProgress,
+    CacheStatus,
+    IndexStatus,
+    ModelStatus,
+    SkippedFile,
+    StorageStatus,
+    VectorIndexStatus,
+)
+from memoryd.indexer.storage.postgres import sites
 from memoryd.indexer.storage.postgres.sites import SiteInfo
+from memoryd.indexer.storage.postgres.store import PgStore
+from memoryd.indexer.types import Embedder
 
 
 @dataclass(frozen=True)
@@ -76,3 +88,30 @@ class PgStorage(StorageStatus):
                 **figures, "where": self.database, "error": None if self.reachable else self.last_error,
                 "identity_changed": self.identity_changed, "refused": self.refused,
                 "last_error": self.last_error, "since": self.since, "locks": self.locks.to_json()}
+
+
+def read_figures(pg: PgStore) -> tuple[PgFigures, int, int]:
+    """What the database holds now: the figures, the cache's entries, and every site's chunks with a
+    vector (a chunk committed keyword first has none yet). Raises StorageUnavailableError when away."""
+    with pg.connection() as c:
+        row = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks),"
+                        " (SELECT count(*) FROM memoryd_embed_cache),"
+                        " (SELECT count(DISTINCT site) FROM memoryd_roots),"
+                        " (SELECT count(*) FROM memoryd_chunks WHERE embedding IS NULL)").fetchone()
+    assert row is not None
+    with pg.connection() as c:
+        all_sites = tuple(sites.list_sites(c))
+    figures = PgFigures(sites=int(row[3]), all_files=int(row[0]), all_chunks=int(row[1]), all_sites=all_sites)
+    return figures, int(row[2]), int(row[1]) - int(row[4])
+
+
+def index_status(embedder: Embedder, cache: CacheStore, files: int | None, chunks: int | None, entries: int | None,
+                 vectors: int | None, storage: PgStorage, *, skipped: tuple[SkippedFile, ...],
+                 backlog: BacklogProgress) -> IndexStatus:
+    """The PostgreSQL index's :class:`IndexStatus` (fewer model and cache figures than the embedded one's)."""
+    return IndexStatus(
+        files=files, chunks=chunks,
+        model=ModelStatus(embedder.model_id, embedder.dimension, getattr(embedder, "query_precision", "exact")),
+        cache=CacheStatus(entries, cache.hits, cache.misses, cache.capacity),
+        index=VectorIndexStatus("pgvector-hnsw", vectors, tombstones=0, rebuilding=None),
+        skipped=skipped, vectors=backlog, storage=storage)

@@ -94,7 +94,7 @@ class PgStore:
         # transaction (None: no check), so a daemon of older settings cannot commit after a re-index.
         self.generation: str | None = None
         # Run before every call while opening is unfinished (the daemon started with the database away):
-        # it finishes opening, or raises StorageUnavailableError (memoryd...postgres.index._attach_later).
+        # it finishes opening, or raises StorageUnavailableError (memoryd...postgres.backend._attach_later).
         self.before_use: Callable[[], None] | None = None
 
     @contextlib.contextmanager

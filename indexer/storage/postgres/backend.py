@@ -1,25 +1,23 @@
-"""``PgMemoryIndex``: :class:`memoryd.indexer.engine.MemoryIndex` on the PostgreSQL backend.
+"""``PostgresBackend``: the PostgreSQL + pgvector backend as :class:`memoryd.indexer.engine.MemoryIndex` runs it.
 
-Indexing, reconciling, moving and removing are inherited unchanged: they only use
+Indexing, reconciling, moving and removing are the index's, unchanged: they only use
 the storage interface (store, cache, vectors). What differs is opening (migrations,
-the shared identity, the HNSW index, one advisory lock per root), search (every
-site, or the ``sites`` asked for) and upkeep (PostgreSQL's autovacuum does the rest).
+the shared identity, the HNSW index, one advisory lock per root), the guard before
+every write (:meth:`PostgresBackend.guard_write`), search (every site, or the
+``sites`` asked for: :meth:`PostgresBackend.scope`) and upkeep (PostgreSQL's
+autovacuum does the rest).
 
 While the database is unreachable every call fails with
 :class:`~memoryd.indexer.storage.base.StorageUnavailableError` within
 ``storage.connect_timeout_s``; every write first makes sure this daemon still holds
 its (site, root) locks (a database restart drops them), and skips the roots whose lock
-another daemon took meanwhile (:meth:`PgMemoryIndex.lost_roots`, shown by ``status``) until
+another daemon took meanwhile (:meth:`PostgresBackend.lost_roots`, shown by ``status``) until
 that daemon lets them go; then it takes them back and reconciles them.
 
-The identity (model, dimension, chunking, text rules) is the *database's*: a daemon
-whose identity differs from the stored one refuses to start while any chunk exists,
-because dropping every chunk, as the embedded backend does, would wipe other sites.
-Dropping them is explicit (``reindex=True``, ``memoryd migrate-storage --reindex``): it
-bumps the database's identity generation, which every write checks, so a daemon of the old
-settings stops writing at once (``storage.identity_changed``, its roots shown lost in
-``status``), while one whose settings match the new identity re-adds its roots at its next
-reconcile (its file rows are gone; the shared cache spares the embeddings).
+The identity is the *database's* (:mod:`.identity`): a re-index bumps its generation, which
+every write checks, so a daemon of the old settings stops writing at once
+(``storage.identity_changed``, its roots shown lost in ``status``), while one whose settings
+match re-adds its roots at its next reconcile (the shared cache spares the embeddings).
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,27 +37,32 @@ import psycopg_pool
 import structlog
 
 from memoryd.indexer.config import Config
-from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import StoreError
-from memoryd.indexer.fill.line_vectors import STEP_LINES, FillResult, LineRows
-from memoryd.indexer.ingestion.indexstats import IndexStats, Progress
-from memoryd.indexer.search.hits import SearchResult
+from memoryd.indexer.fill.backlog import VectorBacklog
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.base import LINE_WAIT_MS, Backend, Capabilities, LineStore, StorageUnavailableError
-from memoryd.indexer.storage.index_status import (
-    BacklogProgress,
-    CacheStatus,
-    IndexStatus,
-    ModelStatus,
-    VectorIndexStatus,
-    skipped_files,
+from memoryd.indexer.storage.base import (
+    LINE_WAIT_MS,
+    Capabilities,
+    LineRows,
+    LineStore,
+    RebuildJob,
+    StorageUnavailableError,
 )
+from memoryd.indexer.storage.index_status import BacklogProgress, IndexStatus, skipped_files
 from memoryd.indexer.storage.postgres import connect, corpus, schema, sites
 from memoryd.indexer.storage.postgres.cache import PgEmbeddingCache, PgLineStore
 from memoryd.indexer.storage.postgres.dsn import describe
+from memoryd.indexer.storage.postgres.identity import check_identity, differences
 from memoryd.indexer.storage.postgres.line_rows import PgLineRows
 from memoryd.indexer.storage.postgres.search import PgLegs, PgVectors
-from memoryd.indexer.storage.postgres.status import LostRoot, PgFigures, PgStorage, SiteLocks
+from memoryd.indexer.storage.postgres.status import (
+    LostRoot,
+    PgFigures,
+    PgStorage,
+    SiteLocks,
+    index_status,
+    read_figures,
+)
 from memoryd.indexer.storage.postgres.store import FAST_REFUSAL_S, PgStore
 from memoryd.indexer.storage.site import site_id
 from memoryd.indexer.types import Embedder
@@ -69,20 +72,18 @@ log = structlog.get_logger(__name__)
 POSTGRES = Capabilities(sites=True, keyword_first=True, vector_rebuilds=False, line_cache=True,
                         line_vectors=True, vectors_in_rows=True)
 
-REINDEX_COMMAND = "memoryd migrate-storage --reindex"
 
+class PostgresBackend:
+    """A shared database: this daemon's site, its (site, root) locks, the rows of every site."""
 
-class IdentityMismatchError(StoreError):
-    """The database's chunks were made with other settings (model, chunking, text rules) than this memoryd's."""
-
-
-class PgMemoryIndex(MemoryIndex):
+    capabilities = POSTGRES
     site: str  # always one: this daemon's, in the shared database
 
-    def __init__(self, cfg: Config, embedder: Embedder, read_only: bool = False,
+    def __init__(self, cfg: Config, embedder: Embedder, identity: dict[str, str], read_only: bool = False,
                  background_rebuilds: bool = False, pool: psycopg_pool.ConnectionPool | None = None,
                  reindex: bool = False) -> None:
-        """Open (and migrate) the database named by ``cfg.storage``; ``pool`` reuses an open one (tests).
+        """Open (and migrate) the database named by ``cfg.storage`` for rows of ``identity`` (plus this
+        schema's writers: :meth:`stored_identity`); ``pool`` reuses an open one (tests).
 
         ``reindex``: when the stored identity differs, drop every site's chunks and take this one's
         (see the module's docstring) instead of refusing. ``background_rebuilds`` says the caller
@@ -91,6 +92,10 @@ class PgMemoryIndex(MemoryIndex):
         first call that reaches it finishes opening: :meth:`_attach_later`); a one-shot command
         fails at once instead."""
         st = cfg.storage
+        self.cfg, self.embedder, self.read_only, self.data_dir = cfg, embedder, read_only, cfg.data_dir
+        self.lock = threading.Lock()
+        self.backlog = VectorBacklog()
+        self.identity = self.stored_identity(identity)
         self.site = site_id(st.site, cfg.data_dir, remember=not read_only)
         self.where = describe(st.dsn)
         self._site_lock: connect.SiteLock | None = None
@@ -107,12 +112,12 @@ class PgMemoryIndex(MemoryIndex):
         self._attach_window = st.connect_timeout_s  # how long a failed try stands (PgStore's probe, likewise)
         self._own_pool = pool is None
         self._given_pool = pool
-        # pgvector maintains its HNSW index itself: nothing to rebuild in the background
-        super().__init__(cfg, embedder, read_only, background_rebuilds=False)
+        self._open()
 
-    def _open_backend(self) -> Backend:
+    def _open(self) -> None:
         """The database: schema migrated (or checked), the pool, the identity and the (site, root) locks;
-        or, for the daemon while the database is away, the parts that finish opening on first contact."""
+        or, for the daemon while the database is away, the parts that finish opening on first contact.
+        (pgvector maintains its HNSW index itself: nothing is rebuilt in the background.)"""
         st = self.cfg.storage
         timeout = st.connect_timeout_s
         away: StorageUnavailableError | None = None
@@ -134,8 +139,9 @@ class PgMemoryIndex(MemoryIndex):
                 self._attach()
             else:
                 self._start_away(away)
-            self.pgvectors = PgVectors(self.pg, self.embedder.dimension)
-            return Backend(self.pg, self.cache, self.pgvectors, PgLegs(self.pg, self.pgvectors), POSTGRES)
+            self.pgvectors = self.vectors = PgVectors(self.pg, self.embedder.dimension)
+            self.legs = PgLegs(self.pg, self.pgvectors)
+            self.lines = PgLineRows(self.pg)
         except BaseException:
             self.close()
             raise
@@ -148,9 +154,18 @@ class PgMemoryIndex(MemoryIndex):
         else:
             connect.prepare(st.dsn, st.sslmode, st.connect_timeout_s)
 
-    def _line_rows(self) -> LineRows:
+    def stored_identity(self, rows: dict[str, str]) -> dict[str, str]:
+        """The rows' identity and the schema whose writers keep the corpus counts
+        (:mod:`memoryd.indexer.storage.postgres.corpus`), so an older writer stops writing."""
+        return {**rows, "pg_writers": corpus.WRITERS_SINCE}
+
+    def line_rows(self) -> LineRows:
         """This site's chunks' line vectors, in ``memoryd_line_vectors`` (asks nothing of the database yet)."""
-        return PgLineRows(self.pg)
+        return self.lines
+
+    def count_lines_pending(self) -> int:
+        """This site's chunks without line vectors (the index keeps the count a while)."""
+        return self.lines.count()
 
     def _attach(self) -> None:
         """What opening needs the database for once the schema is there: the identity, the locks, and
@@ -205,27 +220,17 @@ class PgMemoryIndex(MemoryIndex):
             self._follow_reset = True  # what changed while the database was away is reconciled now
             log.info("storage.attached", database=self.where, site=self.site, refused=self.refused is not None)
 
-    def index_files(self, items: Sequence[tuple[Path, str]], progress: Progress | None = None,
-                    defer_at: int | None = None) -> IndexStats:
-        """As :meth:`MemoryIndex.index_files`, only for the roots whose lock this process holds.
-
-        Keyword first works as on the embedded backend (``defer_at``): chunks are committed with a NULL
-        embedding and the vector backlog writes it later. Meanwhile other sites read those rows too: a
-        pending chunk is found by their keyword leg and given the neutral cosine in their fusion, as here."""
+    def guard_write(self, roots: Iterable[Path]) -> list[Path]:
+        """Before a write: re-take the locks a database restart dropped (finishing an opening the database
+        was away for), then the roots among ``roots`` whose lock this process holds or takes now."""
         self._verify_locks()
-        mine = [(root, rel) for root, rel in items if self.claim_root(root)]
-        return super().index_files(mine, progress, defer_at)
+        return [root for root in roots if self.claim_root(root)]
 
-    def remove_file(self, root: Path, rel: str) -> int:
-        """As :meth:`MemoryIndex.remove_file`, only under ``root``'s lock."""
-        self._verify_locks()
-        return super().remove_file(root, rel) if self.claim_root(root) else 0
-
-    def move_file(self, root: Path, rel: str, dest_root: Path, dest_rel: str) -> bool:
-        """As :meth:`MemoryIndex.move_file`, only under both roots' locks."""
-        self._verify_locks()
-        return self.claim_root(root) and self.claim_root(dest_root) and super().move_file(root, rel, dest_root,
-                                                                                           dest_rel)
+    def may_write(self, idle: bool = False) -> bool:
+        """Never while this daemon writes nothing (``identity_changed``, ``refused``); ``idle``: nor while the
+        last call found the database away (the daemon's next call that reaches it, a snapshot at the latest,
+        resumes the idle work), so its idle steps do not retry a refused write forever."""
+        return self.identity_changed is None and self.refused is None and (not idle or self.pg.health.reachable)
 
     def claim_root(self, root: Path) -> bool:
         """Whether this process may change ``root``'s rows (:func:`memoryd.indexer.ingestion.reconcile.plan` asks
@@ -248,7 +253,7 @@ class PgMemoryIndex(MemoryIndex):
         st = self.cfg.storage
         self._site_lock = connect.SiteLock(st.dsn, st.sslmode, st.connect_timeout_s)
         self._site_lock.claim_site(self.site, {"host": socket.gethostname(), "pid": os.getpid(),
-                                               "data_dir": str(self.data_dir), "version": _version()})
+                                               "data_dir": str(self.data_dir), "version": sites.memoryd_version()})
         for root in self.cfg.effective_roots:
             self._site_lock.acquire(self.site, root)
 
@@ -273,14 +278,14 @@ class PgMemoryIndex(MemoryIndex):
         """Another site re-indexed the database: follow it if its identity is ours, else stop writing."""
         stored = self.store.meta("identity")
         have = json.loads(stored) if stored else None
-        if have == self.identity():
+        if have == self.identity:
             log.info("storage.identity_reset", site=self.site, database=self.where, generation=generation,
                      action="every file row was dropped; a reconcile re-adds this site's roots")
             self.pg.generation = generation
             self._follow_reset = True
             return
         assert self._site_lock is not None
-        why = (f"the database was re-indexed with other settings ({_differences(have or {}, self.identity())});"
+        why = (f"the database was re-indexed with other settings ({differences(have or {}, self.identity)});"
                " upgrade memoryd here and restart it")
         self.identity_changed = why
         for root in self._site_lock.held:
@@ -288,41 +293,18 @@ class PgMemoryIndex(MemoryIndex):
         log.error("storage.identity_changed", site=self.site, database=self.where, generation=generation,
                   action="this daemon stopped writing: " + why)
 
-    def identity(self) -> dict[str, str]:
-        """The embedded backend's identity and the schema whose writers keep the corpus counts
-        (:mod:`memoryd.indexer.storage.postgres.corpus`), so an older writer stops writing."""
-        return {**super().identity(), "pg_writers": corpus.WRITERS_SINCE}
-
     def _check_identity(self) -> None:
-        want = self.identity()
-        stored = self.store.meta("identity")
-        have = json.loads(stored) if stored else None
-        if have != want:
-            with self.pg.connection() as c:
-                row = c.execute("SELECT EXISTS (SELECT 1 FROM memoryd_chunks)").fetchone()
-            if have is not None and row and row[0] and not self._reindex:
-                raise IdentityMismatchError(
-                    f"database {self.where} holds chunks indexed with other settings ({_differences(have, want)});"
-                    f" to re-index every site with this memoryd's settings, stop this daemon and run"
-                    f" `{REINDEX_COMMAND}` (it drops every site's chunks, keeps the embedding cache; daemons"
-                    " still on the old settings stop writing until upgraded), or use another database")
-            if self.read_only:
-                raise StoreError(f"no index in {self.where} (run `memoryd index` first)")
-            if have is not None and self._reindex:
-                same_vectors = all(have.get(k) == want[k] for k in ("model_id", "dimension"))
-                self.reset = self.pg.reset_all_sites(json.dumps(want, sort_keys=True), drop_cache=not same_vectors)
-                log.warning("storage.reindexed", database=self.where, site=self.site, files=self.reset[0],
-                            chunks=self.reset[1], generation=self.reset[2], changed=_differences(have, want))
-            else:
-                self.store.set_meta({"identity": json.dumps(want, sort_keys=True)})
+        reset = check_identity(self.pg, self.identity, self.where, read_only=self.read_only, reindex=self._reindex)
+        if reset is not None:
+            self.reset = reset
         if not self.read_only and self.pg.generation is None:
             self.pg.generation = self.pg.ensure_generation()
         if not self.read_only:
             with self.pg.connection() as c:
                 schema.ensure_hnsw(c, self.embedder.dimension)
 
-    def query(self, query: Query) -> SearchResult:
-        """One query over every site's chunks, or those of ``query.sites``.
+    def scope(self, query: Query) -> Query:
+        """Every site's chunks, or those of ``query.sites``.
 
         A confined session (``path_check`` given: a peer or group) sees only this site's rows unless
         ``storage.share_peers_across_sites``: the same namespace path on another machine is another
@@ -331,25 +313,7 @@ class PgMemoryIndex(MemoryIndex):
         if query.path_check is not None and not self.cfg.storage.share_peers_across_sites:
             sites = query.sites if query.sites is not None else (self.site,)
             query = replace(query, sites=tuple(s for s in sites if s == self.site))
-        return super().query(query)  # the embedded index's outage path: the embedder down, the keyword leg answers
-
-    def lines_pending(self) -> bool:
-        """As :meth:`MemoryIndex.lines_pending`; never while this daemon writes nothing (``identity_changed``,
-        ``refused``), so its idle steps do not retry a refused write forever, nor while the last call found the
-        database away (the daemon's next call that reaches it, a snapshot at the latest, resumes the fill)."""
-        return (super().lines_pending() and self.identity_changed is None and self.refused is None
-                and self.pg.health.reachable)
-
-    def fill_line_vectors(self, max_lines: int = STEP_LINES, should_yield: Callable[[], bool] | None = None
-                          ) -> FillResult:
-        """As :meth:`MemoryIndex.fill_line_vectors`, after the check every write makes (the locks after a
-        database restart, a re-index elsewhere); raises StorageUnavailableError while the database is away."""
-        if self.read_only or self.line_fill is None:
-            return FillResult()
-        self._verify_locks()
-        if self.identity_changed is not None or self.refused is not None:
-            return FillResult()
-        return super().fill_line_vectors(max_lines, should_yield)
+        return query
 
     def take_reconcile_wanted(self) -> bool:
         """True once after another site re-indexed the database with our settings, or a root lost to
@@ -370,14 +334,14 @@ class PgMemoryIndex(MemoryIndex):
                 sites.touch(c, self.site)  # `memoryd sites list`: when this site was last heard from
         return True
 
-    def status(self) -> IndexStatus:
+    def status(self, skipped: Mapping[str, str], lines_pending: Callable[[], int | None]) -> IndexStatus:
         """The figures, read from the database; while it is unreachable, the last ones read, marked so."""
         try:
-            st = self._status()
+            st = self._status(skipped, lines_pending)
         except StorageUnavailableError:
-            last = self._last_status or self._never_read()
+            last = self._last_status or self._index_status(None, None, None, None, None, skipped)
             figures = last.storage.figures if isinstance(last.storage, PgStorage) else None
-            return replace(last, storage=self._storage(figures), skipped=skipped_files(self.skipped),
+            return replace(last, storage=self._storage(figures), skipped=skipped_files(skipped),
                            vectors=BacklogProgress.from_progress(self.backlog.progress()))
         self._last_status = st
         return st
@@ -393,42 +357,18 @@ class PgMemoryIndex(MemoryIndex):
                          identity_changed=self.identity_changed, refused=self.refused,
                          locks=SiteLocks(held, lost), figures=figures)
 
-    def _status(self) -> IndexStatus:
-        with self.pg.connection() as c:
-            row = c.execute("SELECT (SELECT count(*) FROM memoryd_files), (SELECT count(*) FROM memoryd_chunks),"
-                            " (SELECT count(*) FROM memoryd_embed_cache),"
-                            " (SELECT count(DISTINCT site) FROM memoryd_roots),"
-                            " (SELECT count(*) FROM memoryd_chunks WHERE embedding IS NULL)").fetchone()
-        assert row is not None
+    def _status(self, skipped: Mapping[str, str], lines_pending: Callable[[], int | None]) -> IndexStatus:
+        figures, entries, vectors = read_figures(self.pg)
         files, chunks = self.store.counts()
-        with self.pg.connection() as c:
-            all_sites = tuple(sites.list_sites(c))
-        figures = PgFigures(sites=int(row[3]), all_files=int(row[0]), all_chunks=int(row[1]), all_sites=all_sites)
-        # every site's chunks with a vector (a chunk committed keyword first has none yet)
-        vectors = int(row[1]) - int(row[4])
-        st = self._index_status(files, chunks, int(row[2]), vectors, self._storage(figures))
-        return replace(st, line_vectors_pending=self._lines_pending_count())
-
-    def _count_lines_pending(self) -> int:
-        """This site's chunks without line vectors (:meth:`MemoryIndex._lines_pending_count` keeps it a while)."""
-        assert self.line_fill is not None
-        return self.line_fill.count()
-
-    def _never_read(self) -> IndexStatus:
-        """``status``'s figures before the database ever answered (the daemon started without it)."""
-        return self._index_status(None, None, None, None, self._storage(None))
+        st = self._index_status(files, chunks, entries, vectors, figures, skipped)
+        return replace(st, line_vectors_pending=lines_pending())
 
     def _index_status(self, files: int | None, chunks: int | None, entries: int | None, vectors: int | None,
-                      storage: PgStorage) -> IndexStatus:
-        return IndexStatus(
-            files=files, chunks=chunks,
-            model=ModelStatus(self.embedder.model_id, self.embedder.dimension,
-                              getattr(self.embedder, "query_precision", "exact")),
-            cache=CacheStatus(entries, self.cache.hits, self.cache.misses, self.cache.capacity),
-            index=VectorIndexStatus("pgvector-hnsw", vectors, tombstones=0, rebuilding=None),
-            skipped=skipped_files(self.skipped),
-            vectors=BacklogProgress.from_progress(self.backlog.progress()),  # this process's backlog
-            storage=storage)
+                      figures: PgFigures | None, skipped: Mapping[str, str]) -> IndexStatus:
+        """The figures given (all None: before the database ever answered, the daemon started without it)."""
+        return index_status(self.embedder, self.cache, files, chunks, entries, vectors, self._storage(figures),
+                            skipped=skipped_files(skipped),
+                            backlog=BacklogProgress.from_progress(self.backlog.progress()))  # this process's backlog
 
     def open_line_store(self) -> LineStore | None:
         """The shared embedding cache for the context excerpts' line vectors, through the pool (None read-only)."""
@@ -436,14 +376,24 @@ class PgMemoryIndex(MemoryIndex):
             return None
         return PgLineStore(self.pg, self.embedder.dimension, LINE_WAIT_MS)
 
-    def set_background_rebuilds(self, on: bool = True) -> None:
+    def set_background_rebuilds(self, on: bool) -> None:
         """Nothing to switch: pgvector maintains its HNSW index in every write."""
 
     def rebuild_wanted(self) -> bool:
         return False
 
-    def maintain(self) -> dict[str, Any]:
-        return {"cache_evicted": self.evict_cache()}
+    def start_rebuild(self) -> RebuildJob | None:
+        return None
+
+    def finish_rebuild(self, job: RebuildJob) -> bool:
+        return False
+
+    def cancel_rebuild(self, job: RebuildJob) -> None:
+        """Nothing is ever planned here."""
+
+    def maintain(self, cache_evicted: int) -> dict[str, Any]:
+        """PostgreSQL's autovacuum does the rest."""
+        return {"cache_evicted": cache_evicted}
 
     def close(self) -> None:
         if getattr(self, "pg", None) is not None and not self.read_only and self.pg.before_use is None:
@@ -456,18 +406,3 @@ class PgMemoryIndex(MemoryIndex):
             pg = getattr(self, "pg", None)
             (pg.pool if pg is not None else self.pool).close()
 
-
-def _differences(have: dict[str, Any], want: dict[str, str]) -> str:
-    """The stored settings that differ from ``want``, as ``key=stored value`` (for messages; a key
-    only one side has shows None on the other)."""
-    return ", ".join(f"{k}={have.get(k)}" for k in sorted(have.keys() | want.keys()) if have.get(k) != want.get(k))
-
-
-def _version() -> str:
-    """This memoryd's version, for the site's record (``memoryd sites list``)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("memoryd")
-    except PackageNotFoundError:
-        return "unknown"
