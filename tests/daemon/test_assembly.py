@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from memoryd.daemon.api.jobs import Jobs
-from memoryd.daemon.api.vocabulary import BY_NAME
+from memoryd.daemon.api.vocabulary import BY_NAME, METHODS, param_names
 from memoryd.daemon.assembly import Assembled, Parts, build_handlers
 from memoryd.daemon.oneshot import open_index, sweep_of
 from memoryd.daemon.roots import RootMap
+from memoryd.daemon.rpc.errors import InvalidParams
 from memoryd.daemon.rpc.jsonrpc import Peer
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.worker import IndexWorker
@@ -68,3 +69,13 @@ def test_handlers_are_built_from_the_parts_alone_and_match_the_vocabulary(parts:
     assert built.handlers["ping"]({}, OWNER)["version"] == "9.9.9-test"  # the parts' own 'about'
     for close in built.closers:  # the audit logs (and a line cache) it opened, for the daemon to close
         close()
+
+
+def test_every_handler_accepts_exactly_the_keys_its_params_type_names(parts: Parts, tmp_path: Path) -> None:
+    """The row's params TypedDict is the parser's list: an unknown key is refused naming exactly its keys
+    (run through the assembled handlers, so a method that parses inline is held to it too)."""
+    handlers = build_handlers(make_config(tmp_path / "notes", tmp_path / "data"), parts).handlers
+    for method in METHODS:
+        with pytest.raises(InvalidParams) as exc:
+            handlers[method.name]({"no_such_param": 1}, OWNER)
+        assert str(sorted(param_names(method.params))) in str(exc.value), method.name

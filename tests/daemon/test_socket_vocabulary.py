@@ -15,11 +15,8 @@ from pathlib import Path
 import pytest
 
 from memoryd.daemon.api import vocabulary as vocab
-from memoryd.daemon.rpc.errors import InvalidParams
-from memoryd.daemon.rpc.jsonrpc import Peer
 
 REPO = Path(__file__).resolve().parents[2]
-PEER = Peer(pid=1, uid=0, gid=0)
 
 
 def test_the_vocabulary_imports_nothing_but_the_standard_library() -> None:
@@ -65,44 +62,6 @@ def test_mcp_read_only_hints_follow_each_methods_access() -> None:
     from memoryd.daemon.client.mcp_tools import TOOLS
 
     assert {t.name: t.read_only for t in TOOLS} == {t.name: vocab.BY_NAME[t.method].access == "read" for t in TOOLS}
-
-
-@pytest.mark.parametrize("method", [m for m in vocab.METHODS if m.params is not vocab.NoParams])
-def test_each_params_type_is_what_its_parser_accepts(method: vocab.Method) -> None:
-    """A key the TypedDict does not name is refused, and the refusal lists exactly its keys."""
-    from memoryd.daemon.api import manage_requests, observe_request, requests
-    from memoryd.daemon.api.bank import BankMethods
-    from memoryd.daemon.api.files import FileMethods
-    from memoryd.daemon.roots import RootMap
-    from memoryd.daemon.rpc.jsonrpc import reject_unknown
-    from memoryd.daemon.watch.pathfilter import PathFilter
-    from memoryd.indexer.config import SearchConfig
-
-    bank = BankMethods(writes=None, roots=lambda: RootMap([Path("/x")]))  # type: ignore[arg-type]  # parses only
-    parsers = {"search": lambda p: requests.parse_search(p, PEER, SearchConfig(), Path("/x")),
-               "context": lambda p: requests.parse_context(p, PEER, Path("/x")),
-               "get": lambda p: requests.parse_get(p, PEER), "reindex": requests.parse_reindex,
-               "remember": lambda p: requests.parse_remember(p, PEER),
-               "forget": lambda p: requests.parse_forget(p, PEER),
-               "audit": lambda p: requests.parse_audit(p, PEER), "history": lambda p: requests.parse_history(p, PEER),
-               "undo": lambda p: requests.parse_undo(p, PEER), "purge": lambda p: requests.parse_undo(p, PEER),
-               "list": lambda p: manage_requests.parse_list(p, PEER),
-               "export": lambda p: manage_requests.parse_export(p, PEER),
-               "stats": lambda p: manage_requests.parse_stats(p, PEER),
-               "import": lambda p: manage_requests.parse_import(p, PEER),
-               "clear": lambda p: manage_requests.parse_clear(p, PEER),
-               "update_section": lambda p: manage_requests.parse_section(p, PEER),
-               "promote": lambda p: manage_requests.parse_promote(p, PEER),
-               "observe": lambda p: observe_request.parse_observe(p, PEER),
-               "bank_propose": lambda p: bank.propose(p, PEER), "bank_reply": lambda p: bank.reply(p, PEER),
-               # user_prompt takes only a session: its handler checks the keys with the table's own names
-               "user_prompt": lambda p: reject_unknown(p, vocab.param_names(vocab.UserPromptParams)),
-               "files": lambda p: FileMethods(roots=lambda: RootMap([Path("/x")]),
-                                              path_filter=PathFilter(("*.md",), ()))._parse(p, PEER)}
-    assert parsers.keys() == vocab.BY_NAME.keys() - {"ping", "status"}  # every method with params
-    with pytest.raises(InvalidParams) as exc:
-        parsers[method.name]({"no_such_param": 1})
-    assert str(sorted(vocab.param_names(method.params))) in str(exc.value)
 
 
 def test_a_handler_without_a_row_or_a_row_without_a_handler_is_named() -> None:
