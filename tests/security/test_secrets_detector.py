@@ -121,8 +121,11 @@ def test_redact_version_is_part_of_the_index_identity() -> None:
     """Redaction output changed with this detector: existing indexes must re-redact (engine identity)."""
     assert privacy.REDACT_VERSION == "5"  # 2: this detector; 3: every Cf character folded, URL/hex decoded;
     # 4: Cyrillic/Greek look-alikes in disguised words folded to Latin; 5: key words in 38 languages, tables
-    src = (Path(__file__).parents[2] / "indexer" / "engine.py").read_text()
-    assert "REDACT_VERSION" in src
+    from memoryd.indexer.config import Config
+    from memoryd.indexer.embedding.hash_embedder import HashEmbedder
+    from memoryd.indexer.ingestion.identity import rows_identity
+
+    assert rows_identity(Config(), HashEmbedder())["redact"].endswith(f"/v{privacy.REDACT_VERSION}")
 
 
 @pytest.mark.parametrize("text", [
