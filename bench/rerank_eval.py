@@ -39,12 +39,12 @@ from relevance_sets import chat_prompts, offtopic
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
-from memoryd.indexer.config_rerank import RerankConfig
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rerank_step import logit
+from memoryd.indexer.settings.rerank import RerankConfig
 
 
 def _hits(res: dict[str, Any]) -> list[dict[str, Any]]:

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args, get_type_hi
 
 from memoryd.indexer import paths
 from memoryd.indexer.access import parse_binding
-from memoryd.indexer.config_llm import LLMConfig, read_key, validate_llm
-from memoryd.indexer.config_observe import ObserveConfig, validate_observe
-from memoryd.indexer.config_rerank import RerankConfig, rerank_key, validate_rerank
-from memoryd.indexer.config_tables import absolute, build_dataclass, coerce
-from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError, SessionError
+from memoryd.indexer.settings.llm import LLMConfig, read_key, validate_llm
+from memoryd.indexer.settings.observe import ObserveConfig, validate_observe
+from memoryd.indexer.settings.rerank import RerankConfig, rerank_key, validate_rerank
+from memoryd.indexer.settings.tables import absolute, build_dataclass, coerce
+from memoryd.indexer.settings.trust import check_config_file
 
 if TYPE_CHECKING:
     pass
@@ -238,7 +238,7 @@ class Config:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     write: WriteConfig = field(default_factory=WriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
-    rerank: RerankConfig = field(default_factory=RerankConfig)  # indexer/config_rerank.py: off by default
+    rerank: RerankConfig = field(default_factory=RerankConfig)  # indexer/settings/rerank.py: off by default
     llm: LLMConfig = field(default_factory=LLMConfig)  # indexer/llm/: off by default
     observe: ObserveConfig = field(default_factory=ObserveConfig)  # indexer/observe/: conversations in
     # Resolved XDG directories (filled by load(); defaults are for in-process use).

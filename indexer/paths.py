@@ -72,7 +72,7 @@ def _client_server_table(config: Path | None, env: Mapping[str, str]) -> dict[st
     if path.exists():
         import tomllib
 
-        from memoryd.indexer.config_trust import check_config_file
+        from memoryd.indexer.settings.trust import check_config_file
 
         check_config_file(path)
         try:

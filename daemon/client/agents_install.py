@@ -261,7 +261,7 @@ def _openclaw(where: Where, install: bool) -> tuple[list[Change], list[str]]:
         old = read_text(config)
         if old is None:
             changes.append(Change(config, None, openclaw_config(workspace), "the memoryd config for the workspace",
-                                  mode=0o600))  # a memoryd config: 0600, as init writes it (config_trust refuses g/o+w)
+                                  mode=0o600))  # 0600, as init writes it (settings/trust.py refuses g/o+w)
         elif not _indexes(config, old, workspace):
             notes.append(f"{config} exists and is left as it is: to index the workspace, set in its [watch] "
                          f"roots = [{json.dumps(str(workspace))}] and the include globs of "

@@ -1,9 +1,9 @@
-"""``[llm]``'s settings, for this package's users: defined in :mod:`memoryd.indexer.config_llm` (beside
+"""``[llm]``'s settings, for this package's users: defined in :mod:`memoryd.indexer.settings.llm` (beside
 the config, which must not import this package: it builds on the embedding provider's HTTP parts)."""
 
 from __future__ import annotations
 
-from memoryd.indexer.config_llm import (
+from memoryd.indexer.settings.llm import (
     LLM_PROVIDERS,
     MAX_KEY_BYTES,
     RESPONSE_FORMATS,

@@ -1,8 +1,8 @@
-"""``[observe]``'s settings, for this package's users: defined in :mod:`memoryd.indexer.config_observe`
+"""``[observe]``'s settings, for this package's users: defined in :mod:`memoryd.indexer.settings.observe`
 (beside the config, which must not import this package: it builds on the write path)."""
 
 from __future__ import annotations
 
-from memoryd.indexer.config_observe import ObserveConfig, validate_observe
+from memoryd.indexer.settings.observe import ObserveConfig, validate_observe
 
 __all__ = ["ObserveConfig", "validate_observe"]

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from memoryd.indexer.config_rerank import RerankConfig
 from memoryd.indexer.errors import MemorydError
+from memoryd.indexer.settings.rerank import RerankConfig
 
 ANSWER_SLACK = 64 * 1024  # bytes an answer may take beyond its per-document share (the envelope, usage...)
 PER_DOCUMENT = 512  # bytes per document: an index and a score, with room for a returned text's echo cut off

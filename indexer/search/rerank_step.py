@@ -40,10 +40,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from memoryd.indexer.config_rerank import RerankConfig
 from memoryd.indexer.embedding.breaker import Breaker
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.rerank_remote import RerankFailed
+from memoryd.indexer.settings.rerank import RerankConfig
 
 log = structlog.get_logger(__name__)
 

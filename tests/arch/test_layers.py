@@ -22,7 +22,7 @@ IX, D = "memoryd.indexer.", "memoryd.daemon."
 #: layer -> the modules it holds (a package stands for everything under it).
 LAYERS: dict[str, tuple[str, ...]] = {
     # shared ground: the error tree, config, the path guard, the session grammar, atomic files, XDG paths
-    "core": tuple(IX + m for m in ("errors", "config", "config_tables", "config_trust", "pathguard", "access",
+    "core": tuple(IX + m for m in ("errors", "config", "settings", "pathguard", "access",
                                   "atomic", "paths", "types")),
     "markdown": (IX + "markdown",),  # pure Markdown text: outline, blocks, exact lines, edits, patches
     "redaction": (IX + "redaction",),  # the one secret detector, for writes, ingestion and logs

@@ -15,12 +15,12 @@ import structlog
 
 from memoryd.daemon.client.render import render_status
 from memoryd.indexer.config import Config, ConfigError, load
-from memoryd.indexer.config_rerank import RerankConfig, rerank_key
 from memoryd.indexer.engine import open_index
 from memoryd.indexer.search.hits import Hit
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rerank_remote import RemoteReranker, RerankFailed, parse_scores, request_body
 from memoryd.indexer.search.rerank_step import RerankStep
+from memoryd.indexer.settings.rerank import RerankConfig, rerank_key
 from tests.helpers import CountingEmbedder, make_config
 from tests.search.rerank_fake import FakeReranker, documents_of, never_answers, relevance, trickle
 

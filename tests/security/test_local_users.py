@@ -20,9 +20,9 @@ import pytest
 from memoryd.daemon.client.rpc_client import Client
 from memoryd.daemon.rpc.sockpath import UnsafeSocketDir, bind_unix_socket, check_dir_chain, check_socket_path
 from memoryd.indexer import config as configmod
-from memoryd.indexer.config_trust import check_config_file
 from memoryd.indexer.errors import ConfigError, UntrustedListenerError
 from memoryd.indexer.paths import client_daemon_uid, client_socket_path
+from memoryd.indexer.settings.trust import check_config_file
 from tests.e2e.test_second_uid import TOOLS, _as, _interpreter, other_user  # noqa: F401 (other_user: a fixture)
 
 ME = os.geteuid()
