@@ -39,12 +39,15 @@ lint: setup
 	$(BIN)/ruff check .
 	MYPY=$(BIN)/mypy scripts/typecheck.sh
 
+# Two workers by default (TEST_WORKERS=1 for one process): each takes whole test files.
+TEST_WORKERS ?= 2
+
 test: setup lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Skip the tests that load the real model or spawn the daemon.
 test-fast: setup
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 # The wheel installed into a clean venv outside the checkout, used as a new user would
 # (needs the package index for its dependencies; CI runs it after `make test`).
