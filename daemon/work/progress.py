@@ -9,7 +9,7 @@ def backlog_line(progress: dict[str, Any]) -> str:
     """The backlog in words, for the systemd status line (``Status:`` in ``systemctl status``)."""
     rate, eta = progress.get("per_s"), progress.get("eta_s")
     speed = f", {rate:.1f}/s, about {format_eta(eta)} left" if rate and eta is not None else ""
-    return f"embedding: {progress['pending']} chunks pending{speed} (keyword search covers them already)"
+    return f"embedding: {progress['pending']} chunks pending{speed} (ranking from keywords only for them meanwhile)"
 
 
 def format_eta(seconds: float) -> str:

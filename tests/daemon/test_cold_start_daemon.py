@@ -56,7 +56,7 @@ def test_a_small_start_embeds_before_commit_as_before(tmp_path: Path, short_dir:
 
 def test_backlog_words_for_status_line_and_cli() -> None:
     assert backlog_line({"pending": 1200, "per_s": 12.0, "eta_s": 100.0}) == (
-        "embedding: 1200 chunks pending, 12.0/s, about 2 min left (keyword search covers them already)")
+        "embedding: 1200 chunks pending, 12.0/s, about 2 min left (ranking from keywords only for them meanwhile)")
     assert backlog_line({"pending": 5, "per_s": None, "eta_s": None}).startswith("embedding: 5 chunks pending (")
     assert format_eta(42) == "42 s" and format_eta(3900) == "1 h 05 min"
     rows = dict(line.split("  ", 1) for line in render_status(
