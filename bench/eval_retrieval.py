@@ -59,8 +59,9 @@ def score(scorer: Path, queries: Path, results: Path) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])["overall"]
 
 
-def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list[str], k: int,
-               out: Path, pg_base: str | None = None) -> dict[str, list[dict[str, Any]]]:
+def index_folder(folder: Path, work: Path, cfg: Config, embedder: Any) -> tuple[Any, Config, list[dict[str, Any]]]:
+    """``folder``'s Markdown files copied into a root under ``work``, indexed as the daemon would (line
+    vectors filled too): the index, its config, and the folder's queries. The other eval benches start here."""
     root = work / "roots" / folder.name
     prepare_root(folder, root)
     fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
@@ -69,10 +70,18 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list
     reconcile(index, [root], pf, pf.accept_dir)
     while index.lines_pending():  # the line vectors the daemon embeds when idle (search.line_weight uses them)
         index.fill_line_vectors()
+    queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
+    return index, fcfg, queries
+
+
+def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, modes: list[str], k: int,
+               out: Path, pg_base: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    index, fcfg, queries = index_folder(folder, work, cfg, embedder)
     if pg_base is not None:  # the same index, moved to PostgreSQL by migrate-storage, is what gets searched
         index.close()
+        root = work / "roots" / folder.name
+        pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
         index = _on_postgres(fcfg, embedder, pg_base, folder.name, root, pf)
-    queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
     per_mode: dict[str, list[dict[str, Any]]] = {}
     for mode in modes:
         rows = []

@@ -25,13 +25,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_retrieval import DEFAULT_EVAL, GROUPS, prepare_root, score
+from eval_retrieval import DEFAULT_EVAL, GROUPS, index_folder, score
 
-from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.indexer.config import Config, with_overrides
+from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import open_index
-from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 
 
@@ -45,25 +42,17 @@ def _hits(res: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, share: float) -> dict[str, Any]:
-    root = work / "roots" / folder.name
-    prepare_root(folder, root)
-    fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
-    index = open_index(fcfg, embedder)
-    pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
-    reconcile(index, [root], pf, pf.accept_dir)
-    while index.lines_pending():
-        index.fill_line_vectors()
-    queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
+    index, fcfg, queries = index_folder(folder, work, cfg, embedder)
     out: dict[str, Any] = {"keyword": [], "hybrid": [], "withheld": [], "above": 0, "above_no_kw": 0, "pending": 0}
     for q in queries:
         for mode in ("keyword", "hybrid"):
             res = index.query(Query(q["question"], k=10, mode=mode)).to_json()  # type: ignore[arg-type]
             out[mode].append({"qid": q["qid"], "hits": _hits(res)})
-    ids = [int(i) for i in index.faiss.ids().tolist()]
+    ids = [int(i) for i in index.backend.faiss.ids().tolist()]
     gone = [i for i in ids if withheld(i, share)]
-    kept = index.faiss.vectors_of(gone)
+    kept = index.backend.faiss.vectors_of(gone)
     with index.lock:
-        index.faiss.remove(gone)  # put back before close(), which saves the snapshot
+        index.backend.faiss.remove(gone)  # put back before close(), which saves the snapshot
     out["pending"] = len(gone)
     threshold = fcfg.search.min_score
     for q in queries:
@@ -76,7 +65,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, share: floa
             out["above"] += 1
             out["above_no_kw"] += cal["coverage"] <= 0.0
     with index.lock:
-        index.faiss.add(gone, kept)
+        index.backend.faiss.add(gone, kept)
     index.close()
     return out
 

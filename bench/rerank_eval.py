@@ -34,14 +34,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_retrieval import DEFAULT_EVAL, GROUPS, prepare_root, score
+from eval_retrieval import DEFAULT_EVAL, GROUPS, index_folder, score
 from relevance_sets import chat_prompts, offtopic
 
-from memoryd.daemon.watch.pathfilter import PathFilter
-from memoryd.indexer.config import Config, with_overrides
+from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
-from memoryd.indexer.engine import open_index
-from memoryd.indexer.ingestion.reconcile import reconcile
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rerank_step import logit
 from memoryd.indexer.settings.rerank import RerankConfig
@@ -56,15 +53,7 @@ def _relevant(hit: dict[str, Any], relevant: list[dict[str, Any]]) -> bool:
 
 
 def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, negatives: list[str]) -> dict[str, Any]:
-    root = work / "roots" / folder.name
-    prepare_root(folder, root)
-    fcfg = with_overrides(cfg, roots=[root], data_dir=work / "data" / folder.name)
-    index = open_index(fcfg, embedder)
-    pf = PathFilter(fcfg.watch.include, fcfg.watch.exclude)
-    reconcile(index, [root], pf, pf.accept_dir)
-    while index.lines_pending():
-        index.fill_line_vectors()
-    queries = [json.loads(x) for x in (folder / "queries.jsonl").read_text().splitlines() if x.strip()]
+    index, fcfg, queries = index_folder(folder, work, cfg, embedder)
     threshold = fcfg.search.min_score
     out: dict[str, Any] = {"results": [], "kept": 0, "neg_abstained": 0, "neg": 0, "fit": [], "raw": []}
     for q in queries:
