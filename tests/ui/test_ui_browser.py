@@ -28,14 +28,9 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from memoryd.daemon.api.vocabulary import DEFAULT_K  # noqa: E402
 from memoryd.daemon.ui.server import build  # noqa: E402
 from tests.helpers import start_daemon, wait_for  # noqa: E402
+from tests.ui.conftest import CHROMIUM, REBIND, TIMEOUT_MS  # noqa: E402
 from tests.write_fixtures import HASH_WRITE  # noqa: E402
 
-CHROMIUM = os.environ.get("MEMORYD_TEST_CHROMIUM", "/usr/bin/chromium")
-REBIND = "rebind.test"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--host-resolver-rules=MAP {REBIND} 127.0.0.1"]
-TIMEOUT_MS = 15_000
 NOTE = "- Deploy notes <script>window.__pwned = 1</script> live in the wiki."
 HOSTILE_NAME = "<img src=x onerror=window.__pwned=3>.md"
 FILES = {
@@ -48,17 +43,6 @@ if not os.access(CHROMIUM, os.X_OK):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)", allow_module_level=True)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        try:
-            b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        except Exception as exc:  # a Chromium too old or broken for this Playwright: say so, do not fail
-            pytest.skip(f"Chromium at {CHROMIUM} does not start under Playwright: {str(exc)[:300]}")
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @dataclasses.dataclass

@@ -19,7 +19,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from memoryd.daemon.ui.server import build  # noqa: E402
 from memoryd.daemon.ui.state import Settings  # noqa: E402
 from tests.helpers import start_daemon, wait_for  # noqa: E402
-from tests.ui.test_ui_browser import ARGS, CHROMIUM, TIMEOUT_MS  # noqa: E402
+from tests.ui.conftest import CHROMIUM, TIMEOUT_MS  # noqa: E402
 from tests.write_fixtures import HASH_WRITE  # noqa: E402
 
 LONG = 20_000
@@ -35,17 +35,6 @@ if not os.access(CHROMIUM, os.X_OK):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)", allow_module_level=True)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        try:
-            b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        except Exception as exc:
-            pytest.skip(f"Chromium at {CHROMIUM} does not start under Playwright: {str(exc)[:300]}")
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @dataclasses.dataclass
