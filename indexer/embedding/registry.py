@@ -134,8 +134,6 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
     are not held (the two twins share its word table).
     """
     from memoryd.indexer.embedding.e5_model import (
-        INT8_PASSAGE_VERSION,
-        INT8_VERSION,
         e5_tokenizer_path,
         open_e5_model,
         open_e5_passage_model,
@@ -153,9 +151,8 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
     queries = _e5_twin(open_e5_query_model, cfg, model_dir, model) if int8_q else model
     passages = _e5_twin(open_e5_passage_model, cfg, model_dir, model) if int8_p else model
     precision = ("exact" if queries is model else "int8", "exact" if passages is model else "int8")
-    model_id = _builtin_id(_E5, model.source_sha256, settings)
-    if passages is not model:  # not ";": the score calibration (search/calibration.py) holds for it
-        model_id += f"/passages=int8-{INT8_VERSION}p{INT8_PASSAGE_VERSION}"
+    model_id = e5_model_id(settings, model.source_sha256, passages_int8=passages is not model)
+    if passages is not model:
         # One text per run: the twin quantises activations with one scale per tensor, so rows of one
         # batch would move each other's vectors (a text's vector must not depend on its neighbours).
         settings = dataclasses.replace(settings, batch_size=1)
@@ -165,6 +162,23 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
     return OnnxEmbedder(passages.session, tokenizer, model_id=model_id, settings=settings, source=str(path),
                         query_session=None if queries is passages else queries.session, precision=precision,
                         new_session=lambda: make_session(path, cfg.threads, shared), release_pages=release)
+
+
+def e5_model_id(settings: EmbedderSettings, source_sha256: str, *, passages_int8: bool) -> str:
+    """The e5 embedder's model id from what names its vectors: the weights' digest, the vector-changing
+    settings and the passage twin's recipe. Known before any file is built
+    (:mod:`memoryd.indexer.embedding.build_plan`: the index opens with it while the model builds)."""
+    from memoryd.indexer.embedding.e5_model import INT8_PASSAGE_VERSION, INT8_VERSION
+
+    model_id = _builtin_id(_E5, source_sha256, settings)
+    if passages_int8:  # not ";": the score calibration (search/calibration.py) holds for it
+        model_id += f"/passages=int8-{INT8_VERSION}p{INT8_PASSAGE_VERSION}"
+    return model_id
+
+
+def e5_settings(cfg: EmbeddingConfig) -> EmbedderSettings:
+    """The e5 embedder's settings (prefixes, pooling, token limit) under ``cfg``."""
+    return _settings(cfg, _E5)
 
 
 def _e5_twin(opener: Callable[..., E5Model], cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> E5Model:
