@@ -183,6 +183,7 @@ class Daemon:
         me = memoryd_command()  # the venv's path when `memoryd` on PATH is not this one
         log.info("daemon.ready", socket=str(self.server.address), roots=[str(r) for r in self.roots.roots],
                  data_dir=str(cfg.data_dir), model=parts.index.embedder.model_id, pid=os.getpid(),
+                 model_state="building in the background" if self._builder is not None else "loaded",
                  startup_s=round(time.monotonic() - self.started, 2),
                  try_search=f"{me} search --socket {self.server.address} \"what did we decide\"",
                  try_status=f"{me} status --socket {self.server.address}")

@@ -113,6 +113,11 @@ class DeferredEmbedder:
         self._error = error
         self._done.set()
 
+    @property
+    def unavailable(self) -> str | None:
+        """Why there is no model (None once it is there): a write's ``index_note`` says it."""
+        return None if self._inner is not None else self.waiting_reason()
+
     def waiting_reason(self) -> str:
         """Why there are no vectors yet, in the words status, a search's ``degraded`` and logs use."""
         if self._error is not None:

@@ -111,6 +111,7 @@ def test_socket_keyword_search_and_writes_answer_before_the_model_exists(tmp_pat
         assert client.call("get", {"path": "notes/trip.md"})["text"].startswith("# Trip")
         new = client.call("remember", {"content": "The user's dentist is Dr. Weber in Basel."})
         assert new["decision"] == "appended"  # written at once, compared by text only (no model to compare with)
+        assert new["index_note"] == "embedded later: the embedding model is building (first start, ~10 s)"
         same = client.call("remember", {"content": "the user's dentist is Dr. Weber in  Basel"})
         assert same["decision"] == "reinforced" and same["path"] == new["path"]  # the very text still reinforces
         assert new["path"] in _keyword_hits(client, "dentist Weber")
