@@ -109,6 +109,7 @@ def test_socket_keyword_search_and_writes_answer_before_the_model_exists(tmp_pat
         assert _model(d.cfg, Inputs(env={}), st)[0].level == "warn"
         assert "the embedding model is building (first start, ~10 s)" in d.status_lines[-1]  # type: ignore[attr-defined]
         assert client.call("get", {"path": "notes/trip.md"})["text"].startswith("# Trip")
+        assert "Lisbon" in client.call("context", {"query": "office Lisbon", "max_tokens": 200})["text"]
         new = client.call("remember", {"content": "The user's dentist is Dr. Weber in Basel."})
         assert new["decision"] == "appended"  # written at once, compared by text only (no model to compare with)
         assert new["index_note"] == "embedded later: the embedding model is building (first start, ~10 s)"
