@@ -114,6 +114,9 @@ def _input_ranges(model: onnx.ModelProto, id_sets: Sequence[Sequence[Sequence[in
         probe.graph.output.append(helper.make_tensor_value_info(n.input[0], TensorProto.FLOAT, None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    # No spin-waiting between the 61 short runs: the same ranges, bit for bit (tested), for about half the
+    # CPU (measured 3.7 -> 2.0 CPU-s on 2 busy cores); the spinning pool fought the daemon serving meanwhile.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(probe.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     del probe  # its copy of the weights (~75 MB) is in the session now
     names = [n.input[0] for n in nodes]
