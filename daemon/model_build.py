@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd.daemon.work.polite import lower_priority
-from memoryd.indexer.errors import MemorydError, ModelError, ProviderUnavailable
+from memoryd.indexer.errors import DaemonError, MemorydError, ModelError, ProviderUnavailable
 
 if TYPE_CHECKING:
     from memoryd.indexer.embedding.build_plan import BuildPlan
@@ -55,7 +55,8 @@ class DeferredEmbedder:
     def __init__(self, plan: BuildPlan, clock: Callable[[], float] = time.monotonic) -> None:
         self.model_id = plan.model_id
         self.dimension = plan.dimension
-        self._plan = plan
+        self._expected_s, self._queries, self._passages = plan.expected_s, plan.queries, plan.passages
+        self._count: Callable[[Sequence[str]], list[int]] | None = plan.count_tokens  # dropped once built
         self._clock = clock
         self._since = clock()
         self._inner: Embedder | None = None
@@ -65,8 +66,10 @@ class DeferredEmbedder:
     # -- the Embedder protocol --------------------------------------------------
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        inner = self._inner
-        return inner.count_tokens(texts) if inner is not None else self._plan.count_tokens(texts)
+        inner, count = self._inner, self._count
+        if inner is not None or count is None:  # count is None only once inner is set
+            return self._model().count_tokens(texts)
+        return count(texts)
 
     def embed_passages(self, texts: Sequence[str]) -> FloatArray:
         return self._model().embed_passages(texts)
@@ -76,11 +79,11 @@ class DeferredEmbedder:
 
     @property
     def query_precision(self) -> str:
-        return str(getattr(self._inner, "query_precision", self._plan.queries))
+        return str(getattr(self._inner, "query_precision", self._queries))
 
     @property
     def passage_precision(self) -> str:
-        return str(getattr(self._inner, "passage_precision", self._plan.passages))
+        return str(getattr(self._inner, "passage_precision", self._passages))
 
     def __getattr__(self, name: str) -> Any:
         """What else the built embedder has (``with_own_session``, ``release_pages`` …); nothing before."""
@@ -107,6 +110,7 @@ class DeferredEmbedder:
                              f"{self.model_id} ({self.dimension}-d) this index opened with (an int8 twin that could "
                              f"not be built? see model.query_fallback); the next start loads it as the index's model")
         self._inner = embedder
+        self._count = None  # the plan's own tokenizer: the model's counts the same
         self._done.set()
 
     def fail(self, error: str) -> None:
@@ -122,14 +126,14 @@ class DeferredEmbedder:
         """Why there are no vectors yet, in the words status, a search's ``degraded`` and logs use."""
         if self._error is not None:
             return f"the embedding model failed to build: {self._error}"
-        return f"the embedding model is building (first start, ~{self._plan.expected_s:.0f} s)"
+        return f"the embedding model is building (first start, ~{self._expected_s:.0f} s)"
 
     def state(self) -> dict[str, Any] | None:
         """``status``'s ``model_build``: None once the model is ready."""
         if self._inner is not None:
             return None
         out: dict[str, Any] = {"state": "failed" if self._error is not None else "building",
-                               "detail": self.waiting_reason(), "expected_s": self._plan.expected_s,
+                               "detail": self.waiting_reason(), "expected_s": self._expected_s,
                                "elapsed_s": round(self._clock() - self._since, 1)}
         if self._error is not None:
             out["error"] = self._error
@@ -148,11 +152,15 @@ class ModelBuilder:
 
     def __init__(self, deferred: DeferredEmbedder, plan: BuildPlan, nice: int,
                  on_done: Callable[[str | None], object]) -> None:
-        self._deferred, self._plan, self._nice, self._on_done = deferred, plan, nice, on_done
+        self._deferred, self._nice, self._on_done = deferred, nice, on_done
+        self._plan: BuildPlan | None = plan  # the thread's from start(): not held once it ends (its tokenizer)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="memoryd-model-build", daemon=True)
+        plan, self._plan = self._plan, None
+        if plan is None:
+            raise DaemonError("the model build was started already")
+        self._thread = threading.Thread(target=self._run, args=(plan,), name="memoryd-model-build", daemon=True)
         self._thread.start()
 
     def join(self, timeout: float) -> bool:
@@ -161,13 +169,13 @@ class ModelBuilder:
             self._thread.join(timeout)
         return self._thread is None or not self._thread.is_alive()
 
-    def _run(self) -> None:
+    def _run(self, plan: BuildPlan) -> None:
         t0 = time.monotonic()
-        log.info("model.building_in_background", model=self._deferred.model_id, expected_s=self._plan.expected_s,
+        log.info("model.building_in_background", model=self._deferred.model_id, expected_s=plan.expected_s,
                  note="the socket answers meanwhile; search ranks from keywords only until the model is ready")
         try:
-            self._build_niced()
-            embedder = self._plan.load()  # normal priority: the query session's threads are made here
+            self._build_niced(plan.build)
+            embedder = plan.load()  # normal priority: the query session's threads are made here
             self._deferred.provide(embedder)
         except MemorydError as exc:
             error = str(exc)
@@ -183,15 +191,15 @@ class ModelBuilder:
                   action="serving keyword search only; the next start builds again")
         self._on_done(error)
 
-    def _build_niced(self) -> None:
-        """:attr:`BuildPlan.build` on a helper thread at lower priority (its build child inherits it);
+    def _build_niced(self, build_files: Callable[[], None]) -> None:
+        """``build_files`` (:attr:`BuildPlan.build`) on a helper thread at lower priority (its build child inherits it);
         a niced thread can never be made normal again, hence a thread of its own."""
         failure: list[BaseException] = []
 
         def build() -> None:
             lower_priority(self._nice, "model-build")
             try:
-                self._plan.build()
+                build_files()
             except BaseException as exc:  # re-raised on the builder's thread
                 failure.append(exc)
 
