@@ -48,7 +48,7 @@ from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
 from memoryd.daemon.invocation import memoryd_command
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
-from memoryd.daemon.model_build import DeferredEmbedder, ModelBuilder, build_note
+from memoryd.daemon.model_build import DeferredEmbedder, ModelBuilder, build_note, first_build_of
 from memoryd.daemon.oneshot import ensure_roots, open_index, sweep_of
 from memoryd.daemon.private import check_data_dir, set_private_umask
 from memoryd.daemon.procstat import rss_bytes, tree_bytes
@@ -94,7 +94,7 @@ class Daemon:
                  plan_build: Callable[[Config], BuildPlan | None] | None = None) -> None:
         self.cfg = cfg
         # None: the model loads before the socket opens (warm cache); a plan: it builds in the background
-        self._plan_build = plan_build or _first_build_of
+        self._plan_build = plan_build or first_build_of
         self.env = env
         self.version = _version()
         self.started = time.monotonic()
@@ -366,13 +366,6 @@ def recover_edits(history: History, roots: RootMap) -> dict[str, int]:
 
     history.heal()
     return recover(EditJournal(history.path.parent / JOURNAL_DIR), resolve, history.append_new)
-
-
-def _first_build_of(cfg: Config) -> BuildPlan | None:
-    """The configured model's first build, when it has one to make (:mod:`memoryd.indexer.embedding.build_plan`)."""
-    from memoryd.indexer.embedding.build_plan import plan_first_build
-
-    return plan_first_build(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
 
 
 def _quiet_faiss_threads() -> None:

@@ -37,6 +37,7 @@ from memoryd.daemon.work.polite import lower_priority
 from memoryd.indexer.errors import DaemonError, MemorydError, ModelError, ProviderUnavailable
 
 if TYPE_CHECKING:
+    from memoryd.indexer.config import Config
     from memoryd.indexer.embedding.build_plan import BuildPlan
     from memoryd.indexer.types import Embedder, FloatArray
 
@@ -208,6 +209,13 @@ class ModelBuilder:
         helper.join()
         if failure:
             raise failure[0]
+
+
+def first_build_of(cfg: Config) -> BuildPlan | None:
+    """The configured model's first build, when it has one to make (:mod:`memoryd.indexer.embedding.build_plan`)."""
+    from memoryd.indexer.embedding.build_plan import plan_first_build
+
+    return plan_first_build(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
 
 
 def build_note(text: str, deferred: DeferredEmbedder | None) -> str:
