@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from memoryd.indexer.types import Embedder
 
 E5_DIMENSION = 384  # multilingual-e5-small's width (build_files refuses weights of another)
-# What status says a first build takes: bench/model_build.py, whole first load into an empty cache,
-# 9.5-10.5 s wall on 2 cores at load 0.2-2 (more on a loaded machine; status also shows the time so far).
+# What status says a first build takes, rounded up: bench/model_build.py, the whole first load into an
+# empty cache, 7.7-10.3 s wall on 2 cores at load 3-5; in a daemon's first start (niced, beside the
+# first sweep: bench/first_start.py) 8.6-10.6 s. More on a busier machine: status shows the time so far.
 E5_BUILD_S = 10.0
 
 
