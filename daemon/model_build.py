@@ -62,7 +62,6 @@ class DeferredEmbedder:
         self._since = clock()
         self._inner: Embedder | None = None
         self._error: str | None = None
-        self._done = threading.Event()
 
     # -- the Embedder protocol --------------------------------------------------
 
@@ -99,11 +98,6 @@ class DeferredEmbedder:
     def ready(self) -> bool:
         return self._inner is not None
 
-    def wait(self, timeout: float) -> bool:
-        """Wait until the build ended (ready or failed), at most ``timeout`` seconds; whether it is ready."""
-        self._done.wait(timeout)
-        return self.ready
-
     def provide(self, embedder: Embedder) -> None:
         """The built embedder; ModelError (and nothing changes) when it is not the model the index opened with."""
         if (embedder.model_id, embedder.dimension) != (self.model_id, self.dimension):
@@ -112,11 +106,9 @@ class DeferredEmbedder:
                              f"not be built? see model.query_fallback); the next start loads it as the index's model")
         self._inner = embedder
         self._count = None  # the plan's own tokenizer: the model's counts the same
-        self._done.set()
 
     def fail(self, error: str) -> None:
         self._error = error
-        self._done.set()
 
     @property
     def unavailable(self) -> str | None:
