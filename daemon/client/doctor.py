@@ -236,7 +236,7 @@ def _model(cfg: Config, inp: Inputs, status: dict[str, Any] | None) -> list[Chec
     build = (status or {}).get("model_build")
     if isinstance(build, dict):  # a first start: the daemon builds the model while it serves keywords
         failed = build.get("state") == "failed"
-        return [Check("provider", FAIL if failed else WARN, f"{build.get('detail')} in the daemon; search ranks "
+        return [Check("provider", FAIL if failed else WARN, f"in the daemon, {build.get('detail')}; search ranks "
                       "from keywords only meanwhile", "restart memoryd to build it again; the log has "
                       "model.build_failed" if failed else "nothing to do: vectors fill once it is ready")]
     if isinstance(model, dict) and model.get("id"):  # the daemon has it loaded: nothing to load here
