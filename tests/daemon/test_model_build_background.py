@@ -130,6 +130,18 @@ def test_socket_keyword_search_and_writes_answer_before_the_model_exists(tmp_pat
     assert build.loads == 1
 
 
+def test_the_model_wakes_an_idle_worker_for_the_pending_vectors(tmp_path: Path, short_dir: Path) -> None:
+    """Nothing else reaches the worker once its sweep is done: the model's arrival itself must start the
+    backlog (the worker gives it no step while building, and would sleep on its queue)."""
+    build = SlowBuild()
+    with first_start(_config(tmp_path, short_dir), build) as (d, client):
+        wait_for(lambda: not d.worker.reconciling and len(d.index.backlog) > 0 and d.worker.pending == 0,
+                 what="the sweep, keyword first")
+        build.release.set()
+        wait_for(lambda: len(d.index.backlog) == 0, timeout=BOUND_S, what="the vectors, with nothing else queued")
+        assert "degraded" not in client.call("search", {"query": "office Lisbon", "mode": "hybrid"})
+
+
 def test_a_build_failure_is_reported_and_keyword_search_keeps_working(tmp_path: Path, short_dir: Path) -> None:
     build = SlowBuild(error="simulated: no space left in the model cache")
     build.release.set()
