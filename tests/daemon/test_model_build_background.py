@@ -153,7 +153,8 @@ def test_a_build_failure_is_reported_and_keyword_search_keeps_working(tmp_path: 
         assert "failed to build" in st["last_error"] and "simulated" in st["last_error"]
         assert "FAILED: simulated" in render_status(st)
         assert _model(d.cfg, Inputs(env={}), st)[0].level == "FAIL"
-        assert "failed to build: simulated" in d.status_lines[-1]  # type: ignore[attr-defined]
+        wait_for(lambda: "failed to build: simulated" in d.status_lines[-1],  # type: ignore[attr-defined]
+                 what="the systemd line (set on the builder's thread, after status)")
         wait_for(lambda: "MEMORY.md" in _keyword_hits(client, "Lisbon"), what="keyword hits after the failure")
         hybrid = client.call("search", {"query": "office Lisbon", "mode": "hybrid"})
         assert hybrid["hits"][0]["path"] == "MEMORY.md" and "failed to build: simulated" in hybrid["degraded"]
