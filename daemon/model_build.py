@@ -146,14 +146,13 @@ class ModelBuilder:
     def __init__(self, deferred: DeferredEmbedder, plan: BuildPlan, nice: int,
                  on_done: Callable[[str | None], object]) -> None:
         self._deferred, self._nice, self._on_done = deferred, nice, on_done
-        self._plan: BuildPlan | None = plan  # the thread's from start(): not held once it ends (its tokenizer)
+        self._plan: BuildPlan | None = plan  # taken by the thread: not held once the model is there (its tokenizer)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        plan, self._plan = self._plan, None
-        if plan is None:
+        if self._thread is not None:
             raise DaemonError("the model build was started already")
-        self._thread = threading.Thread(target=self._run, args=(plan,), name="memoryd-model-build", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="memoryd-model-build", daemon=True)
         self._thread.start()
 
     def join(self, timeout: float) -> bool:
@@ -162,14 +161,10 @@ class ModelBuilder:
             self._thread.join(timeout)
         return self._thread is None or not self._thread.is_alive()
 
-    def _run(self, plan: BuildPlan) -> None:
+    def _run(self) -> None:
         t0 = time.monotonic()
-        log.info("model.building_in_background", model=self._deferred.model_id, expected_s=plan.expected_s,
-                 note="the socket answers meanwhile; search ranks from keywords only until the model is ready")
         try:
-            self._build_niced(plan.build)
-            embedder = plan.load()  # normal priority: the query session's threads are made here
-            self._deferred.provide(embedder)
+            self._deferred.provide(self._build_and_load())
         except MemorydError as exc:
             error = str(exc)
         except Exception as exc:  # the build must never take the daemon down: keywords still answer
@@ -183,6 +178,17 @@ class ModelBuilder:
         log.error("model.build_failed", error=error, seconds=round(time.monotonic() - t0, 2),
                   action="serving keyword search only; the next start builds again")
         self._on_done(error)
+
+    def _build_and_load(self) -> Embedder:
+        """Build (niced), then load (normal priority: the query session's threads are made here). The plan
+        is dropped on return, before ``on_done`` hands memory back (``trim``): its tokenizer goes with it."""
+        plan, self._plan = self._plan, None
+        if plan is None:
+            raise DaemonError("the model build has no plan")
+        log.info("model.building_in_background", model=self._deferred.model_id, expected_s=plan.expected_s,
+                 note="the socket answers meanwhile; search ranks from keywords only until the model is ready")
+        self._build_niced(plan.build)
+        return plan.load()
 
     def _build_niced(self, build_files: Callable[[], None]) -> None:
         """``build_files`` (:attr:`BuildPlan.build`) on a helper thread at lower priority (its build child inherits it);

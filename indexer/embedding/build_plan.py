@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memoryd.indexer.config import EmbeddingConfig
 
 if TYPE_CHECKING:
+    from memoryd.indexer.embedding.tokenization import TokenizerAdapter
     from memoryd.indexer.types import Embedder
 
 E5_DIMENSION = 384  # multilingual-e5-small's width (build_files refuses weights of another)
@@ -73,26 +74,31 @@ def plan_first_build(cfg: EmbeddingConfig, model_dir: Path, api_key: str = "") -
 
         prebuild(model_dir, query=int8_q, passage=int8_p)
 
+    counter = _LazyCounter(settings.max_tokens)
     return BuildPlan(
         model_id=e5_model_id(settings, model_sha256(weights), passages_int8=int8_p),
         dimension=E5_DIMENSION, queries="int8" if int8_q else "exact", passages="int8" if int8_p else "exact",
-        expected_s=E5_BUILD_S, count_tokens=_LazyCounter(settings.max_tokens), build=build,
-        load=lambda: load_embedder(cfg, model_dir, api_key),
+        expected_s=E5_BUILD_S, count_tokens=counter, build=build,
+        load=lambda: load_embedder(cfg, model_dir, api_key, tokenizer=counter.adapter()),  # one tokenizer load
     )
 
 
 class _LazyCounter:
-    """The e5 tokenizer's counts, loaded at the first call (~0.6 s: not on the way to the socket)."""
+    """The e5 tokenizer's counts, loaded at the first call (~0.6 s: not on the way to the socket), and
+    handed to the model's loader (one load: see ``load_embedder``'s ``tokenizer``)."""
 
     def __init__(self, max_tokens: int) -> None:
         self._max_tokens = max_tokens
-        self._tok: Any = None
+        self._tok: TokenizerAdapter | None = None
 
     def __call__(self, texts: Sequence[str]) -> list[int]:
+        return self.adapter().count(texts)
+
+    def adapter(self) -> TokenizerAdapter:
+        """The tokenizer, loaded now if no count asked for it yet (the model's loader takes it over)."""
         if self._tok is None:  # two first callers at once load it twice: no harm
             from memoryd.indexer.embedding.e5_model import e5_tokenizer_path
             from memoryd.indexer.embedding.tokenization import TokenizerAdapter
 
             self._tok = TokenizerAdapter(e5_tokenizer_path(), self._max_tokens)
-        counts: list[int] = self._tok.count(texts)
-        return counts
+        return self._tok
