@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memoryd.daemon.work.abstract_job import AbstractJob
 from memoryd.indexer.config import Config
 from memoryd.indexer.llm.budget import TokenBudget
 from memoryd.indexer.llm.client import load_client
@@ -139,7 +140,12 @@ def test_the_model_really_answers_through_memoryd_s_client(llama: str) -> None:
 
 
 def test_a_real_model_s_answer_goes_through_the_checks_and_the_write_path(llama: str, tmp_path: Path,
-                                                                         short_dir: Path) -> None:
+                                                                         short_dir: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only observe's call: the idle-time abstract job (its own tests: tests/daemon/test_abstract_job.py) would
+    # make calls of its own to the one-at-a-time server every 30 s, and one still running at shutdown outlives it.
+    monkeypatch.setattr(AbstractJob, "start", lambda self: None)
+
     def tweak(cfg: Config) -> Config:
         return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))  # type: ignore[arg-type]
 
