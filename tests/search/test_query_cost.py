@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 import statistics
 import threading
 from typing import Any
@@ -73,3 +74,20 @@ def test_a_search_on_any_thread_runs_faiss_on_that_thread_alone(kind: str) -> No
     assert recording.threads == [1]
     assert seen["after"] == 4  # the thread's own setting is back: a build there keeps its cores
     assert seen["hits"][0][0] == 4
+
+
+def test_one_query_reads_the_chunk_count_once() -> None:
+    """The keyword plan, both proximity passes, the IDFs and the features each asked for it: five reads."""
+    from memoryd.indexer.search.keyword_plan import DocFrequencies
+    from memoryd.indexer.storage.embedded.hybrid import SqliteTerms
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY)")
+    conn.executemany("INSERT INTO chunks (id) VALUES (?)", [(i,) for i in (1, 2, 7)])
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    terms = SqliteTerms(conn, DocFrequencies())
+    assert [terms.n_docs() for _ in range(4)] == [7, 7, 7, 7]
+    assert sum("max(id)" in s for s in statements) == 1
+    assert SqliteTerms(conn, DocFrequencies()).n_docs() == 7  # the next query reads it afresh
+    assert sum("max(id)" in s for s in statements) == 2

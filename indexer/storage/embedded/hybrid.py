@@ -101,9 +101,15 @@ class SqliteTerms:
         self._conn = conn
         self._df = df
         self._stored: dict[int, str] = {}
+        self._n_docs: int | None = None
 
     def n_docs(self) -> int:
-        return int(self._conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
+        """The highest chunk id, read once per query: the keyword plan, both proximity passes, the IDFs of
+        the matched lines and the calibration features all ask (five reads of one figure a query), and one
+        query's figures belong together (the first read is the plan's, under the index lock)."""
+        if self._n_docs is None:
+            self._n_docs = int(self._conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
+        return self._n_docs
 
     def doc_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         return self._df.lookup(self._conn, terms)
@@ -174,8 +180,7 @@ class EmbeddedSession(SqliteTerms):
         absent = tuple(t for t in terms if df[t] == 0)
         if not present:
             return keyword_plan.KeywordPlan((), exact=True, absent=absent)
-        max_id = self._conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0
-        plan = keyword_plan.plan(present, df, int(max_id), keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
+        plan = keyword_plan.plan(present, df, self.n_docs(), keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
         return replace(plan, absent=absent)
 
     def _vector_leg(self, qvec: Any, n: int, allowed: set[int] | None) -> dict[int, float]:
