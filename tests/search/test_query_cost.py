@@ -6,6 +6,7 @@ import random
 import sqlite3
 import statistics
 import threading
+from pathlib import Path
 from typing import Any
 
 import faiss
@@ -91,3 +92,58 @@ def test_one_query_reads_the_chunk_count_once() -> None:
     assert sum("max(id)" in s for s in statements) == 1
     assert SqliteTerms(conn, DocFrequencies()).n_docs() == 7  # the next query reads it afresh
     assert sum("max(id)" in s for s in statements) == 2
+
+
+def _index(tmp_path: Path) -> Any:
+    from memoryd.indexer.embedding import load_embedder
+    from memoryd.indexer.engine import open_index
+    from tests.helpers import make_config
+
+    cfg = make_config(tmp_path / "root", tmp_path / "data")
+    return open_index(cfg, load_embedder(cfg.embedding, cfg.data_dir))
+
+
+def _coverage(index: Any, query: str) -> tuple[int, float]:
+    from memoryd.indexer.search.query import Query
+
+    result = index.query(Query(query, k=1, mode="keyword", explain=True))
+    return result.hits[0].chunk_id, result.explanations[0]["calibration"]["coverage"]
+
+
+def test_kept_terms_are_dropped_when_a_write_replaces_the_chunk(tmp_path: Path) -> None:
+    """The terms kept across queries belong to one generation of the index: a save that gives the same
+    chunk id new words must be read anew (chunk ids are reused), or coverage would score the old text."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "MEMORY.md").write_text("# Notes\n\n- the quarterly report mentions walrus budgets\n", encoding="utf-8")
+    index = _index(tmp_path)
+    try:
+        index.index_files([(root, "MEMORY.md")])
+        first_id, before = _coverage(index, "walrus narwhal")
+        assert 0.0 < before < 1.0  # one of the two words
+        (root / "MEMORY.md").unlink()
+        index.index_files([(root, "MEMORY.md")])  # the chunk goes; the next one takes its id again
+        (root / "MEMORY.md").write_text("# Notes\n\n- the quarterly report mentions walrus narwhal\n",
+                                        encoding="utf-8")
+        index.index_files([(root, "MEMORY.md")])
+        second_id, after = _coverage(index, "walrus narwhal")
+        assert second_id == first_id  # the same id, other words: only the generation tells them apart
+        assert after == 1.0
+    finally:
+        index.close()
+
+
+def test_kept_terms_are_bounded_oldest_first() -> None:
+    from memoryd.indexer.storage.embedded.chunk_terms import ChunkTerms
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(terms)")
+    conn.executemany("INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)", [(i, f"word{i}") for i in range(1, 6)])
+    kept = ChunkTerms(max_entries=3)
+    assert kept.terms(conn, [1, 2, 3, 4, 5], epoch=1) == {i: f"word{i}" for i in range(1, 6)}
+    statements: list[str] = []
+    conn.set_trace_callback(lambda sql: statements.append(sql) if sql.startswith("SELECT rowid") else None)
+    assert kept.word_sets(conn, [5, 4, 3], epoch=1) == {i: frozenset({f"word{i}"}) for i in (5, 4, 3)}
+    assert statements == []  # the three newest were kept
+    assert kept.terms(conn, [1], epoch=1) == {1: "word1"} and len(statements) == 1  # the oldest were not
+    assert kept.terms(conn, [5], epoch=2) == {5: "word5"} and len(statements) == 2  # another generation
