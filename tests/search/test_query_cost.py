@@ -147,3 +147,40 @@ def test_kept_terms_are_bounded_oldest_first() -> None:
     assert statements == []  # the three newest were kept
     assert kept.terms(conn, [1], epoch=1) == {1: "word1"} and len(statements) == 1  # the oldest were not
     assert kept.terms(conn, [5], epoch=2) == {5: "word5"} and len(statements) == 2  # another generation
+
+
+def test_keyword_candidates_rows_are_read_while_the_vector_is_computed(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows of the keyword leg's candidates do not wait for the model; the answer is the same."""
+    from memoryd.indexer.search.query import Query
+    from memoryd.indexer.search.querytext import clean_query
+    from memoryd.indexer.storage.embedded import hybrid
+
+    root = tmp_path / "root"
+    root.mkdir()
+    for n in range(6):
+        (root / f"n{n}.md").write_text(f"# Note {n}\n\n- the walrus budget review {n} is on Friday\n", encoding="utf-8")
+    index = _index(tmp_path)
+    try:
+        index.index_files([(root, f"n{n}.md") for n in range(6)])
+        query = "when is the walrus budget review"
+        vector = index.embedder.embed_query(clean_query(query))
+        order: list[str] = []
+        real = hybrid.fetch_chunks
+
+        def fetch(conn: Any, ids: Any) -> Any:
+            order.append(f"rows {len(ids)}")
+            return real(conn, ids)
+
+        def pending() -> Any:
+            order.append("vector")
+            return vector
+
+        ready = index.query(Query(query, k=4, mode="hybrid", explain=True)).to_json()  # embedded first: no wait
+        monkeypatch.setattr(hybrid, "fetch_chunks", fetch)
+        waited = index.query(Query(query, k=4, mode="hybrid", explain=True, query_vector=pending)).to_json()
+        assert order[:2] == ["rows 6", "vector"]  # every keyword candidate's row before the wait
+        ready.pop("took_ms"), waited.pop("took_ms")
+        assert waited == ready
+    finally:
+        index.close()

@@ -139,6 +139,7 @@ class EmbeddedSession(SqliteTerms):
         self._vectors = vectors
         self._lock = lock
         self._query = query
+        self._rows: dict[int, ChunkRow] = {}  # the keyword candidates' rows, read while the model worked
 
     def snapshot(self) -> threading.Lock:
         return self._lock
@@ -152,12 +153,23 @@ class EmbeddedSession(SqliteTerms):
             if q.path_prefix or q.exclude_prefixes else None
         plan = self._keyword_plan(terms.expanded)
         kw_deep = _keyword_leg(self._conn, plan, n_keyword, allowed)
-        early(dict(list(kw_deep.items())[:n_vector]))
+        best = dict(list(kw_deep.items())[:n_vector])
+        early(best)
+        if vector.ready is None and vector.pending is not None:
+            # The model is still at work: read the keyword candidates' rows now, not after it.
+            self._rows = fetch_chunks(self._conn, list(best))
         qvec = vector.ready if vector.ready is not None else vector.pending() if vector.pending is not None else None
         return Found(kw_deep, plan, self._vector_leg(qvec, n_vector, allowed), qvec)
 
     def chunks(self, ids: Sequence[int], qvec: Any) -> dict[int, ChunkRow]:
-        return fetch_chunks(self._conn, ids)
+        """The rows of ``ids``: those :meth:`candidates` read while the query vector was computed (under the
+        same lock: the same snapshot), and the others."""
+        known = self._rows
+        if not known:
+            return fetch_chunks(self._conn, ids)
+        out = {i: known[i] for i in ids if i in known}
+        out.update(fetch_chunks(self._conn, [i for i in ids if i not in known]))
+        return out
 
     def cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
         return self._vectors.scores_for(qvec, ids)
