@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A LoCoMo question's hybrid search over the socket, against the bare query embedding, at 1k–100k chunks.
 
-    python bench/query_ratio.py [EVAL_DIR] [--chunks 1000,10000,100000] [--rounds 2] [--block 20]
+    python bench/query_ratio.py EVAL_DIR [--chunks 1000,10000,100000] [--rounds 2] [--block 20]
                                 [--model-dir DIR] [--compare-env KEY=VALUE ...]
 
 For each size: a corpus of about that many chunks — the LoCoMo dev conversations' ``*.md``
@@ -39,9 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, Daemon, bench_tmp, fmt, loadavg, print_table, remove_tree, summary
+from _common import EVAL_DIR_HELP, REPO, Daemon, bench_tmp, fmt, loadavg, print_table, remove_tree, summary
 
-DEFAULT_EVAL = REPO.parent / "shared" / "eval"
 CONVS = ("26", "30", "41", "42", "43")
 HERE = Path(__file__).resolve().parent
 
@@ -174,7 +173,7 @@ def report_size(chunks: int, st: dict[str, Any], build_s: float, times: dict[str
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP + "; the LoCoMo dev folders locomo-conv-N are used")
     ap.add_argument("--chunks", default="1000,10000,100000", help="corpus sizes (comma-separated)")
     ap.add_argument("--rounds", type=int, default=2, help="passes over the 760 questions, per series")
     ap.add_argument("--block", type=int, default=20, help="questions per alternating block")
