@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from memoryd.indexer.storage.embedded.store import select_in
@@ -193,7 +194,7 @@ def features_for(
 
 def features_from(
     ids: Sequence[int], terms: Sequence[str], df: Mapping[str, int], n_docs: int,
-    stored: Mapping[int, set[str]], cosines: Mapping[int, float] | None,
+    stored: Mapping[int, AbstractSet[str]], cosines: Mapping[int, float] | None,
 ) -> dict[int, Features]:
     """:func:`features_for` on terms already read: ``stored`` maps each chunk id to its keyword
     terms (any storage backend; a chunk missing from it gets coverage 0)."""
@@ -204,7 +205,7 @@ def features_from(
     weighted = list(weights.items())  # the query's order: each hit's sum is the float coverage() returns
     empty: set[str] = set()
 
-    def covered(doc_terms: set[str]) -> float:
+    def covered(doc_terms: AbstractSet[str]) -> float:
         return sum([w for t, w in weighted if t in doc_terms]) / total if total > 0 else 0.0
 
     return {i: Features(None if cosines is None else cosines.get(i), covered(stored.get(i, empty)), missing,
