@@ -45,10 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Daemon, bench_tmp, fmt, is_idle, loadavg, print_table, remove_tree, summary
-
-DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
-
+from _common import EVAL_DIR_HELP, Daemon, bench_tmp, fmt, is_idle, loadavg, print_table, remove_tree, summary
 
 MADIAL = "madial-zh-user-1"
 
@@ -189,7 +186,7 @@ def reindex_queries(d: Daemon, files: list[Path], questions: list[str], max_s: f
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--convs", default="26,30,41,42,43", help="LoCoMo conversations to use")
     ap.add_argument("--queries", type=int, default=0, help="idle queries (0: every question, 760 by default)")
     ap.add_argument("--warmup", type=int, default=20)
