@@ -98,6 +98,10 @@ def start_daemon(
     client = Client(cfg.socket_path, timeout=timeout)
     try:
         wait_for(lambda: ready(client), timeout=max(10.0, timeout), what="start-up reconcile")
+        # a first start on an empty model cache builds the model in the background (daemon/model_build.py):
+        # a test of a started daemon means one with its model (tests/daemon/test_model_build_background.py
+        # tests the time before), and a build left running would outlive the test as a thread
+        wait_for(lambda: model_settled(client), timeout=max(300.0, timeout), what="the embedding model's first build")
     except BaseException:
         client.close()
         d.shutdown()
@@ -117,6 +121,12 @@ def running_daemon(
     finally:
         client.close()
         d.shutdown()
+
+
+def model_settled(client: Any) -> bool:
+    """The daemon behind ``client`` is not building its model (it has it, or the build failed)."""
+    build = client.call("status").get("model_build")
+    return build is None or build.get("state") != "building"
 
 
 def ready(client: Any) -> bool:
