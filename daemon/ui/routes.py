@@ -293,7 +293,7 @@ def audit(request: Request, ui: Ui) -> Response:
                    chosen=chosen, who=views.who, file_href=views.file_href)
 
 
-def _session_of(namespace: str) -> dict[str, str] | None:
+def session_of(namespace: str) -> dict[str, str] | None:
     kind, _, ident = namespace.partition(":")
     if kind == "peer":
         return {"kind": "direct", "peer": ident}
@@ -312,7 +312,7 @@ def access(request: Request, ui: Ui) -> Response:
     offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
     rows = []
     for name, counts in sorted(stats.get("namespaces", {}).items()):
-        session = _session_of(name)
+        session = session_of(name)
         files = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session}) \
             if session and name == chosen else None
         nxt = (files or {}).get("next_offset")

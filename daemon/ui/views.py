@@ -297,3 +297,26 @@ def audit_summary(entries: Sequence[dict[str, Any]]) -> list[tuple[str, list[tup
         per = counts.setdefault(who(e.get("session")), {})
         per[key] = per.get(key, 0) + int(e.get("count") or 1)
     return [(name, sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))) for name, per in sorted(counts.items())]
+
+
+NO_MODEL = "No abstract yet (needs [llm]: a model writes file abstracts at idle time; see docs/conversations.md)."
+NOT_YET = "No abstract yet: the [llm] model writes one at idle time (anew after each edit)."
+
+
+def abstract_note(state: str | None, abstract: str | None) -> str:
+    """What the file page says when ``abstract`` is None (``state``: the daemon's ``abstracts``, on | off);
+    "" when there is one to show."""
+    if abstract:
+        return ""
+    return NOT_YET if state == "on" else NO_MODEL
+
+
+def abstracts_note(state: str | None, files: dict[str, str | None]) -> str:
+    """One line under a file list for the files without an abstract (not one line per file)."""
+    if state != "on":
+        return NO_MODEL.replace("No abstract yet", "No file abstracts yet")
+    missing = sum(1 for a in files.values() if not a)
+    if not missing:
+        return ""
+    return (f"{missing} of {len(files)} files have no abstract yet: the [llm] model writes them at idle time "
+            "(anew after each edit).")

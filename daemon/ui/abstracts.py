@@ -1,0 +1,56 @@
+"""File abstracts in ``memoryd ui``: fetched by the page after it is shown, never on its own path.
+
+A file's abstract (made at idle time by the ``[llm]`` model, daemon/api/file_abstracts.py) costs
+the daemon a read of the whole file to look up, so the file page and the access page's file lists
+render without it (their ≤ 150 ms budget, bench/ui_pages.py) and ``static/ui.js`` fills it in:
+
+* ``/file/abstract?path=P&part=1``: the file page's abstract line (a fragment; without ``part``, a
+  page of its own, for a browser without script);
+* ``/access/abstracts?namespace=N&offset=O``: JSON ``{abstracts, files: {path: text | null}, note}``
+  for the page of files the access page lists, asked as that namespace's session like the list.
+
+Without a model the answer says so at once ("needs [llm]"), and the daemon reads no file.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from memoryd.daemon.ui import views
+from memoryd.daemon.ui.routes import ACCESS_FILES, _int, page, session_of
+from memoryd.daemon.ui.state import Ui
+
+
+@page
+def file_abstract(request: Request, ui: Ui) -> Response:
+    path = request.query_params.get("path", "")
+    if not path:
+        return ui.error(request, 400, "which file? (/file/abstract?path=PATH)")
+    got = ui.daemon.call("get", {"path": path, "start_line": 1, "end_line": 1, "abstract": True})
+    note = views.abstract_note(got.get("abstracts"), got.get("abstract"))
+    if request.query_params.get("part") == "1":
+        return ui.page(request, "_abstract.html", abstract=got.get("abstract"), note=note)
+    return ui.page(request, "abstract.html", nav="", name=path, href=views.file_href(path),
+                   abstract=got.get("abstract"), note=note)
+
+
+@page
+def access_abstracts(request: Request, ui: Ui) -> Response:
+    session = session_of(request.query_params.get("namespace", ""))
+    if session is None:
+        return JSONResponse({"error": "which peer or group? (/access/abstracts?namespace=peer:ID|group:ID)"},
+                            status_code=400)
+    offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
+    got = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session, "abstracts": True})
+    files = {str(views.visible(f["path"])): None if f.get("abstract") is None else str(views.visible(f["abstract"]))
+             for f in got.get("files", [])}  # as the templates show strings: controls made visible
+    return JSONResponse({"abstracts": got.get("abstracts"), "files": files,
+                         "note": views.abstracts_note(got.get("abstracts"), files)})
+
+
+ROUTES = [
+    Route("/file/abstract", file_abstract),
+    Route("/access/abstracts", access_abstracts),
+]
