@@ -228,6 +228,7 @@ def render_status(st: StatusReply) -> str:
     if st.get("last_watch_failure"):
         rows.append(("watch failure", escape_line(str(st["last_watch_failure"]))))
     rows += _storage_rows(st.get("storage"))
+    rows += observe_rows(st.get("observe"))
     rows += [
         ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({size_text(st.get('data_dir_bytes'))})"),
         ("memory (RSS)", size_text(st.get("rss_bytes"))),
@@ -240,6 +241,31 @@ def render_status(st: StatusReply) -> str:
     rows += [("skipped", escape_line(f"{sk['path']}: {sk['reason']}")) for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def observe_text(obs: Mapping[str, Any]) -> str:
+    """``observe`` in one line: what was captured, and what extraction did (issue #40: "says so in status")."""
+    if not obs.get("enabled", True):
+        return "off (observe.enabled = false)"
+    captured = (f"{obs.get('observed', 0)} observes, {obs.get('captured_turns', 0)} turns captured "
+                f"({size_text(obs.get('captured_bytes'))})")
+    if obs.get("extraction") != "llm":
+        return f"{captured}; extraction off (no [llm] model)"
+    model = (obs.get("llm") or {}).get("model")
+    return (f"{captured}; extraction by {escape_line(str(model or 'the [llm] model'))}: "
+            f"{obs.get('extractions', 0)} done, {obs.get('extraction_failures', 0)} failed, "
+            f"{obs.get('written', 0)} of {obs.get('proposed', 0)} proposals written")
+
+
+def observe_rows(obs: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The ``conversations`` row, and the last failed extraction while it is the latest outcome."""
+    if not obs:
+        return []
+    rows = [("conversations", observe_text(obs))]
+    if obs.get("last_error"):
+        rows.append(("extraction failed", escape_line(str(obs["last_error"]))
+                     + " (captured only; the turns are extracted at the next observe)"))
+    return rows
 
 
 def _server_row(server: dict[str, Any] | None) -> list[tuple[str, str]]:

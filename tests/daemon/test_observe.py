@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from memoryd.daemon.client.render import render_status
 from memoryd.daemon.client.rpc_client import RpcClientError
+from memoryd.daemon.ui.views import dashboard
 from memoryd.indexer.config import Config
 from memoryd.indexer.llm.config import LLMConfig
 from memoryd.indexer.observe.config import ObserveConfig
@@ -174,9 +176,17 @@ def test_a_failed_call_writes_only_the_capture_and_the_next_observe_retries(tmp_
         out = _observe(client, (DATA / "plain.txt").read_text(), wait=True)
         assert out["extraction"]["state"] == "failed" and out["extraction"]["pending"] == 4
         assert set(root.rglob("*.md")) - before == {root / out["note"]}  # the capture, nothing else
-        st = client.call("status")["observe"]
+        status = client.call("status")
+        st = status["observe"]
         assert st["extraction_failures"] == 1 and st["last_error"] and st["llm"]["reachable"] is False
         assert st["llm"]["url"].startswith(chat.url) and "authorization" not in json.dumps(st).lower()
+        # and a person reading `memoryd status` or the ui's dashboard is told, not only `status --json`
+        rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in render_status(status).splitlines()}
+        assert "1 failed" in rows["conversations"] and "extraction by fake-model" in rows["conversations"]
+        failed = rows["extraction failed"]
+        assert failed.startswith(st["last_error"][:40]) and "captured only" in failed
+        assert ("extraction", f"{st['last_error']} (captured only; retried at the next observe)") in \
+            dashboard(status, None)["errors"]
 
 
 def test_after_a_failure_the_turns_wait_and_are_extracted_next_time(tmp_path: Path, short_dir: Path,
