@@ -381,3 +381,15 @@ def _reindex_head(result: dict[str, Any]) -> str:
 
 def _files(n: int) -> str:
     return f"{n} file" if n == 1 else f"{n} files"
+
+
+NO_MODEL = "No abstract yet (needs [llm]: a model writes file abstracts at idle time; see docs/conversations.md)."
+NOT_YET = "No abstract yet: the [llm] model writes one at idle time (anew after each edit)."
+
+
+def abstract_note(state: str | None, abstract: str | None) -> str:
+    """What the UI's file page and ``memoryd get --abstract`` say when ``abstract`` is None (``state``: the
+    daemon's ``abstracts``, on | off); "" when there is one to show."""
+    if abstract:
+        return ""
+    return NOT_YET if state == "on" else NO_MODEL

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memoryd.daemon.client.render import abstract_note
 from memoryd.daemon.ui import views
 from memoryd.daemon.ui.routes import ACCESS_FILES, _int, page, session_of
 from memoryd.daemon.ui.state import Ui
@@ -29,7 +30,7 @@ def file_abstract(request: Request, ui: Ui) -> Response:
     if not path:
         return ui.error(request, 400, "which file? (/file/abstract?path=PATH)")
     got = ui.daemon.call("get", {"path": path, "start_line": 1, "end_line": 1, "abstract": True})
-    note = views.abstract_note(got.get("abstracts"), got.get("abstract"))
+    note = abstract_note(got.get("abstracts"), got.get("abstract"))
     if request.query_params.get("part") == "1":
         return ui.page(request, "_abstract.html", abstract=got.get("abstract"), note=note)
     return ui.page(request, "abstract.html", nav="", name=path, href=views.file_href(path),

@@ -16,7 +16,14 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from memoryd.daemon.client.render import backlog_text, duration_text, fresh_text, observe_text, size_text
+from memoryd.daemon.client.render import (
+    NO_MODEL,
+    backlog_text,
+    duration_text,
+    fresh_text,
+    observe_text,
+    size_text,
+)
 from memoryd.daemon.client.termsafe import escape as visible_controls
 from memoryd.daemon.ui.words import QueryWords, query_words
 from memoryd.indexer.markdown.entrymeta import strip as strip_markers
@@ -301,18 +308,6 @@ def audit_summary(entries: Sequence[dict[str, Any]]) -> list[tuple[str, list[tup
         per = counts.setdefault(who(e.get("session")), {})
         per[key] = per.get(key, 0) + int(e.get("count") or 1)
     return [(name, sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))) for name, per in sorted(counts.items())]
-
-
-NO_MODEL = "No abstract yet (needs [llm]: a model writes file abstracts at idle time; see docs/conversations.md)."
-NOT_YET = "No abstract yet: the [llm] model writes one at idle time (anew after each edit)."
-
-
-def abstract_note(state: str | None, abstract: str | None) -> str:
-    """What the file page says when ``abstract`` is None (``state``: the daemon's ``abstracts``, on | off);
-    "" when there is one to show."""
-    if abstract:
-        return ""
-    return NOT_YET if state == "on" else NO_MODEL
 
 
 def abstracts_note(state: str | None, files: dict[str, str | None]) -> str:

@@ -109,3 +109,34 @@ def test_files_lists_each_files_abstract_when_asked(env: Any) -> None:
         files.files({"abstracts": True, "limit": MAX_ABSTRACTS_LIMIT + 1}, OWNER)
     with pytest.raises(InvalidParams, match="abstracts"):
         files.files({"abstracts": "yes"}, OWNER)
+
+
+def test_memoryd_get_abstract_prints_it_or_why_there_is_none(tmp_path: Path, short_dir: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from memoryd.daemon.client import cli
+    from memoryd.indexer.llm.config import LLMConfig
+    from memoryd.indexer.search.abstracts import STORE_NAME
+    from tests.fake_chat_server import FakeChatServer
+    from tests.helpers import running_daemon
+
+    files = {"notes/a.md": A_TEXT, "notes/c.md": "# Gamma\n\n- Not abstracted yet.\n"}
+    with running_daemon(tmp_path / "off", short_dir / "off.sock", files) as (d, _client, _root):
+        capsys.readouterr()
+        assert cli.main(["get", "--socket", str(d.cfg.socket_path), "--abstract", "notes/a.md"]) == 0
+        assert _printed(capsys).startswith("No abstract yet (needs [llm]")
+    with FakeChatServer() as chat, running_daemon(tmp_path / "on", short_dir / "on.sock", files, llm=LLMConfig(
+            provider="openai", url=chat.url, model="fake-model", retries=0)) as (d, _client, _root):
+        store = AbstractStore(d.cfg.data_dir / STORE_NAME)
+        store.put("fake-model", A_TEXT, "Alpha's move to the new queue.")
+        store.close()
+        sock = str(d.cfg.socket_path)
+        capsys.readouterr()
+        assert cli.main(["get", "--socket", sock, "--abstract", "notes/a.md"]) == 0
+        assert _printed(capsys) == "Alpha's move to the new queue."
+        assert cli.main(["get", "--socket", sock, "--abstract", "notes/c.md"]) == 0
+        assert _printed(capsys).startswith("No abstract yet: the [llm] model writes one at idle time")
+
+
+def _printed(capsys: pytest.CaptureFixture[str]) -> str:
+    """The command's line: the last of stdout (the in-process daemon's log lines go there too)."""
+    return capsys.readouterr().out.splitlines()[-1]
