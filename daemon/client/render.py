@@ -251,10 +251,12 @@ def observe_text(obs: Mapping[str, Any]) -> str:
                 f"({size_text(obs.get('captured_bytes'))})")
     if obs.get("extraction") != "llm":
         return f"{captured}; extraction off (no [llm] model)"
-    model = (obs.get("llm") or {}).get("model")
-    return (f"{captured}; extraction by {escape_line(str(model or 'the [llm] model'))}: "
+    llm = obs.get("llm") or {}
+    tokens = llm.get("tokens") or {}
+    spent = f"; {tokens.get('used', 0)} of {tokens.get('daily') or 'unlimited'} tokens today" if tokens else ""
+    return (f"{captured}; extraction by {escape_line(str(llm.get('model') or 'the [llm] model'))}: "
             f"{obs.get('extractions', 0)} done, {obs.get('extraction_failures', 0)} failed, "
-            f"{obs.get('written', 0)} of {obs.get('proposed', 0)} proposals written")
+            f"{obs.get('written', 0)} of {obs.get('proposed', 0)} proposals written{spent}")
 
 
 def observe_rows(obs: Mapping[str, Any] | None) -> list[tuple[str, str]]:

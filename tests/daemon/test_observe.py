@@ -183,6 +183,7 @@ def test_a_failed_call_writes_only_the_capture_and_the_next_observe_retries(tmp_
         # and a person reading `memoryd status` or the ui's dashboard is told, not only `status --json`
         rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in render_status(status).splitlines()}
         assert "1 failed" in rows["conversations"] and "extraction by fake-model" in rows["conversations"]
+        assert rows["conversations"].endswith(f"of {st['llm']['tokens']['daily'] or 'unlimited'} tokens today")
         failed = rows["extraction failed"]
         assert failed.startswith(st["last_error"][:40]) and "captured only" in failed
         assert ("extraction", f"{st['last_error']} (captured only; retried at the next observe)") in \
