@@ -214,7 +214,13 @@ class DaemonBridge:
             offset = cursor_offset(cursor)
         except ResourceError as exc:
             raise ToolError(str(exc)) from None
-        res = self._call("files", {"offset": offset, "limit": PAGE, "session": self.session})
+        params = {"offset": offset, "limit": PAGE, "session": self.session}
+        try:  # each file's abstract too, for its description
+            res = self._call("files", {**params, "abstracts": True})
+        except DaemonRefusal as exc:
+            if exc.code != INVALID_PARAMS:
+                raise
+            res = self._call("files", params)  # a daemon older than the param: the list without them
         nxt = res.get("next_offset")
         return [resource_of(f) for f in res.get("files", [])], None if nxt is None else str(nxt)
 
@@ -246,7 +252,7 @@ class DaemonBridge:
             raise ToolError(f"{exc} If it runs on another socket, start the MCP server with "
                             "`memoryd mcp --socket PATH`.") from None
         except RpcClientError as exc:
-            raise ToolError(self._daemon_refusal(method, exc)) from None
+            raise DaemonRefusal(self._daemon_refusal(method, exc), exc.code) from None
         except MemorydError as exc:  # timeout, broken connection
             raise ToolError(f"memoryd error: {exc}") from None
 
@@ -266,6 +272,14 @@ class DaemonBridge:
             return (f"storage unavailable (memoryd error {STORAGE_UNAVAILABLE}): {exc.message}; memory files "
                     "can still be written, and are searchable once the database is back")
         return exc.message
+
+
+class DaemonRefusal(ToolError):
+    """The daemon answered with an error (``code``: its JSON-RPC code); the message is the model's to read."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _describe(session: Session) -> str:
