@@ -39,7 +39,7 @@ from memoryd.indexer.access import REMEMBER, Namespace, authorize, check_relativ
 from memoryd.indexer.errors import AccessDenied, WriteError
 from memoryd.indexer.observe import extract as ext
 from memoryd.indexer.observe import state as obs_state
-from memoryd.indexer.observe.notes import note_rel, now_utc, redact_turn, render
+from memoryd.indexer.observe.notes import note_rel, now_utc, redact_turn, render, rolls_over
 from memoryd.indexer.write.intake import Rejected, prepare
 
 if TYPE_CHECKING:
@@ -155,9 +155,11 @@ class ObserveMethods:
         withheld = 0
         size = 0
         if new:
-            if not st.started:
-                st.started = now.date().isoformat()
-                st.note = check_relative(note_rel(ns, self._cfg.folder, st.started, sid))
+            today = now.date().isoformat()
+            if not st.started or self._rolls_over(notes.root, st, now.date()):
+                st.part = st.part + 1 if st.started == today else 1  # a new day's part needs no number
+                st.started = today
+                st.note = check_relative(note_rel(ns, self._cfg.folder, today, sid, st.part))
             kept = []
             for t in new:
                 text, n = redact_turn(t.text)
@@ -177,6 +179,14 @@ class ObserveMethods:
         expired = self._retention(notes, ns, st.note, session)
         return {"note": st.note, "captured": len(new), "seen": len(turns) - len(new), "bytes": size,
                 "withheld_lines": withheld, "pending": len(st.pending), "expired": expired}
+
+    def _rolls_over(self, root: Path, st: obs_state.SessionState, today: date) -> bool:
+        """Whether the session's note is done (too big, or too old: see ``rolls_over``); a missing note is not."""
+        try:
+            size = (root / st.note).stat().st_size
+        except OSError:
+            return False
+        return rolls_over(st.started, size, today, self._cfg.keep_days, self._cfg.max_bytes)
 
     def _retention(self, notes: SessionNotes, ns: Namespace, current: str, session: Session) -> list[str]:
         doomed = notes.expired(ns, self._cfg.folder, date.today(), self._cfg.keep_days, self._cfg.max_bytes,

@@ -45,11 +45,12 @@ class SessionState:
     pending: list[Pending] = field(default_factory=list)
     extracted: int = 0  # turns extracted so far
     last_error: str | None = None  # the last extraction's failure, for status
+    part: int = 1  # the note's part: a long session rolls over to 2, 3 … (memoryd.indexer.observe.notes.rolls_over)
 
     def to_json(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "session": self.session, "note": self.note, "started": self.started,
                 "seen": self.seen, "pending": [p.to_json() for p in self.pending], "extracted": self.extracted,
-                "last_error": self.last_error}
+                "last_error": self.last_error, "part": self.part}
 
 
 def state_path(data_dir: Path, namespace: str, session: str) -> Path:
@@ -67,7 +68,7 @@ def load(data_dir: Path, namespace: str, session: str) -> SessionState:
         return SessionState(namespace, session, str(raw.get("note", "")), str(raw.get("started", "")),
                             [str(s) for s in raw.get("seen", [])],
                             [Pending(str(p["id"]), str(p["role"]), str(p["text"])) for p in raw.get("pending", [])],
-                            int(raw.get("extracted", 0)), raw.get("last_error"))
+                            int(raw.get("extracted", 0)), raw.get("last_error"), max(1, int(raw.get("part", 1))))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return SessionState(namespace, session)
 

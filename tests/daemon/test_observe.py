@@ -130,6 +130,38 @@ def test_max_bytes_deletes_the_oldest_notes_but_never_the_one_being_written(tmp_
         assert (root / out["note"]).exists()  # over the cap alone, but it is being written
 
 
+def test_a_long_session_rolls_over_to_a_new_part_that_retention_can_outlive(tmp_path: Path, short_dir: Path) -> None:
+    """The note being written is never deleted, so one session must not grow one note past the bounds:
+    at half of max_bytes its next turns start a new part, and the old part is deleted like any old note."""
+    with _daemon(tmp_path, short_dir, keep_days=0, max_bytes=10_000) as (_, client, root):
+        base = f"agents/claude-code/sessions/{date.today().isoformat()}-long"
+        first = _observe(client, "user: " + "alpha " * 1000 + "\n", sid="long")
+        assert first["note"] == f"{base}.md" and (root / first["note"]).stat().st_size >= 5_000
+        turns = "user: " + "alpha " * 1000 + "\nassistant: noted\n"
+        second = _observe(client, turns, sid="long")  # the re-sent first turn adds nothing; the new one rolls over
+        assert (second["note"], second["captured"], second["expired"]) == (f"{base}.part2.md", 1, [])
+        assert "noted" in (root / second["note"]).read_text() and "alpha" not in (root / second["note"]).read_text()
+        third = _observe(client, turns + "user: " + "gamma " * 1000 + "\n", sid="long")
+        assert third["note"] == f"{base}.part2.md" and third["expired"] == [f"{base}.md"]  # past the cap together
+        assert not (root / first["note"]).exists()
+        assert any(r["action"] == "expire" and r["path"] == f"{base}.md"
+                   for r in client.call("history", {"limit": 10})["entries"])
+
+
+def test_a_session_older_than_keep_days_goes_on_in_a_note_of_today(tmp_path: Path, short_dir: Path) -> None:
+    from memoryd.indexer.observe import state as obs_state
+
+    with _daemon(tmp_path, short_dir, keep_days=7) as (d, client, root):
+        old = "agents/claude-code/sessions/2020-01-01-resumed.md"
+        (root / old).parent.mkdir(parents=True)
+        (root / old).write_text("# Conversation 2020-01-01 (session resumed)\n\n**user** · 10:00 UTC\nlong ago\n")
+        obs_state.save(d.cfg.data_dir, obs_state.SessionState(NS, "resumed", note=old, started="2020-01-01"))
+        out = _observe(client, "user: back to this conversation a year later\n", sid="resumed")
+        assert out["note"] == f"agents/claude-code/sessions/{date.today().isoformat()}-resumed.md"
+        assert out["expired"] == [old] and not (root / old).exists()
+        assert "a year later" in (root / out["note"]).read_text()
+
+
 def test_extraction_proposes_and_the_write_path_decides(tmp_path: Path, short_dir: Path,
                                                         chat: FakeChatServer) -> None:
     chat.default = ANSWER
