@@ -294,11 +294,14 @@ def audit(request: Request, ui: Ui) -> Response:
 
 
 def session_of(namespace: str) -> dict[str, str] | None:
+    """The confined session that reads ``namespace`` (an agent's too: ``memoryd mcp --session agent``)."""
     kind, _, ident = namespace.partition(":")
     if kind == "peer":
         return {"kind": "direct", "peer": ident}
     if kind == "group":
         return {"kind": "group", "group": ident}
+    if kind == "agent":
+        return {"kind": "agent", "agent": ident}
     return None
 
 
@@ -306,7 +309,8 @@ def session_of(namespace: str) -> dict[str, str] | None:
 def access(request: Request, ui: Ui) -> Response:
     """Each namespace with its counts; for the peer or group chosen (``?namespace=``), the files its confined
     session may read (the socket's ``files``, asked as that session) — one namespace's files per view, not
-    every namespace's on every view. Agents run as owner sessions (``memoryd mcp``): they read everything."""
+    every namespace's on every view. An agent run as the owner (``memoryd mcp`` without ``--session``) reads
+    everything; one run as its agent session (``--session agent --agent ID``) only ``agents/ID/``."""
     stats = ui.stats()
     chosen = request.query_params.get("namespace", "")
     offset = _int(request.query_params.get("offset"), 0, 0, 10**9)

@@ -5,6 +5,7 @@ there is none yet and why ("needs [llm]"); content is escaped, and a peer's list
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
@@ -29,7 +30,8 @@ PORT = 8379
 BASE = f"http://127.0.0.1:{PORT}"
 FILES = {"MEMORY.md": "# Memory\n\n- The user prefers short answers.\n",
          "peers/alice/a.md": "# A\n\n- Alice's first note.\n",
-         "peers/alice/b.md": "# B\n\n- Alice's second note.\n"}
+         "peers/alice/b.md": "# B\n\n- Alice's second note.\n",
+         "agents/coder/notes.md": "# Coder\n\n- The coder agent's note.\n"}
 ABSTRACT = "Alice's notes on <script>alert(1)</script> the first day."
 
 
@@ -101,3 +103,19 @@ def test_with_a_model_the_abstract_is_shown_escaped_and_only_on_asking(modelled:
     assert got == {"abstracts": "on", "files": {"peers/alice/a.md": ABSTRACT, "peers/alice/b.md": None},
                    "note": "1 of 2 files have no abstract yet: the [llm] model writes them at idle time "
                            "(anew after each edit)."}
+
+
+def test_an_agents_namespace_shows_what_its_agent_session_reads(plain: Ui) -> None:
+    """#40 item 7 made agent sessions confined (memoryd mcp --session agent): the page said agents read all."""
+    html = _text(plain.get("/access").text)
+    assert "Read by session agent --agent coder (an agent run as the owner reads every namespace)" in html
+    assert "The agent runs as an owner session" not in html
+    listed = _text(plain.get("/access?namespace=agent:coder").text)
+    assert "Session agent --agent coder can read 1 file:" in listed and "agents/coder/notes.md" in listed
+    assert "peers/alice/a.md" not in listed.split("agent:coder")[-1]
+    got = plain.get("/access/abstracts?namespace=agent:coder").json()
+    assert list(got["files"]) == ["agents/coder/notes.md"]
+
+
+def _text(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", "", html))
