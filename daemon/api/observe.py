@@ -74,6 +74,7 @@ class ObserveMethods:
         self._data_dir = data_dir
         self._new_notes = new_notes
         self.llm = llm if cfg.extract else None
+        self._client = llm  # the daemon's one [llm] client (summaries, abstracts, proposals use it too)
         self._clock = clock
         self._last_call: dict[str, float] = {}  # agent namespace -> when its last extraction call went
         self._lock = threading.Lock()
@@ -91,15 +92,16 @@ class ObserveMethods:
         with self._lock:
             counts = dict(self.counts)
             last_error = self.last_error
+        client = self._client  # its health whether or not observe extracts: the other model features need it
         return {"enabled": self._cfg.enabled, "extraction": "llm" if self.llm is not None else "off",
-                **counts, "last_error": last_error, "llm": self.llm.health() if self.llm is not None else None}
+                **counts, "last_error": last_error, "llm": client.health() if client is not None else None}
 
     def close(self) -> None:
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join(10)
-        if self.llm is not None:
-            self.llm.close()
+        if self._client is not None:  # closed here even when observe.extract is off (its only closer)
+            self._client.close()
 
     # -- the method -----------------------------------------------------------------
 

@@ -250,7 +250,8 @@ def observe_text(obs: Mapping[str, Any]) -> str:
     captured = (f"{obs.get('observed', 0)} observes, {obs.get('captured_turns', 0)} turns captured "
                 f"({size_text(obs.get('captured_bytes'))})")
     if obs.get("extraction") != "llm":
-        return f"{captured}; extraction off (no [llm] model)"
+        why = "observe.extract = false" if obs.get("llm") else "no [llm] model"
+        return f"{captured}; extraction off ({why})"
     llm = obs.get("llm") or {}
     tokens = llm.get("tokens") or {}
     spent = f"; {tokens.get('used', 0)} of {tokens.get('daily') or 'unlimited'} tokens today" if tokens else ""

@@ -222,6 +222,17 @@ def test_a_failed_call_writes_only_the_capture_and_the_next_observe_retries(tmp_
             dashboard(status, None)["errors"]
 
 
+def test_status_shows_the_models_health_even_when_observe_does_not_extract(tmp_path: Path, short_dir: Path,
+                                                                          chat: FakeChatServer) -> None:
+    """The [llm] client serves summaries, abstracts and proposals too: observe.extract = false must not hide it."""
+    with _daemon(tmp_path, short_dir, chat, extract=False) as (_, client, _root):
+        status = client.call("status")
+        st = status["observe"]
+        assert st["extraction"] == "off" and st["llm"]["model"] == "fake-model" and "tokens" in st["llm"]
+        rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in render_status(status).splitlines()}
+        assert rows["conversations"].endswith("extraction off (observe.extract = false)")
+
+
 def test_after_a_failure_the_turns_wait_and_are_extracted_next_time(tmp_path: Path, short_dir: Path,
                                                                    chat: FakeChatServer) -> None:
     chat.mode, chat.default = "500", ANSWER
