@@ -167,7 +167,7 @@ class ObserveMethods:
                 text, n = redact_turn(t.text)
                 withheld += 1 if n < 0 else n
                 kept.append((t.role, text))
-                st.pending.append(obs_state.Pending(t.id, t.role, text))
+                st.pending.append(obs_state.Pending(t.id, t.role, text, st.note))
             block = render(kept, now)
             size = len(block.encode())
             notes.append_turns(st.note, st.started, sid, block)
@@ -179,6 +179,11 @@ class ObserveMethods:
             log.info("observe.captured", namespace=str(ns), path=st.note, turns=len(new), bytes=size,
                      withheld_lines=withheld)
         expired = self._retention(notes, ns, st.note, session)
+        if expired:  # their turns' text must not outlive them here, waiting for a model
+            dropped = obs_state.drop_pending_in(self._data_dir, str(ns), set(expired))
+            if dropped:
+                log.info("observe.pending_dropped", namespace=str(ns), turns=dropped, notes=len(expired))
+                st = obs_state.load(self._data_dir, str(ns), sid)
         return {"note": st.note, "captured": len(new), "seen": len(turns) - len(new), "bytes": size,
                 "withheld_lines": withheld, "pending": len(st.pending), "expired": expired}
 

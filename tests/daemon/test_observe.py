@@ -162,6 +162,33 @@ def test_a_session_older_than_keep_days_goes_on_in_a_note_of_today(tmp_path: Pat
         assert "a year later" in (root / out["note"]).read_text()
 
 
+def test_turns_waiting_for_a_model_do_not_outlive_their_deleted_note(tmp_path: Path, short_dir: Path,
+                                                                    chat: FakeChatServer) -> None:
+    """The model is down, so captured turns wait (redacted) in the data dir; once retention deletes the note
+    they were captured in, they go too: another session's old note, and a long session's old part."""
+    from memoryd.indexer.observe import state as obs_state
+
+    chat.mode = "500"
+    with _daemon(tmp_path, short_dir, chat, keep_days=7, max_bytes=10_000) as (d, client, root):
+        old = "agents/claude-code/sessions/2020-01-01-gone.md"
+        (root / old).parent.mkdir(parents=True)
+        (root / old).write_text("# Conversation 2020-01-01 (session gone)\n\n**user** · 10:00 UTC\nzebra talk\n")
+        obs_state.save(d.cfg.data_dir, obs_state.SessionState(NS, "gone", note=old, started="2020-01-01", pending=[
+            obs_state.Pending("a" * 20 + ".1", "user", "zebra talk", old)]))
+        base = f"agents/claude-code/sessions/{date.today().isoformat()}-long"
+        first = _observe(client, "user: " + "alpha " * 1000 + "\n", sid="long", wait=True)
+        assert first["expired"] == [old] and first["pending"] == 1
+        assert obs_state.load(d.cfg.data_dir, NS, "gone").pending == []
+        turns = "user: " + "alpha " * 1000 + "\nassistant: noted\n"
+        assert _observe(client, turns, sid="long", wait=True)["note"] == f"{base}.part2.md"
+        third = _observe(client, turns + "user: " + "gamma " * 1000 + "\n", sid="long", wait=True)
+        assert third["expired"] == [f"{base}.md"] and third["pending"] == 2  # the first part's turn is gone
+        waiting = obs_state.load(d.cfg.data_dir, NS, "long").pending
+        assert {p.note for p in waiting} == {f"{base}.part2.md"} and not any("alpha" in p.text for p in waiting)
+        assert not any("zebra" in f.read_text() or "alpha" in f.read_text()
+                       for f in (d.cfg.data_dir / obs_state.STATE_DIR).glob("*.json"))
+
+
 def test_extraction_proposes_and_the_write_path_decides(tmp_path: Path, short_dir: Path,
                                                         chat: FakeChatServer) -> None:
     chat.default = ANSWER
