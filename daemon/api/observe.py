@@ -188,11 +188,12 @@ class ObserveMethods:
                 "withheld_lines": withheld, "pending": len(st.pending), "expired": expired}
 
     def _rolls_over(self, root: Path, st: obs_state.SessionState, today: date) -> bool:
-        """Whether the session's note is done (too big, or too old: see ``rolls_over``); a missing note is not."""
+        """Whether the session's note is done (too big, or too old: see ``rolls_over``); a note gone since
+        (deleted by hand, or restored elsewhere) is empty, but not young again."""
         try:
             size = (root / st.note).stat().st_size
         except OSError:
-            return False
+            size = 0
         return rolls_over(st.started, size, today, self._cfg.keep_days, self._cfg.max_bytes)
 
     def _retention(self, notes: SessionNotes, ns: Namespace, current: str, session: Session) -> list[str]:
