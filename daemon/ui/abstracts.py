@@ -7,7 +7,9 @@ render without it (their ≤ 150 ms budget, bench/ui_pages.py) and ``static/ui.j
 * ``/file/abstract?path=P&part=1``: the file page's abstract line (a fragment; without ``part``, a
   page of its own, for a browser without script);
 * ``/access/abstracts?namespace=N&offset=O``: JSON ``{abstracts, files: {path: text | null}, note}``
-  for the page of files the access page lists, asked as that namespace's session like the list.
+  for the page of files the access page lists, asked as that namespace's session like the list;
+* ``/abstracts?path=P&path=Q…``: the same JSON for the files an entries page groups its entries by
+  (at most ``MAX_PATHS``, one ``get`` each).
 
 Without a model the answer says so at once ("needs [llm]"), and the daemon reads no file.
 """
@@ -19,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memoryd.daemon.client.render import abstract_note
+from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.ui import views
 from memoryd.daemon.ui.routes import ACCESS_FILES, _int, page, session_of
 from memoryd.daemon.ui.state import Ui
@@ -51,7 +54,30 @@ def access_abstracts(request: Request, ui: Ui) -> Response:
                          "note": views.abstracts_note(got.get("abstracts"), files)})
 
 
+MAX_PATHS = 100  # an entries page's 100 entries lie in at most 100 files
+
+
+@page
+def abstracts_of(request: Request, ui: Ui) -> Response:
+    paths = list(dict.fromkeys(request.query_params.getlist("path")))[:MAX_PATHS]
+    files: dict[str, str | None] = {}
+    state = None
+    for path in paths:
+        try:
+            got = ui.daemon.call("get", {"path": path, "start_line": 1, "end_line": 1, "abstract": True})
+        except RpcClientError:  # gone since the page, ambiguous ...: no abstract to show for it
+            files[str(views.visible(path))] = None
+            continue
+        state = got.get("abstracts")
+        files[str(views.visible(path))] = None if got.get("abstract") is None else str(views.visible(got["abstract"]))
+        if state == "off":  # no model: no file has one, and the daemon need not read the others
+            files.update({str(views.visible(p)): None for p in paths if str(views.visible(p)) not in files})
+            break
+    return JSONResponse({"abstracts": state, "files": files, "note": views.abstracts_note(state, files)})
+
+
 ROUTES = [
+    Route("/abstracts", abstracts_of),
     Route("/file/abstract", file_abstract),
     Route("/access/abstracts", access_abstracts),
 ]

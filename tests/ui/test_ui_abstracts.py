@@ -89,6 +89,8 @@ def test_without_a_model_the_pages_say_abstracts_need_llm(plain: Ui) -> None:
     assert got["abstracts"] == "off" and got["files"] == {"peers/alice/a.md": None, "peers/alice/b.md": None}
     assert got["note"].startswith("No file abstracts yet (needs [llm]")
     assert plain.get("/access/abstracts?namespace=default").status_code == 400  # only a confined session's list
+    got = plain.get("/abstracts?path=MEMORY.md&path=peers/alice/a.md").json()  # one get tells it: off
+    assert got["abstracts"] == "off" and got["files"] == {"MEMORY.md": None, "peers/alice/a.md": None}
 
 
 def test_with_a_model_the_abstract_is_shown_escaped_and_only_on_asking(modelled: Ui) -> None:
@@ -119,3 +121,13 @@ def test_an_agents_namespace_shows_what_its_agent_session_reads(plain: Ui) -> No
 
 def _text(html: str) -> str:
     return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def test_the_entries_page_names_each_file_once_for_its_abstract(modelled: Ui) -> None:
+    html = modelled.get("/entries?namespace=peer:alice").text
+    assert html.count('data-abstract-path="peers/alice/a.md"') == 1 and "Alice's notes on" not in unescape(html)
+    got = modelled.get("/abstracts?path=peers/alice/a.md&path=peers/alice/b.md&path=nope.md&path=peers/alice/a.md")
+    assert got.json() == {"abstracts": "on", "files": {"peers/alice/a.md": ABSTRACT, "peers/alice/b.md": None,
+                                                        "nope.md": None},
+                          "note": "2 of 3 files have no abstract yet: the [llm] model writes them at idle time "
+                                  "(anew after each edit)."}

@@ -164,6 +164,8 @@ def test_abstracts_are_filled_in_after_the_page_is_shown(tmp_path: Path, short_d
             sync_api.expect(items.nth(1).locator(".abstract")).to_have_count(0)
             sync_api.expect(s.page.locator(".abstracts-note")).to_have_text(
                 "1 of 2 files have no abstract yet: the [llm] model writes them at idle time (anew after each edit).")
+            s.page.goto(s.base + "/entries?namespace=peer:alice")
+            sync_api.expect(s.page.locator("tr.group .abstract").first).to_have_text(abstract)
             assert s.missing == []
 
 

@@ -3,7 +3,8 @@
 // 2. Search as you type: fetch /search/hits (server-rendered, escaped HTML) into #results.
 // 3. Reload the dashboard every few seconds while the daemon is catching up.
 // 4. File abstracts, fetched once the page is shown (each costs the daemon a read of the file): the file
-//    page's line (server-rendered, escaped HTML) and the access page's file lists (JSON, set as text).
+//    page's line (server-rendered, escaped HTML), the access page's file lists and the entries page's
+//    file rows (JSON, set as text).
 "use strict";
 (function () {
   var url = new URL(window.location.href);
@@ -63,6 +64,21 @@
       })
       .catch(function () { /* the list stands without them */ });
   });
+
+  var named = document.querySelectorAll("[data-abstract-path]");
+  if (named.length) {
+    var query = new URLSearchParams();
+    Array.prototype.forEach.call(named, function (el) { query.append("path", el.getAttribute("data-abstract-path")); });
+    fetch("/abstracts?" + query.toString(), { credentials: "same-origin" })
+      .then(function (r) { if (!r.ok) { throw new Error("abstracts: HTTP " + r.status); } return r.json(); })
+      .then(function (got) {
+        Array.prototype.forEach.call(named, function (el) {
+          var text = got.files[el.getAttribute("data-abstract-path")];
+          if (text) { el.textContent = text; }
+        });
+      })
+      .catch(function () { /* the page stands without them */ });
+  }
 
   var refresh = document.body.getAttribute("data-refresh");
   if (refresh) {
