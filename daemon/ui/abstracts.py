@@ -23,7 +23,7 @@ from starlette.routing import Route
 from memoryd.daemon.client.render import abstract_note
 from memoryd.daemon.client.rpc_client import RpcClientError
 from memoryd.daemon.ui import views
-from memoryd.daemon.ui.routes import ACCESS_FILES, _int, page, session_of
+from memoryd.daemon.ui.routes import ACCESS_FILES, page, session_of
 from memoryd.daemon.ui.state import Ui
 
 
@@ -46,7 +46,8 @@ def access_abstracts(request: Request, ui: Ui) -> Response:
     if session is None:
         return JSONResponse({"error": "which peer or group? (/access/abstracts?namespace=peer:ID|group:ID)"},
                             status_code=400)
-    offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
+    raw = request.query_params.get("offset", "0")
+    offset = min(int(raw), 10**9) if raw.isdigit() else 0  # as the access page pages (routes._int)
     got = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session, "abstracts": True})
     files = {str(views.visible(f["path"])): None if f.get("abstract") is None else str(views.visible(f["abstract"]))
              for f in got.get("files", [])}  # as the templates show strings: controls made visible
