@@ -44,13 +44,12 @@ def file_abstract(request: Request, ui: Ui) -> Response:
 def access_abstracts(request: Request, ui: Ui) -> Response:
     session = session_of(request.query_params.get("namespace", ""))
     if session is None:
-        return JSONResponse({"error": "which peer or group? (/access/abstracts?namespace=peer:ID|group:ID)"},
-                            status_code=400)
+        return JSONResponse({"error": "which peer, group or agent? "
+                                      "(/access/abstracts?namespace=peer:ID|group:ID|agent:ID)"}, status_code=400)
     raw = request.query_params.get("offset", "0")
     offset = min(int(raw), 10**9) if raw.isdigit() else 0  # as the access page pages (routes._int)
     got = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session, "abstracts": True})
-    files = {str(views.visible(f["path"])): None if f.get("abstract") is None else str(views.visible(f["abstract"]))
-             for f in got.get("files", [])}  # as the templates show strings: controls made visible
+    files = {_shown(f["path"]): _shown(f.get("abstract")) for f in got.get("files", [])}
     return JSONResponse({"abstracts": got.get("abstracts"), "files": files,
                          "note": views.abstracts_note(got.get("abstracts"), files)})
 
@@ -67,14 +66,19 @@ def abstracts_of(request: Request, ui: Ui) -> Response:
         try:
             got = ui.daemon.call("get", {"path": path, "start_line": 1, "end_line": 1, "abstract": True})
         except RpcClientError:  # gone since the page, ambiguous ...: no abstract to show for it
-            files[str(views.visible(path))] = None
+            files[_shown(path)] = None
             continue
         state = got.get("abstracts")
-        files[str(views.visible(path))] = None if got.get("abstract") is None else str(views.visible(got["abstract"]))
+        files[_shown(path)] = _shown(got.get("abstract"))
         if state == "off":  # no model: no file has one, and the daemon need not read the others
-            files.update({str(views.visible(p)): None for p in paths if str(views.visible(p)) not in files})
+            files.update({_shown(p): None for p in paths if _shown(p) not in files})
             break
     return JSONResponse({"abstracts": state, "files": files, "note": views.abstracts_note(state, files)})
+
+
+def _shown(text: str | None) -> str | None:
+    """``text`` as the templates show strings (controls made visible: views.visible); None stays None."""
+    return None if text is None else str(views.visible(text))
 
 
 ROUTES = [
