@@ -49,7 +49,7 @@ def access_abstracts(request: Request, ui: Ui) -> Response:
     raw = request.query_params.get("offset", "0")
     offset = min(int(raw), 10**9) if raw.isdigit() else 0  # as the access page pages (routes._int)
     got = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session, "abstracts": True})
-    files = {_shown(f["path"]): _shown(f.get("abstract")) for f in got.get("files", [])}
+    files = {_shown(f["path"]): _abstract(f.get("abstract")) for f in got.get("files", [])}
     return JSONResponse({"abstracts": got.get("abstracts"), "files": files,
                          "note": views.abstracts_note(got.get("abstracts"), files)})
 
@@ -69,16 +69,20 @@ def abstracts_of(request: Request, ui: Ui) -> Response:
             files[_shown(path)] = None
             continue
         state = got.get("abstracts")
-        files[_shown(path)] = _shown(got.get("abstract"))
+        files[_shown(path)] = _abstract(got.get("abstract"))
         if state == "off":  # no model: no file has one, and the daemon need not read the others
             files.update({_shown(p): None for p in paths if _shown(p) not in files})
             break
     return JSONResponse({"abstracts": state, "files": files, "note": views.abstracts_note(state, files)})
 
 
-def _shown(text: str | None) -> str | None:
-    """``text`` as the templates show strings (controls made visible: views.visible); None stays None."""
-    return None if text is None else str(views.visible(text))
+def _shown(text: str) -> str:
+    """``text`` as the templates show strings (controls made visible: views.visible)."""
+    return str(views.visible(text))
+
+
+def _abstract(text: str | None) -> str | None:
+    return None if text is None else _shown(text)
 
 
 ROUTES = [
