@@ -34,6 +34,9 @@ from memoryd.indexer.errors import ConfigError, DaemonError  # noqa: E402
 
 _SYSTEMD_VARS = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID")
 
+EVAL_DIR_HELP = ("a folder of eval folders, each with memory/*.md and queries.jsonl "
+                 "(the project's dev data lives outside this repository; pass its path)")
+
 
 def bench_tmp(prefix: str) -> Path:
     """A fresh directory under /tmp (short: socket paths must stay under ~100 bytes)."""

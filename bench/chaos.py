@@ -37,12 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, Daemon, bench_tmp, memoryd_argv, run_oneshot, wait_ping, write_config
+from _common import Daemon, bench_tmp, memoryd_argv, run_oneshot, wait_ping, write_config
 
 from memoryd.daemon.client.rpc_client import Client
 from memoryd.indexer.errors import DaemonError
 
-CORPUS = REPO.parent / "shared" / "eval" / "locomo-conv-41"
 MODES = ("burst", "steady", "remember", "startup")
 
 
@@ -218,7 +217,7 @@ def final_checks(tmp: Path, root: Path, data: Path, cfg: Path, drv: Driver,
     return out
 
 
-def run_chaos(kills: int, seed: int, provider: str = "hash", corpus: Path | None = CORPUS,
+def run_chaos(kills: int, seed: int, provider: str = "hash", corpus: Path | None = None,
               n_files: int = 100, keep: bool = False, echo: bool = True, prime: bool = True) -> dict[str, Any]:
     """The whole run; returns the numbers (``ok`` is True when every check passed).
 
@@ -265,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=50)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--provider", default="hash", help="hash (default, fast) or e5-small")
-    p.add_argument("--corpus", type=Path, default=CORPUS, help="Markdown files to start from (default: LoCoMo conv-41)")
+    p.add_argument("--corpus", type=Path, default=None,
+                   help="a folder of Markdown files to start from, e.g. an eval folder (default: generated notes)")
     p.add_argument("--files", type=int, default=100, help="generate notes up to this many files")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument("--cold", action="store_true", help="no initial index: the first kills land in the first build")

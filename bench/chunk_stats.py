@@ -3,7 +3,7 @@
 
     python bench/chunk_stats.py [EVAL_DIR] [--against COMMIT]
 
-Chunks the eval folders (default ../shared/eval) and synthetic prose (paragraphs of
+Chunks the eval folders (EVAL_DIR, see bench/README.md) and synthetic prose (paragraphs of
 10-22-word sentences, 30 files per shape) with the e5 tokenizer, and prints per set:
 windows, model tokens per window (mean, p10, max), lines per window, overlap (tokens a
 window repeats from its predecessor) and windows without overlap. With ``--against``,
@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tokenizers
+from _common import EVAL_DIR_HELP
 
 from memoryd.indexer.ingestion import chunker
 from memoryd.indexer.ingestion.embedtext import embedding_text
@@ -123,7 +124,7 @@ def stats(texts: list[str], module: Any, count: Any) -> tuple[str, set[str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=REPO.parent / "shared" / "eval")
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--against", help="a commit whose chunker to compare with (e.g. 7bb8ff3)")
     args = ap.parse_args()
     count = e5_counter()

@@ -41,6 +41,8 @@ from memoryd.indexer.search.query import Query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import EVAL_DIR_HELP
+
 from memoryd.daemon.work.line_vectors import MEMO_LINES, LineVectors
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
@@ -48,8 +50,6 @@ from memoryd.indexer.engine import MemoryIndex, open_index
 from memoryd.indexer.search.context import MAX_SCORED_TOKENS, build_context, cosine_scorer
 from memoryd.indexer.search.querytext import clean_query
 from memoryd.indexer.storage.embedded.store_lines import read_line_texts
-
-DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
 
 def shown(source: dict[str, Any], path: str, line: int) -> bool:
@@ -126,7 +126,7 @@ def run_folder(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--max-tokens", type=int, default=800)
     ap.add_argument("--k", type=int, default=20, help="hits considered (the context method's default)")

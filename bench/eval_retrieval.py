@@ -4,7 +4,7 @@
     python bench/eval_retrieval.py [EVAL_DIR] [--modes hybrid,vector,keyword] [--k 10] [--work DIR]
                                    [--backend embedded|postgres] [--dsn DSN]
 
-For each folder under EVAL_DIR (default ../shared/eval) holding ``queries.jsonl``:
+For each folder under EVAL_DIR holding ``queries.jsonl``:
 copy its Markdown files into a root, index it with the default config (400/80
 chunks, default model; ``--provider`` to change), run every query in each
 mode, write results in the scorer's format, and run the scorer. Prints the
@@ -30,7 +30,7 @@ from memoryd.indexer.search.query import Query
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling _common, as the other benchmarks import it
 
-from _common import search_overrides
+from _common import EVAL_DIR_HELP, search_overrides
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
@@ -40,7 +40,6 @@ from memoryd.indexer.ingestion.reconcile import reconcile
 
 # Query-time rescoring knobs that are module defaults until [search] has keys for them; --search
 # sets either kind (a [search] field wins over a module default once it exists).
-DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 GROUPS = ("locomo", "madial")
 
 
@@ -141,7 +140,7 @@ class _Counting:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--modes", default="hybrid,vector,keyword")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--provider", default="e5-small")

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Daemon, bench_tmp, fmt, loadavg, print_table, remove_tree
+from _common import EVAL_DIR_HELP, Daemon, bench_tmp, fmt, loadavg, print_table, remove_tree
 from cold_start import found, plant_probes
 from gen_corpus import generate
 
@@ -166,12 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--probes", type=int, default=31, help="files that get a probe word (all, if fewer)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--eval-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "eval"),
-                    help="the dev data (kept outside the repository; default: ../shared/eval beside it)")
+    ap.add_argument("--eval-dir", help=EVAL_DIR_HELP + " (needed for the LoCoMo folder)")
     ap.add_argument("--conversation", default="locomo-conv-41")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     ap.add_argument("--no-save", dest="save", action="store_false", help="skip the save during the backlog")
     args = ap.parse_args(argv)
+    if "locomo" in args.sizes.split(",") and not args.eval_dir:
+        ap.error("--sizes locomo needs --eval-dir EVAL_DIR")
     results = [run_once(size, run, args) for size in args.sizes.split(",") for run in range(args.runs)]
     print_table(
         ["size", "run", "files", "chunks", "socket s", "progress at s", "first file s", "all files s",

@@ -9,7 +9,7 @@ interleaved phase by phase so that load from other processes hits them alike:
 ``passage_precision = "exact"``, ``batch_tokens = 0``), ``exact`` (the 4-bit graph,
 length-capped batches) and ``int8`` (the default: the int8 twin, length-capped
 batches), and prints each one's speed-up over ``before``. For each, on the
-Markdown files under EVAL_DIR (default ../shared/eval):
+Markdown files under EVAL_DIR:
 
   a. bare model throughput: ``embed_passages`` on the very chunk texts the
      index embedded, in the pipeline's batch size, with the same threads —
@@ -41,6 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import EVAL_DIR_HELP
+
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, with_overrides
 from memoryd.indexer.embedding import load_embedder
@@ -49,8 +51,6 @@ from memoryd.indexer.ingestion.files import read_memory_file, walk_root
 from memoryd.indexer.ingestion.ingest import prepare_file
 from memoryd.indexer.ingestion.reconcile import reconcile
 from tests.helpers import CountingEmbedder
-
-DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
 
 def copy_markdown(src: Path, dst: Path, limit: int | None) -> int:
@@ -216,7 +216,7 @@ def edits(run: Run, args: argparse.Namespace, root: Path, pf: PathFilter) -> Non
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--provider", default="e5-small")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=16)

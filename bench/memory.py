@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
+    EVAL_DIR_HELP,
     Daemon,
     bench_tmp,
     fmt,
@@ -46,7 +47,6 @@ from _common import (
 )
 from query_latency import copy_corpus, rewrite_everything
 
-DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 MB = 1024 * 1024
 
 
@@ -244,13 +244,15 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=2000, help="generated notes (the default run)")
     ap.add_argument("--idle-s", type=float, default=600.0, help="seconds idle before the last sample")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", nargs="?", type=Path, help=EVAL_DIR_HELP + " (only with --locomo)")
     ap.add_argument("--convs", default="26,30,41,42,43", help="LoCoMo conversations to use")
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--settle-s", type=float, default=60.0, help="first start: seconds to watch after idle")
     ap.add_argument("--release-timeout", type=float, default=180.0)
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra daemon environment")
     args = ap.parse_args()
+    if args.locomo and args.eval_dir is None:
+        ap.error("--locomo needs EVAL_DIR")
 
     tmp = bench_tmp("mdb-mem-")
     if not args.locomo:

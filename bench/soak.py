@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
-    REPO,
     Daemon,
     bench_tmp,
     fmt,
@@ -51,7 +50,6 @@ from chaos import chunk_set
 
 from memoryd.daemon.client.rpc_client import Client
 
-CORPUS = REPO.parent / "shared" / "eval" / "locomo-conv-41"
 OPS = ("append", "rewrite", "atomic_save", "create", "rename", "delete")
 WEIGHTS = (55, 15, 10, 8, 7, 5)
 
@@ -262,7 +260,7 @@ def final_checks(d: Daemon, drv: Driver, rng: random.Random, sample_files: int) 
 
 
 def run_soak(edits: int = 20_000, minutes: float = 10.0, clients: int = 3, sample_s: float = 10.0,
-             seed: int = 1, corpus: Path | None = CORPUS, n_generated: int = 120, think_ms: float = 20.0,
+             seed: int = 1, corpus: Path | None = None, n_generated: int = 120, think_ms: float = 20.0,
              sample_files: int = 300, rebuild: bool = True, echo: bool = True, keep: bool = False) -> dict[str, Any]:
     """The whole run; returns the numbers (``ok`` True when every check passed)."""
     tmp = bench_tmp("soak-")
@@ -324,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample-s", type=float, default=10.0, help="seconds per sampling window")
     p.add_argument("--think-ms", type=float, default=20.0, help="pause of each search thread between queries")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--corpus", type=Path, default=CORPUS, help="Markdown files to start from (default: LoCoMo conv-41)")
+    p.add_argument("--corpus", type=Path, default=None,
+                   help="a folder of Markdown files to start from, e.g. an eval folder (default: generated notes)")
     p.add_argument("--generated", type=int, default=120, help="generated notes added to the corpus")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     a = p.parse_args(argv)
