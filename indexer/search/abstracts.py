@@ -49,25 +49,34 @@ def abstract_key(model: str, text: str) -> bytes:
 
 
 class AbstractStore:
-    """``key → abstract`` in one SQLite file; thread-safe (requests read, the idle job writes)."""
+    """``key → abstract`` in one SQLite file; thread-safe (requests read, the idle job writes).
+
+    After :meth:`close` a read misses and a write is dropped, rather than raising on a closed
+    database: the idle job's model call can outlive shutdown (a slow model answers after the daemon
+    stopped waiting for it), and what it brings back is then simply not kept."""
 
     def __init__(self, path: Path, capacity: int = CAPACITY) -> None:
         self.path = path
         self._capacity = capacity
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(path), check_same_thread=False, timeout=2.0)
+        self._closed = False
         self._conn.execute("CREATE TABLE IF NOT EXISTS abstracts (key BLOB PRIMARY KEY, text TEXT NOT NULL, "
                            "used REAL NOT NULL)")
         self._conn.commit()
 
     def get(self, model: str, text: str) -> str | None:
         with self._lock:
+            if self._closed:
+                return None
             row = self._conn.execute("SELECT text FROM abstracts WHERE key = ?",
                                      (abstract_key(model, text),)).fetchone()
         return None if row is None else str(row[0])
 
     def put(self, model: str, text: str, abstract: str) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._conn.execute("INSERT OR REPLACE INTO abstracts (key, text, used) VALUES (?, ?, ?)",
                                (abstract_key(model, text), abstract, time.time()))
             (count,) = self._conn.execute("SELECT COUNT(*) FROM abstracts").fetchone()
@@ -78,11 +87,15 @@ class AbstractStore:
 
     def __len__(self) -> int:
         with self._lock:
+            if self._closed:
+                return 0
             return int(self._conn.execute("SELECT COUNT(*) FROM abstracts").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
 
 
 def make_abstract(model: JsonModel, text: str) -> str:

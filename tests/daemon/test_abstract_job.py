@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,3 +56,49 @@ def test_the_job_abstracts_a_few_files_per_idle_step_and_never_sends_a_secret(tm
     model.down = False
     assert job.step() == 1 and len(model.asked) == 5
     store.close()
+
+
+class GatedModel(FakeModel):
+    """A model whose first answer waits for ``release``: a call still running when the daemon stops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def complete_json(self, messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any],
+                      name: str = "answer") -> dict[str, Any]:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the model"
+        return super().complete_json(messages, schema, name)
+
+
+def test_a_model_call_that_outlives_shutdown_is_dropped_not_written_to_a_closed_store(tmp_path: Path) -> None:
+    """At load, a slow model answered after stop() had given up waiting and the store was closed: the
+    thread then wrote to a closed database (sqlite3.ProgrammingError) and went on to the next file."""
+    root = tmp_path / "root"
+    (root / "memory").mkdir(parents=True)
+    for n in range(3):
+        (root / "memory" / f"2025-01-0{n + 1}.md").write_text(f"# Day {n}\n\n- The deploy of day {n} went out.\n")
+    store = AbstractStore(tmp_path / "abstracts.sqlite")
+    model, roots = GatedModel(), RootMap([root])
+    job = AbstractJob(model=model, store=store, roots=lambda: roots, path_filter=PathFilter(("*.md",), ()),
+                      max_file_bytes=1 << 20, redact_level="secrets", busy=lambda: False, per_step=3,
+                      interval_s=0.01)
+    errors: list[BaseException] = []
+
+    def step() -> None:
+        try:
+            job.step()
+        except BaseException as exc:  # what the job's own thread would have logged as abstracts.step_error
+            errors.append(exc)
+
+    t = threading.Thread(target=step)
+    t.start()
+    assert model.entered.wait(10)
+    job.stop(timeout=0.01)  # shutdown gives up on the call in flight...
+    store.close()  # ...and closes the store, as the daemon's closers do
+    model.release.set()
+    t.join(10)
+    assert not t.is_alive() and errors == []
+    assert len(model.asked) == 1  # no further file was sent to the model after the stop
+    assert store.get("fake-1", "anything") is None and len(store) == 0
