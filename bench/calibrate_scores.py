@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from relevance_sets import NEGATIVE_KINDS, query_plan
 
-from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
+from bench.eval_retrieval import EVAL_DIR_HELP, prepare_root
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
@@ -279,7 +279,7 @@ def loco(rows: Sequence[dict[str, Any]], cols: Sequence[int], held: dict[str, bo
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--reuse", action="store_true", help="re-use WORK/calibration/rows.jsonl instead of searching")
     ap.add_argument("--held", type=Path, help="bench/context_evidence.py --per-query output (evidence in context)")

@@ -34,7 +34,7 @@ from memoryd.indexer.search.query import Query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eval_retrieval import DEFAULT_EVAL, prepare_root, score
+from eval_retrieval import EVAL_DIR_HELP, prepare_root, score
 
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, EmbeddingConfig, SearchConfig, with_overrides
@@ -117,7 +117,7 @@ def loo(grid: list[dict[str, Any]], table: dict[str, Scores], names: list[str]) 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--k", type=int, default=10)
     args = ap.parse_args()

@@ -34,7 +34,7 @@ from memoryd.indexer.search.query import Query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
+from bench.eval_retrieval import EVAL_DIR_HELP, prepare_root
 from bench.gen_corpus import generate
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
@@ -130,7 +130,7 @@ def query_times(index: MemoryIndex, questions: list[str]) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--chunks", type=int, default=1000, help="size of the generated folder (0: none)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)

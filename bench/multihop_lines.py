@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.eval_retrieval import DEFAULT_EVAL
+from bench.eval_retrieval import EVAL_DIR_HELP
 from bench.multihop_order import (
     K,
     Order,
@@ -269,7 +269,7 @@ def verdict(qs: Sequence[Question], chosen: list[dict[str, Any]], runs: dict[str
 def main() -> None:
     global LINE_CHUNKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--depth", type=int, default=Config().search.candidates)
     ap.add_argument("--cache", type=Path, default=None, help="keep capture and vectors here between runs")

@@ -60,7 +60,7 @@ from memoryd.indexer.search.query import Query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.eval_retrieval import DEFAULT_EVAL, prepare_root
+from bench.eval_retrieval import EVAL_DIR_HELP, prepare_root
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.config import Config, with_overrides
 from memoryd.indexer.embedding import load_embedder
@@ -424,7 +424,7 @@ def missing(qs: Sequence[Question]) -> dict[str, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-eval"))
     ap.add_argument("--depth", type=int, default=Config().search.candidates,
                     help="chunks of the fused ranking each ordering may use (at most [search] candidates: "

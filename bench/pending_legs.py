@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_retrieval import DEFAULT_EVAL, GROUPS, index_folder, score
+from eval_retrieval import EVAL_DIR_HELP, GROUPS, index_folder, score
 
 from memoryd.indexer.config import Config
 from memoryd.indexer.embedding import load_embedder
@@ -72,7 +72,7 @@ def run_folder(folder: Path, work: Path, cfg: Config, embedder: Any, share: floa
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memoryd-pending-legs"))
     ap.add_argument("--share", type=float, default=0.5, help="the share of chunk vectors withheld")
     args = ap.parse_args()

@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_retrieval import DEFAULT_EVAL, GROUPS, index_folder, score
+from eval_retrieval import EVAL_DIR_HELP, GROUPS, index_folder, score
 from relevance_sets import chat_prompts, offtopic
 
 from memoryd.indexer.config import Config
@@ -96,7 +96,7 @@ def fit_scale(rows: list[tuple[float, float]], probability: bool) -> tuple[float
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--model", default="")
     ap.add_argument("--api", default="auto", choices=["auto", "documents", "tei"])
     ap.add_argument("--key-env", default="", help="the environment variable holding the server's key")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
+    EVAL_DIR_HELP,
     Daemon,
     bench_tmp,
     fmt,
@@ -47,8 +48,6 @@ from _common import (
     run_oneshot,
     write_config,
 )
-
-DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
 
 def wait_ready(sock: socket.socket, d: Daemon, timeout: float) -> float:
@@ -123,7 +122,7 @@ def measure(label: str, tmp: Path, root: Path, cfg: Path | None, repeat: int) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("eval_dir", nargs="?", type=Path, default=DEFAULT_EVAL)
+    ap.add_argument("eval_dir", type=Path, help=EVAL_DIR_HELP)
     ap.add_argument("--files", type=int, default=2500, help="generated notes (~4 chunks each; 0: skip)")
     ap.add_argument("--convs", default="26,30,41,42,43", help="LoCoMo conversations for the e5 row ('': skip)")
     ap.add_argument("--repeat", type=int, default=3)

@@ -79,7 +79,10 @@ def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> Non
     root.addHandler(handler)
     root.setLevel(numeric)
     structlog.configure(
-        processors=[*_shared_processors(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # filter_by_level first: a call below the level (search.done at debug, per query) stops there instead of
+        # paying the time stamp and the secret scan of every value for a line the handler then drops.
+        processors=[structlog.stdlib.filter_by_level, *_shared_processors(),
+                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         # Not cached: module-level loggers must follow a later reconfiguration

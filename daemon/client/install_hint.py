@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: What the UI imports beyond the daemon's own needs; the same specifiers as pyproject's dependencies
-#: (tests/test_ui_install.py checks that they stay alike).
+#: (tests/ui/test_ui_install.py checks that they stay alike).
 UI_REQUIREMENTS = ("jinja2>=3.1,<4", "starlette>=0.40,<2", "uvicorn>=0.30,<1", "python-multipart>=0.0.9",
                    "httptools>=0.6,<1")
 

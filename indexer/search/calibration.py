@@ -40,13 +40,11 @@ the ranking itself never changes.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
-from memoryd.indexer.storage.embedded.store import select_in
-
-__all__ = ["CALIBRATION_VERSION", "Features", "coverage", "features_for", "features_from", "fitted_for", "monotone",
+__all__ = ["CALIBRATION_VERSION", "Features", "coverage", "features_from", "fitted_for", "monotone",
            "probability", "with_margins"]
 
 CALIBRATION_VERSION = 2
@@ -169,34 +167,18 @@ def term_weight(df: int, n_docs: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-def features_for(
-    conn: sqlite3.Connection, ids: Sequence[int], terms: Sequence[str], df: Mapping[str, int], n_docs: int,
-    cosines: Mapping[int, float] | None, known: Mapping[int, str] | None = None,
+def features_from(
+    ids: Sequence[int], terms: Sequence[str], df: Mapping[str, int], n_docs: int,
+    stored: Mapping[int, AbstractSet[str]], cosines: Mapping[int, float] | None,
 ) -> dict[int, Features]:
-    """Features of the chunks ``ids`` for a query with keyword ``terms`` (document frequencies ``df``).
+    """Features of the chunks ``ids`` for a query with keyword ``terms`` (document frequencies ``df``);
+    ``stored`` maps each chunk id to its keyword terms, as its backend keeps them (a chunk that vanished
+    since it was ranked is missing from it and gets coverage 0).
 
     ``cosines`` is None when there is no vector leg. A chunk missing from it has no vector
     yet (keyword-first indexing, :mod:`memoryd.indexer.search.pending`) and is scored by the
     keyword-only coefficients: a cosine of 0 would score it near 0 and make ``context`` and
-    the MCP tools abstain on a folder that is still being embedded. A chunk that vanished
-    since it was ranked has no stored terms and gets coverage 0. ``known`` holds chunks' stored terms
-    the search already read (for term proximity): only the others are read.
-    """
-    if not terms:
-        return features_from(ids, terms, df, n_docs, {}, cosines)
-    known = known or {}
-    stored = {i: set(known[i].split()) for i in ids if i in known}
-    stored.update((int(i), set(str(t).split())) for i, t in select_in(
-        conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", [i for i in ids if i not in known]))
-    return features_from(ids, terms, df, n_docs, stored, cosines)
-
-
-def features_from(
-    ids: Sequence[int], terms: Sequence[str], df: Mapping[str, int], n_docs: int,
-    stored: Mapping[int, set[str]], cosines: Mapping[int, float] | None,
-) -> dict[int, Features]:
-    """:func:`features_for` on terms already read: ``stored`` maps each chunk id to its keyword
-    terms (any storage backend; a chunk missing from it gets coverage 0)."""
+    the MCP tools abstain on a folder that is still being embedded."""
     terms = list(dict.fromkeys(terms))
     weights = {t: term_weight(df.get(t, 0), n_docs) for t in terms}
     total = sum(weights[t] for t in terms)
@@ -204,7 +186,7 @@ def features_from(
     weighted = list(weights.items())  # the query's order: each hit's sum is the float coverage() returns
     empty: set[str] = set()
 
-    def covered(doc_terms: set[str]) -> float:
+    def covered(doc_terms: AbstractSet[str]) -> float:
         return sum([w for t, w in weighted if t in doc_terms]) / total if total > 0 else 0.0
 
     return {i: Features(None if cosines is None else cosines.get(i), covered(stored.get(i, empty)), missing,

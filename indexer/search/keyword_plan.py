@@ -134,6 +134,11 @@ class DocFrequencies:
             self._versions.clear()  # a closed connection's id may be reused: forgetting is always safe
         self._versions[id(conn)] = (conn, version)
 
+    @property
+    def epoch(self) -> int:
+        """Bumped by :meth:`sync` at every commit (or new connection) it notices: a generation of the index."""
+        return self._epoch
+
     def lookup(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
         """``{term: chunks holding it}``; a multi-token term counts as its rarest token."""
         now = time.monotonic()

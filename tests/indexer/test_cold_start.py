@@ -1,5 +1,5 @@
 """Keyword-first indexing: chunks committed before their vectors, the backlog's order, progress figures,
-and recovery after an interrupted backlog (how chunks without a vector rank: tests/test_pending_legs.py)."""
+and recovery after an interrupted backlog (how chunks without a vector rank: tests/search/test_pending_legs.py)."""
 
 from __future__ import annotations
 

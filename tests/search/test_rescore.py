@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,11 @@ from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.indexer.embedding import load_embedder
 from memoryd.indexer.engine import open_index
 from memoryd.indexer.ingestion.reconcile import reconcile
-from memoryd.indexer.search.calibration import features_for
 from memoryd.indexer.search.keyword_plan import DocFrequencies
 from memoryd.indexer.search.query import Query
 from memoryd.indexer.search.rescore import date_boost, keyword_with_proximity
-from memoryd.indexer.storage.embedded.hybrid import SqliteTerms
+from memoryd.indexer.storage.embedded.hybrid import EmbeddedSession, SqliteTerms
+from memoryd.indexer.storage.embedded.vectors import VectorIndex
 from tests.helpers import make_config
 
 
@@ -47,17 +48,17 @@ def test_proximity_lifts_the_chunk_holding_the_words_together(conn: sqlite3.Conn
     assert keyword_with_proximity(SqliteTerms(conn, DocFrequencies()), ["support"], kw) == kw  # nothing to pair
 
 
-def test_stored_terms_are_read_once_per_query(conn: sqlite3.Connection) -> None:
-    # A memo entry that differs from the table shows which source was used.
-    source = SqliteTerms(conn, DocFrequencies())
-    stored = source._stored
-    stored[2] = "lgbtq support group"
-    out = keyword_with_proximity(source, ["lgbtq", "support", "group"], {1: 5.0, 2: 5.0, 3: 0.5}, weight=2.0)
-    assert out[2] == out[1] > 5.0  # chunk 2's words are together in the memo, apart in the table
-    assert stored == {2: "lgbtq support group", 1: "carolin went lgbtq support group yesterday",
-                      3: "carolin paint sunset"}
-    feats = features_for(conn, [1, 2, 4], ["carolin", "hike"], {"carolin": 11, "hike": 2}, 11, None, stored)
-    assert feats[2].coverage == 0.0  # the memo's terms, not the table's (which hold both words)
+def test_stored_terms_are_read_once_per_generation(conn: sqlite3.Connection) -> None:
+    # A table row changed after the first read, on the same connection (no commit another connection
+    # could notice), shows which source was used: the terms kept (chunk_terms.py), for both readers.
+    source = EmbeddedSession(conn, DocFrequencies(), VectorIndex(4), threading.Lock(), Query("q"))
+    apart = keyword_with_proximity(source, ["lgbtq", "support", "group"], {1: 5.0, 2: 5.0, 3: 0.5}, weight=2.0)
+    assert apart[1] > apart[2]  # chunk 2's words are apart in the table
+    conn.execute("UPDATE chunks_fts SET terms = 'lgbtq support group' WHERE rowid = 2")
+    again = keyword_with_proximity(source, ["lgbtq", "support", "group"], {1: 5.0, 2: 5.0, 3: 0.5}, weight=2.0)
+    assert again == apart  # the kept terms, not the table's (which now hold the words together)
+    feats = source.features([1, 2, 4], ["carolin", "hike"], None)
+    assert feats[2].coverage == 1.0  # kept: "lgbtq carolin talk ... hike ..." (the table's lost both words)
     assert 0.0 < feats[1].coverage < feats[4].coverage == 1.0  # 4 is read from the table
 
 

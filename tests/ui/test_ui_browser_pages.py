@@ -1,4 +1,4 @@
-"""#42 item 2 in headless Chromium (the pattern of tests/test_ui_browser.py): a 20,000-line file paged by
+"""#42 item 2 in headless Chromium (the pattern of tests/ui/test_ui_browser.py): a 20,000-line file paged by
 clicking, an edit-section form without markers whose refusal stays on the form and whose save keeps
 them, weaker matches folded away, whole-word marks while typing, and no 404 (the favicon) on any page."""
 

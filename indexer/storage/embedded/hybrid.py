@@ -25,7 +25,8 @@ from memoryd.indexer.search import calibration, keyword, keyword_plan
 from memoryd.indexer.search.legs import Found, QueryVector, Terms
 from memoryd.indexer.search.pipeline import SearchError
 from memoryd.indexer.search.query import Query
-from memoryd.indexer.storage.embedded.store import fetch_chunks, select_in
+from memoryd.indexer.storage.embedded.chunk_terms import ChunkTerms
+from memoryd.indexer.storage.embedded.store import fetch_chunks
 from memoryd.indexer.storage.embedded.store_lines import read_best_cosines
 from memoryd.indexer.storage.embedded.vectors import VectorIndex
 from memoryd.indexer.storage.rows import ChunkRow
@@ -80,13 +81,14 @@ class EmbeddedLegs:
         self._vectors = vectors
         self._lock = lock
         self._df = keyword_plan.DocFrequencies()
+        self._terms = ChunkTerms()  # kept across queries while no commit is seen (chunk_terms.py)
 
     @contextmanager
     def session(self, query: Query, terms: Terms) -> Iterator[EmbeddedSession]:
         """A reader connection for one query; a query stopped by the time limit is a :class:`SearchError`."""
         try:
             with self._readers.connection() as conn:
-                yield EmbeddedSession(conn, self._df, self._vectors, self._lock, query)
+                yield EmbeddedSession(conn, self._df, self._vectors, self._lock, query, self._terms)
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
                 raise SearchError(f"query took longer than {QUERY_TIME_LIMIT_S:.0f} s and was stopped") from None
@@ -94,36 +96,50 @@ class EmbeddedLegs:
 
 
 class SqliteTerms:
-    """Corpus figures and chunks' stored terms on one SQLite connection; the terms read are kept
-    for the rest of the query (proximity reads them, calibration reads the hits' again)."""
+    """Corpus figures and chunks' stored terms on one SQLite connection, for one query; the terms read
+    are kept in ``shared`` (:class:`ChunkTerms`, the index's: across queries of one generation) or, without
+    it, for the rest of this query (proximity reads them, calibration reads the hits' again)."""
 
-    def __init__(self, conn: sqlite3.Connection, df: keyword_plan.DocFrequencies) -> None:
+    def __init__(self, conn: sqlite3.Connection, df: keyword_plan.DocFrequencies,
+                 shared: ChunkTerms | None = None) -> None:
         self._conn = conn
         self._df = df
-        self._stored: dict[int, str] = {}
+        self._terms = shared if shared is not None else ChunkTerms()
+        self._epoch: int | None = None
+        self._n_docs: int | None = None
+
+    def _generation(self) -> int:
+        """The index generation this query reads (commits noticed once per query, at its first read)."""
+        if self._epoch is None:
+            self._df.sync(self._conn)
+            self._epoch = self._df.epoch
+        return self._epoch
 
     def n_docs(self) -> int:
-        return int(self._conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
+        """The highest chunk id, read once per query: the keyword plan, both proximity passes, the IDFs of
+        the matched lines and the calibration features all ask (five reads of one figure a query), and one
+        query's figures belong together (the first read is the plan's, under the index lock)."""
+        if self._n_docs is None:
+            self._n_docs = int(self._conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0)
+        return self._n_docs
 
     def doc_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         return self._df.lookup(self._conn, terms)
 
     def chunk_terms(self, ids: Sequence[int]) -> dict[int, str]:
-        stored = self._stored
-        stored.update((int(i), str(t)) for i, t in select_in(
-            self._conn, "SELECT rowid, terms FROM chunks_fts WHERE rowid IN ({})", [i for i in ids if i not in stored]))
-        return {i: stored[i] for i in ids if i in stored}
+        return self._terms.terms(self._conn, ids, self._generation())
 
 
 class EmbeddedSession(SqliteTerms):
     """One query's legs on the embedded index (:class:`memoryd.indexer.search.legs.LegSession`)."""
 
     def __init__(self, conn: sqlite3.Connection, df: keyword_plan.DocFrequencies, vectors: VectorIndex,
-                 lock: threading.Lock, query: Query) -> None:
-        super().__init__(conn, df)
+                 lock: threading.Lock, query: Query, shared: ChunkTerms | None = None) -> None:
+        super().__init__(conn, df, shared)
         self._vectors = vectors
         self._lock = lock
         self._query = query
+        self._rows: dict[int, ChunkRow] = {}  # the keyword candidates' rows, read while the model worked
 
     def snapshot(self) -> threading.Lock:
         return self._lock
@@ -137,12 +153,23 @@ class EmbeddedSession(SqliteTerms):
             if q.path_prefix or q.exclude_prefixes else None
         plan = self._keyword_plan(terms.expanded)
         kw_deep = _keyword_leg(self._conn, plan, n_keyword, allowed)
-        early(dict(list(kw_deep.items())[:n_vector]))
+        best = dict(list(kw_deep.items())[:n_vector])
+        early(best)
+        if vector.ready is None and vector.pending is not None:
+            # The model is still at work: read the keyword candidates' rows now, not after it.
+            self._rows = fetch_chunks(self._conn, list(best))
         qvec = vector.ready if vector.ready is not None else vector.pending() if vector.pending is not None else None
         return Found(kw_deep, plan, self._vector_leg(qvec, n_vector, allowed), qvec)
 
     def chunks(self, ids: Sequence[int], qvec: Any) -> dict[int, ChunkRow]:
-        return fetch_chunks(self._conn, ids)
+        """The rows of ``ids``: those :meth:`candidates` read while the query vector was computed (under the
+        same lock: the same snapshot), and the others."""
+        known = self._rows
+        if not known:
+            return fetch_chunks(self._conn, ids)
+        out = {i: known[i] for i in ids if i in known}
+        out.update(fetch_chunks(self._conn, [i for i in ids if i not in known]))
+        return out
 
     def cosines(self, qvec: Any, ids: Sequence[int]) -> dict[int, float]:
         return self._vectors.scores_for(qvec, ids)
@@ -151,8 +178,11 @@ class EmbeddedSession(SqliteTerms):
                  cosines: dict[int, float] | None) -> dict[int, calibration.Features]:
         """Read outside the index lock: only FTS terms and document frequencies, and a chunk replaced
         meanwhile merely loses its coverage (the terms proximity read are not read again)."""
-        df = self._df.lookup(self._conn, terms) if terms else {}
-        return calibration.features_for(self._conn, ids, terms, df, self.n_docs(), cosines, self._stored)
+        if not terms:
+            return calibration.features_from(ids, terms, {}, self.n_docs(), {}, cosines)
+        df = self._df.lookup(self._conn, terms)
+        words = self._terms.word_sets(self._conn, ids, self._generation())
+        return calibration.features_from(ids, terms, df, self.n_docs(), words, cosines)
 
     def vectors_of(self, ids: Sequence[int]) -> Any:
         with self._lock:
@@ -168,14 +198,13 @@ class EmbeddedSession(SqliteTerms):
         Called under the index lock, so no commit lands between the check and the search."""
         if not terms:
             return keyword_plan.KeywordPlan((), exact=True)
-        self._df.sync(self._conn)
+        self._generation()  # notices a commit: cached zeros and the kept terms are read again
         df = self._df.lookup(self._conn, terms)
         present = [t for t in terms if df[t] > 0]
         absent = tuple(t for t in terms if df[t] == 0)
         if not present:
             return keyword_plan.KeywordPlan((), exact=True, absent=absent)
-        max_id = self._conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0
-        plan = keyword_plan.plan(present, df, int(max_id), keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
+        plan = keyword_plan.plan(present, df, self.n_docs(), keyword_plan.ROW_BUDGET, keyword_plan.SCAN_BUDGET)
         return replace(plan, absent=absent)
 
     def _vector_leg(self, qvec: Any, n: int, allowed: set[int] | None) -> dict[int, float]:
