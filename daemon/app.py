@@ -7,7 +7,9 @@ first use):
 0. cheap checks: the config was validated by the CLI; the data-directory lock
    (one writer per index: a second daemon fails here) and the socket path
    (another daemon answering there, a directory that is not ours);
-1. load the model and open the index;
+1. load the model and open the index (on a first start, with the model not built yet, open the
+   index with its planned identity and build the model in the background once everything
+   below runs: :mod:`memoryd.daemon.model_build`);
 2. queue the start-up reconcile *first* on the worker's queue;
 3. start the socket server (queries are answered during reconcile;
    ``status`` says ``reconciling``), then the debouncer and the watchers —
@@ -46,6 +48,7 @@ from memoryd.daemon.exits import EXIT_OK, EXIT_STARTUP
 from memoryd.daemon.invocation import memoryd_command
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.memtrim import limit_arenas, trim
+from memoryd.daemon.model_build import DeferredEmbedder, ModelBuilder, build_note, first_build_of
 from memoryd.daemon.oneshot import ensure_roots, open_index, sweep_of
 from memoryd.daemon.private import check_data_dir, set_private_umask
 from memoryd.daemon.procstat import rss_bytes, tree_bytes
@@ -62,6 +65,7 @@ from memoryd.daemon.work.scheduler import Scheduler
 from memoryd.daemon.work.worker import IndexWorker
 from memoryd.indexer.access import resolve_target
 from memoryd.indexer.config import Config
+from memoryd.indexer.embedding.build_plan import BuildPlan
 from memoryd.indexer.engine import MemoryIndex
 from memoryd.indexer.errors import DaemonError, MemorydError
 from memoryd.indexer.write.history import History
@@ -86,8 +90,11 @@ def _version() -> str:
 class Daemon:
     """The running process: owns every thread, the socket and the signals."""
 
-    def __init__(self, cfg: Config, env: Mapping[str, str], reload: Callable[[], Config] | None = None) -> None:
+    def __init__(self, cfg: Config, env: Mapping[str, str], reload: Callable[[], Config] | None = None, *,
+                 plan_build: Callable[[Config], BuildPlan | None] | None = None) -> None:
         self.cfg = cfg
+        # None: the model loads before the socket opens (warm cache); a plan: it builds in the background
+        self._plan_build = plan_build or first_build_of
         self.env = env
         self.version = _version()
         self.started = time.monotonic()
@@ -107,6 +114,8 @@ class Daemon:
         self.debouncer: Debouncer | None = None
         self.watcher: Watcher | None = None
         self.scheduler: Scheduler | None = None
+        self.deferred: DeferredEmbedder | None = None  # the index's embedder while its model builds
+        self._builder: ModelBuilder | None = None
 
     @property
     def index(self) -> MemoryIndex:
@@ -142,8 +151,9 @@ class Daemon:
         fds = listen_fds(self.env)
         if not fds:  # socket-activated: systemd holds the socket, nobody else can bind it
             check_socket_path(cfg.socket_path)
-        self.notifier.status("loading the embedding model")
-        self.parts = parts = self._open_parts()
+        plan = self._plan_build(cfg)
+        self.notifier.status("loading the embedding model" if plan is None else "opening the index")
+        self.parts = parts = self._open_parts(plan)
         parts.worker.request_reconcile("start-up")
         built = build_handlers(cfg, parts)
         self._closers = built.closers
@@ -166,26 +176,34 @@ class Daemon:
         self.notifier.ready("reconciling")
         self.scheduler = Scheduler(parts.worker, parts.index, cfg.schedule, self._check_watchers)
         self.scheduler.start()
+        if plan is not None and self.deferred is not None:  # last: everything above answers meanwhile
+            self.notifier.status(build_note("reconciling", self.deferred))
+            self._builder = ModelBuilder(self.deferred, plan, cfg.embedding.background_nice, self._model_built)
+            self._builder.start()
         me = memoryd_command()  # the venv's path when `memoryd` on PATH is not this one
         log.info("daemon.ready", socket=str(self.server.address), roots=[str(r) for r in self.roots.roots],
                  data_dir=str(cfg.data_dir), model=parts.index.embedder.model_id, pid=os.getpid(),
+                 model_state="building in the background" if self._builder is not None else "loaded",
                  startup_s=round(time.monotonic() - self.started, 2),
                  try_search=f"{me} search --socket {self.server.address} \"what did we decide\"",
                  try_status=f"{me} status --socket {self.server.address}")
 
-    def _open_parts(self) -> Parts:
-        """Load the model, open the index, make the worker: the parts the socket methods are built from.
-        What opened is closed again if a later step fails (shutdown() only sees complete parts)."""
+    def _open_parts(self, plan: BuildPlan | None) -> Parts:
+        """Load the model (``plan``: stand in for it while it builds), open the index, make the worker:
+        the parts the socket methods are built from. What opened is closed again if a later step fails
+        (shutdown() only sees complete parts)."""
         cfg = self.cfg
         path_filter = PathFilter(cfg.watch.include, cfg.watch.exclude)
-        index = open_index(cfg, background_rebuilds=True)
+        self.deferred = deferred = DeferredEmbedder(plan) if plan is not None else None
+        index = open_index(cfg, background_rebuilds=True, embedder=deferred)
         embeddings: QueryEmbeddings | None = None
         try:
             trim("model loaded")
             _quiet_faiss_threads()
             embeddings = QueryEmbeddings(index.embedder)
             worker = IndexWorker(index, self.roots, path_filter, path_filter.accept_dir, sweep=sweep_of(index),
-                                 on_status=self.notifier.status, should_stop=self.should_exit.is_set)
+                                 on_status=self._worker_status, should_stop=self.should_exit.is_set,
+                                 model_ready=(lambda: deferred.ready) if deferred is not None else lambda: True)
         except BaseException:
             if embeddings is not None:
                 embeddings.close()
@@ -193,6 +211,22 @@ class Daemon:
             raise
         return Parts(index=index, worker=worker, roots=lambda: self.roots, path_filter=path_filter,
                      history=self.history, jobs=Jobs(), query_embeddings=embeddings, about=self)
+
+    def _worker_status(self, text: str) -> None:
+        """The worker's systemd status line, with the model build's state while there is one."""
+        self.notifier.status(build_note(text, self.deferred))
+
+    def _model_built(self, error: str | None) -> None:
+        """On the builder's thread: the model is ready (``error`` None) or failed to build. Ready: the
+        worker wakes (a task going through) and gives the pending vectors their steps."""
+        if self.should_exit.is_set() or self.parts is None:
+            return
+        if error is None:
+            trim("model loaded")
+            self.parts.worker.call(lambda: None)
+            self.notifier.status(f"watching {len(self.roots.roots)} roots")
+        else:
+            self.notifier.status(build_note("serving", self.deferred))
 
     def _check_watchers(self) -> None:
         if self.watcher is not None:
@@ -275,6 +309,7 @@ class Daemon:
             data_dir_bytes=tree_bytes(self.cfg.data_dir), rss_bytes=rss_bytes(),
             jobs=parts.jobs.snapshot(), history=ring_sizes(self.history.sizes()),
             observe=self._observe_status() if self._observe_status is not None else None,
+            model_build=self.deferred.state() if self.deferred is not None else None,
         )
 
     # -- shutdown ---------------------------------------------------------------

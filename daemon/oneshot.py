@@ -22,6 +22,7 @@ from memoryd.indexer.ingestion.indexstats import IndexStats, Progress
 
 if TYPE_CHECKING:
     from memoryd.daemon.work.ports import Accept, Sweep
+    from memoryd.indexer.types import Embedder
 
 
 def sweep_of(index: MemoryIndex) -> Sweep:
@@ -36,11 +37,14 @@ def sweep_of(index: MemoryIndex) -> Sweep:
     return sweep
 
 
-def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False) -> MemoryIndex:
+def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool = False,
+               embedder: Embedder | None = None) -> MemoryIndex:
     """Load the embedder and open the index (slow: loads the model).
 
     ``background_rebuilds``: an index-structure switch already due at open is
     left to the daemon's background rebuilder instead of delaying start-up.
+    ``embedder``: this one instead of loading the configured one (the daemon's stand-in while the
+    model builds, :mod:`memoryd.daemon.model_build`).
     """
     from memoryd.indexer.embedding import load_embedder
     from memoryd.indexer.embedding.model_cache import remove_legacy_models
@@ -50,7 +54,8 @@ def open_index(cfg: Config, read_only: bool = False, background_rebuilds: bool =
     from memoryd.daemon.log_redaction import protect
 
     protect(cfg.embedding_api_key)  # by value, from every log line of this process (see log_redaction)
-    embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
+    if embedder is None:
+        embedder = load_embedder(cfg.embedding, cfg.model_cache_dir, cfg.embedding_api_key)
     from memoryd.indexer import engine
 
     return engine.open_index(cfg, embedder, read_only=read_only, background_rebuilds=background_rebuilds)

@@ -102,6 +102,7 @@ class DaemonStatus:
     jobs: tuple[JobState, ...]  # long writes under way
     history: Mapping[str, RingSize]
     observe: Mapping[str, Any] | None = None  # daemon/api/observe.py: captures, extractions, the [llm] health
+    model_build: Mapping[str, Any] | None = None  # a first start's model build, until ready (daemon/model_build.py)
 
     @property
     def last_event(self) -> str | None:
@@ -131,6 +132,8 @@ class DaemonStatus:
             why.append("reconciling")  # a sweep flagged and not started yet
         why += [f"root {r.path} not watched: {r.watch.error if r.watch and r.watch.error else 'no watch'}"
                 for r in self.missing_roots]
+        if self.model_build is not None:
+            why.append(f"{self.model_build['detail']}: vectors wait for it")
         return tuple(why)
 
     @property
@@ -146,6 +149,8 @@ class DaemonStatus:
         missing = self.missing_roots
         if missing and missing[0].watch is not None:
             return missing[0].watch.error or f"root {missing[0].path} is not watched"
+        if self.model_build is not None and self.model_build.get("state") == "failed":
+            return str(self.model_build["detail"])  # until a restart builds it: search ranks from keywords only
         return self.last_error
 
     def to_json(self) -> dict[str, Any]:
@@ -163,4 +168,5 @@ class DaemonStatus:
             "jobs": [j.to_json() for j in self.jobs],
             "history": {name: ring.to_json() for name, ring in self.history.items()},
             **({"observe": dict(self.observe)} if self.observe is not None else {}),
+            **({"model_build": dict(self.model_build)} if self.model_build is not None else {}),
         }

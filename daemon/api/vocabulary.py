@@ -436,6 +436,7 @@ class StatusReply(TypedDict, total=False):
     jobs: list[dict[str, Any]]
     history: dict[str, dict[str, int]]
     observe: dict[str, Any]  # daemon/api/observe.py: captures, extractions, the [llm] health (never its key)
+    model_build: dict[str, Any]  # a first start's model build until ready: state, detail (daemon/model_build.py)
 
 
 #: The replies not typed field by field yet: an open JSON object.

@@ -233,6 +233,12 @@ def _inotify(roots: tuple[Path, ...], inp: Inputs) -> Check:
 
 def _model(cfg: Config, inp: Inputs, status: dict[str, Any] | None) -> list[Check]:
     model = (status or {}).get("model")
+    build = (status or {}).get("model_build")
+    if isinstance(build, dict):  # a first start: the daemon builds the model while it serves keywords
+        failed = build.get("state") == "failed"
+        return [Check("provider", FAIL if failed else WARN, f"in the daemon, {build.get('detail')}; search ranks "
+                      "from keywords only meanwhile", "restart memoryd to build it again; the log has "
+                      "model.build_failed" if failed else "nothing to do: vectors fill once it is ready")]
     if isinstance(model, dict) and model.get("id"):  # the daemon has it loaded: nothing to load here
         server = model.get("server") or {}
         if server and not server.get("reachable"):

