@@ -16,6 +16,7 @@ from typing import Any
 from memoryd.daemon.api.admin import AdminMethods
 from memoryd.daemon.api.bank import BankMethods
 from memoryd.daemon.api.confined_paths import confine_paths
+from memoryd.daemon.api.file_abstracts import FileAbstracts
 from memoryd.daemon.api.files import FileMethods
 from memoryd.daemon.api.history import HistoryMethods
 from memoryd.daemon.api.jobs import Jobs
@@ -108,7 +109,8 @@ def build_handlers(cfg: Config, parts: Parts) -> Assembled:
     history = HistoryMethods(writes=writes, history=parts.history, roots=roots)
     manage = ManageMethods(writes=writes, roots=roots, cfg=cfg.write, max_file_bytes=cfg.watch.max_file_bytes,
                            new_editor=new_writer, jobs=parts.jobs, max_request_bytes=cfg.server.max_request_bytes)
-    files = FileMethods(roots=roots, path_filter=parts.path_filter)
+    files = FileMethods(roots=roots, path_filter=parts.path_filter, abstracts=FileAbstracts(
+        abstracts, model, cfg.watch.max_file_bytes, cfg.write.redact_index))  # files {abstracts: true}
     bank = BankMethods(writes=writes, roots=roots, model=model)  # Memory Bank proposals (seed 002)
     observe = _observe(cfg, parts, writes, llm, closers)
     writes.read_audit_log = read_log = open_read_audit(cfg.write, cfg.data_dir)

@@ -10,6 +10,9 @@ listed, so nothing is listed that ``get`` would refuse.
 
 The roots are walked on each call (not read from the index): a file saved a moment
 ago is listed even before it is indexed, and the walk needs no lock beside the worker.
+
+``abstracts: true`` adds each listed file's abstract (:mod:`memoryd.daemon.api.file_abstracts`): it
+reads every file of the page, so a page is then at most ``MAX_ABSTRACTS_LIMIT`` files.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.daemon.api.access import path_check
+from memoryd.daemon.api.file_abstracts import FileAbstracts
 from memoryd.daemon.api.requests import Scope, read_scope
 from memoryd.daemon.api.session import SessionClaim
 from memoryd.daemon.api.vocabulary import FilesParams, FilesReply, param_names
@@ -32,6 +36,7 @@ from memoryd.indexer.ingestion.files import walk_root
 
 DEFAULT_LIMIT = 500
 MAX_LIMIT = 5000
+MAX_ABSTRACTS_LIMIT = 500  # with abstracts: each file of the page is read
 
 Found = tuple[int, str, os.stat_result]  # (root index, path relative to it, stat)
 
@@ -42,6 +47,7 @@ class FilesRequest:
     check: Callable[[str, str], bool] | None
     offset: int
     limit: int
+    abstracts: bool
 
 
 class FileMethods:
@@ -51,9 +57,11 @@ class FileMethods:
     page starts, null after the last one.
     """
 
-    def __init__(self, *, roots: Callable[[], RootMap], path_filter: PathFilter) -> None:
+    def __init__(self, *, roots: Callable[[], RootMap], path_filter: PathFilter,
+                 abstracts: FileAbstracts | None = None) -> None:
         self._roots = roots
         self._filter = path_filter
+        self._abstracts = abstracts  # None: a daemon without the abstract store wired (every answer "off")
 
     def handlers(self) -> dict[str, Handler]:
         return {"files": self.files}
@@ -61,13 +69,25 @@ class FileMethods:
     def files(self, params: dict[str, Any], peer: Peer) -> FilesReply:
         req = self._parse(params, peer)
         if req.scope is None:  # a namespace outside what the session may read: nothing, as for a search
-            return {"files": [], "next_offset": None}
+            return self._with_abstracts(req, {"files": [], "next_offset": None})
         found = sorted(self._walk(req.scope, req.check), key=lambda f: (f[0], f[1]))
         page = found[req.offset : req.offset + req.limit]
         end = req.offset + len(page)
-        return {"files": [{"root": str(self._roots().roots[i]), "path": rel, "size": st.st_size,
-                           "mtime": round(st.st_mtime, 3)} for i, rel, st in page],
-                "next_offset": end if end < len(found) else None}
+        roots = self._roots().roots
+        return self._with_abstracts(req, {
+            "files": [{"root": str(roots[i]), "path": rel, "size": st.st_size, "mtime": round(st.st_mtime, 3)}
+                      for i, rel, st in page],
+            "next_offset": end if end < len(found) else None})
+
+    def _with_abstracts(self, req: FilesRequest, reply: FilesReply) -> FilesReply:
+        """``reply`` with each file's abstract and the daemon's ``abstracts`` state, when asked for."""
+        if not req.abstracts:
+            return reply
+        abstracts = self._abstracts
+        reply["abstracts"] = "off" if abstracts is None else abstracts.state
+        for f in reply["files"]:
+            f["abstract"] = None if abstracts is None else abstracts.of_file(Path(f["root"]), f["path"])
+        return reply
 
     def _parse(self, params: dict[str, Any], peer: Peer) -> FilesRequest:
         reject_unknown(params, param_names(FilesParams))
@@ -76,9 +96,14 @@ class FileMethods:
             raise InvalidParams(f"param 'offset' must be >= 0, got {offset}")
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidParams(f"param 'limit' must be in 1..{MAX_LIMIT}, got {limit}")
+        abstracts = param(params, "abstracts", bool, False)
+        if abstracts and limit > MAX_ABSTRACTS_LIMIT:
+            raise InvalidParams(f"param 'limit' must be in 1..{MAX_ABSTRACTS_LIMIT} with 'abstracts' (each file "
+                                f"of the page is read), got {limit}")
         session = SessionClaim.of(params, peer).resolve()
         roots = self._roots()
-        return FilesRequest(read_scope(params, session, roots.roots[0]), path_check(session, roots), offset, limit)
+        return FilesRequest(read_scope(params, session, roots.roots[0]), path_check(session, roots), offset, limit,
+                            abstracts)
 
     def _walk(self, scope: Scope, check: Callable[[str, str], bool] | None) -> Iterator[Found]:
         """(root index, rel, stat) of every readable memory file in ``scope``."""

@@ -39,7 +39,7 @@ from memoryd.indexer.access import REMEMBER, Namespace, authorize, check_relativ
 from memoryd.indexer.errors import AccessDenied, WriteError
 from memoryd.indexer.observe import extract as ext
 from memoryd.indexer.observe import state as obs_state
-from memoryd.indexer.observe.notes import note_rel, now_utc, redact_turn, render
+from memoryd.indexer.observe.notes import note_rel, now_utc, redact_turn, render, rolls_over
 from memoryd.indexer.write.intake import Rejected, prepare
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class ObserveMethods:
         self._data_dir = data_dir
         self._new_notes = new_notes
         self.llm = llm if cfg.extract else None
+        self._client = llm  # the daemon's one [llm] client (summaries, abstracts, proposals use it too)
         self._clock = clock
         self._last_call: dict[str, float] = {}  # agent namespace -> when its last extraction call went
         self._lock = threading.Lock()
@@ -91,15 +92,16 @@ class ObserveMethods:
         with self._lock:
             counts = dict(self.counts)
             last_error = self.last_error
+        client = self._client  # its health whether or not observe extracts: the other model features need it
         return {"enabled": self._cfg.enabled, "extraction": "llm" if self.llm is not None else "off",
-                **counts, "last_error": last_error, "llm": self.llm.health() if self.llm is not None else None}
+                **counts, "last_error": last_error, "llm": client.health() if client is not None else None}
 
     def close(self) -> None:
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join(10)
-        if self.llm is not None:
-            self.llm.close()
+        if self._client is not None:  # closed here even when observe.extract is off (its only closer)
+            self._client.close()
 
     # -- the method -----------------------------------------------------------------
 
@@ -155,15 +157,17 @@ class ObserveMethods:
         withheld = 0
         size = 0
         if new:
-            if not st.started:
-                st.started = now.date().isoformat()
-                st.note = check_relative(note_rel(ns, self._cfg.folder, st.started, sid))
+            today = now.date().isoformat()
+            if not st.started or self._rolls_over(notes.root, st, now.date()):
+                st.part = st.part + 1 if st.started == today else 1  # a new day's part needs no number
+                st.started = today
+                st.note = check_relative(note_rel(ns, self._cfg.folder, today, sid, st.part))
             kept = []
             for t in new:
                 text, n = redact_turn(t.text)
                 withheld += 1 if n < 0 else n
                 kept.append((t.role, text))
-                st.pending.append(obs_state.Pending(t.id, t.role, text))
+                st.pending.append(obs_state.Pending(t.id, t.role, text, st.note))
             block = render(kept, now)
             size = len(block.encode())
             notes.append_turns(st.note, st.started, sid, block)
@@ -175,8 +179,22 @@ class ObserveMethods:
             log.info("observe.captured", namespace=str(ns), path=st.note, turns=len(new), bytes=size,
                      withheld_lines=withheld)
         expired = self._retention(notes, ns, st.note, session)
+        if expired:  # their turns' text must not outlive them here, waiting for a model
+            dropped = obs_state.drop_pending_in(self._data_dir, str(ns), set(expired))
+            if dropped:
+                log.info("observe.pending_dropped", namespace=str(ns), turns=dropped, notes=len(expired))
+                st = obs_state.load(self._data_dir, str(ns), sid)
         return {"note": st.note, "captured": len(new), "seen": len(turns) - len(new), "bytes": size,
                 "withheld_lines": withheld, "pending": len(st.pending), "expired": expired}
+
+    def _rolls_over(self, root: Path, st: obs_state.SessionState, today: date) -> bool:
+        """Whether the session's note is done (too big, or too old: see ``rolls_over``); a note gone since
+        (deleted by hand, or restored elsewhere) is empty, but not young again."""
+        try:
+            size = (root / st.note).stat().st_size
+        except OSError:
+            size = 0
+        return rolls_over(st.started, size, today, self._cfg.keep_days, self._cfg.max_bytes)
 
     def _retention(self, notes: SessionNotes, ns: Namespace, current: str, session: Session) -> list[str]:
         doomed = notes.expired(ns, self._cfg.folder, date.today(), self._cfg.keep_days, self._cfg.max_bytes,

@@ -20,6 +20,7 @@ import structlog
 
 from memoryd.daemon.api import path_redaction as shown_paths
 from memoryd.daemon.api.access import path_check, resolve_for_read
+from memoryd.daemon.api.file_abstracts import FileAbstracts
 from memoryd.daemon.api.ports import SearchIndex, WorkQueue, worker_result
 from memoryd.daemon.api.redaction import redacts, text_for
 from memoryd.daemon.api.requests import (
@@ -33,7 +34,7 @@ from memoryd.daemon.api.requests import (
 from memoryd.daemon.api.vocabulary import ContextReply, GetReply, SearchReply
 from memoryd.daemon.roots import RootMap
 from memoryd.daemon.rpc.errors import APPLICATION_ERROR, BAD_TARGET, NOT_INDEXED, TIMEOUT, InvalidParams, RpcError
-from memoryd.daemon.rpc.jsonrpc import Handler, Peer
+from memoryd.daemon.rpc.jsonrpc import Handler, Peer, param
 from memoryd.daemon.watch.pathfilter import PathFilter
 from memoryd.daemon.work.query_embedding import QueryEmbeddings
 from memoryd.indexer.config import SearchConfig
@@ -86,7 +87,7 @@ class ReadMethods:
         self._query_vector = query_vector
         self._redact_level = redact_level  # write.redact_index: what a confined session's get hides, as search does
         self._model = model  # the [llm] client, if any: context summarizes what does not fit (summaries.py)
-        self._abstracts = abstracts  # file abstracts made at idle time (abstracts.py)
+        self._abstracts = FileAbstracts(abstracts, model, max_file_bytes, redact_level)  # made at idle time
         # context excerpts: lines ranked by the model (None, or search.context_line_model off: by matched lines)
         self._embedder = embedder if search.context_line_model else None
         self._line_vectors = _line_vectors(self._embedder, line_cache) if self._embedder is not None else None
@@ -156,22 +157,10 @@ class ReadMethods:
 
     def _abstract_of(self, model: JsonModel) -> Callable[[str, str], str | None] | None:
         """A file's cached abstract by ``(root, path)`` (its text read now, so an edited file misses)."""
-        store = self._abstracts
-        if store is None:
+        abstracts = self._abstracts
+        if abstracts.state == "off":
             return None
-        from memoryd.indexer.llm.port import model_id
-        from memoryd.indexer.redaction import privacy
-
-        name = model_id(model)
-
-        def abstract_of(root: str, rel: str) -> str | None:
-            try:
-                raw = read_memory_file(Path(root) / rel, Path(root), self._max_file_bytes).text
-            except (FileSkipped, OSError):
-                return None
-            return store.get(name, privacy.redact(raw, self._redact_level))  # the text the idle job abstracted
-
-        return abstract_of
+        return lambda root, rel: abstracts.of_file(Path(root), rel)
 
     def _line_scorer(self, query: str, vector: Callable[[], Any] | None,
                      chunk_ids: Sequence[int]) -> LineScorer | None:
@@ -228,8 +217,12 @@ class ReadMethods:
         if start > max(len(lines), 1):  # past the end: a usage error, not an empty answer (an END past it is cut)
             raise InvalidParams(f"line {start} is past the end of {resolved.rel} ({len(lines)} lines)")
         end = min(req.end_line or len(lines), len(lines))
-        return {"root": str(resolved.root), "path": resolved.rel, "start_line": start, "end_line": end,
-                "total_lines": len(lines), "text": "".join(x + "\n" for x in lines[start - 1 : end])}
+        reply: GetReply = {"root": str(resolved.root), "path": resolved.rel, "start_line": start, "end_line": end,
+                           "total_lines": len(lines), "text": "".join(x + "\n" for x in lines[start - 1 : end])}
+        if param(params, "abstract", bool, False):  # asked for: it reads and redacts the whole file
+            reply["abstracts"] = self._abstracts.state
+            reply["abstract"] = self._abstracts.of_text(content.text)
+        return reply
 
     def reindex(self, params: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """Queue (or run and wait for) a re-index of paths, or of everything."""

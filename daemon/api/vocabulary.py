@@ -81,6 +81,7 @@ class GetParams(TypedDict, total=False):
     start_line: int
     end_line: int
     site: str
+    abstract: bool  # add the file's abstract (daemon/api/file_abstracts.py)
     session: SessionParam
 
 
@@ -147,6 +148,7 @@ class FilesParams(TypedDict, total=False):
     path_prefix: str
     offset: int
     limit: int
+    abstracts: bool  # add each file's abstract (daemon/api/file_abstracts.py)
     session: SessionParam
 
 
@@ -297,6 +299,8 @@ class GetReply(TypedDict):
     end_line: int
     total_lines: int
     text: str
+    abstract: NotRequired[str | None]  # asked for: the file's abstract, None when it has none (yet)
+    abstracts: NotRequired[str]  # asked for: "on" (a model makes them at idle time) | "off" (no [llm])
 
 
 class WriteReply(TypedDict, total=False):
@@ -336,11 +340,13 @@ class FileReply(TypedDict):
     path: str
     size: int
     mtime: float
+    abstract: NotRequired[str | None]  # asked for (abstracts: true), as GetReply's
 
 
 class FilesReply(TypedDict):
     files: list[FileReply]
     next_offset: int | None
+    abstracts: NotRequired[str]  # asked for: "on" | "off", as GetReply's
 
 
 class StatsReply(TypedDict):

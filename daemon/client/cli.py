@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(sub, "get", "print lines of a memory file: PATH[:START[-END]]", "memoryd get memory/2024-05-01.md:8-15")
     _common(p)
     p.add_argument("target", metavar="PATH[:START[-END]]")
+    p.add_argument("--abstract", action="store_true", help="print the file's abstract (written at idle time by "
+                   "the [llm] model) instead of its lines, or why it has none")
     p.add_argument("--json", action="store_true", help="print the socket's JSON result")
 
     cli_bank.add_parsers(sub)
@@ -404,6 +406,8 @@ def cmd_get(args: argparse.Namespace) -> int:
     except TargetError as exc:
         print(f"memoryd get: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.abstract:
+        params["abstract"] = True
     try:
         with _client(args) as client:
             result = client.call("get", params)
@@ -420,6 +424,11 @@ def cmd_get(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
+    elif args.abstract:
+        from memoryd.daemon.client.render import abstract_note
+        from memoryd.daemon.client.termsafe import escape_line
+
+        print(escape_line(result.get("abstract") or abstract_note(result.get("abstracts"), None)))
     else:
         sys.stdout.write(result.get("text", ""))
         if result.get("text") and not result["text"].endswith("\n"):

@@ -31,17 +31,20 @@ def resource_of(entry: dict[str, Any]) -> dict[str, Any]:
     """The MCP ``Resource`` fields for one entry of the daemon's ``files`` answer.
 
     A confined session's entries carry no ``root`` (it never sees an absolute path,
-    docs/security.md): their URI is ``memoryd:///REL``, read back by its relative path.
+    docs/security.md): their URI is ``memoryd:///REL``, read back by its relative path. A file's
+    ``abstract`` (made by the ``[llm]`` model at idle time), when it has one, ends its description:
+    what a host shows beside the name when the person picks a file to attach.
     """
     modified = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry["mtime"]))
+    about = f" {entry['abstract']}" if entry.get("abstract") else ""
     root = entry.get("root")
     if not root:
         return {"uri": f"{CONFINED_SCHEME}:///{quote(entry['path'])}", "name": entry["path"],
                 "title": entry["path"], "mimeType": MIME, "size": entry["size"],
-                "description": f"Memory file (modified {modified})."}
+                "description": f"Memory file (modified {modified}).{about}"}
     path = Path(root) / entry["path"]
     return {"uri": path.as_uri(), "name": entry["path"], "title": entry["path"], "mimeType": MIME,
-            "size": entry["size"], "description": f"Memory file in {root} (modified {modified})."}
+            "size": entry["size"], "description": f"Memory file in {root} (modified {modified}).{about}"}
 
 
 def path_of(uri: str) -> str:

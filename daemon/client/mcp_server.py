@@ -41,7 +41,6 @@ this module is usable (and testable) without it.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -56,6 +55,7 @@ import structlog
 from memoryd.daemon.client.mcp_drain import run_draining
 from memoryd.daemon.client.mcp_prompts import recall_message, recall_params
 from memoryd.daemon.client.mcp_resources import PAGE, ResourceError, cursor_offset, path_of, resource_of
+from memoryd.daemon.client.mcp_shapes import SHAPERS, Shaped
 from memoryd.daemon.client.mcp_tools import (
     BANK_PROPOSE,
     BY_NAME,
@@ -63,6 +63,7 @@ from memoryd.daemon.client.mcp_tools import (
     DEFAULT_CONTEXT_TOKENS,
     GET,
     LIST,
+    OBSERVE,
     OWNER_TOOLS,
     PROMOTE,
     REMEMBER,
@@ -71,13 +72,11 @@ from memoryd.daemon.client.mcp_tools import (
     TOOLS,
     UPDATE_SECTION,
     ToolError,
-    centred_snippet,
     check_arguments,
 )
 from memoryd.daemon.client.rpc_client import Client, RpcClientError
 from memoryd.daemon.rpc.errors import ACCESS_DENIED, STORAGE_UNAVAILABLE, TURN_LIMIT
 from memoryd.indexer.errors import MemorydError, NotRunningError
-from memoryd.indexer.markdown.entrymeta import strip as strip_markers
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -88,14 +87,15 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 CALL_TIMEOUT_S = 90.0  # a remember may wait 2 x write.wait_s for the index worker
 DRAIN_S = CALL_TIMEOUT_S + 10  # at stdin EOF, the longest wait for the calls read to be answered
-SNIPPET_CHARS = 1200
 INSTRUCTIONS = (
     "memoryd keeps a live search index over the user's Markdown memory files. Call memory_search (or "
     "memory_context) before answering questions about prior work, decisions, people, preferences or todos; "
     "memory_get reads more of a file around a hit; memory_remember saves a durable fact; memory_status says "
     "whether the index has caught up with recent saves; memory_list lists stored entries; "
     "memory_update_section rewrites a kept-current section (e.g. Current Focus); memory_promote copies a "
-    "peer's or group's entry into the user's own memory. The memory files themselves are resources "
+    "peer's or group's entry into the user's own memory; memory_bank_propose drafts a 💾 Memory Bank proposal "
+    "after a task; memory_observe hands the conversation over, to be kept as a session note (not needed where "
+    "memoryd's agent hooks are installed). The memory files themselves are resources "
     "(file:// URIs) a host can list and attach; the `recall` prompt loads the memories about a topic. "
     "When not to write: small talk, greetings, routine acknowledgements, what is already stored, anything "
     "low-confidence or speculative (conversations are captured as session notes on their own). At most 3 "
@@ -110,7 +110,6 @@ TURN_GAP_S = 30.0
 TURN_MAX_S = 300.0
 
 Session = dict[str, str]
-Shaped = tuple[str, dict[str, Any]]
 
 
 class TurnClock:
@@ -163,6 +162,8 @@ class DaemonBridge:
         self.session: Session = dict(session or {"kind": "owner"})
         self.timeout = timeout
         self.turns = turns or TurnClock()
+        # memory_observe's session id when the model names none: one conversation per MCP connection
+        self.connection_id = f"mcp-{os.getpid()}-{time.time_ns():x}"
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None) -> Shaped:
         """``(text, structured)`` for the model; raises :class:`ToolError` with a clear message."""
@@ -171,10 +172,11 @@ class DaemonBridge:
             raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(t.name for t in TOOLS)}")
         args = check_arguments(spec, dict(arguments or {}))
         method, params = self.request(name, args)
-        if not spec.read_only:  # every write: limited per turn, and marked as an agent's; reads keep no turn open
+        # every write: limited per turn, and marked as an agent's; reads (and observe) keep no turn open
+        if not spec.read_only and spec.turn:
             params["session"] = {**params["session"], "turn": self.turns.tick()}
         result = self._call(method, params)
-        return _SHAPERS[name](args, result)
+        return SHAPERS[name](args, result)
 
     def request(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The daemon method and params for a tool call whose ``args`` passed the schema."""
@@ -195,6 +197,9 @@ class DaemonBridge:
         if name == LIST.name:
             return LIST.method, self._with({"limit": args.get("limit", LIST_LIMIT)}, args, "namespace", "type", "since",
                                       "until", "cursor")
+        if name == OBSERVE.name:
+            found = {"session_id": args.get("session_id", self.connection_id), "transcript": args["transcript"]}
+            return OBSERVE.method, self._with(found, args, "namespace", "format", "final")
         if name == BANK_PROPOSE.name:
             return "bank_propose", self._with({"transcript": args["transcript"]}, args, "namespace")
         if name in (UPDATE_SECTION.name, PROMOTE.name):
@@ -209,7 +214,13 @@ class DaemonBridge:
             offset = cursor_offset(cursor)
         except ResourceError as exc:
             raise ToolError(str(exc)) from None
-        res = self._call("files", {"offset": offset, "limit": PAGE, "session": self.session})
+        params = {"offset": offset, "limit": PAGE, "session": self.session}
+        try:  # each file's abstract too, for its description
+            res = self._call("files", {**params, "abstracts": True})
+        except DaemonRefusal as exc:
+            if exc.code != INVALID_PARAMS:
+                raise
+            res = self._call("files", params)  # a daemon older than the param: the list without them
         nxt = res.get("next_offset")
         return [resource_of(f) for f in res.get("files", [])], None if nxt is None else str(nxt)
 
@@ -241,7 +252,7 @@ class DaemonBridge:
             raise ToolError(f"{exc} If it runs on another socket, start the MCP server with "
                             "`memoryd mcp --socket PATH`.") from None
         except RpcClientError as exc:
-            raise ToolError(self._daemon_refusal(method, exc)) from None
+            raise DaemonRefusal(self._daemon_refusal(method, exc), exc.code) from None
         except MemorydError as exc:  # timeout, broken connection
             raise ToolError(f"memoryd error: {exc}") from None
 
@@ -263,90 +274,19 @@ class DaemonBridge:
         return exc.message
 
 
+class DaemonRefusal(ToolError):
+    """The daemon answered with an error (``code``: its JSON-RPC code); the message is the model's to read."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def _describe(session: Session) -> str:
     """``an owner session``, ``a direct session (peer alice)``: for messages."""
     kind = session["kind"]
     ids = ", ".join(f"{k} {v}" for k, v in session.items() if k != "kind")
     return f"{'an' if kind == 'owner' else 'a'} {kind} session" + (f" ({ids})" if ids else "")
-
-
-def _json(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, indent=1)
-
-
-def _search(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
-    results = []
-    for h in res.get("hits", []):
-        text = strip_markers(h.get("text", ""))  # importance/reinforcement markers: metadata, not memory text
-        matched = [int(n) for n in h.get("match_lines") or []]  # best first (memoryd.indexer.search.matchlines)
-        snippet = centred_snippet(text, h["start_line"], matched, SNIPPET_CHARS)
-        cite = f"{h['path']}:{h['start_line']}-{h['end_line']}"
-        results.append({"path": h["path"], "startLine": h["start_line"], "endLine": h["end_line"],
-                        "score": round(float(h.get("score", 0.0)), 4), "snippet": snippet,
-                        "heading": h.get("heading") or "", "citation": cite, "root": h.get("root"),
-                        "matchLines": matched})
-    out = {"results": results, "mode": res.get("mode", args.get("mode", "hybrid")),
-           "tookMs": round(float(res.get("took_ms") or 0.0), 1)}
-    return _json(out), out
-
-
-def _get(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
-    out = {"path": res["path"], "root": res.get("root"), "from": res["start_line"], "to": res["end_line"],
-           "totalLines": res.get("total_lines"), "text": res.get("text", "")}
-    return _json(out), out
-
-
-def _context(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
-    sources = [{"path": s["path"], "startLine": s["start_line"], "endLine": s["end_line"], "score": s.get("score"),
-                "root": s.get("root")} for s in res.get("sources", [])]
-    budget = res.get("max_tokens") or args.get("max_tokens", DEFAULT_CONTEXT_TOKENS)
-    out = {"text": res.get("text", ""), "tokens": res.get("tokens"), "maxTokens": budget,
-           "sources": sources, "omitted": res.get("omitted", 0), "abstained": bool(res.get("abstained"))}
-    if res.get("reason"):
-        out["reason"] = res["reason"]
-    return out["text"] or "No stored memory is relevant to this query.", out
-
-
-def _remember(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
-    out = dict(res)
-    if res.get("path") and res.get("line"):
-        out["citation"] = f"{res['path']}:{res['line']}"
-    return _json(out), out
-
-
-def _status(args: dict[str, Any], st: dict[str, Any]) -> Shaped:
-    roots = [{"path": r.get("path"), "watched": bool(r.get("alive")), "error": r.get("error")}
-             for r in st.get("roots", [])]
-    fresh = st["fresh"] if "fresh" in st else st.get("pending", 1) == 0 and not st.get("reconciling", True)
-    out = {"fresh": fresh, "files": st.get("files"),
-           "chunks": st.get("chunks"), "pending": st.get("pending"), "reconciling": st.get("reconciling"),
-           "lastEvent": st.get("last_event"), "lastReconcile": st.get("last_reconcile"),
-           "lastError": st.get("last_error"), "skippedFiles": len(st.get("skipped") or []), "roots": roots,
-           "model": (st.get("model") or {}).get("id"), "version": st.get("version")}
-    return _json(out), out
-
-
-def _list(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
-    entries = [{"path": e["path"], "startLine": e["start_line"], "endLine": e["end_line"], "text": e["text"],
-                "citation": f"{e['path']}:{e['start_line']}-{e['end_line']}", "namespace": e.get("namespace"),
-                "type": e.get("type"), "section": e.get("section"), "importance": e.get("importance"),
-                "reinforcements": e.get("reinforcements"), "created": e.get("created"), "updated": e.get("updated")}
-               for e in res.get("entries", [])]
-    out = {"entries": entries, "nextCursor": res.get("next_cursor")}
-    return _json(out), out
-
-
-def _bank_propose(args: dict[str, Any], res: dict[str, Any]) -> Shaped:
-    proposal = res.get("proposal")
-    out = {"text": "" if proposal is None else str(proposal.get("text", "")), "proposal": proposal}
-    return out["text"] or "Nothing to propose: show no proposal.", out
-
-
-_SHAPERS: dict[str, Callable[[dict[str, Any], Any], Shaped]] = {
-    "memory_search": _search, "memory_get": _get, "memory_context": _context, "memory_remember": _remember,
-    "memory_status": _status, "memory_list": _list, "memory_update_section": _remember, "memory_promote": _remember,
-    "memory_bank_propose": _bank_propose,
-}
 
 
 def build_server(bridge: DaemonBridge, version: str = "0") -> Server[Any, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from memoryd.daemon.api.vocabulary import DEFAULT_K, MAX_CLIENT_K, SEARCH_MODES, WRITE_METHODS
 from memoryd.daemon.client.cli_write import TYPES
+from memoryd.indexer.observe.transcript import FORMATS as TRANSCRIPT_FORMATS
 
 # memoryd.indexer.access's id rule, repeated here so the schema can state it.
 ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -32,40 +33,6 @@ NAMESPACE = rf"^(default|(agent|peer|group):{ID})$"
 MODES = SEARCH_MODES
 MAX_QUERY_CHARS = 8192  # memoryd.daemon.api.requests.MAX_QUERY_CHARS (the bridge does not load the server side)
 DEFAULT_CONTEXT_TOKENS = 800  # the budget the context quality target is measured at (docs/quality.md)
-
-
-def centred_snippet(text: str, start_line: int, match_lines: list[int], limit: int) -> str:
-    """``text`` (a hit's lines from ``start_line``) cut to about ``limit`` characters around its matched lines.
-
-    A hit spans a whole chunk while its evidence is one or two lines, often past the first ``limit``
-    characters: the window covers the matched lines (the best one first when they lie far apart), is
-    widened line by line on both sides while it fits, and says where it was cut with ``…``.
-    """
-    if len(text) <= limit:
-        return text
-    lines = text.split("\n")
-    inside = [n - start_line for n in match_lines if 0 <= n - start_line < len(lines)]
-    if not inside:
-        return text[:limit].rstrip() + " …"
-    lo = hi = inside[0]
-    for i in sorted(inside[1:], key=lambda i: abs(i - inside[0])):
-        if _span(lines, min(lo, i), max(hi, i)) <= limit:
-            lo, hi = min(lo, i), max(hi, i)
-    while True:
-        grown = False
-        for lo2, hi2 in ((lo - 1, hi), (lo, hi + 1)):
-            if lo2 >= 0 and hi2 < len(lines) and _span(lines, lo2, hi2) <= limit:
-                lo, hi, grown = lo2, hi2, True
-        if not grown:
-            break
-    body, cut_tail = "\n".join(lines[lo:hi + 1]), hi < len(lines) - 1
-    if len(body) > limit:  # one matched line longer than the limit: its head
-        body, cut_tail = body[:limit].rstrip(), True
-    return ("… " if lo > 0 else "") + body + (" …" if cut_tail else "")
-
-
-def _span(lines: list[str], lo: int, hi: int) -> int:
-    return sum(len(line) + 1 for line in lines[lo:hi + 1]) - 1
 
 
 class ToolError(Exception):
@@ -77,7 +44,10 @@ class ToolSpec:
     """One tool: its input ``schema`` (closed), its ``output`` schema (open) and what a call may change.
 
     ``destructive``: a call may overwrite or remove what is stored (MCP's ``destructiveHint``);
-    ``idempotent``: repeating a call with the same arguments changes nothing more.
+    ``idempotent``: repeating a call with the same arguments changes nothing more;
+    ``turn``: a call is one of the agent's memory writes of its turn (``write.max_per_turn``), so it
+    carries the turn id and keeps the turn open (observe does not: handing the conversation over
+    after each reply must neither use up nor prolong the turn's allowance).
     """
 
     name: str
@@ -88,6 +58,7 @@ class ToolSpec:
     method: str  # the socket method a call sends (memoryd.daemon.api.vocabulary)
     destructive: bool = False
     idempotent: bool = True
+    turn: bool = True
 
     @property
     def read_only(self) -> bool:
@@ -361,11 +332,44 @@ BANK_PROPOSE = ToolSpec(
     method="bank_propose",
 )
 
-TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE, BANK_PROPOSE)
+OBSERVE = ToolSpec(
+    "memory_observe", "Hand the conversation to memoryd",
+    "Hand the conversation so far to memoryd, once at the end of a task or before the context is compacted, "
+    "so nothing of it is lost (not needed where memoryd's agent hooks are installed: they do it). The turns "
+    "memoryd has not seen for this `session_id` are appended, secrets withheld, to a dated session note "
+    "(sessions/YYYY-MM-DD-SESSION.md of the namespace) that is searchable like any memory; a re-sent "
+    "conversation adds nothing. With a model configured memoryd also extracts memories from the new turns "
+    "in the background, through the same checks as memory_remember. Returns the `note`, how many turns were "
+    "`captured` and `seen` before, and the `extraction` state ('off', 'queued', 'nothing pending', "
+    "'throttled'). It is not one of the turn's memory writes. Never mention it in the reply.",
+    _obj({
+        "transcript": {"type": "string", "minLength": 1, "maxLength": 200_000,
+                       "description": "The conversation, one turn per line as 'user: …' / 'assistant: …' (or a "
+                                      "JSON messages array, or a Claude Code / Codex JSONL transcript)."},
+        "session_id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"^[^\x00-\x1f\x7f]+$",
+                       "description": "The conversation's id: the same for every call of one conversation. Omit to "
+                                      "use this MCP connection's id (one per host session)."},
+        "namespace": {"type": "string", "pattern": NAMESPACE,
+                      "description": "Where the session note goes. Omit to use this session's own namespace."},
+        "format": {"type": "string", "enum": list(TRANSCRIPT_FORMATS), "default": "auto",
+                   "description": "The transcript's format; 'auto' (the default) recognises each of them."},
+        "final": {"type": "boolean", "default": False,
+                  "description": "True when the conversation has ended: its extraction is not held back by the "
+                                 "per-agent throttle (default false)."},
+    }, ("transcript",)),
+    _out({
+        "note": _STR, "captured": _INT, "seen": _INT, "bytes": _INT, "withheld_lines": _INT, "pending": _INT,
+        "expired": {"type": "array", "items": _STR}, "extraction": {"type": "object"},
+    }, ("note", "captured", "seen", "extraction")),
+    method="observe", destructive=True, idempotent=True, turn=False,  # retention deletes whole old notes
+)
+
+TOOLS: tuple[ToolSpec, ...] = (SEARCH, GET, CONTEXT, REMEMBER, STATUS, LIST, UPDATE_SECTION, PROMOTE, BANK_PROPOSE,
+                               OBSERVE)
 OWNER_TOOLS = frozenset({UPDATE_SECTION.name, PROMOTE.name})
 """Tools only the owner may use (seed 003: update_* and promote): not listed to a confined session."""
 BY_NAME = {t.name: t for t in TOOLS}
-_NOT_BLANK = {"query", "content", "path"}
+_NOT_BLANK = {"query", "content", "path", "transcript", "session_id"}
 
 
 def check_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:

@@ -229,6 +229,7 @@ def render_status(st: StatusReply) -> str:
     if st.get("last_watch_failure"):
         rows.append(("watch failure", escape_line(str(st["last_watch_failure"]))))
     rows += _storage_rows(st.get("storage"))
+    rows += observe_rows(st.get("observe"))
     rows += [
         ("data dir", escape_line(str(st.get("data_dir") or "unknown")) + f" ({size_text(st.get('data_dir_bytes'))})"),
         ("memory (RSS)", size_text(st.get("rss_bytes"))),
@@ -241,6 +242,34 @@ def render_status(st: StatusReply) -> str:
     rows += [("skipped", escape_line(f"{sk['path']}: {sk['reason']}")) for sk in st.get("skipped", [])]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def observe_text(obs: Mapping[str, Any]) -> str:
+    """``observe`` in one line: what was captured, and what extraction did (issue #40: "says so in status")."""
+    if not obs.get("enabled", True):
+        return "off (observe.enabled = false)"
+    captured = (f"{obs.get('observed', 0)} observes, {obs.get('captured_turns', 0)} turns captured "
+                f"({size_text(obs.get('captured_bytes'))})")
+    if obs.get("extraction") != "llm":
+        why = "observe.extract = false" if obs.get("llm") else "no [llm] model"
+        return f"{captured}; extraction off ({why})"
+    llm = obs.get("llm") or {}
+    tokens = llm.get("tokens") or {}
+    spent = f"; {tokens.get('used', 0)} of {tokens.get('daily') or 'unlimited'} tokens today" if tokens else ""
+    return (f"{captured}; extraction by {escape_line(str(llm.get('model') or 'the [llm] model'))}: "
+            f"{obs.get('extractions', 0)} done, {obs.get('extraction_failures', 0)} failed, "
+            f"{obs.get('written', 0)} of {obs.get('proposed', 0)} proposals written{spent}")
+
+
+def observe_rows(obs: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The ``conversations`` row, and the last failed extraction while it is the latest outcome."""
+    if not obs:
+        return []
+    rows = [("conversations", observe_text(obs))]
+    if obs.get("last_error"):
+        rows.append(("extraction failed", escape_line(str(obs["last_error"]))
+                     + " (captured only; the turns are extracted at the next observe)"))
+    return rows
 
 
 def _build_row(build: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -367,3 +396,15 @@ def _reindex_head(result: dict[str, Any]) -> str:
 
 def _files(n: int) -> str:
     return f"{n} file" if n == 1 else f"{n} files"
+
+
+NO_MODEL = "No abstract yet (needs [llm]: a model writes file abstracts at idle time; see docs/conversations.md)."
+NOT_YET = "No abstract yet: the [llm] model writes one at idle time (anew after each edit)."
+
+
+def abstract_note(state: str | None, abstract: str | None) -> str:
+    """What the UI's file page and ``memoryd get --abstract`` say when ``abstract`` is None (``state``: the
+    daemon's ``abstracts``, on | off); "" when there is one to show."""
+    if abstract:
+        return ""
+    return NOT_YET if state == "on" else NO_MODEL

@@ -16,6 +16,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
+from memoryd.daemon.ui.abstracts import ROUTES as ABSTRACT_ROUTES
 from memoryd.daemon.ui.bridge import Daemon
 from memoryd.daemon.ui.routes import ROUTES
 from memoryd.daemon.ui.security import Guard, Keys
@@ -29,7 +30,7 @@ def create_app(socket: str | os.PathLike[str], port: int, keys: Keys | None = No
     ui = Ui(daemon=Daemon(socket), quick=Daemon(socket, timeout=QUICK_TIMEOUT_S), keys=keys or Keys.fresh(),
             port=port, env=environment(), settings=settings or Settings())
     app = Starlette(
-        routes=[*ROUTES, Mount("/static", StaticFiles(directory=HERE / "static"), name="static")],
+        routes=[*ROUTES, *ABSTRACT_ROUTES, Mount("/static", StaticFiles(directory=HERE / "static"), name="static")],
         middleware=[Middleware(Guard, keys=ui.keys, port=port, on_token=on_token)],
     )
     app.state.ui = ui

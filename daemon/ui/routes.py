@@ -293,12 +293,15 @@ def audit(request: Request, ui: Ui) -> Response:
                    chosen=chosen, who=views.who, file_href=views.file_href)
 
 
-def _session_of(namespace: str) -> dict[str, str] | None:
+def session_of(namespace: str) -> dict[str, str] | None:
+    """The confined session that reads ``namespace`` (an agent's too: ``memoryd mcp --session agent``)."""
     kind, _, ident = namespace.partition(":")
     if kind == "peer":
         return {"kind": "direct", "peer": ident}
     if kind == "group":
         return {"kind": "group", "group": ident}
+    if kind == "agent":
+        return {"kind": "agent", "agent": ident}
     return None
 
 
@@ -306,13 +309,14 @@ def _session_of(namespace: str) -> dict[str, str] | None:
 def access(request: Request, ui: Ui) -> Response:
     """Each namespace with its counts; for the peer or group chosen (``?namespace=``), the files its confined
     session may read (the socket's ``files``, asked as that session) — one namespace's files per view, not
-    every namespace's on every view. Agents run as owner sessions (``memoryd mcp``): they read everything."""
+    every namespace's on every view. An agent run as the owner (``memoryd mcp`` without ``--session``) reads
+    everything; one run as its agent session (``--session agent --agent ID``) only ``agents/ID/``."""
     stats = ui.stats()
     chosen = request.query_params.get("namespace", "")
     offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
     rows = []
     for name, counts in sorted(stats.get("namespaces", {}).items()):
-        session = _session_of(name)
+        session = session_of(name)
         files = ui.daemon.call("files", {"limit": ACCESS_FILES, "offset": offset, "session": session}) \
             if session and name == chosen else None
         nxt = (files or {}).get("next_offset")

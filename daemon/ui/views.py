@@ -16,7 +16,14 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from memoryd.daemon.client.render import backlog_text, duration_text, fresh_text, size_text
+from memoryd.daemon.client.render import (
+    NO_MODEL,
+    backlog_text,
+    duration_text,
+    fresh_text,
+    observe_text,
+    size_text,
+)
 from memoryd.daemon.client.termsafe import escape as visible_controls
 from memoryd.daemon.ui.words import QueryWords, query_words
 from memoryd.indexer.markdown.entrymeta import strip as strip_markers
@@ -251,6 +258,9 @@ def dashboard(status: dict[str, Any], stats: dict[str, Any] | None) -> dict[str,
     storage, model, index = status.get("storage") or {}, status.get("model") or {}, status.get("index") or {}
     if storage and not storage.get("reachable", True):
         errors.append(("storage", str(storage.get("last_error") or storage.get("error") or "unreachable")))
+    observed = status.get("observe") or {}
+    if observed.get("last_error"):  # a failed extraction wrote only the capture: say so (issue #40)
+        errors.append(("extraction", f"{observed['last_error']} (captured only; retried at the next observe)"))
     return {
         "fresh": bool(status.get("fresh", not status.get("pending") and not status.get("reconciling"))),
         "fresh_text": fresh_text(status),
@@ -265,6 +275,7 @@ def dashboard(status: dict[str, Any], stats: dict[str, Any] | None) -> dict[str,
             ("storage", f"{storage.get('backend', '?')}: {storage.get('where', '?')}"),
             ("data dir", f"{status.get('data_dir', '?')} ({size_text(status.get('data_dir_bytes'))})"),
             ("memory (RSS)", size_text(status.get("rss_bytes"))),
+            *([("conversations", observe_text(observed))] if observed else []),
         ],
         "roots": status.get("roots", []),
         "vectors_pending": pending,
@@ -297,3 +308,14 @@ def audit_summary(entries: Sequence[dict[str, Any]]) -> list[tuple[str, list[tup
         per = counts.setdefault(who(e.get("session")), {})
         per[key] = per.get(key, 0) + int(e.get("count") or 1)
     return [(name, sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))) for name, per in sorted(counts.items())]
+
+
+def abstracts_note(state: str | None, files: dict[str, str | None]) -> str:
+    """One line under a file list for the files without an abstract (not one line per file)."""
+    if state != "on":
+        return NO_MODEL.replace("No abstract yet", "No file abstracts yet")
+    missing = sum(1 for a in files.values() if not a)
+    if not missing:
+        return ""
+    return (f"{missing} of {len(files)} files have no abstract yet: the [llm] model writes them at idle time "
+            "(anew after each edit).")

@@ -2,8 +2,11 @@
 
 Where: ``<namespace folder>/<observe.folder>/YYYY-MM-DD-<session>.md`` under the first root
 (``agents/claude-code/sessions/2026-12-02-4f1c….md``), dated by the session's first capture, so
-one session is one note however long it runs. The note is an ordinary memory file: indexed,
-searchable, readable by the session that owns the namespace. Format::
+one session is one note — until it holds half of ``observe.max_bytes`` or is older than
+``observe.keep_days`` (:func:`rolls_over`): the session then goes on in a new part dated that day
+(``…-4f1c.part2.md`` when the day is the same), and retention may delete the old one. The note
+is an ordinary memory file: indexed, searchable, readable by the session that owns the namespace.
+Format::
 
     # Conversation 2026-12-02 (session 4f1c…)
 
@@ -27,28 +30,44 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import PurePosixPath
 
 from memoryd.indexer.access import Namespace
 from memoryd.indexer.redaction import privacy
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+_PART = re.compile(r"\.part\d+$")
 NOTE_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-[A-Za-z0-9._-]+\.md$")
 WITHHELD_LINE = "[line withheld by memoryd: {rule}]"
 WITHHELD_TURN = "[turn withheld by memoryd: {rule}]"
 
 
 def note_name(session: str) -> str:
-    """The session id as a file-name part: itself when short and plain, else a hash of it."""
-    if _SAFE_ID.fullmatch(session) and privacy.check(session).passed:
+    """The session id as a file-name part: itself when short and plain, else a hash of it (so is an id
+    that looks like a part's name, ``x.part2``: another session's note parts must not be its)."""
+    if _SAFE_ID.fullmatch(session) and not _PART.search(session) and privacy.check(session).passed:
         return session
     return "s" + hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def note_rel(ns: Namespace, folder: str, started: str, session: str) -> str:
-    base = f"{folder}/{started}-{note_name(session)}.md"
+def note_rel(ns: Namespace, folder: str, started: str, session: str, part: int = 1) -> str:
+    """The note of ``session`` started on ``started``; its ``part`` (2, 3 …) when a long session rolled over."""
+    base = f"{folder}/{started}-{note_name(session)}{f'.part{part}' if part > 1 else ''}.md"
     return f"{ns.folder}/{base}" if ns.folder else base
+
+
+def rolls_over(started: str, size: int, today: date, keep_days: int, max_bytes: int) -> bool:
+    """Whether a session's next turns start a new part rather than grow its note (``started``: the note's
+    day, ``size``: its bytes now).
+
+    Retention never deletes the note being written, so without this one long-running session would
+    outgrow both bounds: its note is done once it holds half of ``max_bytes`` (the namespace's cap,
+    which the rest of its notes then share), or once it started longer ago than ``keep_days``. The old
+    part is then an ordinary old note, which retention deletes whole when its turn comes."""
+    if keep_days and started < (today - timedelta(days=keep_days)).isoformat():
+        return True
+    return bool(max_bytes) and size >= max_bytes // 2
 
 
 def redact_turn(text: str) -> tuple[str, int]:

@@ -4,7 +4,8 @@
 idempotence is the point: a turn whose id (:func:`memoryd.indexer.observe.transcript.with_ids`)
 is in ``seen`` is never captured again, whatever restarts happened between. Turns captured but
 not yet extracted (no model, the model down, throttled) wait in ``pending``, redacted as captured,
-for the next observe; at most ``max_pending`` of them (older ones stay captured only).
+for the next observe; at most ``max_pending`` of them (older ones stay captured only), and none
+longer than the note they were captured in (:func:`drop_pending_in`, when retention deletes it).
 
 One JSON file per (namespace, session), named by a hash of the two (session ids are the host's
 and may hold anything), written atomically and 0600. Read and written on the index worker only,
@@ -30,9 +31,10 @@ class Pending:
     id: str
     role: str
     text: str  # redacted, as captured
+    note: str = ""  # the note (part) the turn was captured in: retention deleting it drops the turn here too
 
     def to_json(self) -> dict[str, str]:
-        return {"id": self.id, "role": self.role, "text": self.text}
+        return {"id": self.id, "role": self.role, "text": self.text, "note": self.note}
 
 
 @dataclass
@@ -45,11 +47,12 @@ class SessionState:
     pending: list[Pending] = field(default_factory=list)
     extracted: int = 0  # turns extracted so far
     last_error: str | None = None  # the last extraction's failure, for status
+    part: int = 1  # the note's part: a long session rolls over to 2, 3 … (memoryd.indexer.observe.notes.rolls_over)
 
     def to_json(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "session": self.session, "note": self.note, "started": self.started,
                 "seen": self.seen, "pending": [p.to_json() for p in self.pending], "extracted": self.extracted,
-                "last_error": self.last_error}
+                "last_error": self.last_error, "part": self.part}
 
 
 def state_path(data_dir: Path, namespace: str, session: str) -> Path:
@@ -66,8 +69,10 @@ def load(data_dir: Path, namespace: str, session: str) -> SessionState:
             raise ValueError("another session's file")
         return SessionState(namespace, session, str(raw.get("note", "")), str(raw.get("started", "")),
                             [str(s) for s in raw.get("seen", [])],
-                            [Pending(str(p["id"]), str(p["role"]), str(p["text"])) for p in raw.get("pending", [])],
-                            int(raw.get("extracted", 0)), raw.get("last_error"))
+                            [Pending(str(p["id"]), str(p["role"]), str(p["text"]),
+                                     str(p.get("note") or raw.get("note", "")))  # older files: the session's note
+                             for p in raw.get("pending", [])],
+                            int(raw.get("extracted", 0)), raw.get("last_error"), max(1, int(raw.get("part", 1))))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return SessionState(namespace, session)
 
@@ -76,6 +81,21 @@ def save(data_dir: Path, st: SessionState) -> None:
     path = state_path(data_dir, st.namespace, st.session)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(st.to_json(), ensure_ascii=False) + "\n")
+
+
+def drop_pending_in(data_dir: Path, namespace: str, notes: set[str]) -> int:
+    """Forget the pending turns of ``namespace``'s sessions that were captured in ``notes`` (deleted by
+    retention): no conversation text outlives its note in the data dir. How many were dropped."""
+    dropped = 0
+    for st in all_states(data_dir):
+        if st.namespace != namespace:
+            continue
+        kept = [p for p in st.pending if p.note not in notes]
+        if len(kept) != len(st.pending):
+            dropped += len(st.pending) - len(kept)
+            st.pending = kept
+            save(data_dir, st)
+    return dropped
 
 
 def all_states(data_dir: Path) -> list[SessionState]:

@@ -31,7 +31,7 @@ from tests.helpers import running_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = {"memory_search", "memory_get", "memory_context", "memory_remember", "memory_status", "memory_list",
-         "memory_update_section", "memory_promote", "memory_bank_propose"}
+         "memory_update_section", "memory_promote", "memory_bank_propose", "memory_observe"}
 ZEBRA = "- The zebracorn migration plan moves every service to the new queue by March.\n"
 MAX_PER_MINUTE = 2
 
@@ -50,9 +50,10 @@ def test_tools_have_closed_valid_schemas_with_described_arguments() -> None:
     assert BY_NAME["memory_search"].schema["required"] == ["query"]
     assert BY_NAME["memory_context"].schema["required"] == ["query"]
     assert [t.name for t in TOOLS if not t.read_only] == ["memory_remember", "memory_update_section",
-                                                          "memory_promote"]
-    # remember can replace an entry and update_section replaces a section's text; promote only adds a copy
-    assert [t.name for t in TOOLS if t.destructive] == ["memory_remember", "memory_update_section"]
+                                                          "memory_promote", "memory_observe"]
+    # remember can replace an entry and update_section replaces a section's text; promote only adds a copy;
+    # observe's retention deletes whole old session notes
+    assert [t.name for t in TOOLS if t.destructive] == ["memory_remember", "memory_update_section", "memory_observe"]
     assert [t.name for t in TOOLS if not t.idempotent] == ["memory_remember", "memory_promote"]
 
 
@@ -89,6 +90,10 @@ def test_output_schemas_are_valid_objects_that_type_every_field() -> None:
     ("memory_context", {"query": "x", "max_tokens": 8}, "'max_tokens': 8 is less than the minimum of 16"),
     ("memory_remember", {"content": "x", "type": "fact"}, "'type': 'fact' is not one of"),
     ("memory_status", {"verbose": True}, "('verbose' was unexpected)"),
+    ("memory_observe", {}, "'transcript' is required"),
+    ("memory_observe", {"transcript": "user: hi", "format": "jsonl"}, "'format': 'jsonl' is not one of"),
+    ("memory_observe", {"transcript": "user: hi", "session_id": " "}, "'session_id' must not be blank"),
+    ("memory_observe", {"transcript": "user: hi", "wait": True}, "('wait' was unexpected)"),
 ])
 def test_bad_arguments_are_refused_naming_the_argument(tool: str, args: dict[str, Any], expect: str) -> None:
     with pytest.raises(ToolError) as err:
@@ -118,6 +123,21 @@ def test_bridge_maps_tool_arguments_to_daemon_params() -> None:
     assert b.request("memory_remember", {"content": "c", "type": "decision"}) == (
         "remember", {"content": "c", "type": "decision", "session": direct})
     assert b.request("memory_status", {}) == ("status", {})
+    assert b.request("memory_observe", {"transcript": "user: hi", "session_id": "s1", "final": True}) == (
+        "observe", {"session_id": "s1", "transcript": "user: hi", "final": True, "session": direct})
+    # no session id: this connection's, the same on every call (one host session, one conversation)
+    first, again = (b.request("memory_observe", {"transcript": t})[1]["session_id"] for t in ("a", "b"))
+    assert first == again == b.connection_id and first.startswith("mcp-")
+
+
+def test_observe_is_not_one_of_the_turns_memory_writes() -> None:
+    """Handing the conversation over after each reply must neither use up nor prolong the write turn."""
+    b = DaemonBridge("/nonexistent/s.sock")
+    sent: list[tuple[str, dict[str, Any]]] = []
+    b._call = lambda method, params: sent.append((method, params)) or {}  # type: ignore[method-assign]
+    b.call_tool("memory_observe", {"transcript": "user: I prefer tea\nassistant: Noted."})
+    b.call_tool("memory_remember", {"content": "The user prefers tea."})
+    assert "turn" not in sent[0][1]["session"] and sent[1][1]["session"]["turn"].startswith("mcp-")
 
 
 def test_bridge_without_daemon_names_the_socket_and_the_fix(short_dir: Path) -> None:
@@ -302,6 +322,35 @@ def test_direct_session_is_confined_to_its_peer(running, tmp_path: Path) -> None
 
 
 @pytest.mark.slow
+def test_an_agent_session_hands_its_conversation_over_once(running, tmp_path: Path) -> None:
+    """memory_observe through a real MCP session: captured in the agent's own session note, a re-send adds
+    nothing, and the confined agent sees no absolute path."""
+    d, root = running
+    convo = "user: Which queue do we use for billing?\nassistant: The billing service uses the zebracorn queue."
+
+    async def body(s: Any) -> dict[str, Any]:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        first = await s.call_tool("memory_observe", {"transcript": convo, "session_id": "conv-1"})
+        again = await s.call_tool("memory_observe", {"transcript": convo, "session_id": "conv-1"})
+        bad = await s.call_tool("memory_observe", {"transcript": "user: hi", "namespace": "agent:other"})
+        return {"tools": tools, "first": first, "again": again, "bad": bad}
+
+    out = run_session(d.cfg.socket_path, tmp_path / "mcp.log", body, "--session", "agent", "--agent", "coder")
+    tool = out["tools"]["memory_observe"]
+    assert not tool.annotations.readOnlyHint and tool.annotations.destructiveHint and tool.annotations.idempotentHint
+    first, again = out["first"].structuredContent, out["again"].structuredContent
+    for res in (out["first"], out["again"]):
+        assert not res.isError, text_of(res)
+        Draft202012Validator(tool.outputSchema).validate(res.structuredContent)
+        assert str(root) not in json.dumps(res.structuredContent) + text_of(res)
+    assert first["note"].startswith("agents/coder/sessions/") and first["note"].endswith("-conv-1.md")
+    assert (first["captured"], again["captured"], again["seen"]) == (2, 0, 2)
+    assert first["extraction"] == {"state": "off"} and text_of(out["first"]).startswith("Captured 2 new turn(s)")
+    assert "zebracorn queue" in (root / first["note"]).read_text()
+    assert out["bad"].isError and text_of(out["bad"]).startswith("permission denied")
+
+
+@pytest.mark.slow
 def test_daemon_down_every_tool_says_how_to_start_it(short_dir: Path, tmp_path: Path) -> None:
     sock = short_dir / "absent.sock"
     calls = {"memory_search": {"query": "x"}, "memory_get": {"path": "MEMORY.md"},
@@ -334,7 +383,7 @@ def test_cli_import_stays_free_of_the_sdk_and_initialize_is_quick(short_dir: Pat
 
 def test_memory_status_takes_fresh_from_the_daemon() -> None:
     """The daemon decides what fresh means; the bridge only falls back for a daemon without the field."""
-    from memoryd.daemon.client.mcp_server import _status
+    from memoryd.daemon.client.mcp_shapes import _status
 
     busy = {"pending": 0, "reconciling": False}
     assert _status({}, {**busy, "fresh": False})[1]["fresh"] is False
@@ -343,7 +392,7 @@ def test_memory_status_takes_fresh_from_the_daemon() -> None:
 
 
 def test_search_snippets_leave_out_entry_markers() -> None:
-    from memoryd.daemon.client.mcp_server import _search
+    from memoryd.daemon.client.mcp_shapes import _search
 
     hit = {"path": "user/preferences.md", "start_line": 3, "end_line": 3, "score": 0.9, "heading": "",
            "text": "- Prefers tea. <!-- memoryd: importance=4 reinforced=2 -->"}

@@ -30,6 +30,48 @@ def test_a_resource_uri_is_the_files_absolute_file_uri_and_maps_back() -> None:
     assert path_of("file://localhost/m/MEMORY.md") == "/m/MEMORY.md"
 
 
+def test_a_files_abstract_ends_its_description() -> None:
+    entry = {"path": "MEMORY.md", "size": 12, "mtime": 0.0}
+    assert resource_of(entry)["description"].endswith(")."), "no abstract: the description as before"
+    about = resource_of({**entry, "abstract": "The user's editor and standup time."})["description"]
+    assert about.startswith("Memory file (modified ") and about.endswith("). The user's editor and standup time.")
+
+
+def test_resources_are_listed_without_abstracts_by_a_daemon_older_than_them() -> None:
+    from memoryd.daemon.client.mcp_server import INVALID_PARAMS, DaemonBridge, DaemonRefusal
+
+    b = DaemonBridge("/nonexistent/s.sock")
+    asked: list[dict[str, Any]] = []
+
+    def older(method: str, params: dict[str, Any]) -> Any:
+        asked.append(params)
+        if "abstracts" in params:
+            raise DaemonRefusal("invalid arguments: unknown param 'abstracts'", INVALID_PARAMS)
+        return {"files": [{"path": "MEMORY.md", "size": 1, "mtime": 0.0}], "next_offset": None}
+
+    b._call = older  # type: ignore[method-assign]
+    listed, nxt = b.list_resources(None)
+    assert [r["name"] for r in listed] == ["MEMORY.md"] and nxt is None and len(asked) == 2
+
+
+def test_a_resource_lists_its_files_abstract(tmp_path: Path, short_dir: Path) -> None:
+    from memoryd.daemon.client.mcp_server import DaemonBridge
+    from memoryd.indexer.llm.config import LLMConfig
+    from memoryd.indexer.redaction import privacy
+    from memoryd.indexer.search.abstracts import STORE_NAME, AbstractStore
+    from tests.fake_chat_server import FakeChatServer
+
+    with FakeChatServer() as chat, running_daemon(tmp_path, short_dir / "m.sock", FILES, llm=LLMConfig(
+            provider="openai", url=chat.url, model="fake-model", retries=0)) as (d, _client, _root):
+        store = AbstractStore(d.cfg.data_dir / STORE_NAME)  # what the idle job would have made
+        store.put("fake-model", privacy.redact(FILES["MEMORY.md"], d.cfg.write.redact_index), "The user's editor.")
+        store.close()
+        listed, _ = DaemonBridge(d.cfg.socket_path).list_resources(None)
+        about = {r["name"]: r["description"] for r in listed}
+        assert about["MEMORY.md"].endswith("). The user's editor.")
+        assert about["memory/2026-01-02.md"].endswith(")."), "no abstract yet: none shown"
+
+
 @pytest.mark.parametrize("uri", ["memoryd://MEMORY.md", "file://host/m.md", "https://x/m.md", "file:m.md",
                                  "file:///a%00b.md"])
 def test_a_uri_that_names_no_local_file_is_refused(uri: str) -> None:

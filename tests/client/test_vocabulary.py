@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from memoryd.daemon.client import cli
-from memoryd.daemon.client.mcp_server import SNIPPET_CHARS, DaemonBridge, _search
-from memoryd.daemon.client.mcp_tools import BY_NAME, TOOLS, ToolError, centred_snippet
+from memoryd.daemon.client.mcp_server import DaemonBridge
+from memoryd.daemon.client.mcp_shapes import SNIPPET_CHARS, _search, centred_snippet
+from memoryd.daemon.client.mcp_tools import BY_NAME, TOOLS, ToolError
 from memoryd.daemon.client.render import BOLD, TERM, TargetError, parse_target, render_hits
 from memoryd.daemon.exits import EXIT_USAGE
 from memoryd.daemon.rpc.errors import InvalidParams

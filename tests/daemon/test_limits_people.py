@@ -98,8 +98,10 @@ def test_every_mcp_write_carries_the_turn_that_marks_it_an_agents() -> None:
     args = {"memory_remember": {"content": "A fact."}, "memory_update_section": {
         "path": "MEMORY.md", "section": "Current Focus", "content": "- x"},
         "memory_promote": {"path": "peers/a/MEMORY.md", "line": 1, "text": "- A fact."}}
-    writes = [t for t in TOOLS if not t.read_only]
+    writes = [t for t in TOOLS if not t.read_only and t.turn]
     assert {t.name for t in writes} == set(args)
+    # handing the conversation over is not one of the turn's memory writes (its extraction has turns of its own)
+    assert {t.name for t in TOOLS if not t.read_only and not t.turn} == {"memory_observe"}
     for tool in writes:
         bridge.call_tool(tool.name, args[tool.name])
     assert [m for m, _ in sent] == ["remember", "update_section", "promote"]

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from memoryd.daemon.client.render import render_status
 from memoryd.daemon.client.rpc_client import RpcClientError
+from memoryd.daemon.ui.views import dashboard
 from memoryd.indexer.config import Config
 from memoryd.indexer.llm.config import LLMConfig
 from memoryd.indexer.observe.config import ObserveConfig
@@ -128,6 +130,65 @@ def test_max_bytes_deletes_the_oldest_notes_but_never_the_one_being_written(tmp_
         assert (root / out["note"]).exists()  # over the cap alone, but it is being written
 
 
+def test_a_long_session_rolls_over_to_a_new_part_that_retention_can_outlive(tmp_path: Path, short_dir: Path) -> None:
+    """The note being written is never deleted, so one session must not grow one note past the bounds:
+    at half of max_bytes its next turns start a new part, and the old part is deleted like any old note."""
+    with _daemon(tmp_path, short_dir, keep_days=0, max_bytes=10_000) as (_, client, root):
+        base = f"agents/claude-code/sessions/{date.today().isoformat()}-long"
+        first = _observe(client, "user: " + "alpha " * 1000 + "\n", sid="long")
+        assert first["note"] == f"{base}.md" and (root / first["note"]).stat().st_size >= 5_000
+        turns = "user: " + "alpha " * 1000 + "\nassistant: noted\n"
+        second = _observe(client, turns, sid="long")  # the re-sent first turn adds nothing; the new one rolls over
+        assert (second["note"], second["captured"], second["expired"]) == (f"{base}.part2.md", 1, [])
+        assert "noted" in (root / second["note"]).read_text() and "alpha" not in (root / second["note"]).read_text()
+        third = _observe(client, turns + "user: " + "gamma " * 1000 + "\n", sid="long")
+        assert third["note"] == f"{base}.part2.md" and third["expired"] == [f"{base}.md"]  # past the cap together
+        assert not (root / first["note"]).exists()
+        assert any(r["action"] == "expire" and r["path"] == f"{base}.md"
+                   for r in client.call("history", {"limit": 10})["entries"])
+
+
+def test_a_session_older_than_keep_days_goes_on_in_a_note_of_today(tmp_path: Path, short_dir: Path) -> None:
+    from memoryd.indexer.observe import state as obs_state
+
+    with _daemon(tmp_path, short_dir, keep_days=7) as (d, client, root):
+        old = "agents/claude-code/sessions/2020-01-01-resumed.md"
+        (root / old).parent.mkdir(parents=True)
+        (root / old).write_text("# Conversation 2020-01-01 (session resumed)\n\n**user** · 10:00 UTC\nlong ago\n")
+        obs_state.save(d.cfg.data_dir, obs_state.SessionState(NS, "resumed", note=old, started="2020-01-01"))
+        out = _observe(client, "user: back to this conversation a year later\n", sid="resumed")
+        assert out["note"] == f"agents/claude-code/sessions/{date.today().isoformat()}-resumed.md"
+        assert out["expired"] == [old] and not (root / old).exists()
+        assert "a year later" in (root / out["note"]).read_text()
+
+
+def test_turns_waiting_for_a_model_do_not_outlive_their_deleted_note(tmp_path: Path, short_dir: Path,
+                                                                    chat: FakeChatServer) -> None:
+    """The model is down, so captured turns wait (redacted) in the data dir; once retention deletes the note
+    they were captured in, they go too: another session's old note, and a long session's old part."""
+    from memoryd.indexer.observe import state as obs_state
+
+    chat.mode = "500"
+    with _daemon(tmp_path, short_dir, chat, keep_days=7, max_bytes=10_000) as (d, client, root):
+        old = "agents/claude-code/sessions/2020-01-01-gone.md"
+        (root / old).parent.mkdir(parents=True)
+        (root / old).write_text("# Conversation 2020-01-01 (session gone)\n\n**user** · 10:00 UTC\nzebra talk\n")
+        obs_state.save(d.cfg.data_dir, obs_state.SessionState(NS, "gone", note=old, started="2020-01-01", pending=[
+            obs_state.Pending("a" * 20 + ".1", "user", "zebra talk", old)]))
+        base = f"agents/claude-code/sessions/{date.today().isoformat()}-long"
+        first = _observe(client, "user: " + "alpha " * 1000 + "\n", sid="long", wait=True)
+        assert first["expired"] == [old] and first["pending"] == 1
+        assert obs_state.load(d.cfg.data_dir, NS, "gone").pending == []
+        turns = "user: " + "alpha " * 1000 + "\nassistant: noted\n"
+        assert _observe(client, turns, sid="long", wait=True)["note"] == f"{base}.part2.md"
+        third = _observe(client, turns + "user: " + "gamma " * 1000 + "\n", sid="long", wait=True)
+        assert third["expired"] == [f"{base}.md"] and third["pending"] == 2  # the first part's turn is gone
+        waiting = obs_state.load(d.cfg.data_dir, NS, "long").pending
+        assert {p.note for p in waiting} == {f"{base}.part2.md"} and not any("alpha" in p.text for p in waiting)
+        assert not any("zebra" in f.read_text() or "alpha" in f.read_text()
+                       for f in (d.cfg.data_dir / obs_state.STATE_DIR).glob("*.json"))
+
+
 def test_extraction_proposes_and_the_write_path_decides(tmp_path: Path, short_dir: Path,
                                                         chat: FakeChatServer) -> None:
     chat.default = ANSWER
@@ -174,9 +235,29 @@ def test_a_failed_call_writes_only_the_capture_and_the_next_observe_retries(tmp_
         out = _observe(client, (DATA / "plain.txt").read_text(), wait=True)
         assert out["extraction"]["state"] == "failed" and out["extraction"]["pending"] == 4
         assert set(root.rglob("*.md")) - before == {root / out["note"]}  # the capture, nothing else
-        st = client.call("status")["observe"]
+        status = client.call("status")
+        st = status["observe"]
         assert st["extraction_failures"] == 1 and st["last_error"] and st["llm"]["reachable"] is False
         assert st["llm"]["url"].startswith(chat.url) and "authorization" not in json.dumps(st).lower()
+        # and a person reading `memoryd status` or the ui's dashboard is told, not only `status --json`
+        rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in render_status(status).splitlines()}
+        assert "1 failed" in rows["conversations"] and "extraction by fake-model" in rows["conversations"]
+        assert rows["conversations"].endswith(f"of {st['llm']['tokens']['daily'] or 'unlimited'} tokens today")
+        failed = rows["extraction failed"]
+        assert failed.startswith(st["last_error"][:40]) and "captured only" in failed
+        assert ("extraction", f"{st['last_error']} (captured only; retried at the next observe)") in \
+            dashboard(status, None)["errors"]
+
+
+def test_status_shows_the_models_health_even_when_observe_does_not_extract(tmp_path: Path, short_dir: Path,
+                                                                          chat: FakeChatServer) -> None:
+    """The [llm] client serves summaries, abstracts and proposals too: observe.extract = false must not hide it."""
+    with _daemon(tmp_path, short_dir, chat, extract=False) as (_, client, _root):
+        status = client.call("status")
+        st = status["observe"]
+        assert st["extraction"] == "off" and st["llm"]["model"] == "fake-model" and "tokens" in st["llm"]
+        rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in render_status(status).splitlines()}
+        assert rows["conversations"].endswith("extraction off (observe.extract = false)")
 
 
 def test_after_a_failure_the_turns_wait_and_are_extracted_next_time(tmp_path: Path, short_dir: Path,

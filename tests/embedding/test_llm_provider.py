@@ -244,3 +244,24 @@ def test_doctor_checks_llm_off_served_and_down_without_the_key(server: FakeChatS
     down = dataclasses.replace(on, llm=LLMConfig(provider="openai", url="http://127.0.0.1:9/v1", model="m"))
     bad = Check("llm", *llm_check(down))
     assert bad.level == FAIL and KEY not in bad.line() and "observe captures meanwhile" in bad.fix
+
+
+def test_doctor_warns_when_the_days_token_budget_is_spent(server: FakeChatServer, tmp_path: Path) -> None:
+    """A server that answers is not enough: with llm.daily_tokens spent every model feature is paused."""
+    import dataclasses
+    import time
+
+    from memoryd.daemon.client.doctor import OK, WARN, Check
+    from memoryd.daemon.client.doctor_llm import llm_check
+    from memoryd.indexer.llm.client import BUDGET_FILE
+
+    base = config.Config()
+    cfg = dataclasses.replace(base, storage=dataclasses.replace(base.storage, data_dir=tmp_path), llm_api_key=KEY,
+                              llm=LLMConfig(provider="openai", url=server.url, model="fake-model", daily_tokens=1000))
+    fresh = Check("llm", *llm_check(cfg))
+    assert fresh.level == OK and "0 of 1000 tokens used today" in fresh.message
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    (tmp_path / BUDGET_FILE).write_text(json.dumps({"day": day, "used": 1200}) + "\n")  # as the daemon keeps it
+    spent = Check("llm", *llm_check(cfg))
+    assert spent.level == WARN and f"llm.daily_tokens = 1000 is spent for {day} (UTC): 1200 used" in spent.message
+    assert "until 00:00 UTC" in spent.fix and server.requests == [] and KEY not in spent.line()

@@ -50,3 +50,22 @@ def test_an_old_codex_file_and_one_message_a_line_parse() -> None:
 def test_what_is_not_a_transcript_is_refused_naming_where(text: str, fmt: str, needle: str) -> None:
     with pytest.raises(TranscriptError, match=needle):
         parse(text, fmt)
+
+
+def test_a_notes_parts_cannot_be_another_sessions_note() -> None:
+    """Part 2 of session ``x`` is ``…-x.part2.md``: a session whose own id is ``x.part2`` gets a hashed name."""
+    from datetime import date
+
+    from memoryd.indexer.access import parse_namespace
+    from memoryd.indexer.observe.notes import note_name, note_rel, rolls_over
+
+    ns = parse_namespace("agent:a", None)
+    assert note_rel(ns, "sessions", "2026-12-02", "x") == "agents/a/sessions/2026-12-02-x.md"
+    assert note_rel(ns, "sessions", "2026-12-02", "x", 2) == "agents/a/sessions/2026-12-02-x.part2.md"
+    assert note_name("x.part2").startswith("s") and note_name("x.part2") != "x.part2"
+    assert note_name("x.partly") == "x.partly"
+    today = date(2026, 12, 2)
+    assert not rolls_over("2026-12-01", 4_999, today, 30, 10_000)
+    assert rolls_over("2026-12-01", 5_000, today, 30, 10_000)  # half the namespace's cap
+    assert rolls_over("2026-11-01", 10, today, 30, 10_000)  # older than keep_days
+    assert not rolls_over("2026-11-01", 10**9, today, 0, 0)  # both bounds off: one note for ever

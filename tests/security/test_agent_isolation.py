@@ -121,6 +121,32 @@ def test_files_lists_only_the_agents_folder_with_no_root(env: Any) -> None:
     assert words(client.call("files", {"session": BETA})) == set()  # paths only: no words in file names
 
 
+def test_an_agents_file_abstracts_name_no_absolute_path(tmp_path: Path, short_dir: Path) -> None:
+    """The abstract fields of get and files pass the same scrubbing: an abstract that quotes where the
+    file lies (a model may well repeat a path it read) reaches the agent relative, the owner as written."""
+    from memoryd.indexer.llm.config import LLMConfig
+    from memoryd.indexer.redaction import privacy
+    from memoryd.indexer.search.abstracts import STORE_NAME, AbstractStore
+    from tests.fake_chat_server import FakeChatServer
+
+    files = {rel: f"# Notes\n\n- The word of this file is {word}.\n" for rel, word in WORDS.items()}
+    with FakeChatServer() as chat, running_daemon(
+            tmp_path, short_dir / "m.sock", files,
+            llm=LLMConfig(provider="openai", url=chat.url, model="fake-model", retries=0)) as (d, client, root):
+        store = AbstractStore(d.cfg.data_dir / STORE_NAME)  # what the idle job would have made
+        store.put("fake-model", privacy.redact(files["agents/alpha/notes.md"], d.cfg.write.redact_index),
+                  f"Alpha's word, kept in {root}/agents/alpha/notes.md under {root}.")
+        store.close()
+        got = client.call("get", {"path": "agents/alpha/notes.md", "abstract": True, "session": ALPHA})
+        assert got["abstract"] == "Alpha's word, kept in agents/alpha/notes.md under <memory root>."
+        no_absolute(got, root)
+        listed = client.call("files", {"abstracts": True, "session": ALPHA})
+        assert [f["abstract"] for f in listed["files"]] == [got["abstract"]] and listed["abstracts"] == "on"
+        no_absolute(listed, root)
+        owner = client.call("get", {"path": "agents/alpha/notes.md", "abstract": True})
+        assert f"{root}/agents/alpha/notes.md" in owner["abstract"]
+
+
 def test_remember_lands_in_the_agents_folder_and_nowhere_else(env: Any) -> None:
     client, root = env
     out = client.call("remember", {"content": "The alpha agent deploys with the blue pipeline on Fridays.",

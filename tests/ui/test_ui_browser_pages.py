@@ -43,13 +43,15 @@ class Site:
     root: Path
     page: Any
     missing: list[str]  # URLs the browser got a 404 for
+    data_dir: Path
 
 
-def _site(tmp_path: Path, sock: Path, browser: Any, settings: Settings | None = None) -> Iterator[Site]:
+def _site(tmp_path: Path, sock: Path, browser: Any, settings: Settings | None = None,
+          files: dict[str, str] = FILES, **config: Any) -> Iterator[Site]:
     def tweak(cfg: Any) -> Any:
         return dataclasses.replace(cfg, write=dataclasses.replace(cfg.write, **HASH_WRITE))
 
-    d, rpc, root = start_daemon(tmp_path, sock, FILES, timeout=60, tweak=tweak)
+    d, rpc, root = start_daemon(tmp_path, sock, files, timeout=60, tweak=tweak, **config)
     server, lsock, url = build(sock, 0, settings=settings)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [lsock]}, name="ui-test-server")
     thread.start()
@@ -62,7 +64,7 @@ def _site(tmp_path: Path, sock: Path, browser: Any, settings: Settings | None = 
         missing: list[str] = []
         page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
         page.goto(url)
-        yield Site(url.split("/?")[0], root, page, missing)
+        yield Site(url.split("/?")[0], root, page, missing, d.cfg.data_dir)
     finally:
         if context is not None:
             context.close()
@@ -130,6 +132,41 @@ def test_weaker_matches_are_folded(tmp_path: Path, short_dir: Path, browser: Any
         sync_api.expect(weaker.locator(".hit").first).to_be_hidden()  # folded until opened
         weaker.locator("summary").click()
         sync_api.expect(weaker.locator(".hit").first).to_be_visible()
+
+
+def test_without_a_model_the_file_page_says_abstracts_need_llm(site: Site) -> None:
+    site.page.goto(site.base + "/file?path=memory-bank/activeContext.md")
+    sync_api.expect(site.page.locator("#abstract")).to_contain_text("No abstract yet (needs [llm]")
+
+
+def test_abstracts_are_filled_in_after_the_page_is_shown(tmp_path: Path, short_dir: Path, browser: Any) -> None:
+    from memoryd.indexer.llm.config import LLMConfig
+    from memoryd.indexer.redaction import privacy
+    from memoryd.indexer.search.abstracts import STORE_NAME, AbstractStore
+    from tests.fake_chat_server import FakeChatServer
+
+    files = {**FILES, "peers/alice/a.md": "# A\n\n- Alice's first note.\n",
+             "peers/alice/b.md": "# B\n\n- Alice's second note.\n"}
+    abstract = "Alice's first note, <b>in short</b>."
+    with FakeChatServer() as chat:
+        llm = LLMConfig(provider="openai", url=chat.url, model="fake-model", retries=0)
+        for s in _site(tmp_path, short_dir / "m.sock", browser, files=files, llm=llm):
+            store = AbstractStore(s.data_dir / STORE_NAME)  # what the idle job would have made
+            store.put("fake-model", privacy.redact(files["peers/alice/a.md"], "secrets"), abstract)
+            store.close()
+            s.page.goto(s.base + "/file?path=peers/alice/a.md")
+            sync_api.expect(s.page.locator("#abstract")).to_have_text(f"Abstract {abstract}")  # as text, escaped
+            s.page.goto(s.base + "/file?path=peers/alice/b.md")
+            sync_api.expect(s.page.locator("#abstract")).to_contain_text("No abstract yet: the [llm] model")
+            s.page.goto(s.base + "/access?namespace=peer:alice")
+            items = s.page.locator("ul.files li")
+            sync_api.expect(items.first.locator(".abstract")).to_have_text(abstract)
+            sync_api.expect(items.nth(1).locator(".abstract")).to_have_count(0)
+            sync_api.expect(s.page.locator(".abstracts-note")).to_have_text(
+                "1 of 2 files have no abstract yet: the [llm] model writes them at idle time (anew after each edit).")
+            s.page.goto(s.base + "/entries?namespace=peer:alice")
+            sync_api.expect(s.page.locator("tr.group .abstract").first).to_have_text(abstract)
+            assert s.missing == []
 
 
 def test_no_page_asks_for_something_missing(site: Site) -> None:
