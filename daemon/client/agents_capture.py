@@ -22,7 +22,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon.client.setup_files import Change, SetupError, child, parse_toml, read_text
+from memoryd.daemon.client.setup_files import Change, child, parse_toml, place_command_hook, read_text
 
 CLAUDE_EVENTS = ("Stop", "PreCompact", "SessionEnd")
 CAPTURE_TIMEOUT_S = 10  # the hook returns in well under a second; this only bounds a wedged start
@@ -53,28 +53,7 @@ def set_claude_capture(data: dict[str, Any], exe: str | None, path: Path) -> Non
     ours = {"type": "command", "command": shlex.join(capture_argv(exe, "claude-code")),
             "timeout": CAPTURE_TIMEOUT_S} if exe else None
     for event in CLAUDE_EVENTS:
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise SetupError(f"{path}: hooks.{event} is not a list; nothing was changed")
-        placed = False
-        for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(inner, list):
-                continue
-            kept = []
-            for h in inner:
-                if isinstance(h, dict) and is_capture(h.get("command", ""), "claude-code"):
-                    if ours is not None and not placed:
-                        kept.append(ours)
-                        placed = True
-                    continue
-                kept.append(h)
-            group["hooks"] = kept
-        groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
-        if ours is not None and not placed:
-            groups.append({"hooks": [ours]})
-        if hooks.get(event) == []:
-            del hooks[event]
+        place_command_hook(hooks, event, ours, lambda command: is_capture(command, "claude-code"), path)
     if data.get("hooks") == {}:
         del data["hooks"]
 

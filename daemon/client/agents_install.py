@@ -49,6 +49,7 @@ from memoryd.daemon.client.setup_files import (
     load_json_object,
     marked_block,
     parse_toml,
+    place_command_hook,
     read_text,
     replace_marked_block,
     replace_toml_table,
@@ -154,28 +155,8 @@ def _set_hooks(data: dict[str, Any], where: Where, hook: Path, install: bool, pa
 def _set_hook(data: dict[str, Any], command: str | None, path: Path) -> None:
     """Put our ``UserPromptSubmit`` command hook in place (or remove it), leaving every other hook as it is."""
     hooks = child(data, "hooks", path)
-    groups = hooks.setdefault("UserPromptSubmit", [])
-    if not isinstance(groups, list):
-        raise SetupError(f"{path}: hooks.UserPromptSubmit is not a list; nothing was changed")
     ours = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S} if command else None
-    placed = False
-    for group in groups:
-        inner = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(inner, list):
-            continue
-        kept = []
-        for h in inner:
-            if isinstance(h, dict) and HOOK_NAME in str(h.get("command", "")):
-                if ours is not None and not placed:
-                    kept.append(ours)  # in place: the user's order of hooks stays
-                    placed = True
-                continue
-            kept.append(h)
-        group["hooks"] = kept
-    groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
-    if ours is not None and not placed:
-        groups.append({"hooks": [ours]})
-    _prune(hooks, "UserPromptSubmit")
+    place_command_hook(hooks, "UserPromptSubmit", ours, lambda cmd: HOOK_NAME in str(cmd), path)
     _prune(data, "hooks")
 
 

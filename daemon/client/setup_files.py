@@ -100,6 +100,35 @@ def child(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return value
 
 
+
+def place_command_hook(hooks: dict[str, Any], event: str, ours: dict[str, Any] | None,
+                       is_ours: Callable[[Any], bool], path: Path) -> None:
+    """In a Claude Code ``hooks`` object: put ``ours`` where our old command hook of ``event`` was (the
+    user's order of hooks stays), or last when there was none; ``ours`` None removes ours. Every other
+    hook is kept as it is; groups and the event left empty by the removal go."""
+    groups = hooks.setdefault(event, [])
+    if not isinstance(groups, list):
+        raise SetupError(f"{path}: hooks.{event} is not a list; nothing was changed")
+    placed = False
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(inner, list):
+            continue
+        kept = []
+        for h in inner:
+            if isinstance(h, dict) and is_ours(h.get("command", "")):
+                if ours is not None and not placed:
+                    kept.append(ours)
+                    placed = True
+                continue
+            kept.append(h)
+        group["hooks"] = kept
+    groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+    if ours is not None and not placed:
+        groups.append({"hooks": [ours]})
+    if hooks.get(event) == []:
+        del hooks[event]
+
 # -- TOML ------------------------------------------------------------------------------------
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
