@@ -57,6 +57,7 @@ from memoryd.daemon.rpc.jsonrpc import Handler, Peer
 from memoryd.indexer.access import (
     READ,
     REMEMBER,
+    Namespace,
     Session,
     authorize,
     namespace_of,
@@ -140,9 +141,10 @@ class ManageMethods:
         total = {k: sum(row[k] for row in per.values()) for k in ("files", "entries", "bytes")}
         return {"namespaces": per, "total": total}
 
-    def _paths(self, claim: SessionClaim, raw: str | None) -> tuple[Session, Path, list[str]]:
-        """The session, the first root and the paths of namespace ``raw`` (None: all the session may read),
-        from the folder cache (``list`` and ``stats``; ``export`` reads everything anyway)."""
+    def _scope(self, claim: SessionClaim,
+               raw: str | None) -> tuple[Session, Path, Namespace | None, Callable[[str], bool]]:
+        """The claimed session, the first root, namespace ``raw`` (None: all the session may read), checked
+        as readable, and which of the root's paths the session may see."""
         session = claim.resolve()
         ns = own_namespace(session) if raw is None else _checked(lambda: parse_namespace(raw, session))
         _checked(lambda: authorize(session, READ, ns))
@@ -150,17 +152,17 @@ class ManageMethods:
         first = roots.roots[0]
         check = path_check(session, roots)
         accept = (lambda rel: True) if check is None else (lambda rel: check(str(first), rel))
+        return session, first, ns, accept
+
+    def _paths(self, claim: SessionClaim, raw: str | None) -> tuple[Session, Path, list[str]]:
+        """The session, the first root and the paths of namespace ``raw``, from the folder cache
+        (``list`` and ``stats``; ``export`` reads everything anyway)."""
+        session, first, ns, accept = self._scope(claim, raw)
         return session, first, self._folder.paths(first, ns, accept)
 
     def _files(self, claim: SessionClaim, raw: str | None) -> list[MemoryFile]:
         """The files of namespace ``raw`` (None: all the session may read), for the claimed session."""
-        session = claim.resolve()
-        ns = own_namespace(session) if raw is None else _checked(lambda: parse_namespace(raw, session))
-        _checked(lambda: authorize(session, READ, ns))
-        roots = self._roots()
-        first = roots.roots[0]
-        check = path_check(session, roots)
-        accept = (lambda rel: True) if check is None else (lambda rel: check(str(first), rel))
+        session, first, ns, accept = self._scope(claim, raw)
         return files_for(session, memory_files(first, ns, accept, self._max_file_bytes), self._cfg.redact_index)
 
     # -- writes ---------------------------------------------------------------------
